@@ -1,0 +1,114 @@
+// Opcode names shared by the tracer, the watcher and the analyzer. The names are the verbs names without
+// their prefix (DESIGN.md: "RDMA_WRITE", "SEND_WITH_IMM", "RECV", ...), so a GPU-posted RDMA WRITE and a
+// CPU-posted one land in the same row of a report.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace sigmatrace {
+
+// Values of enum ibv_wr_opcode (infiniband/verbs.h, stable ABI).
+enum class WrOpcode : uint8_t {
+    RDMA_WRITE = 0,
+    RDMA_WRITE_WITH_IMM = 1,
+    SEND = 2,
+    SEND_WITH_IMM = 3,
+    RDMA_READ = 4,
+    ATOMIC_CMP_AND_SWP = 5,
+    ATOMIC_FETCH_AND_ADD = 6,
+    LOCAL_INV = 7,
+    BIND_MW = 8,
+    SEND_WITH_INV = 9,
+    TSO = 10,
+    DRIVER1 = 11,
+    ATOMIC_WRITE = 15,
+};
+
+inline std::string_view wr_opcode_name(uint32_t op) {
+    switch (op) {
+    case 0: return "RDMA_WRITE";
+    case 1: return "RDMA_WRITE_WITH_IMM";
+    case 2: return "SEND";
+    case 3: return "SEND_WITH_IMM";
+    case 4: return "RDMA_READ";
+    case 5: return "ATOMIC_CMP_AND_SWP";
+    case 6: return "ATOMIC_FETCH_AND_ADD";
+    case 7: return "LOCAL_INV";
+    case 8: return "BIND_MW";
+    case 9: return "SEND_WITH_INV";
+    case 10: return "TSO";
+    case 11: return "DRIVER1";
+    case 15: return "ATOMIC_WRITE";
+    default: return "UNKNOWN";
+    }
+}
+
+// Values of enum ibv_wc_opcode.
+inline std::string_view wc_opcode_name(uint32_t op) {
+    switch (op) {
+    case 0: return "SEND";
+    case 1: return "RDMA_WRITE";
+    case 2: return "RDMA_READ";
+    case 3: return "COMP_SWAP";
+    case 4: return "FETCH_ADD";
+    case 5: return "BIND_MW";
+    case 6: return "LOCAL_INV";
+    case 7: return "TSO";
+    case 9: return "ATOMIC_WRITE";
+    case 128: return "RECV";
+    case 129: return "RECV_RDMA_WITH_IMM";
+    default: return "UNKNOWN";
+    }
+}
+
+// Values of enum ibv_wc_status.
+inline std::string_view wc_status_name(uint32_t st) {
+    static constexpr std::string_view names[] = {
+        "SUCCESS",        "LOC_LEN_ERR",    "LOC_QP_OP_ERR",  "LOC_EEC_OP_ERR",   "LOC_PROT_ERR",
+        "WR_FLUSH_ERR",   "MW_BIND_ERR",    "BAD_RESP_ERR",   "LOC_ACCESS_ERR",   "REM_INV_REQ_ERR",
+        "REM_ACCESS_ERR", "REM_OP_ERR",     "RETRY_EXC_ERR",  "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
+        "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
+        "RESP_TIMEOUT_ERR", "GENERAL_ERR",  "TM_ERR",         "TM_RNDV_INCOMPLETE",
+    };
+    return st < std::size(names) ? names[st] : std::string_view("UNKNOWN");
+}
+
+// mlx5 WQE opcodes (ctrl segment bits [7:0]; providers/mlx5/mlx5dv.h MLX5_OPCODE_*).
+namespace mlx5op {
+inline constexpr uint8_t NOP = 0x00;
+inline constexpr uint8_t SEND_INVAL = 0x01;
+inline constexpr uint8_t RDMA_WRITE = 0x08;
+inline constexpr uint8_t RDMA_WRITE_IMM = 0x09;
+inline constexpr uint8_t SEND = 0x0a;
+inline constexpr uint8_t SEND_IMM = 0x0b;
+inline constexpr uint8_t TSO = 0x0e;
+inline constexpr uint8_t RDMA_READ = 0x10;
+inline constexpr uint8_t ATOMIC_CS = 0x11;
+inline constexpr uint8_t ATOMIC_FA = 0x12;
+inline constexpr uint8_t ATOMIC_MASKED_CS = 0x14;
+inline constexpr uint8_t ATOMIC_MASKED_FA = 0x15;
+inline constexpr uint8_t LOCAL_INVAL = 0x1b;
+inline constexpr uint8_t DUMP = 0x23;  // NVSHMEM's IBGDA_MLX5_OPCODE_DUMP
+inline constexpr uint8_t UMR = 0x25;
+}  // namespace mlx5op
+
+// The verbs opcode a GPU-posted mlx5 WQE corresponds to, or -1 when it moves no data (NOP, DUMP, UMR...).
+inline int wr_opcode_from_mlx5(uint8_t op) {
+    switch (op) {
+    case mlx5op::RDMA_WRITE: return 0;
+    case mlx5op::RDMA_WRITE_IMM: return 1;
+    case mlx5op::SEND: return 2;
+    case mlx5op::SEND_IMM: return 3;
+    case mlx5op::RDMA_READ: return 4;
+    case mlx5op::ATOMIC_CS:
+    case mlx5op::ATOMIC_MASKED_CS: return 5;
+    case mlx5op::ATOMIC_FA:
+    case mlx5op::ATOMIC_MASKED_FA: return 6;
+    case mlx5op::SEND_INVAL: return 9;
+    case mlx5op::TSO: return 10;
+    default: return -1;
+    }
+}
+
+}  // namespace sigmatrace

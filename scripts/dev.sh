@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The two set-up commands of README.md, for a fresh Debian 12 machine (root, or sudo for the apt step):
+#
+#   scripts/dev.sh demo    install what is missing, build, install into ./_install, run `sigmatrace demo`
+#   scripts/dev.sh test    install what is missing, build, run the whole test suite: the normal build, then
+#                          the ASan+UBSan build, then the TSan build of the shim's threading tests
+#
+# Options (environment): SIGMATRACE_JOBS (build parallelism, default nproc), SIGMATRACE_BUILD_ROOT
+# (default ./build), SIGMATRACE_SKIP_APT=1 (trust what is installed), SIGMATRACE_TEST_SANITIZERS=0 (normal
+# build only).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+mode=${1:-}
+build_root=${SIGMATRACE_BUILD_ROOT:-$here/build}
+jobs=${SIGMATRACE_JOBS:-$(nproc)}
+
+log() { printf '\n==> %s\n' "$*"; }
+die() { printf 'dev.sh: %s\n' "$*" >&2; exit 2; }
+
+# Debian 12 packages the build, the tests and the demo use.
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  lttng-tools liblttng-ust-dev babeltrace2 libbabeltrace2-dev
+  libibverbs-dev ibverbs-utils ibverbs-providers rdma-core perftest
+  libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  openmpi-bin libopenmpi-dev
+  util-linux procps
+)
+
+install_packages() {
+  [[ ${SIGMATRACE_SKIP_APT:-0} == 1 ]] && return 0
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  log "Installing ${missing[*]}"
+  local sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# configure_and_build DIR [cmake options...]
+configure_and_build() {
+  local dir=$1; shift
+  cmake -S "$here" -B "$dir" -G Ninja -DSIGMATRACE_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+}
+
+# run_ctest DIR [ctest args...]: runs ctest inside a private LTTng environment (scripts/with-private-lttng.sh)
+run_ctest() {
+  local dir=$1; shift
+  "$here/scripts/with-private-lttng.sh" ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@"
+}
+
+case "$mode" in
+  demo)
+    install_packages
+    log "Building (release)"
+    configure_and_build "$build_root/release" -DCMAKE_BUILD_TYPE=Release -DSIGMATRACE_BUILD_TESTS=OFF -DSIGMATRACE_BUILD_BENCH=OFF
+    log "Installing into $here/_install"
+    cmake --install "$build_root/release" --prefix "$here/_install" >/dev/null
+    log "Running: _install/bin/sigmatrace demo"
+    exec "$here/_install/bin/sigmatrace" demo
+    ;;
+  test)
+    install_packages
+    log "Building (normal)"
+    configure_and_build "$build_root/normal"
+    log "Testing (normal)"
+    run_ctest "$build_root/normal"
+    if [[ ${SIGMATRACE_TEST_SANITIZERS:-1} == 1 ]]; then
+      log "Building (ASan+UBSan)"
+      configure_and_build "$build_root/asan" -DSIGMATRACE_SANITIZE=ON -DSIGMATRACE_BUILD_BENCH=OFF -DSIGMATRACE_CUDA=OFF
+      log "Testing (ASan+UBSan)"
+      run_ctest "$build_root/asan" -LE no-sanitizer
+      log "Building (TSan)"
+      configure_and_build "$build_root/tsan" -DSIGMATRACE_TSAN=ON -DSIGMATRACE_BUILD_BENCH=OFF -DSIGMATRACE_CUDA=OFF
+      log "Testing (TSan: threading tests)"
+      run_ctest "$build_root/tsan" -L tsan
+    fi
+    log "All tests passed"
+    ;;
+  *)
+    die "usage: scripts/dev.sh demo|test"
+    ;;
+esac

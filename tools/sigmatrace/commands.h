@@ -1,0 +1,17 @@
+// The subcommands of the `sigmatrace` front end. Each takes the arguments after its name and returns the
+// process exit status.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace sigmatrace::cli {
+
+using Args = std::span<char* const>;
+
+int cmd_record(Args args);   // cmd_record.cpp: record a command into a trace directory
+int cmd_analyze(Args args);  // tools/analyze: same as sigmatrace-analyze
+int cmd_fabric(Args args);   // cmd_fabric.cpp: run a command on the software fabric
+int cmd_demo(Args args);     // cmd_demo.cpp: multi-node workload on the fabric, recorded and analyzed
+
+}  // namespace sigmatrace::cli
