@@ -429,6 +429,32 @@ TEST(UnreliableDatagram, AddressingAndGrh) {
     EXPECT_FALSE(me.poll(wc, 0.05));
 }
 
+TEST(UnreliableConnected, WritesAndSendsAndSilentDrops) {
+    Peer peer(on("sfab_1", IBV_QPT_UC));
+    Endpoint me(on("sfab_0", IBV_QPT_UC));
+    ASSERT_EQ(me.connect(peer.wire()), 0);
+    ASSERT_EQ(peer.connect(me.wire()), 0);
+    std::memset(me.buf, 0x5a, 256);
+    ibv_wc wc{};
+    ASSERT_EQ(me.write(1, 0, 256, peer.wire().addr, peer.wire().rkey), 0);
+    ASSERT_TRUE(me.poll(wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(peer.read(0, 256), std::vector<unsigned char>(256, 0x5a));
+    // No NAK on UC: a bad rkey or a missing receive drops the message, the sender completes successfully and
+    // its QP stays usable.
+    std::memset(me.buf, 0x77, 256);
+    ASSERT_EQ(me.write(2, 0, 256, peer.wire().addr, peer.wire().rkey ^ 0x100), 0);
+    ASSERT_TRUE(me.poll(wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(me.send(3, 0, 64), 0);
+    ASSERT_TRUE(me.poll(wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(me.state(), IBV_QPS_RTS);
+    EXPECT_EQ(peer.read(0, 256), std::vector<unsigned char>(256, 0x5a));
+    // RDMA READ does not exist on UC.
+    EXPECT_EQ(me.read(4, 0, 8, peer.wire().addr, peer.wire().rkey), EINVAL);
+}
+
 TEST(SharedReceiveQueue, TwoQpsConsumeOneSrq) {
     EndpointOptions srq_side = on("sfab_0");
     srq_side.srq = true;
