@@ -228,7 +228,6 @@ void QueuePair::commit(uint64_t now) {
     staged_ = 0;
     uint64_t due = first_due > kEagerNs ? first_due - kEagerNs : 0;
     if (due < next_due_.load(std::memory_order_relaxed)) next_due_.store(due, std::memory_order_release);
-    rt_.kick(due, waited_on());
 }
 
 bool QueuePair::waited_on() const {
@@ -324,6 +323,8 @@ uint64_t QueuePair::progress(uint64_t now) {
         ++done_;
     }
     next_due_.store(next, std::memory_order_release);
+    // Work left for later: make sure the engine thread will look (cheap when it already will).
+    if (next != kNever) rt_.kick(next, waited_on());
     return next;
 }
 
