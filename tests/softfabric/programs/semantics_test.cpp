@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/stats.h"
 #include "verbs_harness.h"
 
 namespace sftest {
@@ -557,6 +558,43 @@ TEST(Faults, DownLinkExhaustsRetries) {
     ASSERT_TRUE(p.me.poll(wc));
     EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
     EXPECT_EQ(p.me.state(), IBV_QPS_ERR);
+}
+
+// A lossy link (run with 'loss node0/0 -> node0/1 probability 0.2': SOFTFABRIC_TEST_LOSSY=1): lost attempts are
+// retransmitted after the timeout, every write arrives, in order, and the fabric counts the losses.
+TEST(Faults, LossyLinkRetransmitsUntilDelivered) {
+    if (!std::getenv("SOFTFABRIC_TEST_LOSSY")) GTEST_SKIP() << "needs the fabric configuration 'loss ...'";
+    ConnectOptions mine;
+    mine.timeout = 8;  // 1 ms
+    mine.retry_cnt = 7;
+    RcPair p(mine);
+    const char* name = std::getenv("SOFTFABRIC_NAME");
+    uint64_t lost_before = softfabric::read_stats(name ? name : "default").links.empty()
+                               ? 0
+                               : softfabric::read_stats(name ? name : "default").links[0].lost;
+    auto* v = reinterpret_cast<uint64_t*>(p.me.buf);
+    double t0 = now_s();
+    for (uint64_t i = 0; i < 200; ++i) {
+        v[i] = i * 3 + 1;
+        ASSERT_EQ(p.me.write(i, i * 8, 8, p.peer.wire().addr + i * 8, p.peer.wire().rkey), 0);
+    }
+    for (uint64_t i = 0; i < 200; ++i) {
+        ibv_wc wc{};
+        ASSERT_TRUE(p.me.poll(wc, 10));
+        EXPECT_EQ(wc.wr_id, i);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    }
+    double elapsed = now_s() - t0;
+    auto remote = p.peer.read(0, 200 * 8);
+    EXPECT_EQ(std::memcmp(remote.data(), p.me.buf, 200 * 8), 0);
+    uint64_t lost = 0;
+    for (const auto& l : softfabric::read_stats(name ? name : "default").links)
+        if (l.from.rail == 0 && l.to.rail == 1) lost = l.lost;
+    // About 20% of 200 first attempts are lost (binomial: 40 +- 6); a lost attempt is retransmitted one 1 ms
+    // timeout after it was sent (the writes' timers run concurrently), so the batch takes at least that long.
+    EXPECT_GT(lost - lost_before, 15u);
+    EXPECT_LT(lost - lost_before, 80u);
+    EXPECT_GE(elapsed, 0.001);
 }
 
 }  // namespace
