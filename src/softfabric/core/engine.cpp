@@ -228,7 +228,12 @@ void QueuePair::commit(uint64_t now) {
     staged_ = 0;
     uint64_t due = first_due > kEagerNs ? first_due - kEagerNs : 0;
     if (due < next_due_.load(std::memory_order_relaxed)) next_due_.store(due, std::memory_order_release);
-    rt_.kick(due);
+    rt_.kick(due, waited_on());
+}
+
+bool QueuePair::waited_on() const {
+    return (config_.send_cq && config_.send_cq->armed.load(std::memory_order_relaxed)) ||
+           (recv_cq_ && recv_cq_->armed.load(std::memory_order_relaxed));
 }
 
 void QueuePair::schedule(Wqe* w, uint64_t earliest) {
