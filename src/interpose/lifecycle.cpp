@@ -473,6 +473,7 @@ void reset_lifecycle_for_testing() {
     std::lock_guard<std::mutex> lock(reg.mutex());
     known_contexts().clear();
     while (!reg.live_qps().empty()) reg.remove_qp(reg.live_qps().back());
+    while (!reg.live_cqs().empty()) reg.remove_cq(reg.live_cqs().back());
 }
 
 }  // namespace sigmatrace::interpose

@@ -80,11 +80,13 @@ CqState* Registry::add_cq(ibv_cq_ex* cq) {
     s->batch.n = 0;
     s->cq.store(cq, std::memory_order_release);
     cqs_.insert(s);
+    live_cqs_.push_back(s);
     return s;
 }
 
 void Registry::remove_cq(CqState* s) {
     cqs_.erase(s);
+    live_cqs_.erase(std::remove(live_cqs_.begin(), live_cqs_.end(), s), live_cqs_.end());
     s->cq.store(nullptr, std::memory_order_release);
     free_cqs_.push_back(s);
 }

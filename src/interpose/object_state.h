@@ -173,6 +173,7 @@ public:
     CqState* add_cq(ibv_cq_ex* cq);
     void remove_cq(CqState* s);
     const std::vector<QpState*>& live_qps() const noexcept { return live_qps_; }
+    const std::vector<CqState*>& live_cqs() const noexcept { return live_cqs_; }
 
     // --- lock-free
     QpState* qp_by_pointer(const void* qp) const noexcept { return qps_by_pointer_.find(qp); }
@@ -190,6 +191,7 @@ private:
     StateIndex<CqState, const void*, CqByPointer> cqs_;
     std::vector<QpState*> live_qps_;
     std::vector<QpState*> free_qps_;
+    std::vector<CqState*> live_cqs_;
     std::vector<CqState*> free_cqs_;
 };
 

@@ -73,7 +73,7 @@ ProcessIdentity read_process_identity(const char* (*get)(const char*)) {
 
 void emit_process_info_once() noexcept {
     if (g_emitted.load(std::memory_order_acquire)) return;
-    if (!ST_TRACE_ENABLED(process_info)) return;
+    if (config().mode == Mode::off || !ST_TRACE_ENABLED(process_info)) return;
     bool expected = false;
     if (!g_claimed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
     const int saved = errno;
