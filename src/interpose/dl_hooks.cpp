@@ -56,12 +56,15 @@ void* replacement(void* handle, const char* name, const char* version) noexcept 
     void* theirs = version != nullptr ? real_dlvsym(handle, name, version) : real_dlsym(handle, name);
     if (theirs == nullptr) return nullptr;
     const link_map* their_object = link_map_containing(theirs);
-    if (their_object == nullptr || !is_wrapped_library_path(their_object->l_name)) return nullptr;
+    if (their_object == nullptr) return nullptr;
+    DynamicSymbolTable their_table;
+    if (!their_table.init(their_object)) return nullptr;
+    // By soname first: libibverbs loads libmlx5 as its provider plugin (libmlx5-rdmav34.so), and a later
+    // dlopen("libmlx5.so.1") returns that same object under the plugin's file name.
+    if (!is_wrapped_library_path(their_table.soname()) && !is_wrapped_library_path(their_object->l_name)) return nullptr;
     if (version == nullptr) {
         // dlsym returns the default version; hand out ours only for that same version, so a library newer
         // than this tracer (an ABI change under a new version) is never given a wrapper of the old ABI.
-        DynamicSymbolTable their_table;
-        if (!their_table.init(their_object)) return nullptr;
         const char* their_version = their_table.default_version(name);
         return their_version != nullptr ? own_exports().find(name, their_version) : own_exports().find(name, nullptr);
     }

@@ -44,6 +44,8 @@ bool DynamicSymbolTable::init(const link_map* map) noexcept {
     const uint32_t* gnu_hash = nullptr;
     const ElfW(Sym)* symtab = nullptr;
     const char* strtab = nullptr;
+    ElfW(Xword) soname_offset = 0;
+    bool have_soname = false;
     for (const ElfW(Dyn)* d = map->l_ld; d->d_tag != DT_NULL; ++d) {
         switch (d->d_tag) {
         case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(base, d->d_un.d_ptr)); break;
@@ -53,6 +55,10 @@ bool DynamicSymbolTable::init(const link_map* map) noexcept {
         case DT_VERSYM: versym_ = reinterpret_cast<const ElfW(Half)*>(absolute(base, d->d_un.d_ptr)); break;
         case DT_VERDEF: verdef_ = reinterpret_cast<const ElfW(Verdef)*>(absolute(base, d->d_un.d_ptr)); break;
         case DT_VERDEFNUM: verdef_count_ = static_cast<uint32_t>(d->d_un.d_val); break;
+        case DT_SONAME:
+            soname_offset = d->d_un.d_val;
+            have_soname = true;
+            break;
         default: break;
         }
     }
@@ -64,6 +70,7 @@ bool DynamicSymbolTable::init(const link_map* map) noexcept {
     symtab_ = symtab;
     strtab_ = strtab;
     symbol_count_ = sysv_hash != nullptr ? sysv_hash[1] : gnu_hash_symbol_count(gnu_hash);
+    soname_ = have_soname ? strtab + soname_offset : nullptr;
     return true;
 }
 

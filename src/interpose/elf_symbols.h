@@ -26,6 +26,10 @@ public:
     // The version name of `name`'s default definition, or nullptr when it is unversioned or absent.
     const char* default_version(const char* name) const noexcept;
 
+    // The object's DT_SONAME ("libmlx5.so.1"), or nullptr. A library may be loaded under another file name
+    // (libibverbs loads libmlx5 as its provider plugin libmlx5-rdmav34.so, a symlink): the soname names it.
+    const char* soname() const noexcept { return soname_; }
+
     // True when `name` is defined in any version.
     bool defines(const char* name) const noexcept;
 
@@ -44,6 +48,7 @@ private:
     const ElfW(Verdef)* verdef_ = nullptr;
     uint32_t verdef_count_ = 0;
     uint32_t symbol_count_ = 0;
+    const char* soname_ = nullptr;
 };
 
 // The link map of the loaded object that contains `address`, or nullptr.
