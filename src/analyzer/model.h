@@ -78,6 +78,8 @@ struct Operation {
     uint64_t wr_id = 0;
     uint64_t raddr = 0;
     uint32_t rkey = 0;
+    uint64_t ud_ah = 0;       // UD sends: the address handle and destination QPN (peer resolved from them)
+    uint32_t ud_qpn = 0;
 
     bool is_recv() const { return opcode >= kOpRecv; }
     bool has_latency() const {

@@ -72,9 +72,11 @@ void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome out
     op.raddr = wr.raddr;
     op.rkey = wr.rkey;
     const Qp& qp = topo_.qp(q);
-    if (qp.type == kIbvQptUd && !op.is_recv())
+    if (qp.type == kIbvQptUd && !op.is_recv()) {
+        op.ud_ah = wr.ah;
+        op.ud_qpn = wr.remote_qpn;
         op.peer = topo_.resolve_ud_peer(p, wr.ah, wr.remote_qpn);
-    else
+    } else
         op.peer = topo_.resolve_peer(q);
     out_.on_operation(op);
 }
