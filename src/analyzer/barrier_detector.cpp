@@ -44,7 +44,7 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
     auto [sig, inserted] = w.signals.try_emplace(op.proc, 0);
     if (inserted) {
         // A participant appearing after epochs were closed without it: not the barrier pattern.
-        if (w.min_signals > 0) w.irregular = true;
+        if (w.closed_any) w.irregular = true;
         w.min_signals = 0;
         ++w.at_count[0];
     }
@@ -63,15 +63,22 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
     }
     ++e.count;
 
-    // Every participant has signalled epochs below the smallest signal count: those epochs are final.
+    // Every participant has signalled epochs below the smallest signal count: those epochs are final, once the
+    // busiest participant is kCloseLag rounds further. The lag absorbs operations reconstructed out of order
+    // (a slow poller's epoch-k signal can be read after others' epoch k+1), and participants that show up
+    // for the first time while others are still within the lag.
     w.min_signals = w.at_count.begin()->first;
-    while (!w.open.empty() && (w.open.begin()->first < w.min_signals || w.open.size() > kMaxOpenEpochs)) {
+    const uint32_t max_signals = w.at_count.rbegin()->first;
+    while (!w.open.empty() &&
+           ((w.open.begin()->first < w.min_signals && w.open.begin()->first + kCloseLag < max_signals) ||
+            w.open.size() > kMaxOpenEpochs)) {
         close_epoch(w, w.open.begin()->second);
         w.open.erase(w.open.begin());
     }
 }
 
 void BarrierDetector::close_epoch(Word& w, const OpenEpoch& e) {
+    w.closed_any = true;
     if (e.count != w.signals.size() || w.signals.size() < 2) {
         ++w.result.incomplete;
         return;

@@ -3,8 +3,8 @@
 //
 // Detection from the pattern, streaming: every (destination device, rkey, remote address) that receives
 // atomics or small writes is a candidate word. A participant's k-th signal to a word belongs to the word's
-// epoch k. Epoch k is closed once every participant has signalled at least k+1 times, so only the few rounds
-// still open are kept per word. At the end, a word is a barrier when it has at least two participants and
+// epoch k. Epoch k is closed once every participant has signalled at least k+1 times and the busiest one
+// kCloseLag rounds more, so only a few rounds are kept open per word. At the end, a word is a barrier when it has at least two participants and
 // at least two complete epochs, and (nearly) every epoch it saw was complete. An arrival is the signal's post
 // time: the moment the participant entered the barrier.
 #pragma once
@@ -63,6 +63,7 @@ public:
     static constexpr std::size_t kMaxWords = 4096;
     static constexpr std::size_t kMaxOpenEpochs = 256;
     static constexpr std::size_t kMaxSamples = 2000;
+    static constexpr uint32_t kCloseLag = 8;
 
     explicit BarrierDetector(BarrierOptions options) : options_(std::move(options)) {}
 
@@ -104,6 +105,7 @@ private:
         std::map<uint32_t, OpenEpoch> open;
         BarrierWord result;
         bool irregular = false;   // a participant joined after epochs had closed
+        bool closed_any = false;
     };
 
     bool is_signal(const Operation& op) const;
