@@ -66,6 +66,7 @@ struct Params {
     uint64_t delay_us = 2000;
     uint64_t period_us = 10000;
     int64_t t0 = 0;           // CLOCK_MONOTONIC ns at which barrier epoch 0 starts
+    uint64_t latency_us = 0;  // bench/traffic: time between a post and its completion (busy wait)
     std::string truth;
     std::string self;
 };
@@ -74,6 +75,13 @@ int64_t now_ns() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// Busy-waits: a sleep would add the scheduler's wake-up latency, and the point is a known latency.
+void spin_for(uint64_t us) {
+    const int64_t end = now_ns() + static_cast<int64_t>(us) * 1000;
+    while (now_ns() < end) {
+    }
 }
 
 void sleep_until(int64_t t) {
@@ -309,6 +317,7 @@ void run_stream(const Params& p, int peer, uint8_t opcode, uint8_t wc_opcode, ui
             if (sig) wcs.push_back({wr_base + i, 0, wc_opcode, opcode == kWrRead ? bytes : 0u, qpn});
         }
         emit_post_send(qp, qpn, wrs);
+        if (p.latency_us) spin_for(p.latency_us);
         if (!wcs.empty()) emit_poll(cq, wcs);
     }
 }
@@ -574,6 +583,7 @@ void rank_bench(const Params& p) {
     for (uint64_t i = 0; i < p.iters; ++i) {
         emit_post_send(qp, qpn, {{i, kWrWrite, kSignaled, p.size, 0x40000000 + (i % 1024) * p.size, 0x99}});
         wcs.push_back({i, 0, kWcWrite, 0, qpn});
+        if (p.latency_us) spin_for(p.latency_us);
         if (wcs.size() == 8 || i + 1 == p.iters) {
             emit_poll(cq, wcs);
             wcs.clear();
@@ -594,6 +604,7 @@ void run_rank(Params p) {
     else if (s == "mixed") {
         Params q = p;
         q.iters = std::max<uint64_t>(1, p.iters / 4);
+        rank_srq(q);  // first: its QP 0->1 is the one with the SRQ, which the traffic below reuses
         rank_traffic(q);
         q.epochs = p.epochs;
         rank_barrier(q);
@@ -602,7 +613,6 @@ void run_rank(Params p) {
         rank_errors(e);
         rank_gpu(q);
         rank_ud(q);
-        rank_srq(q);
     }
 }
 
@@ -722,7 +732,7 @@ int usage() {
     std::fprintf(stderr,
                  "usage: st-synth traffic|barrier|errors|gpu|ud|crash|mixed|bench [--ranks N] [--ranks-per-node N] "
                  "[--rails R] [--iters K] [--size BYTES] [--signal-every N] [--epochs E] [--delay-rank R] "
-                 "[--delay-us US] [--period-us US] [--truth FILE]\n");
+                 "[--delay-us US] [--period-us US] [--latency-us US] [--truth FILE]\n");
     return 2;
 }
 
@@ -754,6 +764,7 @@ int main(int argc, char** argv) {
         else if (a == "--delay-rank") p.delay_rank = static_cast<int>(n);
         else if (a == "--delay-us") p.delay_us = n;
         else if (a == "--period-us") p.period_us = n;
+        else if (a == "--latency-us") p.latency_us = n;
         else if (a == "--t0") p.t0 = std::strtoll(v, nullptr, 10);
         else return usage();
     }
