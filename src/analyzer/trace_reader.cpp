@@ -3,7 +3,12 @@
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
+#include <stdlib.h>
+
+#include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 #include <system_error>
 
 #include "analyzer/bt_message_consumer.h"
@@ -28,20 +33,70 @@ struct PluginRef {
     ~PluginRef() { bt_plugin_put_ref(p); }
 };
 
-// The causes of the current thread's Babeltrace2 error, most recent first, on one line; clears the error.
+// A Babeltrace2 error cause without its object addresses ("...: msg-it-addr=0x..., ..."), which mean
+// nothing to a user.
+std::string tidy_cause(std::string_view msg) {
+    const auto addr = msg.find("-addr=");
+    if (addr != std::string_view::npos) {
+        const auto cut = msg.substr(0, addr).find_last_of(":,");
+        msg = msg.substr(0, cut == std::string_view::npos ? addr : cut);
+    }
+    while (!msg.empty() && (msg.back() == ' ' || msg.back() == '.')) msg.remove_suffix(1);
+    return std::string(msg);
+}
+
+// The causes of the current thread's Babeltrace2 error, root cause first, on one line; clears the error.
 std::string take_error() {
+    constexpr uint64_t kMaxCauses = 4;
     const bt_error* err = bt_current_thread_take_error();
     if (err == nullptr) return "no detail";
     std::string out;
     const uint64_t n = bt_error_get_cause_count(err);
-    for (uint64_t i = 0; i < n; ++i) {
-        const bt_error_cause* c = bt_error_borrow_cause_by_index(err, i);
+    uint64_t kept = 0;
+    for (uint64_t i = 0; i < n && kept < kMaxCauses; ++i) {
+        const std::string c = tidy_cause(bt_error_cause_get_message(bt_error_borrow_cause_by_index(err, i)));
+        if (c.empty()) continue;
         if (!out.empty()) out += " <- ";
-        out += bt_error_cause_get_message(c);
+        out += c;
+        ++kept;
     }
     bt_error_release(err);
     return out.empty() ? "no detail" : out;
 }
+
+// The stream file a src.ctf.fs error names ("...stream file '/path/ch_0'..."), if any.
+std::optional<fs::path> failing_stream_file(const std::string& why) {
+    for (const char* marker : {"stream file '", "stream file `"}) {
+        const auto at = why.find(marker);
+        if (at == std::string::npos) continue;
+        const auto start = at + std::strlen(marker);
+        const auto end = why.find_first_of("'`", start);
+        if (end != std::string::npos) return fs::path(why.substr(start, end - start));
+    }
+    return std::nullopt;
+}
+
+// Temporary trace directories (symbolic links to a trace's metadata and its readable stream files), removed
+// when the read ends.
+struct ScratchDirs {
+    std::vector<fs::path> dirs;
+    ~ScratchDirs() {
+        std::error_code ec;
+        for (const auto& d : dirs) fs::remove_all(d, ec);
+    }
+    // A copy of `dir` without the stream files in `skip`; empty path on failure.
+    fs::path without(const fs::path& dir, const std::set<fs::path>& skip) {
+        std::string templ = (fs::temp_directory_path() / "sigmatrace-analyze.XXXXXX").string();
+        if (mkdtemp(templ.data()) == nullptr) return {};
+        dirs.emplace_back(templ);
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(dir, ec)) {
+            if (!e.is_regular_file(ec) || skip.contains(fs::absolute(e.path()))) continue;
+            fs::create_symlink(fs::absolute(e.path()), fs::path(templ) / e.path().filename(), ec);
+        }
+        return templ;
+    }
+};
 
 const bt_plugin* find_plugin(const char* name) {
     const bt_plugin* p = nullptr;
@@ -191,10 +246,30 @@ ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
 
     GraphRef graph{bt_graph_create(0)};
     std::vector<const bt_component_source*> sources;
-    for (auto& [key, members] : groups) {
+    ScratchDirs scratch;
+    for (auto& [key, original] : groups) {
+        // A stream file that cannot be indexed (truncated, overwritten) makes src.ctf.fs refuse the whole
+        // trace: leave that file out and read the rest, saying so.
+        std::vector<fs::path> members = original;
+        std::set<fs::path> skipped;
         std::string why;
-        if (!can_open(fs_cls, members, why)) {
-            sum.problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", members.front().string(), why));
+        bool ok = can_open(fs_cls, members, why);
+        while (!ok && skipped.size() < 64) {
+            auto bad = failing_stream_file(why);
+            if (!bad || skipped.contains(fs::absolute(*bad))) break;
+            sum.problems.push_back(fmt::format(
+                "Cannot read stream file: path={}, reason={}; the rest of its trace is read without it",
+                bad->string(), why));
+            skipped.insert(fs::absolute(*bad));
+            for (auto& m : members) {
+                // Map scratch copies back to the original directory before filtering again.
+                const fs::path orig = original[static_cast<std::size_t>(&m - members.data())];
+                m = scratch.without(orig, skipped);
+            }
+            ok = can_open(fs_cls, members, why);
+        }
+        if (!ok) {
+            sum.problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", original.front().string(), why));
             continue;
         }
         ValueRef params{inputs_param(members)};
