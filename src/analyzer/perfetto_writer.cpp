@@ -81,10 +81,13 @@ void PerfettoWriter::on_operation(const Operation& op) {
     first_ = false;
     ++written_;
 
-    // Flows: a two-sided send and the receive it consumed, matched in order per QP pair.
-    if (op.peer.qp == kNoId || op.outcome != OpOutcome::Completed) return;
+    // Flows: a two-sided send and the receive it consumed, matched in order per connection. The connection is
+    // named by its two QP numbers (each side knows both from its RTR transition), so matching does not wait for
+    // the peer to be resolved.
+    const Qp& qp = topo_.qp(op.qp);
+    if (!qp.has_remote || qp.dest_qpn == 0 || op.outcome != OpOutcome::Completed) return;
     if (op.is_recv()) {
-        const auto key = std::make_pair(op.peer.qp, op.qp);
+        const auto key = std::make_pair(qp.dest_qpn, qp.qp_num);
         const FlowEnd end{op.proc, op.qp, op.done_ts};
         auto& waiting = sends_[key];
         if (!waiting.empty()) {
@@ -94,7 +97,7 @@ void PerfettoWriter::on_operation(const Operation& op) {
             recvs_[key].push_back(end);
         }
     } else if (two_sided_send(op.opcode)) {
-        const auto key = std::make_pair(op.qp, op.peer.qp);
+        const auto key = std::make_pair(qp.qp_num, qp.dest_qpn);
         const FlowEnd start{op.proc, op.qp, op.post_ts};
         auto& waiting = recvs_[key];
         if (!waiting.empty()) {

@@ -54,8 +54,8 @@ private:
     uint64_t dropped_ = 0;
     uint64_t next_flow_ = 1;
     std::set<QpId> qps_seen_;
-    // Two-sided transfers waiting for their other end, per (sender QP, receiver QP).
-    std::map<std::pair<QpId, QpId>, std::deque<FlowEnd>> sends_, recvs_;
+    // Two-sided transfers waiting for their other end, per (sender QP number, receiver QP number).
+    std::map<std::pair<uint32_t, uint32_t>, std::deque<FlowEnd>> sends_, recvs_;
 };
 
 }  // namespace sigmatrace::analyzer
