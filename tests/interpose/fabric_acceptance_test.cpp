@@ -50,11 +50,12 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 // Output with what legitimately varies between two runs masked: numbers (bandwidths, times, random PSNs,
-// addresses).
+// addresses) and the padding printf puts around them.
 std::string normalize(const std::string& text) {
     static const std::regex hex("0x[0-9a-fA-F]+");
     static const std::regex num("[0-9]+(\\.[0-9]+)?");
-    return std::regex_replace(std::regex_replace(text, hex, "#"), num, "#");
+    static const std::regex blanks("[ \t]+");
+    return std::regex_replace(std::regex_replace(std::regex_replace(text, hex, "#"), num, "#"), blanks, " ");
 }
 
 struct PairRun {
