@@ -143,7 +143,13 @@ bool start_session() {
     g_trace_dir = (std::filesystem::temp_directory_path() / g_session).string();
     const std::string s = " --session=" + g_session;
     if (sh("lttng create " + g_session + " --output=" + g_trace_dir) != 0) return false;
-    if (sh("lttng enable-channel --userspace --buffers-uid --subbuf-size=16M --num-subbuf=16" + s + " ch") != 0) return false;
+    // 16 x 16 MiB per CPU by default; INTERPOSE_BENCH_SUBBUF / INTERPOSE_BENCH_NUM_SUBBUF override (used to
+    // measure which channel size a max-rate producer needs, docs/PERFORMANCE.md).
+    const char* subbuf = std::getenv("INTERPOSE_BENCH_SUBBUF");
+    const char* num = std::getenv("INTERPOSE_BENCH_NUM_SUBBUF");
+    if (sh("lttng enable-channel --userspace --buffers-uid --subbuf-size=" + std::string(subbuf ? subbuf : "16M") +
+           " --num-subbuf=" + std::string(num ? num : "16") + s + " ch") != 0)
+        return false;
     if (sh("lttng add-context --userspace --channel=ch --type=vpid --type=vtid --type=procname" + s) != 0) return false;
     if (sh("lttng enable-event --userspace --channel=ch 'sigmatrace:*'" + s) != 0) return false;
     if (sh("lttng start " + g_session) != 0) return false;
