@@ -87,6 +87,12 @@ private:
     uint64_t ts_[SIGMATRACE_MAX_BATCH];
 };
 
+uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 // How the WQEBBs after an undecodable one are accounted.
 enum class Run : uint8_t { Normal, Lost, AfterMalformed };
 
@@ -144,19 +150,19 @@ void Watcher::run() {
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: an invalid CPU leaves it unpinned
     }
     uint64_t period = config_.min_period_ns;
+    uint64_t last_start = 0;
     for (;;) {
-        bool backlog_high = false;
+        Backlog backlog = Backlog::None;
         size_t decoded = 0;
         {
             std::lock_guard lk(sweep_mu_);
+            const uint64_t now = monotonic_ns();
+            if (last_start) stats_.max_sweep_gap_ns = std::max(stats_.max_sweep_gap_ns, now - last_start);
+            last_start = now;
             sync_locked();
-            decoded = sweep_locked(backlog_high);
+            decoded = sweep_locked(backlog);
         }
-        // Adaptive period: straight to the minimum when a ring is half full, halve while WQEs keep coming,
-        // double while idle.
-        if (backlog_high) period = config_.min_period_ns;
-        else if (decoded > 0) period = std::max(config_.min_period_ns, period / 2);
-        else period = std::min(config_.max_period_ns, period * 2);
+        period = next_sweep_period(config_, period, backlog, decoded > 0);
         period_ns_.store(period, std::memory_order_relaxed);
 
         std::unique_lock lk(wake_mu_);
@@ -183,8 +189,8 @@ void Watcher::sync() {
 size_t Watcher::sweep_once() {
     std::lock_guard lk(sweep_mu_);
     sync_locked();
-    bool backlog_high = false;
-    return sweep_locked(backlog_high);
+    Backlog backlog = Backlog::None;
+    return sweep_locked(backlog);
 }
 
 WatcherStats Watcher::stats() const {
@@ -236,7 +242,7 @@ void Watcher::sync_locked() {
             ++it;
             continue;
         }
-        bool ignored = false;
+        Backlog ignored = Backlog::None;
         sweep_send_queue(*it, ignored);  // last look before the application frees the ring
         report_stats(*it);
         it = sqs_.erase(it);
@@ -273,10 +279,21 @@ void Watcher::sync_locked() {
     cq_scratch_.resize(SIGMATRACE_MAX_BATCH * 128);
 }
 
-size_t Watcher::sweep_locked(bool& backlog_high) {
+uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active) {
+    switch (backlog) {
+    case Backlog::High: return config.min_period_ns;                         // a ring is half full: hurry
+    case Backlog::Rising: return std::max(config.min_period_ns, period / 2);  // filling faster than drained
+    case Backlog::None: break;
+    }
+    const uint64_t cap = active ? config.max_period_ns : std::max(config.idle_period_ns, config.max_period_ns);
+    if (period >= cap) return active ? cap : period;  // busy again after idle: back under the maximum at once
+    return std::min(cap, period * 2);
+}
+
+size_t Watcher::sweep_locked(Backlog& backlog) {
     ++stats_.sweeps;
     size_t decoded = 0;
-    for (auto& s : sqs_) decoded += sweep_send_queue(s, backlog_high);
+    for (auto& s : sqs_) decoded += sweep_send_queue(s, backlog);
     for (auto& c : cqs_) sweep_completion_queue(c);
     return decoded;
 }
@@ -298,7 +315,7 @@ bool Watcher::copy_ring(const SqState& s, uint64_t from, uint64_t to) {
     return true;
 }
 
-size_t Watcher::sweep_send_queue(SqState& s, bool& backlog_high) {
+size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog) {
     if (s.q.dbr_less || s.q.wqebbs == 0 || s.q.dbr_addr == 0) return 0;  // nothing to follow (docs/gpumem.md)
     uint32_t raw = 0;
     if (!memory_.read_be32_acquire(s.q.dbr_addr, s.q.dbr_mem, raw)) {
@@ -319,7 +336,8 @@ size_t Watcher::sweep_send_queue(SqState& s, bool& backlog_high) {
     uint64_t a = s.next;
     if (b <= a) return 0;
     const uint32_t n = s.q.wqebbs;
-    backlog_high |= (b - a) * 2 >= n;
+    if ((b - a) * 2 >= n) backlog = Backlog::High;
+    else if ((b - a) * 8 >= n && backlog == Backlog::None) backlog = Backlog::Rising;
 
     if (!ST_TRACE_ENABLED(gpu_wqe)) {
         s.next = b;  // nobody records: keep up without reading the ring

@@ -35,7 +35,16 @@ struct WatcherStats {
     uint64_t cqes_seen = 0;
     uint64_t cqes_missed = 0;     // consumed (and invalidated) by the GPU before the watcher saw them
     uint64_t read_failures = 0;
+    uint64_t max_sweep_gap_ns = 0;  // longest time between two sweeps of the thread (scheduling delays show here)
 };
+
+// The fullest ring a sweep found: under 1/8 of its size, 1/8 or more, half or more.
+enum class Backlog : uint8_t { None, Rising, High };
+
+// The adaptive period: to the minimum when a ring is half full, halved while rings fill faster than they drain,
+// otherwise doubled up to the maximum (sweeps that found WQEs) or the idle period (sweeps that found nothing);
+// a busy sweep after idling returns to the maximum at once.
+uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active);
 
 class Watcher {
 public:
@@ -89,8 +98,8 @@ private:
     static void* thread_main(void* self);
     void run();
     void sync_locked();
-    size_t sweep_locked(bool& backlog_high);
-    size_t sweep_send_queue(SqState& s, bool& backlog_high);
+    size_t sweep_locked(Backlog& backlog);
+    size_t sweep_send_queue(SqState& s, Backlog& backlog);
     size_t sweep_completion_queue(CqState& c);
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
     void report_stats(SqState& s);

@@ -31,16 +31,20 @@ WatcherConfig WatcherConfig::from_environment() {
     read_int("SIGMATRACE_GPU_WATCH", enabled, 0, 1);
     c.enabled = enabled != 0;
     long long min_us = static_cast<long long>(c.min_period_ns / 1000), max_us = static_cast<long long>(c.max_period_ns / 1000);
+    long long idle_us = static_cast<long long>(c.idle_period_ns / 1000);
     read_int("SIGMATRACE_GPU_WATCH_MIN_PERIOD_US", min_us, 1, 10'000'000);
     read_int("SIGMATRACE_GPU_WATCH_MAX_PERIOD_US", max_us, 1, 10'000'000);
+    read_int("SIGMATRACE_GPU_WATCH_IDLE_PERIOD_US", idle_us, 1, 10'000'000);
     if (max_us < min_us) {
         std::fprintf(stderr,
                      "SigmaTrace: SIGMATRACE_GPU_WATCH_MAX_PERIOD_US=%lld is below the minimum period %lld us; "
                      "using %lld for both\n", max_us, min_us, min_us);
         max_us = min_us;
     }
+    if (idle_us < max_us) idle_us = max_us;  // idle never sweeps faster than busy
     c.min_period_ns = static_cast<uint64_t>(min_us) * 1000;
     c.max_period_ns = static_cast<uint64_t>(max_us) * 1000;
+    c.idle_period_ns = static_cast<uint64_t>(idle_us) * 1000;
     if (const char* g = std::getenv("SIGMATRACE_GPU_WATCH_GUARD"); g && std::strcmp(g, "auto") != 0)
         read_int("SIGMATRACE_GPU_WATCH_GUARD", c.guard_wqebbs, 0, 1 << 20);
     read_int("SIGMATRACE_GPU_WATCH_CPU", c.cpu, -1, 1 << 16);

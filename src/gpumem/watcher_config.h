@@ -7,8 +7,13 @@ namespace sigmatrace::gpumem {
 
 struct WatcherConfig {
     bool enabled = true;                 // SIGMATRACE_GPU_WATCH (0 disables the watcher thread; set-up is still traced)
-    uint64_t min_period_ns = 2'000;      // SIGMATRACE_GPU_WATCH_MIN_PERIOD_US: fastest sweep when queues are busy
-    uint64_t max_period_ns = 500'000;    // SIGMATRACE_GPU_WATCH_MAX_PERIOD_US: slowest sweep when idle
+    // The sweep period adapts to the risk of losing WQEs: it drops towards the minimum while a ring fills up
+    // faster than the watcher drains it (a sweep finding a ring 1/8 full or more), and relaxes towards the
+    // maximum otherwise, so the observation delay of a posted WQE stays under the maximum; after sweeps that find
+    // nothing new it keeps relaxing up to the idle period.
+    uint64_t min_period_ns = 5'000;      // SIGMATRACE_GPU_WATCH_MIN_PERIOD_US
+    uint64_t max_period_ns = 100'000;    // SIGMATRACE_GPU_WATCH_MAX_PERIOD_US
+    uint64_t idle_period_ns = 1'000'000; // SIGMATRACE_GPU_WATCH_IDLE_PERIOD_US
     // SIGMATRACE_GPU_WATCH_GUARD: WQEBBs a producer may be writing beyond its doorbell record while the watcher
     // copies a ring. WQEs that close to being overwritten are counted lost instead of decoded, so a torn copy
     // can never be decoded wrong. -1 = auto: 1/16 of the ring.

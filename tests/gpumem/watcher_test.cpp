@@ -459,7 +459,8 @@ TEST(WatcherThread, BackgroundSweepsCatchEveryWqeAndThePeriodAdapts) {
     ProcessMemoryReader mem;
     WatcherConfig cfg = exact_config();
     cfg.min_period_ns = 10'000;
-    cfg.max_period_ns = 2'000'000;
+    cfg.max_period_ns = 200'000;
+    cfg.idle_period_ns = 2'000'000;
     Watcher w(reg, mem, cfg);
     ASSERT_TRUE(w.start());
     ASSERT_TRUE(w.start());  // idempotent
@@ -469,16 +470,42 @@ TEST(WatcherThread, BackgroundSweepsCatchEveryWqeAndThePeriodAdapts) {
     while (trace.wqe_count() < 500 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ASSERT_EQ(trace.wqe_count(), 500u);
-    // Idle: the period backs off towards the maximum.
+    // Idle: the period backs off to the idle period.
     const auto idle_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (w.period_ns() < cfg.max_period_ns && std::chrono::steady_clock::now() < idle_deadline)
+    while (w.period_ns() < cfg.idle_period_ns && std::chrono::steady_clock::now() < idle_deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT_EQ(w.period_ns(), cfg.max_period_ns);
+    EXPECT_EQ(w.period_ns(), cfg.idle_period_ns);
+    // A wake (new queue, retire, test) sweeps at once. GPU writers cannot wake it: their first WQE after idling
+    // waits out at most the idle period.
+    prod.post_write(500);
+    w.wake();
+    const auto busy_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (trace.wqe_count() < 501 && std::chrono::steady_clock::now() < busy_deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(trace.wqe_count(), 501u);
     EXPECT_GT(w.thread_cpu_ns(), 0u);
     w.stop();
     EXPECT_FALSE(w.running());
     const auto wqes = trace.wqes();
-    for (uint64_t i = 0; i < 500; ++i) expect_write(wqes[i], i, 0x99);
+    for (uint64_t i = 0; i < 501; ++i) expect_write(wqes[i], i, 0x99);
+}
+
+TEST(WatcherPeriod, AdaptsToTheRiskOfLosingWqes) {
+    WatcherConfig c;
+    c.min_period_ns = 5'000;
+    c.max_period_ns = 100'000;
+    c.idle_period_ns = 1'000'000;
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::High, true), 5'000u);      // a ring half full: hurry
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::Rising, true), 40'000u);   // filling up: twice as often
+    EXPECT_EQ(next_sweep_period(c, 6'000, Backlog::Rising, true), 5'000u);     // never under the minimum
+    EXPECT_EQ(next_sweep_period(c, 40'000, Backlog::None, true), 80'000u);     // keeping up: relax...
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::None, true), 100'000u);    // ...to the maximum while busy
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false), 200'000u);  // idle: on to the idle period
+    EXPECT_EQ(next_sweep_period(c, 800'000, Backlog::None, false), 1'000'000u);
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, false), 1'000'000u);
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, true), 100'000u);  // busy again: back at once
+    c.idle_period_ns = 0;  // an idle period under the maximum means the maximum
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false), 100'000u);
 }
 
 TEST(WatcherThread, StopSweepsWhatWasPostedLast) {
