@@ -121,6 +121,11 @@ std::optional<CompletionQueue> QueueRegistry::find_completion_queue_by_cqn(uint6
     return find_if_copy(cqs_, [&](const CompletionQueue& x) { return x.ctx == ctx && x.cqn == cqn; });
 }
 
+std::optional<CompletionQueue> QueueRegistry::find_completion_queue(uint64_t key) const {
+    std::lock_guard lk(mu_);
+    return find_if_copy(cqs_, [&](const CompletionQueue& x) { return x.key == key; });
+}
+
 std::vector<uint64_t> QueueRegistry::queues_in_range(uint64_t ctx, uint64_t addr, uint64_t len) const {
     std::lock_guard lk(mu_);
     std::vector<uint64_t> keys;

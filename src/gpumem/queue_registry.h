@@ -33,6 +33,7 @@ public:
     std::optional<SendQueue> find_send_queue(uint64_t key) const;
     std::optional<SendQueue> find_send_queue_by_qpn(uint64_t ctx, uint32_t qpn) const;
     std::optional<CompletionQueue> find_completion_queue_by_cqn(uint64_t ctx, uint32_t cqn) const;
+    std::optional<CompletionQueue> find_completion_queue(uint64_t key) const;
     // Queues that live in [addr, addr + len) (ring or doorbell record): used when their memory is deregistered.
     std::vector<uint64_t> queues_in_range(uint64_t ctx, uint64_t addr, uint64_t len) const;
 

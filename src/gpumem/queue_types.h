@@ -58,6 +58,7 @@ struct SendQueue {
     uint32_t cqn = 0;        // send CQ
     uint32_t uar_page = 0;
     uint32_t initial_pi = 0; // producer index when learned (0 for a new DevX QP)
+    uint32_t epoch = 0;      // bumped when the QP is reset: the producer index starts again from initial_pi
 };
 
 // A completion queue the watcher reads.

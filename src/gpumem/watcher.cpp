@@ -258,9 +258,15 @@ void Watcher::sync_locked() {
     size_t ring_bytes = scratch_.size();
     for (const auto& q : sqs) {
         auto existing = std::find_if(sqs_.begin(), sqs_.end(), [&](const SqState& s) { return s.q.key == q.key; });
-        if (existing != sqs_.end()) {
+        if (existing != sqs_.end() && existing->q.epoch == q.epoch) {
             existing->q = q;  // same queue learned again (init_obj called twice): keep the cursors
         } else {
+            if (existing != sqs_.end()) {  // reset (2RST): the old life's WQEs first, then start over
+                Backlog ignored = Backlog::None;
+                sweep_send_queue(*existing, ignored);
+                report_stats(*existing);
+                sqs_.erase(existing);
+            }
             SqState s;
             s.q = q;
             s.next = s.seen = q.initial_pi & kSendDbrMask;
@@ -436,6 +442,8 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
         Cqe64 cqe;
         std::memcpy(&cqe, e, sizeof cqe);
         if (cqe.opcode() == cqe_op::INVALID) return 0;
+        static constexpr uint8_t kZero[64] = {};
+        if (std::memcmp(e, kZero, 64) == 0) return 0;  // a zero-filled slot the NIC has not written yet
         if (c.have_last && std::memcmp(c.last, e, 64) == 0) return 0;
         std::memcpy(c.last, e, 64);
         c.have_last = true;
