@@ -174,6 +174,7 @@ void Watcher::run() {
 }
 
 void Watcher::wake() {
+    if (config_.autostart && config_.enabled && !running_.load(std::memory_order_acquire)) start();
     {
         std::lock_guard lk(wake_mu_);
         wake_requested_ = true;

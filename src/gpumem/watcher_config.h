@@ -7,6 +7,7 @@ namespace sigmatrace::gpumem {
 
 struct WatcherConfig {
     bool enabled = true;                 // SIGMATRACE_GPU_WATCH (0 disables the watcher thread; set-up is still traced)
+    bool autostart = false;              // start the thread when the first queue is learned (the runtime sets it)
     // The sweep period adapts to the risk of losing WQEs: it drops towards the minimum while a ring fills up
     // faster than the watcher drains it (a sweep finding a ring 1/8 full or more), and relaxes towards the
     // maximum otherwise, so the observation delay of a posted WQE stays under the maximum; after sweeps that find
