@@ -1,13 +1,161 @@
-// sigmatrace record: placeholder until its issue lands.
+// sigmatrace record: run a command under the tracer and leave an LTTng trace of its RDMA operations.
+//
+//   1. parse the command line; find libsigmatrace.so next to this binary (InstallLayout);
+//   2. use the user's lttng-sessiond, or start a private one (lttng_control.h);
+//   3. create a session: per-uid channel sized by --channel-size, vpid/vtid/procname contexts, sigmatrace:*;
+//   4. run the command with libsigmatrace.so preloaded (traced_environment.h) and wait for it;
+//   5. stop (waits until all data is in the trace), report the trace path and the discarded-event count,
+//      destroy the session, stop a private daemon;
+//   6. exit with the command's status.
+// Anything that prevents tracing is reported and, before the command runs, stops the recording: a command is
+// never run "traced" when it would not be.
 #include <fmt/core.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "common/install_layout.h"
+#include "record/lttng_control.h"
+#include "record/record_options.h"
+#include "record/subprocess.h"
+#include "record/traced_environment.h"
 #include "sigmatrace/commands.h"
 
 namespace sigmatrace::cli {
+namespace {
 
-int cmd_record(Args) {
-    fmt::print(stderr, "sigmatrace record: not built yet in this version\n");
-    return 2;
+namespace fs = std::filesystem;
+using namespace sigmatrace::record;
+
+constexpr int kUsageError = 2;
+
+void error(const std::string& msg) {
+    fmt::print(stderr, "sigmatrace record: error: {}\n", msg);
+}
+
+std::string default_output_dir() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&now, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    fs::path base = fs::current_path() / (std::string("sigmatrace-") + stamp);
+    fs::path p = base;
+    for (int i = 1; fs::exists(p); ++i) p = base.string() + "-" + std::to_string(i);
+    return p.string();
+}
+
+// The output directory as an absolute path, or an error when it holds something already (traces from two
+// recordings mixed in one directory cannot be told apart).
+std::string prepare_output(const std::string& requested, std::string* out) {
+    std::error_code ec;
+    const fs::path p = requested.empty() ? fs::path(default_output_dir()) : fs::absolute(requested, ec);
+    if (ec) return "Cannot use the output directory: path=" + requested + ", reason=" + ec.message();
+    if (fs::exists(p, ec) && !(fs::is_directory(p, ec) && fs::is_empty(p, ec)))
+        return "Cannot record into " + p.string() + ": it exists and is not an empty directory; choose another -o DIR";
+    *out = p.lexically_normal().string();
+    return "";
+}
+
+// Whether any traced process registered: per-uid (or per-pid) buffers leave a CTF metadata file.
+bool trace_has_data(const std::string& dir) {
+    std::error_code ec;
+    const fs::path ust = fs::path(dir) / "ust";
+    if (!fs::is_directory(ust, ec)) return false;
+    for (auto it = fs::recursive_directory_iterator(ust, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->path().filename() == "metadata") return true;
+    return false;
+}
+
+}  // namespace
+
+int cmd_record(Args args) {
+    std::vector<std::string_view> argv(args.begin(), args.end());
+    RecordOptions opt;
+    if (std::string e = parse_record_args(argv, &opt); !e.empty()) {
+        error(e);
+        fmt::print(stderr, "\n{}", kRecordUsage);
+        return kUsageError;
+    }
+    if (opt.help) {
+        fmt::print("{}", kRecordUsage);
+        return 0;
+    }
+
+    const fs::path library = InstallLayout::from_self().preload_library();
+    if (access(library.c_str(), R_OK) != 0) {
+        error("Cannot find the tracer library: path=" + library.string() +
+              " (it is installed beside bin/sigmatrace, in lib/; reinstall SigmaTrace)");
+        return kUsageError;
+    }
+    std::string output;
+    if (opt.relay_url.empty()) {
+        if (std::string e = prepare_output(opt.output, &output); !e.empty()) {
+            error(e);
+            return kUsageError;
+        }
+    }
+
+    std::string daemon_error;
+    std::unique_ptr<SessionDaemon> daemon = SessionDaemon::acquire(&daemon_error);
+    if (!daemon) {
+        error(daemon_error + "; the command was not run");
+        return kUsageError;
+    }
+    int status = 0;
+    bool traced_something = true;
+    std::optional<RecordingSession::Loss> loss;
+    std::string loss_error;
+    {
+        RecordingSession session(*daemon);
+        ChannelSettings channel;
+        channel.subbuffer_size = subbuffer_size(opt.channel_size);
+        channel.subbuffers = kSubBuffers;
+        channel.blocking = opt.blocking;
+        if (std::string e = session.start(output, opt.relay_url, channel); !e.empty()) {
+            error(e + "; the command was not run");
+            return kUsageError;
+        }
+
+        TraceSetup setup;
+        setup.preload_library = library.string();
+        setup.mode = opt.mode;
+        setup.blocking = opt.blocking;
+        const Environment env = traced_environment(current_environment(), setup);
+        std::string spawn_error;
+        status = run_foreground(opt.command, env, &spawn_error);
+        if (!spawn_error.empty()) error(spawn_error);
+
+        if (std::string e = session.stop(); !e.empty()) error(e);
+        loss = session.loss(&loss_error);
+    }  // the session is destroyed here; the trace is complete on disk
+
+    if (opt.relay_url.empty()) {
+        traced_something = trace_has_data(output);
+        fmt::print(stderr, "sigmatrace record: trace: {}\n", output);
+    } else {
+        fmt::print(stderr, "sigmatrace record: trace sent to the relay at {}\n", opt.relay_url);
+    }
+    if (loss) {
+        fmt::print(stderr, "sigmatrace record: discarded events: {}\n", loss->discarded_events);
+        if (loss->discarded_events != 0 || loss->lost_packets != 0)
+            fmt::print(stderr,
+                       "sigmatrace record: warning: {} events were discarded ({} packets lost) because the ring "
+                       "buffers were full; record again with a larger --channel-size (now {} MiB per CPU) or with "
+                       "--blocking\n",
+                       loss->discarded_events, loss->lost_packets, opt.channel_size >> 20);
+    } else {
+        error(loss_error);
+    }
+    if (!traced_something)
+        error("no traced process registered with the session daemon: the trace is empty. Is the command "
+              "dynamically linked, and can " + library.string() + " be preloaded (ld.so prints why not)?");
+    return status;
 }
 
 }  // namespace sigmatrace::cli

@@ -1,0 +1,70 @@
+// The tracer's knobs (SIGMATRACE_* environment variables, documented with their defaults in
+// docs/configuration.md), read once when libsigmatrace.so loads.
+//
+// The data path reads one word, data_path_flags(), derived from the configuration: one load and a test per
+// wrapped call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace sigmatrace::interpose {
+
+enum class Mode : uint32_t {
+    ops = 0,       // per-operation events (default)
+    counters = 1,  // per-QP counters, emitted periodically as qp_counters
+    off = 2,       // wrap nothing: the library only forwards calls
+};
+
+// Event categories (SIGMATRACE_EVENTS). Set-up events (process, device, object life) are always emitted:
+// without them no other event can be interpreted.
+enum Category : uint32_t {
+    kCategorySend = 1u << 0,    // post_send (ibv_post_send and the ibv_wr_* API)
+    kCategoryRecv = 1u << 1,    // post_recv, post_srq_recv
+    kCategoryPoll = 1u << 2,    // poll_cq (ibv_poll_cq and extended-CQ poll passes)
+    kCategoryNotify = 1u << 3,  // req_notify_cq, cq_event
+    kCategoryAll = kCategorySend | kCategoryRecv | kCategoryPoll | kCategoryNotify,
+};
+
+// SIGMATRACE_REDACT bits, as written in process_info.redact.
+enum Redact : uint32_t {
+    kRedactAddresses = 1u << 0,  // remote and registered addresses become 0
+    kRedactKeys = 1u << 1,       // rkeys and lkeys become 0
+};
+
+struct Config {
+    Mode mode = Mode::ops;
+    uint32_t categories = kCategoryAll;
+    uint32_t redact = 0;
+    uint32_t counters_interval_ms = 1000;
+    bool debug = false;  // SIGMATRACE_DEBUG=1: say on stderr what gets wrapped
+};
+
+// Parses the SIGMATRACE_* variables through `get` (getenv in the library). Unknown values keep the default and
+// append a message to *errors ("Ignoring SIGMATRACE_MODE=fast: expected ops, counters or off").
+Config parse_config(const char* (*get)(const char*), std::string* errors);
+
+// The configuration in force. Set once by the library constructor (and by tests/benchmarks between runs).
+const Config& config() noexcept;
+void set_config(const Config& c) noexcept;
+
+// Data-path flags derived from the configuration.
+enum DataPathFlag : uint32_t {
+    kFlagSendEvents = 1u << 0,
+    kFlagRecvEvents = 1u << 1,
+    kFlagPollEvents = 1u << 2,
+    kFlagNotifyEvents = 1u << 3,
+    kFlagCounting = 1u << 4,
+};
+
+namespace detail {
+// Written by set_config only (process start, tests); read relaxed on every wrapped call.
+inline std::atomic<uint32_t> g_data_path_flags{kFlagSendEvents | kFlagRecvEvents | kFlagPollEvents | kFlagNotifyEvents};
+}  // namespace detail
+
+inline uint32_t data_path_flags() noexcept {
+    return detail::g_data_path_flags.load(std::memory_order_relaxed);
+}
+
+}  // namespace sigmatrace::interpose

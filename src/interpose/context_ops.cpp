@@ -1,0 +1,190 @@
+#include "interpose/context_ops.h"
+
+#include <cerrno>
+#include <array>
+#include <cstddef>
+#include <utility>
+
+#include "interpose/config.h"
+#include "interpose/data_events.h"
+#include "interpose/lifecycle.h"
+#include "provider/trace.h"
+
+namespace sigmatrace::interpose {
+namespace {
+
+// The originals of each slot. A slot is filled once (under the registry mutex) before any context points at
+// its wrappers, and never changes afterwards, so the wrappers read it without synchronisation of their own:
+// the application cannot call a context's entry points before ibv_open_device has returned it.
+ProviderEntryPoints g_slots[kProviderSlots];
+int g_slots_used = 0;
+
+// ------------------------------------------------------------------ the wrappers, one instantiation per slot
+//
+// Cost when nothing is traced: the original call, one relaxed load of the flags word and a test (plus the
+// tracepoint's own "enabled" load where a category is on). Measured in bench/interpose.
+
+template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    const int ret = g_slots[S].post_send(qp, wr, bad_wr);
+    const uint32_t f = data_path_flags();
+    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]]
+        trace_post_send(qp, wr, ret, bad_wr);
+    else if (f & kFlagCounting) [[unlikely]]
+        count_post_send(qp, wr, ret, bad_wr);
+    return ret;
+}
+
+template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
+    const uint32_t f = data_path_flags();
+    if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]]
+        trace_post_recv(qp, wr, ret, bad_wr);
+    else if (f & kFlagCounting) [[unlikely]]
+        count_post_recv(qp, wr, ret, bad_wr);
+    return ret;
+}
+
+template <int S> int post_srq_recv_w(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
+    // Counters are per QP and an SRQ receive belongs to no QP until it completes: counted at completion.
+    if ((data_path_flags() & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]]
+        trace_post_srq_recv(srq, wr, ret, bad_wr);
+    return ret;
+}
+
+template <int S> int poll_cq_w(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+    const int ret = g_slots[S].poll_cq(cq, num_entries, wc);
+    // Empty polls (busy-poll loops) are not events: one compare and out.
+    if (ret != 0) {
+        const uint32_t f = data_path_flags();
+        if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) [[unlikely]]
+            trace_poll_cq(cq, wc, ret);
+        else if ((f & kFlagCounting) && ret > 0) [[unlikely]]
+            count_completions(cq->context, wc, ret);
+    }
+    return ret;
+}
+
+template <int S> int req_notify_cq_w(ibv_cq* cq, int solicited_only) {
+    const int ret = g_slots[S].req_notify_cq(cq, solicited_only);
+    if ((data_path_flags() & kFlagNotifyEvents) && ST_TRACE_ENABLED(req_notify_cq)) [[unlikely]] {
+        const int saved = errno;
+        st_req_notify_cq_rec r{};
+        r.cq = reinterpret_cast<uint64_t>(cq);
+        r.solicited_only = static_cast<uint32_t>(solicited_only);
+        r.ret = ret;
+        ST_TRACE_EMIT(req_notify_cq, &r);
+        errno = saved;
+    }
+    return ret;
+}
+
+template <int S> ibv_qp* create_qp_ex_w(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+    ibv_qp* qp = g_slots[S].create_qp_ex(ctx, attr);
+    const int saved = errno;
+    on_qp_created_ex(ctx, qp, attr, CreateKind::extended, qp == nullptr ? saved : 0);
+    errno = saved;
+    return qp;
+}
+
+template <int S> ibv_cq_ex* create_cq_ex_w(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+    ibv_cq_ex* cq = g_slots[S].create_cq_ex(ctx, attr);
+    const int saved = errno;
+    on_cq_ex_created(ctx, cq, attr, CreateKind::extended, cq == nullptr ? saved : 0);
+    errno = saved;
+    return cq;
+}
+
+template <int S> ibv_srq* create_srq_ex_w(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
+    ibv_srq* srq = g_slots[S].create_srq_ex(ctx, attr);
+    const int saved = errno;
+    on_srq_created(ctx, srq, attr != nullptr ? attr->attr.max_wr : 0, srq == nullptr ? saved : 0);
+    errno = saved;
+    return srq;
+}
+
+template <int S> constexpr ProviderEntryPoints wrappers_of_slot() {
+    ProviderEntryPoints w;
+    w.post_send = &post_send_w<S>;
+    w.post_recv = &post_recv_w<S>;
+    w.post_srq_recv = &post_srq_recv_w<S>;
+    w.poll_cq = &poll_cq_w<S>;
+    w.req_notify_cq = &req_notify_cq_w<S>;
+    w.create_qp_ex = &create_qp_ex_w<S>;
+    w.create_cq_ex = &create_cq_ex_w<S>;
+    w.create_srq_ex = &create_srq_ex_w<S>;
+    return w;
+}
+
+template <size_t... I> constexpr auto make_wrapper_table(std::index_sequence<I...>) {
+    return std::array<ProviderEntryPoints, sizeof...(I)>{wrappers_of_slot<static_cast<int>(I)>()...};
+}
+
+constexpr auto kWrappers = make_wrapper_table(std::make_index_sequence<kProviderSlots>{});
+
+#define ST_VCTX_OFFSET(member) offsetof(verbs_context, member)
+
+ProviderEntryPoints read_entry_points(ibv_context* ctx) {
+    ProviderEntryPoints p;
+    p.post_send = ctx->ops.post_send;
+    p.post_recv = ctx->ops.post_recv;
+    p.post_srq_recv = ctx->ops.post_srq_recv;
+    p.poll_cq = ctx->ops.poll_cq;
+    p.req_notify_cq = ctx->ops.req_notify_cq;
+    if (verbs_context* v = extended_context(ctx, ST_VCTX_OFFSET(create_qp_ex))) p.create_qp_ex = v->create_qp_ex;
+    if (verbs_context* v = extended_context(ctx, ST_VCTX_OFFSET(create_cq_ex))) p.create_cq_ex = v->create_cq_ex;
+    if (verbs_context* v = extended_context(ctx, ST_VCTX_OFFSET(create_srq_ex))) p.create_srq_ex = v->create_srq_ex;
+    return p;
+}
+
+int slot_of_wrapper(decltype(ibv_context_ops::poll_cq) fn) noexcept {
+    for (int s = 0; s < kProviderSlots; ++s)
+        if (kWrappers[static_cast<size_t>(s)].poll_cq == fn) return s;
+    return -1;
+}
+
+}  // namespace
+
+verbs_context* extended_context(ibv_context* ctx, size_t member_offset) noexcept {
+    if (ctx == nullptr || ctx->abi_compat != __VERBS_ABI_IS_EXTENDED) return nullptr;
+    auto* v = reinterpret_cast<verbs_context*>(reinterpret_cast<uint8_t*>(ctx) - offsetof(verbs_context, context));
+    if (v->sz < sizeof(verbs_context) - member_offset) return nullptr;
+    return v;
+}
+
+WrapResult wrap_context_entry_points(ibv_context* ctx) {
+    if (context_entry_points_wrapped(ctx)) return WrapResult::already_wrapped;
+    const ProviderEntryPoints orig = read_entry_points(ctx);
+    int slot = -1;
+    for (int s = 0; s < g_slots_used; ++s)
+        if (g_slots[s] == orig) slot = s;
+    if (slot < 0) {
+        if (g_slots_used == kProviderSlots) return WrapResult::no_slot_left;
+        slot = g_slots_used++;
+        g_slots[slot] = orig;
+    }
+    const ProviderEntryPoints& w = kWrappers[static_cast<size_t>(slot)];
+    // Entries the provider left NULL stay NULL: the application sees the same "not supported" behaviour.
+    if (orig.post_send) ctx->ops.post_send = w.post_send;
+    if (orig.post_recv) ctx->ops.post_recv = w.post_recv;
+    if (orig.post_srq_recv) ctx->ops.post_srq_recv = w.post_srq_recv;
+    if (orig.req_notify_cq) ctx->ops.req_notify_cq = w.req_notify_cq;
+    if (orig.create_qp_ex) extended_context(ctx, ST_VCTX_OFFSET(create_qp_ex))->create_qp_ex = w.create_qp_ex;
+    if (orig.create_cq_ex) extended_context(ctx, ST_VCTX_OFFSET(create_cq_ex))->create_cq_ex = w.create_cq_ex;
+    if (orig.create_srq_ex) extended_context(ctx, ST_VCTX_OFFSET(create_srq_ex))->create_srq_ex = w.create_srq_ex;
+    // poll_cq last: it is what context_entry_points_wrapped() checks.
+    if (orig.poll_cq) ctx->ops.poll_cq = w.poll_cq;
+    return WrapResult::wrapped;
+}
+
+bool context_entry_points_wrapped(const ibv_context* ctx) noexcept {
+    return ctx != nullptr && slot_of_wrapper(ctx->ops.poll_cq) >= 0;
+}
+
+const ProviderEntryPoints* context_originals(const ibv_context* ctx) noexcept {
+    if (ctx == nullptr) return nullptr;
+    const int s = slot_of_wrapper(ctx->ops.poll_cq);
+    return s >= 0 ? &g_slots[s] : nullptr;
+}
+
+}  // namespace sigmatrace::interpose

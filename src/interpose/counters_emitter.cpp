@@ -1,0 +1,138 @@
+#include "interpose/counters_emitter.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <new>
+
+#include "interpose/config.h"
+#include "provider/trace.h"
+
+namespace sigmatrace::interpose {
+namespace {
+
+// The emitter thread's control block. A plain struct with a mutex/condvar of its own (not the registry's): the
+// thread sleeps on it, and shutdown wakes it.
+struct Emitter {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool running = false;
+    bool stop = false;
+    pthread_t thread{};
+};
+
+Emitter& emitter() {
+    static Emitter* e = new Emitter();  // never destroyed: see Registry::instance()
+    return *e;
+}
+
+QpCountersSnapshot snapshot(const QpCounters& c) noexcept {
+    QpCountersSnapshot s;
+    s.posted_wrs = c.posted_wrs.load(std::memory_order_relaxed);
+    s.posted_bytes = c.posted_bytes.load(std::memory_order_relaxed);
+    s.recv_wrs = c.recv_wrs.load(std::memory_order_relaxed);
+    s.completions = c.completions.load(std::memory_order_relaxed);
+    s.error_completions = c.error_completions.load(std::memory_order_relaxed);
+    s.post_errors = c.post_errors.load(std::memory_order_relaxed);
+    return s;
+}
+
+void* emitter_main(void*) {
+    Emitter& e = emitter();
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(e.mutex);
+            e.wake.wait_for(lock, std::chrono::milliseconds(config().counters_interval_ms), [&] { return e.stop; });
+            if (e.stop) return nullptr;
+        }
+        Registry& reg = Registry::instance();
+        std::lock_guard<std::mutex> lock(reg.mutex());
+        for (QpState* s : reg.live_qps()) counters_flush_qp(*s);
+    }
+}
+
+void start_emitter() noexcept {
+    Emitter& e = emitter();
+    std::lock_guard<std::mutex> lock(e.mutex);
+    if (e.running) return;
+    // The thread must not take the application's signals (its handlers would run on our thread).
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e.stop = false;
+    e.running = pthread_create(&e.thread, nullptr, &emitter_main, nullptr) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace
+
+uint64_t monotonic_ns() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void counters_note_qp_added(QpState& s) noexcept {
+    s.emitted_at_ns = monotonic_ns();
+    if (config().mode == Mode::counters) start_emitter();
+}
+
+void counters_flush_qp(QpState& s) noexcept {
+    const QpCountersSnapshot now = snapshot(s.counters);
+    if (now == s.emitted) return;
+    const uint64_t t = monotonic_ns();
+    if (ST_TRACE_ENABLED(qp_counters)) {
+        const int saved = errno;
+        st_qp_counters_rec r{};
+        r.qp = reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed));
+        r.qp_num = s.qp_num.load(std::memory_order_relaxed);
+        r.interval_ns = t - s.emitted_at_ns;
+        r.posted_wrs = now.posted_wrs - s.emitted.posted_wrs;
+        r.posted_bytes = now.posted_bytes - s.emitted.posted_bytes;
+        r.recv_wrs = now.recv_wrs - s.emitted.recv_wrs;
+        r.completions = now.completions - s.emitted.completions;
+        r.error_completions = now.error_completions - s.emitted.error_completions;
+        r.post_errors = now.post_errors - s.emitted.post_errors;
+        ST_TRACE_EMIT(qp_counters, &r);
+        errno = saved;
+    }
+    // Without a session the counts are dropped like any untraced event: the next event covers what follows.
+    s.emitted = now;
+    s.emitted_at_ns = t;
+}
+
+void counters_shutdown() noexcept {
+    Emitter& e = emitter();
+    bool join = false;
+    {
+        std::lock_guard<std::mutex> lock(e.mutex);
+        if (e.running) {
+            e.stop = true;
+            join = true;
+        }
+    }
+    if (join) {
+        e.wake.notify_all();
+        pthread_join(e.thread, nullptr);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        e.running = false;
+    }
+    Registry& reg = Registry::instance();
+    std::lock_guard<std::mutex> lock(reg.mutex());
+    for (QpState* s : reg.live_qps()) counters_flush_qp(*s);
+}
+
+void counters_after_fork_child() noexcept {
+    // Only the forking thread survives a fork; the emitter's mutex may have been held by the (vanished)
+    // emitter thread, so the control block is rebuilt rather than unlocked.
+    Emitter& e = emitter();
+    new (&e) Emitter();
+    Registry& reg = Registry::instance();
+    if (config().mode == Mode::counters && !reg.live_qps().empty()) start_emitter();
+}
+
+}  // namespace sigmatrace::interpose

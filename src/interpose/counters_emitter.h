@@ -1,0 +1,28 @@
+// Counters mode (SIGMATRACE_MODE=counters): the data path only adds to per-QP counters (a few ns per op, no
+// event); a background thread emits each QP's qp_counters every SIGMATRACE_COUNTERS_INTERVAL_MS, and a QP's
+// remainder is emitted when it is destroyed and when the process exits. Each event carries the totals since
+// the previous one for that QP, so summing a QP's events gives its lifetime totals.
+#pragma once
+
+#include <cstdint>
+
+#include "interpose/object_state.h"
+
+namespace sigmatrace::interpose {
+
+// A QP was added (under the registry mutex): starts the emitter thread if counters mode is on and it is not
+// running yet.
+void counters_note_qp_added(QpState& s) noexcept;
+
+// Emits what `s` counted since its last event (under the registry mutex).
+void counters_flush_qp(QpState& s) noexcept;
+
+// Emits every live QP's remainder and stops the thread (library destructor).
+void counters_shutdown() noexcept;
+
+// In a forked child: the parent's thread does not exist there.
+void counters_after_fork_child() noexcept;
+
+uint64_t monotonic_ns() noexcept;
+
+}  // namespace sigmatrace::interpose

@@ -1,0 +1,31 @@
+// Re-entrancy guard of the set-up wrappers.
+//
+// A wrapped call may reach another wrapped function before returning: libibverbs' ibv_reg_mr calls the
+// exported ibv_reg_mr_iova2 through its PLT (so our export), a provider may create objects through its own
+// verbs_context entries. Only the outermost wrapper emits; nested ones just forward, so one application
+// call is one event. The depth lives in initial-exec TLS: a plain %fs-relative access that can never call
+// into the dynamic linker (__tls_get_addr), which could itself end up in a wrapper.
+#pragma once
+
+namespace sigmatrace::interpose {
+
+extern __thread int tls_hook_depth __attribute__((tls_model("initial-exec")));
+
+class HookScope {
+public:
+    HookScope() noexcept : outermost_(tls_hook_depth++ == 0) {}
+    ~HookScope() { --tls_hook_depth; }
+    HookScope(const HookScope&) = delete;
+    HookScope& operator=(const HookScope&) = delete;
+
+    bool outermost() const noexcept { return outermost_; }
+
+private:
+    bool outermost_;
+};
+
+inline bool inside_hook() noexcept {
+    return tls_hook_depth != 0;
+}
+
+}  // namespace sigmatrace::interpose

@@ -1,0 +1,57 @@
+// libsigmatrace.so start-up and shutdown.
+//
+// The LTTng probe object is linked first (src/interpose/CMakeLists.txt), so by the time this constructor runs
+// the provider is registered and lttng-ust has already waited for the session daemon's registration
+// (LTTNG_UST_REGISTER_TIMEOUT): process_info emitted here reaches an active session.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "interpose/config.h"
+#include "interpose/counters_emitter.h"
+#include "interpose/object_state.h"
+#include "interpose/process_identity.h"
+
+using namespace sigmatrace::interpose;
+
+namespace {
+
+const char* env(const char* name) {
+    return std::getenv(name);
+}
+
+// The registry mutex is held across fork() so that the child never inherits it locked by a thread that does
+// not exist there. Runs for every fork, including ones that bypass our fork() export.
+void before_fork() {
+    Registry::instance().mutex().lock();
+}
+void after_fork_parent() {
+    Registry::instance().mutex().unlock();
+}
+void after_fork_child() {
+    Registry::instance().mutex().unlock();
+    counters_after_fork_child();
+    reset_process_info_after_fork();
+}
+
+__attribute__((constructor)) void sigmatrace_library_init() {
+    std::string errors;
+    set_config(parse_config(&env, &errors));
+    if (!errors.empty()) {
+        const std::string msg = "sigmatrace: " + errors;
+        ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
+        (void)ignored;
+    }
+    pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
+    emit_process_info_once();
+}
+
+__attribute__((destructor)) void sigmatrace_library_fini() {
+    // Counters mode: the remainder of every live QP, before the probe unregisters (it is linked first, so its
+    // destructor runs after this one).
+    counters_shutdown();
+}
+
+}  // namespace

@@ -1,1 +1,0 @@
-// libsigmatrace.so entry point (the verbs wrappers are added by the host-tracing issue).

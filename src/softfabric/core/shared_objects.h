@@ -1,0 +1,156 @@
+// Verbs objects that peers read and write, laid out in their owner's arena (arena.h). Peers reach them by
+// offset, never by pointer. Each structure documents who writes which member:
+//   owner  = the process that created the object (post_recv, poll_cq, modify_qp, reg_mr)
+//   peer   = any process executing an operation that targets it (consumes receives, pushes completions)
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+namespace softfabric {
+
+// --------------------------------------------------------------------------------------------------------- MRs
+// One registered memory region. key == lkey == rkey: slot index << 8 | 8-bit generation, 0 = free.
+struct MrEntry {
+    std::atomic<uint32_t> key;
+    uint32_t access;   // ibv_access_flags
+    uint64_t pd_id;    // fabric-unique PD id
+    uint64_t addr;     // start, in the owner's address space
+    uint64_t length;
+    uint64_t iova;     // the address peers use for this region (hca_va; addr unless registered otherwise)
+    uint64_t reserved[3];
+};
+static_assert(sizeof(MrEntry) == 64);
+inline constexpr uint32_t kMrSlotBits = 16;
+inline constexpr uint32_t kMrSlots = 1u << kMrSlotBits;
+inline uint32_t mr_slot_of(uint32_t key) { return (key >> 8) & (kMrSlots - 1); }
+
+// --------------------------------------------------------------------------------------------- receive queues
+// A receive queue (a QP's RQ or an SRQ): the owner produces at `tail`, peers consume at `head` with a CAS, so
+// many senders (UD, SRQ) can take entries concurrently. An entry is {wr_id, num_sge, sge[max_sge]}.
+struct RecvEntry {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    uint32_t reserved;
+    ibv_sge sge[1];  // really max_sge entries (stride below)
+};
+
+struct RecvRing {
+    uint32_t capacity;  // power of two
+    uint32_t max_sge;
+    uint32_t stride;
+    uint32_t reserved0;
+    alignas(64) std::atomic<uint64_t> head;  // peers (consumers)
+    alignas(64) std::atomic<uint64_t> tail;  // owner (producer)
+    alignas(64) std::atomic<uint32_t> limit;  // SRQ limit (0 = not armed)
+    uint32_t reserved1;
+
+    static uint32_t stride_for(uint32_t max_sge) { return static_cast<uint32_t>(16 + 16 * (max_sge ? max_sge : 1)); }
+    static uint64_t bytes_for(uint32_t capacity, uint32_t max_sge) {
+        return sizeof(RecvRing) + static_cast<uint64_t>(capacity) * stride_for(max_sge);
+    }
+    RecvEntry* entry(uint64_t index) {
+        auto* base = reinterpret_cast<unsigned char*>(this + 1);
+        return reinterpret_cast<RecvEntry*>(base + (index & (capacity - 1)) * stride);
+    }
+    uint64_t size() const { return tail.load(std::memory_order_acquire) - head.load(std::memory_order_acquire); }
+
+    // Peer side: takes the oldest entry into `out` (which must hold max_sge SGEs). False when empty.
+    bool consume(RecvEntry* out) {
+        uint64_t h = head.load(std::memory_order_acquire);
+        for (;;) {
+            if (h >= tail.load(std::memory_order_acquire)) return false;
+            std::memcpy(static_cast<void*>(out), entry(h), stride);
+            // The copy is only ours if nobody took entry h meanwhile (then the producer may have reused it).
+            if (head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) return true;
+        }
+    }
+};
+static_assert(sizeof(RecvRing) == 256);
+
+// ------------------------------------------------------------------------------------------ completion queues
+// One CQE slot: `seq` = index + 1 once the producer has published it for that lap.
+struct CqeSlot {
+    std::atomic<uint64_t> seq;
+    ibv_wc wc;
+    uint64_t timestamp_ns;  // CLOCK_MONOTONIC when the completion was produced
+};
+static_assert(sizeof(CqeSlot) == 64);
+
+// A completion queue: many producers (the owner's send engine, peers delivering receives) reserve slots with a
+// CAS on `tail`; the owner consumes in order at `head`.
+struct SharedCq {
+    uint32_t capacity;  // power of two
+    uint32_t cqn;
+    uint32_t member;         // owner member slot
+    int32_t channel_wfd;     // owner's end of the completion channel socket, -1 without a channel
+    uint64_t owner_token;    // the owner's struct ibv_cq*, written to the channel as the event
+    alignas(64) std::atomic<uint64_t> tail;
+    alignas(64) std::atomic<uint64_t> head;
+    alignas(64) std::atomic<uint32_t> armed;  // 0, 1 = next completion, 2 = next solicited completion
+    std::atomic<uint32_t> event_pending;      // a peer completed into an armed CQ: the owner must signal it
+    std::atomic<uint32_t> overflow;           // a completion was dropped because the CQ was full
+    uint32_t reserved;
+
+    static uint64_t bytes_for(uint32_t capacity) { return sizeof(SharedCq) + uint64_t{capacity} * sizeof(CqeSlot); }
+    CqeSlot* slot(uint64_t index) { return reinterpret_cast<CqeSlot*>(this + 1) + (index & (capacity - 1)); }
+
+    // Producer side. Returns false (and sets overflow) when the CQ is full.
+    bool push(const ibv_wc& wc, uint64_t timestamp_ns) {
+        uint64_t t = tail.load(std::memory_order_relaxed);
+        do {
+            if (t - head.load(std::memory_order_acquire) >= capacity) {
+                overflow.store(1, std::memory_order_release);
+                return false;
+            }
+        } while (!tail.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel));
+        CqeSlot* s = slot(t);
+        s->wc = wc;
+        s->timestamp_ns = timestamp_ns;
+        s->seq.store(t + 1, std::memory_order_release);
+        return true;
+    }
+    // Consumer side (owner only): copies up to n completions out; returns how many.
+    int pop(int n, ibv_wc* out, uint64_t* timestamps = nullptr) {
+        uint64_t h = head.load(std::memory_order_relaxed);
+        int got = 0;
+        while (got < n) {
+            CqeSlot* s = slot(h);
+            if (s->seq.load(std::memory_order_acquire) != h + 1) break;
+            out[got] = s->wc;
+            if (timestamps) timestamps[got] = s->timestamp_ns;
+            ++got;
+            ++h;
+        }
+        if (got) head.store(h, std::memory_order_release);
+        return got;
+    }
+};
+static_assert(sizeof(SharedCq) == 256);
+
+// ---------------------------------------------------------------------------------------------------- QPs
+// What peers need to know about a QP to deliver to it.
+struct SharedQp {
+    std::atomic<uint32_t> state;  // enum ibv_qp_state; owner, and peers moving it to ERROR on responder errors
+    uint32_t qpn;
+    uint32_t type;       // enum ibv_qp_type
+    uint32_t nic;        // NIC index of its port
+    uint64_t pd_id;
+    std::atomic<uint32_t> qkey;          // UD
+    std::atomic<uint32_t> access_flags;  // qp_access_flags: which remote operations it accepts
+    std::atomic<uint32_t> min_rnr_timer; // encoded IB value, owner sets at RTR
+    std::atomic<uint32_t> flush_request; // a peer moved this QP to ERROR: the owner must flush its queues
+    std::atomic<uint32_t> remote_qpn;    // RC: the connected peer
+    std::atomic<uint32_t> remote_nic;
+    uint64_t rq_offset;       // RecvRing in the owner's arena (0 when the QP uses an SRQ)
+    uint64_t srq_offset;      // RecvRing of its SRQ, 0 if none
+    uint64_t recv_cq_offset;  // SharedCq
+    uint32_t member;
+    uint32_t reserved[5];
+};
+static_assert(sizeof(SharedQp) == 96);
+
+}  // namespace softfabric

@@ -1,0 +1,216 @@
+// The ibv_wr_* API (ibv_qp_ex function pointers): ibv_wr_start takes the send-queue lock, each builder
+// reserves a WQE and the setters fill it, ibv_wr_complete schedules them all (or reports the first error and
+// posts none), ibv_wr_abort drops them.
+#include <cerrno>
+#include <cstring>
+
+#include "core/clock.h"
+#include "provider/objects.h"
+
+namespace softfabric::provider {
+namespace {
+
+QpImpl& impl(ibv_qp_ex* qpx) { return qp_of(qpx); }
+
+void fail(QpImpl& q, int err) {
+    if (!q.wr_error) q.wr_error = err;
+    q.wr_current = nullptr;
+}
+
+// Starts a new WQE for a builder call; nullptr (and the batch error set) when it cannot.
+engine::Wqe* begin(ibv_qp_ex* qpx, engine::Opcode op, uint64_t flag_needed) {
+    QpImpl& q = impl(qpx);
+    if (q.wr_error) return nullptr;
+    if (q.send_ops_flags && !(q.send_ops_flags & flag_needed)) {
+        fail(q, EOPNOTSUPP);
+        return nullptr;
+    }
+    ibv_qp_type type = q.engine.type();
+    bool rdma = op != engine::Opcode::Send && op != engine::Opcode::SendWithImm;
+    bool rc_only = op == engine::Opcode::RdmaRead || op == engine::Opcode::AtomicCmpSwp ||
+                   op == engine::Opcode::AtomicFetchAdd;
+    if ((rdma && type == IBV_QPT_UD) || (rc_only && type != IBV_QPT_RC) || (type != IBV_QPT_UD && !q.dest_known)) {
+        fail(q, EINVAL);
+        return nullptr;
+    }
+    engine::Wqe* w = q.engine.reserve();
+    if (!w) {
+        fail(q, ENOMEM);
+        return nullptr;
+    }
+    w->id = qpx->wr_id;
+    w->opcode = op;
+    if (qpx->wr_flags & IBV_SEND_SIGNALED) w->flags |= engine::kSignaled;
+    if (qpx->wr_flags & IBV_SEND_SOLICITED) w->flags |= engine::kSolicited;
+    if (qpx->wr_flags & IBV_SEND_FENCE) w->flags |= engine::kFence;
+    q.wr_current = w;
+    return w;
+}
+
+void wr_start(ibv_qp_ex* qpx) {
+    QpImpl& q = impl(qpx);
+    q.engine.sq_lock().lock();
+    q.wr_error = 0;
+    q.wr_current = nullptr;
+    ibv_qp_state s = q.engine.state();
+    if (s != IBV_QPS_RTS && s != IBV_QPS_ERR) q.wr_error = EINVAL;
+    uint64_t now = now_ns();
+    q.engine.note_app_progress(now);
+    q.engine.progress(now);
+}
+
+int wr_complete(ibv_qp_ex* qpx) {
+    QpImpl& q = impl(qpx);
+    int err = q.wr_error;
+    if (err) {
+        q.engine.abort();
+    } else {
+        uint64_t now = now_ns();
+        q.engine.commit(now);
+        q.engine.progress(now);
+    }
+    q.wr_current = nullptr;
+    q.engine.sq_lock().unlock();
+    return err;
+}
+
+void wr_abort(ibv_qp_ex* qpx) {
+    QpImpl& q = impl(qpx);
+    q.engine.abort();
+    q.wr_current = nullptr;
+    q.engine.sq_lock().unlock();
+}
+
+void wr_send(ibv_qp_ex* qpx) { begin(qpx, engine::Opcode::Send, IBV_QP_EX_WITH_SEND); }
+
+void wr_send_imm(ibv_qp_ex* qpx, __be32 imm) {
+    if (engine::Wqe* w = begin(qpx, engine::Opcode::SendWithImm, IBV_QP_EX_WITH_SEND_WITH_IMM)) w->imm_data = imm;
+}
+
+void wr_rdma_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr) {
+    if (engine::Wqe* w = begin(qpx, engine::Opcode::RdmaWrite, IBV_QP_EX_WITH_RDMA_WRITE)) {
+        w->rkey = rkey;
+        w->remote_addr = raddr;
+    }
+}
+
+void wr_rdma_write_imm(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr, __be32 imm) {
+    if (engine::Wqe* w = begin(qpx, engine::Opcode::RdmaWriteWithImm, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)) {
+        w->rkey = rkey;
+        w->remote_addr = raddr;
+        w->imm_data = imm;
+    }
+}
+
+void wr_rdma_read(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr) {
+    if (engine::Wqe* w = begin(qpx, engine::Opcode::RdmaRead, IBV_QP_EX_WITH_RDMA_READ)) {
+        w->rkey = rkey;
+        w->remote_addr = raddr;
+    }
+}
+
+void wr_atomic_cmp_swp(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr, uint64_t compare, uint64_t swap) {
+    if (engine::Wqe* w = begin(qpx, engine::Opcode::AtomicCmpSwp, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)) {
+        w->rkey = rkey;
+        w->remote_addr = raddr;
+        w->compare_add = compare;
+        w->swap = swap;
+    }
+}
+
+void wr_atomic_fetch_add(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr, uint64_t add) {
+    if (engine::Wqe* w = begin(qpx, engine::Opcode::AtomicFetchAdd, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
+        w->rkey = rkey;
+        w->remote_addr = raddr;
+        w->compare_add = add;
+    }
+}
+
+void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
+    QpImpl& q = impl(qpx);
+    engine::Wqe* w = q.wr_current;
+    if (!w) return;
+    bool atomic = w->opcode == engine::Opcode::AtomicCmpSwp || w->opcode == engine::Opcode::AtomicFetchAdd;
+    if (atomic && length != 8) return fail(q, EINVAL);
+    w->num_sge = 1;
+    w->sges()[0] = {addr, length, lkey};
+}
+
+void wr_set_sge_list(ibv_qp_ex* qpx, size_t n, const ibv_sge* list) {
+    QpImpl& q = impl(qpx);
+    engine::Wqe* w = q.wr_current;
+    if (!w) return;
+    if (n > q.engine.config().max_send_sge) return fail(q, EINVAL);
+    w->num_sge = static_cast<uint32_t>(n);
+    for (size_t i = 0; i < n; ++i) w->sges()[i] = {list[i].addr, list[i].length, list[i].lkey};
+}
+
+void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs) {
+    QpImpl& q = impl(qpx);
+    engine::Wqe* w = q.wr_current;
+    if (!w) return;
+    const auto& cfg = q.engine.config();
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) total += bufs[i].length;
+    if (total > cfg.max_inline) return fail(q, EINVAL);
+    unsigned char* dst = w->inline_data(cfg.max_send_sge);
+    for (size_t i = 0; i < n; ++i) {
+        std::memcpy(dst, bufs[i].addr, bufs[i].length);
+        dst += bufs[i].length;
+    }
+    w->flags |= engine::kInline;
+    w->inline_length = static_cast<uint32_t>(total);
+}
+
+void wr_set_inline_data(ibv_qp_ex* qpx, void* addr, size_t length) {
+    ibv_data_buf buf{addr, length};
+    wr_set_inline_data_list(qpx, 1, &buf);
+}
+
+void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+    QpImpl& q = impl(qpx);
+    engine::Wqe* w = q.wr_current;
+    if (!w) return;
+    auto* a = reinterpret_cast<AhObject*>(ah);
+    if (!a || !a->valid) return fail(q, EINVAL);
+    w->ud = a->dest;
+    w->ud.qpn = remote_qpn;
+    w->ud.qkey = remote_qkey;
+}
+
+// Operations the fabric does not implement: the batch fails at ibv_wr_complete.
+void wr_unsupported(ibv_qp_ex* qpx) { fail(impl(qpx), EOPNOTSUPP); }
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { wr_unsupported(qpx); }
+void wr_local_inv(ibv_qp_ex* qpx, uint32_t) { wr_unsupported(qpx); }
+void wr_send_inv(ibv_qp_ex* qpx, uint32_t) { wr_unsupported(qpx); }
+void wr_send_tso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { wr_unsupported(qpx); }
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, uint32_t) { wr_unsupported(qpx); }
+void wr_atomic_write(ibv_qp_ex* qpx, uint32_t, uint64_t, const void*) { wr_unsupported(qpx); }
+
+}  // namespace
+
+void install_qp_ex_ops(ibv_qp_ex* qpx) {
+    qpx->wr_start = wr_start;
+    qpx->wr_complete = wr_complete;
+    qpx->wr_abort = wr_abort;
+    qpx->wr_send = wr_send;
+    qpx->wr_send_imm = wr_send_imm;
+    qpx->wr_rdma_write = wr_rdma_write;
+    qpx->wr_rdma_write_imm = wr_rdma_write_imm;
+    qpx->wr_rdma_read = wr_rdma_read;
+    qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+    qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
+    qpx->wr_set_sge = wr_set_sge;
+    qpx->wr_set_sge_list = wr_set_sge_list;
+    qpx->wr_set_inline_data = wr_set_inline_data;
+    qpx->wr_set_inline_data_list = wr_set_inline_data_list;
+    qpx->wr_set_ud_addr = wr_set_ud_addr;
+    qpx->wr_bind_mw = wr_bind_mw;
+    qpx->wr_local_inv = wr_local_inv;
+    qpx->wr_send_inv = wr_send_inv;
+    qpx->wr_send_tso = wr_send_tso;
+    qpx->wr_set_xrc_srqn = wr_set_xrc_srqn;
+    qpx->wr_atomic_write = wr_atomic_write;
+}
+
+}  // namespace softfabric::provider

@@ -1,0 +1,97 @@
+// Shared receive queues: a receive ring in this process's arena that senders to any of its QPs consume.
+#include <bit>
+#include <cerrno>
+#include <new>
+
+#include "provider/objects.h"
+
+namespace softfabric::provider {
+namespace {
+
+ibv_srq* make_srq(ibv_context* ctx, ibv_srq_attr& attr) {
+    if (attr.max_wr == 0 || attr.max_wr > engine::kMaxQueueDepth || attr.max_sge > engine::kMaxSge) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    Runtime& rt = *context_of(ctx).rt;
+    auto impl = std::make_unique<SrqImpl>();
+    uint32_t cap = std::bit_ceil(attr.max_wr);
+    uint32_t sge = std::max(attr.max_sge, 1u);
+    impl->rt = &rt;
+    impl->bytes = RecvRing::bytes_for(cap, sge);
+    impl->offset = rt.arena().allocate(impl->bytes);
+    if (!impl->offset) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    impl->ring = rt.arena().at<RecvRing>(impl->offset);
+    impl->ring->capacity = cap;
+    impl->ring->max_sge = sge;
+    impl->ring->stride = RecvRing::stride_for(sge);
+    impl->ring->limit.store(attr.srq_limit);
+    impl->max_wr = cap;
+    impl->max_sge = sge;
+    attr.max_wr = cap;
+    attr.max_sge = sge;
+    auto* obj = new SrqObject{};
+    obj->impl = impl.release();
+    obj->ibv.handle = static_cast<uint32_t>(obj->impl->offset >> 6);
+    return &obj->ibv;
+}
+
+}  // namespace
+
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) { return make_srq(pd->context, attr->attr); }
+
+ibv_srq* create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+                                                      attr->srq_type != IBV_SRQT_BASIC)) {
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
+    ibv_srq* srq = make_srq(ctx, attr->attr);
+    if (srq) {
+        // ibv_create_srq_ex does not fill these for the provider.
+        srq->context = ctx;
+        srq->srq_context = attr->srq_context;
+        srq->pd = attr->pd;
+        srq->events_completed = 0;
+        pthread_mutex_init(&srq->mutex, nullptr);
+        pthread_cond_init(&srq->cond, nullptr);
+    }
+    return srq;
+}
+
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+    SrqImpl& s = srq_of(srq);
+    if (mask & IBV_SRQ_MAX_WR) {
+        if (attr->max_wr > s.max_wr) return EINVAL;  // the ring cannot grow in place
+    }
+    if (mask & IBV_SRQ_LIMIT) {
+        if (attr->srq_limit > s.max_wr) return EINVAL;
+        s.ring->limit.store(attr->srq_limit);
+    }
+    return 0;
+}
+
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    SrqImpl& s = srq_of(srq);
+    attr->max_wr = s.max_wr;
+    attr->max_sge = s.max_sge;
+    attr->srq_limit = s.ring->limit.load();
+    return 0;
+}
+
+int destroy_srq(ibv_srq* srq) {
+    SrqImpl* s = &srq_of(srq);
+    {
+        std::lock_guard lock(s->post_lock);
+        if (s->attached_qps > 0) return EBUSY;
+    }
+    s->rt->arena().release(s->offset, s->bytes);
+    delete reinterpret_cast<SrqObject*>(srq);
+    delete s;
+    return 0;
+}
+
+}  // namespace softfabric::provider

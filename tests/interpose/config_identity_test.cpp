@@ -1,0 +1,106 @@
+// SIGMATRACE_* parsing and process identity from launcher variables.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "interpose/config.h"
+#include "interpose/process_identity.h"
+
+namespace sigmatrace::testing {
+namespace {
+
+using interpose::parse_config;
+
+// A fake environment for the parsers (they take a getenv-like function).
+std::map<std::string, std::string> g_env;
+const char* fake_getenv(const char* name) {
+    auto it = g_env.find(name);
+    return it == g_env.end() ? nullptr : it->second.c_str();
+}
+
+class EnvTest : public ::testing::Test {
+protected:
+    void SetUp() override { g_env.clear(); }
+};
+
+TEST_F(EnvTest, DefaultsWhenNothingIsSet) {
+    std::string errors;
+    const interpose::Config c = parse_config(&fake_getenv, &errors);
+    EXPECT_EQ(c.mode, interpose::Mode::ops);
+    EXPECT_EQ(c.categories, static_cast<uint32_t>(interpose::kCategoryAll));
+    EXPECT_EQ(c.redact, 0u);
+    EXPECT_EQ(c.counters_interval_ms, 1000u);
+    EXPECT_FALSE(c.debug);
+    EXPECT_TRUE(errors.empty());
+}
+
+TEST_F(EnvTest, EveryKnobIsParsed) {
+    g_env = {{"SIGMATRACE_MODE", "counters"},
+             {"SIGMATRACE_EVENTS", "send, poll"},
+             {"SIGMATRACE_REDACT", "keys"},
+             {"SIGMATRACE_COUNTERS_INTERVAL_MS", "250"},
+             {"SIGMATRACE_DEBUG", "1"}};
+    std::string errors;
+    const interpose::Config c = parse_config(&fake_getenv, &errors);
+    EXPECT_EQ(c.mode, interpose::Mode::counters);
+    EXPECT_EQ(c.categories, static_cast<uint32_t>(interpose::kCategorySend | interpose::kCategoryPoll));
+    EXPECT_EQ(c.redact, static_cast<uint32_t>(interpose::kRedactKeys));
+    EXPECT_EQ(c.counters_interval_ms, 250u);
+    EXPECT_TRUE(c.debug);
+    EXPECT_TRUE(errors.empty()) << errors;
+    g_env = {{"SIGMATRACE_REDACT", "all"}, {"SIGMATRACE_MODE", "off"}};
+    const interpose::Config d = parse_config(&fake_getenv, &errors);
+    EXPECT_EQ(d.redact, static_cast<uint32_t>(interpose::kRedactAddresses | interpose::kRedactKeys));
+    EXPECT_EQ(d.mode, interpose::Mode::off);
+}
+
+TEST_F(EnvTest, BadValuesKeepTheDefaultAndSayWhy) {
+    g_env = {{"SIGMATRACE_MODE", "fast"},
+             {"SIGMATRACE_EVENTS", "send,bogus"},
+             {"SIGMATRACE_COUNTERS_INTERVAL_MS", "0"}};
+    std::string errors;
+    const interpose::Config c = parse_config(&fake_getenv, &errors);
+    EXPECT_EQ(c.mode, interpose::Mode::ops);
+    EXPECT_EQ(c.categories, static_cast<uint32_t>(interpose::kCategoryAll));
+    EXPECT_EQ(c.counters_interval_ms, 1000u);
+    EXPECT_NE(errors.find("SIGMATRACE_MODE=fast"), std::string::npos) << errors;
+    EXPECT_NE(errors.find("SIGMATRACE_EVENTS=send,bogus"), std::string::npos) << errors;
+    EXPECT_NE(errors.find("SIGMATRACE_COUNTERS_INTERVAL_MS=0"), std::string::npos) << errors;
+}
+
+TEST_F(EnvTest, IdentityFromOpenMpi) {
+    g_env = {{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+             {"SLURM_PROCID", "99"}, {"SLURM_JOB_ID", "4242"}, {"SOFTFABRIC_NODE", "node3"}};
+    const interpose::ProcessIdentity id = interpose::read_process_identity(&fake_getenv);
+    EXPECT_EQ(id.rank, 5) << "Open MPI's own variables win over the scheduler's";
+    EXPECT_EQ(id.local_rank, 1);
+    EXPECT_EQ(id.world_size, 8);
+    EXPECT_EQ(id.job_id, "4242");
+    EXPECT_EQ(id.hostname, "node3");
+    EXPECT_EQ(id.pid, static_cast<int32_t>(getpid()));
+    EXPECT_EQ(id.ppid, static_cast<int32_t>(getppid()));
+}
+
+TEST_F(EnvTest, IdentityFromPmiAndSlurmAndNone) {
+    g_env = {{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "0"}};
+    interpose::ProcessIdentity id = interpose::read_process_identity(&fake_getenv);
+    EXPECT_EQ(id.rank, 3);
+    EXPECT_EQ(id.world_size, 4);
+    EXPECT_EQ(id.local_rank, 0);
+    g_env = {{"SLURM_PROCID", "12"}, {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS", "16"}, {"PMIX_RANK", "bad"}};
+    id = interpose::read_process_identity(&fake_getenv);
+    EXPECT_EQ(id.rank, 12) << "a malformed value is skipped";
+    EXPECT_EQ(id.local_rank, 2);
+    EXPECT_EQ(id.world_size, 16);
+    g_env.clear();
+    id = interpose::read_process_identity(&fake_getenv);
+    EXPECT_EQ(id.rank, -1);
+    EXPECT_EQ(id.local_rank, -1);
+    EXPECT_EQ(id.world_size, -1);
+    EXPECT_FALSE(id.hostname.empty()) << "gethostname() when the fabric does not name the node";
+    EXPECT_TRUE(id.job_id.empty());
+}
+
+}  // namespace
+}  // namespace sigmatrace::testing

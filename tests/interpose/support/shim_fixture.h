@@ -1,0 +1,56 @@
+// A GoogleTest fixture for the shim's unit tests: default configuration, fake libibverbs queries, every event
+// captured; per-object state is forgotten after each test (its fake objects are gone).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "interpose/config.h"
+#include "interpose/lifecycle.h"
+#include "interpose/process_identity.h"
+#include "support/captured_events.h"
+#include "support/fake_provider.h"
+
+namespace sigmatrace::testing {
+
+class ShimTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        interpose::set_config(interpose::Config{});
+        interpose::set_verbs_queries(fake_verbs_queries());
+        interpose::reset_process_info_after_fork();  // each test sees the process identify itself
+        capture_ = std::make_unique<EventCapture>();
+    }
+    void TearDown() override {
+        capture_.reset();
+        interpose::reset_lifecycle_for_testing();
+        interpose::set_verbs_queries(nullptr);
+        interpose::set_config(interpose::Config{});
+    }
+
+    // Opens `dev` as ibv_open_device would have (wraps it, emits device_open).
+    ibv_context* open(FakeDevice& dev) {
+        interpose::on_context_opened(dev.ctx(), interpose::OpenVia::open_device);
+        return dev.ctx();
+    }
+    // A QP created through the exported ibv_create_qp path.
+    FakeQp* create_qp(FakeDevice& dev, FakeCq* scq, FakeCq* rcq, ibv_qp_type type = IBV_QPT_RC, bool sig_all = false) {
+        FakeQp* q = dev.make_qp(scq, rcq, type, sig_all);
+        ibv_qp_init_attr attr{};
+        attr.send_cq = scq->cq();
+        attr.recv_cq = rcq->cq();
+        attr.qp_type = type;
+        attr.sq_sig_all = sig_all;
+        attr.cap.max_send_wr = 64;
+        attr.cap.max_recv_wr = 64;
+        interpose::on_qp_created(dev.ctx(), q->qp(), &attr, interpose::CreateKind::verbs, 0);
+        return q;
+    }
+    CapturedEvents events() const { return capture_->snapshot(); }
+    void clear_events() { capture_->clear(); }
+
+    std::unique_ptr<EventCapture> capture_;
+};
+
+}  // namespace sigmatrace::testing

@@ -1,0 +1,211 @@
+// The ibv_wr_* API: a QP created with ibv_create_qp_ex(send_ops_flags) through the wrapped verbs_context,
+// lists built with the inline ibv_wr_start / ibv_wr_<opcode> / ibv_wr_set_* / ibv_wr_complete.
+#include <cerrno>
+#include <vector>
+
+#include "interpose/context_ops.h"
+#include "interpose/object_state.h"
+#include "support/shim_fixture.h"
+
+namespace sigmatrace::testing {
+namespace {
+
+class WrApiTest : public ShimTest {
+protected:
+    // A QP made by the application's inline ibv_create_qp_ex, i.e. through our create_qp_ex wrapper.
+    ibv_qp_ex* create_ex_qp(FakeDevice& dev, FakeCq* cq, uint64_t ops, uint32_t depth = 64) {
+        ibv_qp_init_attr_ex attr{};
+        attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        attr.pd = dev.pd();
+        attr.send_cq = cq->cq();
+        attr.recv_cq = cq->cq();
+        attr.qp_type = IBV_QPT_RC;
+        attr.cap.max_send_wr = depth;
+        attr.send_ops_flags = ops;
+        ibv_qp* qp = ibv_create_qp_ex(dev.ctx(), &attr);
+        EXPECT_NE(qp, nullptr);
+        return ibv_qp_to_qp_ex_for_test(qp);
+    }
+    static ibv_qp_ex* ibv_qp_to_qp_ex_for_test(ibv_qp* qp) { return &fake_qp(qp)->qpx; }
+};
+
+constexpr uint64_t kOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+                          IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_IMM;
+
+TEST_F(WrApiTest, CreateQpExIsRecordedAndItsBuildersWrapped) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    clear_events();
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.qp_create.size(), 1u);
+    EXPECT_EQ(ev.qp_create[0].kind, 1u);
+    EXPECT_EQ(ev.qp_create[0].qp_num, qpx->qp_base.qp_num);
+    EXPECT_EQ(ev.qp_create[0].send_cq, reinterpret_cast<uint64_t>(cq->cq()));
+    EXPECT_EQ(ev.qp_create[0].max_send_wr, 64u);
+    EXPECT_EQ(ev.qp_create[0].err, 0);
+    // Setters of opcodes the QP was not created with stay as the provider left them (NULL here).
+    EXPECT_EQ(qpx->wr_atomic_cmp_swp, nullptr);
+    EXPECT_NE(qpx->wr_send, nullptr);
+}
+
+TEST_F(WrApiTest, AListIsOnePostSendEventAtComplete) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    clear_events();
+
+    ibv_wr_start(qpx);
+    qpx->wr_id = 11;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(qpx, 0x99, 0xfeed0000);
+    ibv_wr_set_sge(qpx, 0x5, 0x1000, 4096);
+    qpx->wr_id = 12;
+    qpx->wr_flags = 0;
+    ibv_wr_send_imm(qpx, htobe32(7));
+    ibv_sge sgl[2] = {{0x2000, 10, 5}, {0x3000, 20, 5}};
+    ibv_wr_set_sge_list(qpx, 2, sgl);
+    qpx->wr_id = 13;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_atomic_fetch_add(qpx, 0x42, 0xbeef0000, 1);
+    ibv_wr_set_sge(qpx, 0x5, 0x4000, 8);
+    qpx->wr_id = 14;
+    ibv_wr_send(qpx);
+    char payload[16] = {};
+    ibv_wr_set_inline_data(qpx, payload, sizeof payload);
+    EXPECT_EQ(capture_->total(), 0u) << "nothing is emitted before the doorbell (wr_complete)";
+    errno = 0;
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+    EXPECT_EQ(errno, kFakeSuccessErrno);
+
+    FakeQp* q = fake_qp(&qpx->qp_base);
+    EXPECT_EQ(q->posted_send_ids, (std::vector<uint64_t>{11, 12, 13, 14}));
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    const cap_post_send& e = ev.post_send[0];
+    EXPECT_EQ(e.api, 1u);
+    EXPECT_EQ(e.ret, 0);
+    EXPECT_EQ(e.bad_index, -1);
+    EXPECT_EQ(e.wr_id, (std::vector<uint64_t>{11, 12, 13, 14}));
+    EXPECT_EQ(e.opcode, (std::vector<uint8_t>{IBV_WR_RDMA_WRITE, IBV_WR_SEND_WITH_IMM, IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                             IBV_WR_SEND}));
+    EXPECT_EQ(e.send_flags, (std::vector<uint32_t>{IBV_SEND_SIGNALED, 0, IBV_SEND_SIGNALED,
+                                                   IBV_SEND_SIGNALED | IBV_SEND_INLINE}));
+    EXPECT_EQ(e.num_sge, (std::vector<uint16_t>{1, 2, 1, 1}));
+    EXPECT_EQ(e.bytes, (std::vector<uint32_t>{4096, 30, 8, 16}));
+    EXPECT_EQ(e.raddr, (std::vector<uint64_t>{0xfeed0000, 0, 0xbeef0000, 0}));
+    EXPECT_EQ(e.rkey, (std::vector<uint32_t>{0x99, 0, 0x42, 0}));
+    EXPECT_EQ(e.imm, (std::vector<uint32_t>{0, htobe32(7), 0, 0}));
+}
+
+TEST_F(WrApiTest, ProviderRewritingWrCompleteOnModifyIsRewrapped) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    // The provider replaces wr_complete during ibv_modify_qp (as mlx5 does on RTS): our wrapper is gone...
+    const auto ours = qpx->wr_complete;
+    fake_provider_rewrites_wr_complete(qpx);
+    ASSERT_NE(qpx->wr_complete, ours);
+    // ...until the modify wrapper re-applies it, keeping the provider's new function as the original.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTS;
+    interpose::on_qp_modified(&qpx->qp_base, &attr, IBV_QP_STATE, 0);
+    EXPECT_EQ(qpx->wr_complete, ours);
+    clear_events();
+    const int before = fake_rts_complete_calls();
+    ibv_wr_start(qpx);
+    qpx->wr_id = 77;
+    qpx->wr_flags = 0;
+    ibv_wr_send(qpx);
+    ibv_wr_set_sge(qpx, 1, 0x1000, 10);
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+    EXPECT_EQ(fake_rts_complete_calls(), before + 1) << "the provider's new wr_complete must be the one called";
+    ASSERT_EQ(events().post_send.size(), 1u);
+    EXPECT_EQ(events().post_send[0].wr_id, (std::vector<uint64_t>{77}));
+}
+
+TEST_F(WrApiTest, FailedCompleteAndAbort) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    clear_events();
+    ibv_wr_start(qpx);
+    qpx->wr_id = 1;
+    ibv_wr_send(qpx);
+    ibv_wr_set_sge(qpx, 1, 0x1000, 10);
+    ibv_wr_abort(qpx);
+    EXPECT_EQ(capture_->total(), 0u) << "an aborted list posts nothing and records nothing";
+
+    fake_qp(&qpx->qp_base)->fail_complete = true;
+    ibv_wr_start(qpx);
+    qpx->wr_id = 2;
+    ibv_wr_send(qpx);
+    ibv_wr_set_sge(qpx, 1, 0x1000, 10);
+    errno = 0;
+    EXPECT_EQ(ibv_wr_complete(qpx), EINVAL);
+    EXPECT_EQ(errno, kFakeFailureErrno);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    EXPECT_EQ(ev.post_send[0].ret, EINVAL);
+    EXPECT_EQ(ev.post_send[0].bad_index, 0);
+    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{2}));
+}
+
+TEST_F(WrApiTest, ListsLongerThanAnEventAreSplitAndLongerThanTheQueueFlushEarly) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(256);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps, /*depth=*/32);
+    clear_events();
+    ibv_wr_start(qpx);
+    for (uint64_t i = 0; i < 70; ++i) {
+        qpx->wr_id = i;
+        qpx->wr_flags = 0;
+        ibv_wr_rdma_write(qpx, 1, 0x1000 * i);
+        ibv_wr_set_sge(qpx, 1, 0x1000, 64);
+    }
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+    const CapturedEvents ev = events();
+    uint32_t total = 0;
+    uint32_t expect_offset = 0;
+    for (const auto& e : ev.post_send) {
+        EXPECT_EQ(e.batch_offset, expect_offset);
+        EXPECT_LE(e.n, 32u);
+        EXPECT_EQ(e.wr_id.front(), expect_offset);
+        expect_offset += e.n;
+        total += e.n;
+    }
+    EXPECT_EQ(total, 70u) << "every WR of the list is recorded exactly once";
+}
+
+TEST_F(WrApiTest, QpToQpExOnAQpWrapsTheClassicBuilders) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    // A QP whose creation the tracer did not see with its send_ops_flags.
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_cq = cq->cq();
+    attr.recv_cq = cq->cq();
+    attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    ibv_qp* qp = interpose::context_originals(dev.ctx())->create_qp_ex(dev.ctx(), &attr);
+    ibv_qp_ex* qpx = &fake_qp(qp)->qpx;
+    const auto provider_send = qpx->wr_send;
+    interpose::on_qp_ex_obtained(qp, qpx);
+    EXPECT_NE(qpx->wr_send, provider_send);
+    clear_events();
+    ibv_wr_start(qpx);
+    qpx->wr_id = 5;
+    ibv_wr_send(qpx);
+    ibv_wr_set_sge(qpx, 1, 0x1000, 3);
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+    ASSERT_EQ(events().post_send.size(), 1u);
+    EXPECT_EQ(events().post_send[0].bytes, (std::vector<uint32_t>{3}));
+}
+
+}  // namespace
+}  // namespace sigmatrace::testing

@@ -1,0 +1,67 @@
+#include "fabric/private_dev.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace sigmatrace::fabric {
+namespace {
+
+constexpr const char* kDevDir = "/dev/infiniband";
+
+void write_proc(const char* path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+    out.flush();
+    if (!out) throw SetupError(fmt::format("Cannot write {} ('{}'): {}", path, text, std::strerror(errno)));
+}
+
+}  // namespace
+
+std::filesystem::path enter_private_dev(uint32_t rails) {
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (uid == 0) {
+        if (unshare(CLONE_NEWNS) != 0)
+            throw SetupError(fmt::format("Cannot create a private mount namespace (unshare CLONE_NEWNS): {}",
+                                         std::strerror(errno)));
+    } else {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+            throw SetupError(fmt::format(
+                "Cannot create a user + mount namespace (unshare): {}. As a non-root user `sigmatrace fabric` "
+                "needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
+                "user.max_user_namespaces > 0); otherwise run it as root",
+                std::strerror(errno)));
+        // Keep our own identity inside (the command sees its usual uid and gid).
+        write_proc("/proc/self/setgroups", "deny");
+        write_proc("/proc/self/uid_map", fmt::format("{} {} 1", uid, uid));
+        write_proc("/proc/self/gid_map", fmt::format("{} {} 1", gid, gid));
+    }
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        throw SetupError(fmt::format("Cannot make the mount namespace private: {}", std::strerror(errno)));
+    struct stat st {};
+    if (stat(kDevDir, &st) != 0) {
+        if (uid != 0 || mkdir(kDevDir, 0755) != 0)
+            throw SetupError(fmt::format(
+                "{} does not exist and cannot be created ({}): run `mkdir {}` once as root (an empty directory; "
+                "libibverbs ignores it), or run sigmatrace fabric as root",
+                kDevDir, std::strerror(errno), kDevDir));
+    }
+    if (mount("softfabric", kDevDir, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=4m") != 0)
+        throw SetupError(fmt::format("Cannot mount a tmpfs on {}: {}", kDevDir, std::strerror(errno)));
+    for (uint32_t rail = 0; rail < rails; ++rail) {
+        std::string node = fmt::format("{}/uverbs{}", kDevDir, rail);
+        if (symlink("/dev/null", node.c_str()) != 0)
+            throw SetupError(fmt::format("Cannot create {}: {}", node, std::strerror(errno)));
+    }
+    return std::filesystem::path(kDevDir) / "softfabric-sysfs";
+}
+
+}  // namespace sigmatrace::fabric

@@ -1,0 +1,180 @@
+#include "record/lttng_control.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace sigmatrace::record {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kRootRunDir = "/var/run/lttng";
+
+bool daemon_answers(const Environment& env) {
+    return run_captured({"lttng", "list"}, env).status == 0;
+}
+
+std::string errno_text(const char* what, const char* path) {
+    return std::string(what) + ": path=" + path + ", reason=" + std::strerror(errno);
+}
+
+// Moves this process into a private mount namespace with an empty tmpfs on /var/run/lttng.
+std::string enter_private_run_dir() {
+    if (unshare(CLONE_NEWNS) != 0)
+        return errno_text("Cannot create a private mount namespace for the session daemon (needs CAP_SYS_ADMIN)", "/");
+    // Our mounts must not propagate back to the host's namespace.
+    if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        return errno_text("Cannot make the mount namespace private", "/");
+    std::error_code ec;
+    fs::create_directories(kRootRunDir, ec);
+    if (mount("sigmatrace-lttng", kRootRunDir, "tmpfs", 0, "mode=0755") != 0)
+        return errno_text("Cannot mount a private tmpfs for the session daemon", kRootRunDir);
+    return "";
+}
+
+std::string pid_file(const std::string& home) {
+    if (geteuid() == 0) return std::string(kRootRunDir) + "/lttng-sessiond.pid";
+    return home + "/.lttng/lttng-sessiond.pid";
+}
+
+// The first "<tag>N</tag>" values in `xml`, summed (one per channel; we have one channel).
+uint64_t sum_tag(const std::string& xml, const std::string& tag) {
+    const std::string open = "<" + tag + ">";
+    uint64_t sum = 0;
+    for (size_t pos = xml.find(open); pos != std::string::npos; pos = xml.find(open, pos + 1))
+        sum += std::strtoull(xml.c_str() + pos + open.size(), nullptr, 10);
+    return sum;
+}
+
+}  // namespace
+
+std::unique_ptr<SessionDaemon> SessionDaemon::acquire(std::string* error) {
+    std::unique_ptr<SessionDaemon> d(new SessionDaemon());
+    if (daemon_answers(d->tool_environment())) return d;
+
+    // No daemon answers: start a private one.
+    d->private_ = true;
+    if (geteuid() == 0) {
+        if (std::string e = enter_private_run_dir(); !e.empty()) {
+            *error = e;
+            return nullptr;
+        }
+    }
+    char home[] = "/tmp/sigmatrace-record.XXXXXX";
+    if (mkdtemp(home) == nullptr) {
+        *error = errno_text("Cannot create a private LTTNG_HOME", "/tmp/sigmatrace-record.XXXXXX");
+        return nullptr;
+    }
+    d->private_home_ = home;
+    setenv("LTTNG_HOME", home, 1);
+    const Captured c = run_captured({"lttng-sessiond", "--daemonize", "--no-kernel"}, d->tool_environment());
+    if (c.status != 0) {
+        *error = "Cannot start a private lttng-sessiond (is lttng-tools installed?): status=" + std::to_string(c.status) +
+                 ", output=" + c.output;
+        return nullptr;
+    }
+    if (!daemon_answers(d->tool_environment())) {
+        *error = "Started a private lttng-sessiond but `lttng list` cannot reach it: LTTNG_HOME=" + d->private_home_;
+        return nullptr;
+    }
+    return d;
+}
+
+SessionDaemon::~SessionDaemon() {
+    if (!private_) return;
+    // Stop the daemon this object started, and wait until it (and its consumer) finished writing.
+    std::ifstream in(pid_file(private_home_));
+    pid_t pid = 0;
+    if (in >> pid && pid > 0 && kill(pid, SIGTERM) == 0) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!private_home_.empty()) {
+        std::error_code ec;
+        fs::remove_all(private_home_, ec);
+    }
+}
+
+Environment SessionDaemon::tool_environment() const {
+    return without(current_environment(), "LD_PRELOAD");
+}
+
+RecordingSession::RecordingSession(const SessionDaemon& daemon)
+    : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid())) {}
+
+RecordingSession::~RecordingSession() {
+    if (created_) lttng({"destroy", name_});
+}
+
+Captured RecordingSession::lttng(std::vector<std::string> args) {
+    args.insert(args.begin(), "lttng");
+    return run_captured(args, env_);
+}
+
+std::string RecordingSession::check(const Captured& c, const std::vector<std::string>& args) {
+    if (c.status == 0) return "";
+    std::string cmd = "lttng";
+    for (const auto& a : args) cmd += " " + a;
+    std::string out = c.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return "LTTng command failed: command=\"" + cmd + "\", status=" + std::to_string(c.status) + ", output=\"" + out + "\"";
+}
+
+std::string RecordingSession::start(const std::string& output_dir, const std::string& relay_url,
+                                    const ChannelSettings& channel) {
+    std::vector<std::vector<std::string>> steps;
+    if (!relay_url.empty())
+        steps.push_back({"create", name_, "--set-url=" + relay_url});
+    else
+        steps.push_back({"create", name_, "--output=" + output_dir});
+    std::vector<std::string> enable = {"enable-channel", "--userspace", "--session=" + name_, "--buffers-uid",
+                                       "--subbuf-size=" + std::to_string(channel.subbuffer_size),
+                                       "--num-subbuf=" + std::to_string(channel.subbuffers)};
+    if (channel.blocking) enable.push_back("--blocking-timeout=inf");
+    enable.push_back(kChannelName);
+    steps.push_back(enable);
+    steps.push_back({"add-context", "--userspace", "--session=" + name_, std::string("--channel=") + kChannelName,
+                     "--type=vpid", "--type=vtid", "--type=procname"});
+    steps.push_back({"enable-event", "--userspace", "--session=" + name_, std::string("--channel=") + kChannelName,
+                     kEventPattern});
+    steps.push_back({"start", name_});
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const Captured c = lttng(steps[i]);
+        if (i == 0 && c.status == 0) created_ = true;
+        if (std::string e = check(c, steps[i]); !e.empty()) return e;
+    }
+    return "";
+}
+
+std::string RecordingSession::stop() {
+    const std::vector<std::string> args = {"stop", name_};
+    return check(lttng(args), args);
+}
+
+std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error) {
+    const std::vector<std::string> args = {"--mi", "xml", "list", name_};
+    const Captured c = lttng(args);
+    if (std::string e = check(c, args); !e.empty()) {
+        *error = e;
+        return std::nullopt;
+    }
+    if (c.output.find("<discarded_events>") == std::string::npos) {
+        *error = "Cannot read the discarded-event count: `lttng --mi xml list " + name_ + "` has no <discarded_events>";
+        return std::nullopt;
+    }
+    return Loss{sum_tag(c.output, "discarded_events"), sum_tag(c.output, "lost_packets")};
+}
+
+}  // namespace sigmatrace::record

@@ -1,0 +1,85 @@
+// The LTTng side of `sigmatrace record`: find or start a session daemon, and run one recording session on it,
+// through the lttng command-line tool (lttng-tools 2.13; the commands and their machine-interface output are
+// stable across 2.x).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "record/subprocess.h"
+
+namespace sigmatrace::record {
+
+// A session daemon to record with: the user's if one answers, else a private one that is stopped (and its
+// files removed) when this object goes away.
+//
+// Private daemon: as root, the root daemon's run directory (/var/run/lttng) is fixed, so this process first
+// moves into a mount namespace of its own with a fresh tmpfs there (the recorded command inherits it); a
+// daemon started that way is invisible to, and cannot disturb, anything else on the machine. As another user,
+// a per-user daemon under a private LTTNG_HOME. Either way LTTNG_HOME is set in this process's environment, so
+// the recorded command's processes register with this daemon.
+class SessionDaemon {
+public:
+    static std::unique_ptr<SessionDaemon> acquire(std::string* error);
+    ~SessionDaemon();
+    SessionDaemon(const SessionDaemon&) = delete;
+    SessionDaemon& operator=(const SessionDaemon&) = delete;
+
+    bool is_private() const { return private_; }
+    // The environment the lttng tools run with (ours, minus LD_PRELOAD: the tools are neither traced nor
+    // sanitized).
+    Environment tool_environment() const;
+
+private:
+    SessionDaemon() = default;
+    bool private_ = false;
+    std::string private_home_;  // temporary LTTNG_HOME to remove, when private
+};
+
+struct ChannelSettings {
+    uint64_t subbuffer_size = 0;
+    uint32_t subbuffers = 0;
+    bool blocking = false;
+};
+
+// One recording session: created on construction (create()), destroyed in the destructor.
+class RecordingSession {
+public:
+    explicit RecordingSession(const SessionDaemon& daemon);
+    ~RecordingSession();
+    RecordingSession(const RecordingSession&) = delete;
+    RecordingSession& operator=(const RecordingSession&) = delete;
+
+    // Creates the session (output directory, or relay URL when `relay` is set), its per-uid channel with the
+    // vpid/vtid/procname contexts and the sigmatrace:* events, and starts it. Returns an error message naming
+    // the lttng command that failed and what it said, or "".
+    std::string start(const std::string& output_dir, const std::string& relay_url, const ChannelSettings& channel);
+
+    // Stops tracing and waits until every event is in the trace. Returns an error message or "".
+    std::string stop();
+
+    // Discarded events and lost packets of the session's channel, read from `lttng --mi xml list`.
+    struct Loss {
+        uint64_t discarded_events = 0;
+        uint64_t lost_packets = 0;
+    };
+    std::optional<Loss> loss(std::string* error);
+
+    const std::string& name() const { return name_; }
+
+private:
+    Captured lttng(std::vector<std::string> args);
+    std::string check(const Captured& c, const std::vector<std::string>& args);
+
+    Environment env_;
+    std::string name_;
+    bool created_ = false;
+};
+
+// Channel name in the session, and the event pattern enabled.
+inline constexpr const char* kChannelName = "sigmatrace";
+inline constexpr const char* kEventPattern = "sigmatrace:*";
+
+}  // namespace sigmatrace::record

@@ -1,0 +1,65 @@
+#include "record/traced_environment.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace sigmatrace::record {
+namespace {
+
+std::string value_of(const Environment& env, const std::string& name) {
+    const std::string* e = find_variable(env, name);
+    return e != nullptr ? e->substr(name.size() + 1) : std::string();
+}
+
+void set_default(Environment& env, std::vector<std::string>& forwarded, const std::string& name, const std::string& value) {
+    if (find_variable(env, name) == nullptr) set_variable(env, name, value);
+    forwarded.push_back(name);
+}
+
+// Whether `entry` is one of the items of `list` separated by any of `separators`.
+bool contains_entry(const std::string& list, const std::string& entry, const char* separators) {
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t end = list.find_first_of(separators, start);
+        if (end == std::string::npos) end = list.size();
+        if (list.compare(start, end - start, entry) == 0) return true;
+        start = end + 1;
+    }
+    return false;
+}
+
+}  // namespace
+
+Environment traced_environment(Environment env, const TraceSetup& setup) {
+    std::vector<std::string> forwarded;
+
+    const std::string preload = value_of(env, "LD_PRELOAD");
+    if (preload.empty()) set_variable(env, "LD_PRELOAD", setup.preload_library);
+    else if (!contains_entry(preload, setup.preload_library, ": ")) set_variable(env, "LD_PRELOAD", preload + ":" + setup.preload_library);
+    forwarded.push_back("LD_PRELOAD");
+
+    set_default(env, forwarded, "LTTNG_UST_REGISTER_TIMEOUT", kRegisterTimeoutMs);
+    set_default(env, forwarded, "LTTNG_UST_WITHOUT_BADDR_STATEDUMP", "1");
+    set_default(env, forwarded, "LTTNG_UST_WITHOUT_PROCNAME_STATEDUMP", "1");
+    if (setup.blocking) {
+        set_variable(env, "LTTNG_UST_ALLOW_BLOCKING", "1");
+        forwarded.push_back("LTTNG_UST_ALLOW_BLOCKING");
+    }
+    if (!setup.mode.empty()) set_variable(env, "SIGMATRACE_MODE", setup.mode);
+    for (const auto& e : env) {
+        if (e.rfind("SIGMATRACE_", 0) != 0) continue;
+        const std::string name = e.substr(0, e.find('='));
+        if (std::find(forwarded.begin(), forwarded.end(), name) == forwarded.end()) forwarded.push_back(name);
+    }
+
+    std::string list = value_of(env, "OMPI_MCA_mca_base_env_list");
+    for (const auto& name : forwarded) {
+        if (contains_entry(list, name, ";")) continue;
+        if (!list.empty()) list += ";";
+        list += name;
+    }
+    set_variable(env, "OMPI_MCA_mca_base_env_list", list);
+    return env;
+}
+
+}  // namespace sigmatrace::record

@@ -1,0 +1,35 @@
+// The environment the recorded command runs with: what makes every process it starts load the tracer and
+// register with the session daemon.
+#pragma once
+
+#include <string>
+
+#include "record/subprocess.h"
+
+namespace sigmatrace::record {
+
+struct TraceSetup {
+    std::string preload_library;  // absolute path of libsigmatrace.so
+    std::string mode;             // SIGMATRACE_MODE to force ("" keeps the caller's)
+    bool blocking = false;        // LTTNG_UST_ALLOW_BLOCKING=1 (the channel has an infinite blocking timeout)
+};
+
+// How long a starting process waits for its registration with the session daemon before it runs on, in ms.
+// lttng's default (3 s) can be exceeded when many ranks start at once on a small machine, and the events a
+// process emits before it is registered are lost; 30 s bounds the wait should a daemon be wedged.
+inline constexpr const char* kRegisterTimeoutMs = "30000";
+
+// `base` plus:
+//   LD_PRELOAD                 libsigmatrace.so appended (after an existing entry such as a sanitizer runtime,
+//                              which must stay first); not added twice
+//   LTTNG_UST_REGISTER_TIMEOUT kRegisterTimeoutMs unless the caller set one
+//   LTTNG_UST_WITHOUT_BADDR_STATEDUMP / _PROCNAME_STATEDUMP = 1 unless set: the state dumps cost start-up
+//                              time and their events are not recorded
+//   LTTNG_UST_ALLOW_BLOCKING   1 with --blocking
+//   SIGMATRACE_MODE            the --mode value, when given
+//   OMPI_MCA_mca_base_env_list the variables above (and every SIGMATRACE_*) appended, so that Open MPI's
+//                              mpirun forwards them to ranks it starts on other nodes without the user's -x
+//                              (local ranks inherit the environment anyway)
+Environment traced_environment(Environment base, const TraceSetup& setup);
+
+}  // namespace sigmatrace::record
