@@ -122,6 +122,13 @@ bool parse_modify_qp(const Mailbox& in, ModifyQp& out, ParseError& err) {
     out.rlid = get32(in, f::qpc_path_rlid);
     out.grh = get32(in, f::qpc_path_grh) != 0;
     if (const uint8_t* gid = in.bytes(f::kQpcPathRgid, sizeof out.rgid)) std::memcpy(out.rgid, gid, sizeof out.rgid);
+    out.remote_read = get32(in, f::qpc_rre) != 0;
+    out.remote_write = get32(in, f::qpc_rwe) != 0;
+    out.remote_atomic = get32(in, f::qpc_rae) != 0;
+    out.ack_timeout = get32(in, f::qpc_path_ack_timeout);
+    out.retry_count = get32(in, f::qpc_retry_count);
+    out.rnr_retry = get32(in, f::qpc_rnr_retry);
+    out.min_rnr_nak = get32(in, f::qpc_min_rnr_nak);
     return true;
 }
 

@@ -77,9 +77,16 @@ inline constexpr Field qpc_path_grh{kQpc + 0xE8, 1};
 inline constexpr Field qpc_path_rlid{kQpc + 0xF0, 16};
 inline constexpr Field qpc_path_src_addr_index{kQpc + 0x108, 8};
 inline constexpr uint32_t kQpcPathRgid = kQpc + 0x140;  // 16 bytes
+inline constexpr Field qpc_path_ack_timeout{kQpc + 0x100, 5};
 inline constexpr Field qpc_path_rmac_47_32{kQpc + 0x1F0, 16};
 inline constexpr Field qpc_path_rmac_31_0{kQpc + 0x200, 32};
+inline constexpr Field qpc_retry_count{kQpc + 0x38D, 3};
+inline constexpr Field qpc_rnr_retry{kQpc + 0x390, 3};
 inline constexpr Field qpc_cqn_snd{kQpc + 0x3E8, 24};
+inline constexpr Field qpc_rre{kQpc + 0x490, 1};  // remote read enable
+inline constexpr Field qpc_rwe{kQpc + 0x491, 1};  // remote write enable
+inline constexpr Field qpc_rae{kQpc + 0x492, 1};  // remote atomic enable
+inline constexpr Field qpc_min_rnr_nak{kQpc + 0x4A3, 5};
 inline constexpr Field qpc_cqn_rcv{kQpc + 0x4E8, 24};
 inline constexpr Field qpc_dbr_addr{kQpc + 0x500, 64};
 inline constexpr Field qpc_rq_type{kQpc + 0x565, 3};
@@ -179,6 +186,9 @@ struct ModifyQp {
     uint32_t rlid = 0;
     bool grh = false;
     uint8_t rgid[16] = {};
+    // RST2INIT: remote access the QP allows; RTR2RTS: retry policy (fields 0 when absent).
+    bool remote_read = false, remote_write = false, remote_atomic = false;
+    uint32_t ack_timeout = 0, retry_count = 0, rnr_retry = 0, min_rnr_nak = 0;
     uint64_t rgid_prefix() const { return mlx5::load_be64(rgid); }
     uint64_t rgid_iid() const { return mlx5::load_be64(rgid + 8); }
 };

@@ -74,8 +74,21 @@ bool addresses_peer(Body body) {
     return body == Body::Gather || body == Body::Rdma || body == Body::Atomic || body == Body::MaskedAtomic;
 }
 
+// Copies `len` inline bytes that start `skip` bytes into unit `unit` (they may wrap around the ring).
+void copy_inline(const UnitReader& r, uint32_t unit, uint32_t skip, uint32_t len, WqePayload& p) {
+    uint8_t buf[kDsUnit];
+    uint32_t copied = 0;
+    while (copied < len && p.inline_length < sizeof p.inline_bytes) {
+        r.read(unit, 1, buf);
+        for (uint32_t i = skip; i < kDsUnit && copied < len && p.inline_length < sizeof p.inline_bytes; ++i, ++copied)
+            p.inline_bytes[p.inline_length++] = buf[i];
+        skip = 0;
+        ++unit;
+    }
+}
+
 // Walks data and inline segments from `unit` to the end of the WQE.
-WqeStatus read_gather_list(const UnitReader& r, uint32_t unit, uint32_t ds, DecodedWqe& out) {
+WqeStatus read_gather_list(const UnitReader& r, uint32_t unit, uint32_t ds, DecodedWqe& out, WqePayload* payload) {
     uint64_t bytes = 0;
     while (unit < ds) {
         const auto seg = r.unit<DataSeg>(unit);
@@ -86,11 +99,14 @@ WqeStatus read_gather_list(const UnitReader& r, uint32_t unit, uint32_t ds, Deco
             if (len > room) return WqeStatus::BadInline;
             out.has_inline = true;
             bytes += len;
+            if (payload) copy_inline(r, unit, sizeof(InlineSegHeader), len, *payload);
             unit += (sizeof(InlineSegHeader) + len + kDsUnit - 1) / kDsUnit;
             continue;
         }
         if (seg.local_key() == kInvalidLkey) break;  // list terminator
         bytes += bc;
+        if (payload && payload->num_segments < WqePayload::kMaxSegments)
+            payload->segments[payload->num_segments++] = {seg.local_addr(), bc, seg.local_key()};
         ++out.num_sge;
         ++unit;
     }
@@ -101,8 +117,14 @@ WqeStatus read_gather_list(const UnitReader& r, uint32_t unit, uint32_t ds, Deco
 
 }  // namespace
 
-WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, DecodedWqe& out) {
+WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, DecodedWqe& out,
+                     WqePayload* payload) {
     out = DecodedWqe{};
+    if (payload) {
+        payload->num_segments = 0;
+        payload->inline_length = 0;
+        payload->atomic_swap_mask = payload->atomic_compare_mask = payload->atomic_field_boundary = 0;
+    }
     if (!ring.base || ring.wqebbs == 0 || (ring.wqebbs & (ring.wqebbs - 1)) != 0) return WqeStatus::BadRing;
     const UnitReader r(ring, slot);
 
@@ -142,13 +164,13 @@ WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, D
     }
 
     switch (body) {
-    case Body::Gather: return read_gather_list(r, unit, ds, out);
+    case Body::Gather: return read_gather_list(r, unit, ds, out, payload);
     case Body::Rdma: {
         if (unit + 1 > ds) return WqeStatus::Truncated;
         const auto raddr = r.unit<RaddrSeg>(unit);
         out.raddr = raddr.remote_addr();
         out.rkey = raddr.remote_key();
-        return read_gather_list(r, unit + 1, ds, out);
+        return read_gather_list(r, unit + 1, ds, out, payload);
     }
     case Body::Atomic: {
         if (unit + 2 > ds) return WqeStatus::Truncated;
@@ -158,7 +180,7 @@ WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, D
         out.rkey = raddr.remote_key();
         out.atomic_arg = atomic.swap_or_add();
         out.atomic_compare = out.opcode == op::ATOMIC_CS ? atomic.compare_value() : 0;
-        const WqeStatus st = read_gather_list(r, unit + 2, ds, out);
+        const WqeStatus st = read_gather_list(r, unit + 2, ds, out, payload);
         out.bytes = 8;  // the operation's size, whatever the local buffer's segment says
         return st;
     }
@@ -185,7 +207,15 @@ WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, D
         };
         out.atomic_arg = field(0);
         out.atomic_compare = out.opcode == op::ATOMIC_MASKED_CS ? field(1) : 0;
-        const WqeStatus st = read_gather_list(r, unit + 1 + arg_units, ds, out);
+        if (payload) {
+            if (out.opcode == op::ATOMIC_MASKED_CS) {
+                payload->atomic_swap_mask = field(2);
+                payload->atomic_compare_mask = field(3);
+            } else {
+                payload->atomic_field_boundary = field(1);
+            }
+        }
+        const WqeStatus st = read_gather_list(r, unit + 1 + arg_units, ds, out, payload);
         out.bytes = size;
         return st;
     }

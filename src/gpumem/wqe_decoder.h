@@ -54,8 +54,27 @@ struct DecodedWqe {
     uint32_t remote_qpn = 0;  // UD destination QPN or DC target (DCT number) from the address vector, else 0
 };
 
-// Decodes the WQE whose control segment is in block `slot` (taken modulo the ring size).
-WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, DecodedWqe& out);
+// The local side of a WQE, for an executor (the software fabric's mlx5 front end): its data segments in order,
+// its inline bytes, and the segment fields the trace does not need. The watcher passes none.
+struct WqePayload {
+    static constexpr uint32_t kMaxSegments = 62;  // a 1 KiB WQE minus ctrl and raddr
+    struct Segment {
+        uint64_t addr;
+        uint32_t length;
+        uint32_t lkey;
+    };
+    Segment segments[kMaxSegments];
+    uint32_t num_segments = 0;
+    uint8_t inline_bytes[1024];
+    uint32_t inline_length = 0;  // total of every inline segment, concatenated in order
+    uint64_t atomic_swap_mask = 0, atomic_compare_mask = 0;  // masked CS (first 8 bytes of each field)
+    uint64_t atomic_field_boundary = 0;                      // masked FA
+};
+
+// Decodes the WQE whose control segment is in block `slot` (taken modulo the ring size); fills `payload` too
+// when given.
+WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, DecodedWqe& out,
+                     WqePayload* payload = nullptr);
 
 // True for the opcodes this decoder knows (those it decodes fully and those it reports without payload).
 bool known_send_opcode(uint8_t opcode);

@@ -176,6 +176,28 @@ TEST(PrmModifyQp, OtherTransitionsAndShortForms) {
     EXPECT_FALSE(parse_modify_qp(Mailbox(destroy.data(), 8), m, err));
 }
 
+TEST(PrmModifyQp, AccessBitsAndRetryPolicy) {
+    auto in = test::build_qp_command(cmd::RST2INIT_QP, 0x10);
+    test::set_bits(in, 0x550, 1, 1);  // rre
+    test::set_bits(in, 0x552, 1, 1);  // rae
+    ModifyQp m;
+    ParseError err;
+    ASSERT_TRUE(parse_modify_qp(Mailbox(in.data(), in.size()), m, err));
+    EXPECT_TRUE(m.remote_read);
+    EXPECT_FALSE(m.remote_write);
+    EXPECT_TRUE(m.remote_atomic);
+    auto rts = test::build_qp_command(cmd::RTR2RTS_QP, 0x10);
+    test::set_bits(rts, 0x1C0, 5, 14);  // primary_address_path.ack_timeout
+    test::set_bits(rts, 0x44D, 3, 7);   // retry_count
+    test::set_bits(rts, 0x450, 3, 6);   // rnr_retry
+    test::set_bits(rts, 0x563, 5, 12);  // min_rnr_nak
+    ASSERT_TRUE(parse_modify_qp(Mailbox(rts.data(), rts.size()), m, err));
+    EXPECT_EQ(m.ack_timeout, 14u);
+    EXPECT_EQ(m.retry_count, 7u);
+    EXPECT_EQ(m.rnr_retry, 6u);
+    EXPECT_EQ(m.min_rnr_nak, 12u);
+}
+
 TEST(PrmOut, CreateOutputAndQueryQp) {
     uint32_t n = 0;
     ParseError err;

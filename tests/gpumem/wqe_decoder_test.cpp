@@ -260,6 +260,37 @@ TEST_F(DecoderTest, FenceAndSolicitedBitsArePreserved) {
     EXPECT_EQ(w.fm_ce_se, bits);
 }
 
+TEST_F(DecoderTest, PayloadCarriesSegmentsInlineBytesAndAtomicMasks) {
+    DecodedWqe w;
+    WqePayload p;
+    WqeImage img(op::SEND, 14, kQpn);
+    img.data(10, 0x11, 0x1000).data(20, 0x22, 0x2000);
+    std::vector<uint8_t> text(100);
+    for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<uint8_t>(i * 7);
+    img.inline_data(text.data(), 100);  // after 3 units: wraps past the ring's end (slot 14 of 16)
+    test::place(ring.data(), kWqebbs, 14, img.finish());
+    ASSERT_EQ(decode_wqe(RingView{ring.data(), kWqebbs}, 14, Transport::Rc, w, &p), WqeStatus::Ok);
+    ASSERT_EQ(p.num_segments, 2u);
+    EXPECT_EQ(p.segments[0].addr, 0x1000u);
+    EXPECT_EQ(p.segments[0].length, 10u);
+    EXPECT_EQ(p.segments[0].lkey, 0x11u);
+    EXPECT_EQ(p.segments[1].addr, 0x2000u);
+    ASSERT_EQ(p.inline_length, 100u);
+    EXPECT_EQ(std::vector<uint8_t>(p.inline_bytes, p.inline_bytes + 100), text);
+    EXPECT_EQ(w.bytes, 130u);
+
+    ASSERT_EQ(decode_at(0, WqeImage(op::ATOMIC_MASKED_CS, 0, kQpn, 0x08, 0x09).raddr(1, 2).masked_args(8, {1, 2, 0xff00, 0x00ff}).data(8, 1, 0), w),
+              WqeStatus::Ok);
+    ASSERT_EQ(decode_wqe(RingView{ring.data(), kWqebbs}, 0, Transport::Rc, w, &p), WqeStatus::Ok);
+    EXPECT_EQ(p.atomic_swap_mask, 0xff00u);
+    EXPECT_EQ(p.atomic_compare_mask, 0x00ffu);
+    ASSERT_EQ(decode_at(1, WqeImage(op::ATOMIC_MASKED_FA, 1, kQpn, 0x08, 0x08).raddr(1, 2).masked_args(4, {5, 0x80000000}).data(4, 1, 0), w),
+              WqeStatus::Ok);
+    ASSERT_EQ(decode_wqe(RingView{ring.data(), kWqebbs}, 1, Transport::Rc, w, &p), WqeStatus::Ok);
+    EXPECT_EQ(p.atomic_field_boundary, 0x80000000u);
+    EXPECT_EQ(p.num_segments, 1u);
+}
+
 // ------------------------------------------------------------------------------------------ malformed
 
 TEST_F(DecoderTest, ZeroAndOversizedDsAreReported) {

@@ -24,7 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const RingView view{ring.data(), wqebbs};
     for (uint32_t i = 0; i < 2 * wqebbs; ++i) {
         DecodedWqe w;
-        const WqeStatus st = decode_wqe(view, slot, transport, w);
+        static WqePayload payload;  // large: not on the stack
+        const WqeStatus st = decode_wqe(view, slot, transport, w, (i & 1) ? &payload : nullptr);
+        if ((i & 1) && st == WqeStatus::Ok) {
+            if (payload.num_segments != w.num_sge && w.num_sge <= WqePayload::kMaxSegments) std::abort();
+            if (payload.inline_length > sizeof payload.inline_bytes) std::abort();
+        }
         if (st == WqeStatus::Ok) {
             if (w.ds == 0 || w.ds > mlx5::kMaxDs) std::abort();
             if (w.wqebbs != mlx5::wqebbs_for_ds(w.ds) || w.wqebbs > wqebbs) std::abort();
