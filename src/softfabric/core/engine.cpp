@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/fabric_objects.h"
 #include "core/runtime.h"
 #include "core/transfer.h"
 
@@ -126,18 +127,14 @@ QueuePair::QueuePair(Runtime& rt, const QueuePairConfig& config)
     if (!shared_offset_) throw FabricError("Cannot create QP: the fabric arena of this process is full");
     shared_ = arena.at<SharedQp>(shared_offset_);
     if (config.rq_depth) {
-        uint32_t cap = std::bit_ceil(config.rq_depth);
-        uint32_t sge = std::max(config.max_recv_sge, 1u);
-        rq_bytes_ = RecvRing::bytes_for(cap, sge);
-        rq_offset_ = arena.allocate(rq_bytes_);
-        if (!rq_offset_) {
+        ArenaBlock rq = create_recv_ring(rt, config.rq_depth, config.max_recv_sge);
+        if (!rq.offset) {
             arena.release(shared_offset_, sizeof(SharedQp));
             throw FabricError("Cannot create QP: the fabric arena of this process is full");
         }
+        rq_offset_ = rq.offset;
+        rq_bytes_ = rq.bytes;
         rq_ = arena.at<RecvRing>(rq_offset_);
-        rq_->capacity = cap;
-        rq_->max_sge = sge;
-        rq_->stride = RecvRing::stride_for(sge);
     }
     if (config.recv_cq_offset) recv_cq_ = arena.at<SharedCq>(config.recv_cq_offset);
     capacity_ = std::bit_ceil(std::max(config.sq_depth, 1u));
