@@ -665,14 +665,18 @@ void QueuePair::flush_receives_locked() {
     if (any) rt_.completed_into(recv_cq_, true);
 }
 
-void QueuePair::handle_flush_request() {
-    if (!shared_->flush_request.exchange(0, std::memory_order_acq_rel)) return;
-    {
-        std::lock_guard lock(sq_lock_);
-        enter_error_from(done_);
-        progress(now_ns());
-    }
+bool QueuePair::handle_flush_request() {
+    if (!shared_->flush_request.load(std::memory_order_acquire)) return false;
+    // The engine thread calls this while it walks the QP registry: never block on the send queue (an
+    // application thread may hold it across an ibv_wr_start..ibv_wr_complete batch); the next pass retries.
+    std::unique_lock sq(sq_lock_, std::try_to_lock);
+    if (!sq.owns_lock()) return true;
+    if (!shared_->flush_request.exchange(0, std::memory_order_acq_rel)) return false;
+    enter_error_from(done_);
+    progress(now_ns());
+    sq.unlock();
     flush_receives();
+    return false;
 }
 
 }  // namespace softfabric::engine
