@@ -38,4 +38,28 @@ const EventSchema* find_event_schema(std::string_view full_name);
 // Index of a field within an event's schema, or -1.
 int field_index(const EventSchema& ev, std::string_view field);
 
+// Compile-time field indexes, generated from schema.def: fields::post_send::wr_id is the position of post_send's
+// wr_id in event_schemas()[post_send].fields, so handlers read decoded events by index, never by name.
+namespace fields {
+#define ST_FI_NUM_(type, name, comment) name,
+#define ST_FI_STR_(name, comment) name,
+#define ST_FI_EVENT_(event, comment)                                                                           \
+    namespace event {                                                                                          \
+    enum : int { SIGMATRACE_FIELDS_##event(ST_FI_NUM_, ST_FI_NUM_, ST_FI_STR_, ST_FI_NUM_, ST_FI_NUM_) count_ };  \
+    }
+SIGMATRACE_EVENTS(ST_FI_EVENT_)
+#undef ST_FI_EVENT_
+#undef ST_FI_STR_
+#undef ST_FI_NUM_
+}  // namespace fields
+
+// The most fields any event has (sizes the decoder's fixed arrays).
+inline constexpr int kMaxEventFields = [] {
+    int m = 0;
+#define ST_FI_MAX_(event, comment) m = fields::event::count_ > m ? fields::event::count_ : m;
+    SIGMATRACE_EVENTS(ST_FI_MAX_)
+#undef ST_FI_MAX_
+    return m;
+}();
+
 }  // namespace sigmatrace::analyzer

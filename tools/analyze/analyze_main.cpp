@@ -1,15 +1,252 @@
-// sigmatrace-analyze: placeholder until the analyzer issue lands.
+// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE] [--baseline FILE] [--fail-on RULE ...]
+// (DESIGN.md contract; options beyond it are documented in docs/analyzer.md).
 #include "analyze/analyze_main.h"
 
 #include <fmt/core.h>
 
+#include <charconv>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/ci_rules.h"
+#include "analyzer/html_report.h"
+#include "analyzer/perfetto_writer.h"
+#include "analyzer/report_builder.h"
+#include "analyzer/text_report.h"
+#include "analyzer/trace_reader.h"
 #include "sigmatrace/commands.h"
 
 namespace sigmatrace::analyzer {
 
-int analyze_main(std::span<char* const>) {
-    fmt::print(stderr, "sigmatrace-analyze: not built yet in this version\n");
-    return 2;
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuleFailed = 1;
+constexpr int kExitUsage = 2;
+
+constexpr const char* kUsage = R"(usage: sigmatrace-analyze DIR [options]
+
+Analyzes every SigmaTrace (LTTng CTF) trace under DIR and prints a report.
+
+outputs:
+  --json FILE|-          the analysis document (schema sigmatrace.analysis/1); '-' writes it to stdout
+                         instead of the text report
+  --html FILE            a self-contained HTML report with plots
+  --perfetto FILE        a timeline for ui.perfetto.dev (Chrome JSON trace format)
+  --perfetto-max-ops N   operations written to the timeline at most (default 1000000)
+  --quiet                no text report
+
+CI mode (exit 0 = analyzed and no rule failed, 1 = a rule failed, 2 = usage error or unreadable trace):
+  --fail-on RULE         fail when RULE holds, e.g. 'discarded>0', 'errors>0', 'skew>1.5', 'p99[RDMA_WRITE]>50us',
+                         'increase(p99)>20%' (repeatable; quote it for the shell)
+  --baseline OLD.json    compare with an earlier --json output; without an increase()/decrease() rule it
+                         applies the default regression rules (increase(p99)>20%, increase(spread_p99)>20%,
+                         increase(errors)>0, increase(discarded)>0)
+
+analysis:
+  --barrier-word [RKEY:]ADDR   the barrier's synchronization word (hex), instead of detecting it
+  --skew-threshold X           traffic_skew finding above X (default 1.5)
+  --error-storm N              error_storm finding from N error completions (default 10)
+  --straggler-fraction F       barrier_straggler when last in more than F of the epochs (default 0.5)
+  --rail-imbalance X           rail_imbalance finding above X (default 1.5)
+)";
+
+struct CliOptions {
+    std::string dir;
+    std::optional<std::string> json_out, html_out, perfetto_out, baseline;
+    std::vector<std::string> rules;
+    uint64_t perfetto_max_ops = 1000000;
+    bool quiet = false;
+    AnalysisOptions analysis;
+};
+
+bool parse_double(std::string_view s, double& out) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size();
+}
+bool parse_u64(std::string_view s, uint64_t& out, int base = 10) {
+    if (base == 16 && (s.starts_with("0x") || s.starts_with("0X"))) s.remove_prefix(2);
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+    return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+}
+
+// Returns an error message, or "" when the command line is valid.
+std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string_view a = args[i];
+        auto value = [&](std::string& out) -> bool {
+            if (i + 1 >= args.size()) return false;
+            out = args[++i];
+            return true;
+        };
+        std::string v;
+        if (a == "-h" || a == "--help") {
+            help = true;
+            return "";
+        } else if (a == "--json") {
+            if (!value(v)) return "--json needs a FILE (or - for stdout)";
+            o.json_out = v;
+        } else if (a == "--html") {
+            if (!value(v)) return "--html needs a FILE";
+            o.html_out = v;
+        } else if (a == "--perfetto") {
+            if (!value(v)) return "--perfetto needs a FILE";
+            o.perfetto_out = v;
+        } else if (a == "--perfetto-max-ops") {
+            if (!value(v) || !parse_u64(v, o.perfetto_max_ops)) return "--perfetto-max-ops needs a number";
+        } else if (a == "--baseline") {
+            if (!value(v)) return "--baseline needs a FILE";
+            o.baseline = v;
+        } else if (a == "--fail-on") {
+            if (!value(v)) return "--fail-on needs a RULE";
+            o.rules.push_back(v);
+        } else if (a == "--quiet" || a == "-q") {
+            o.quiet = true;
+        } else if (a == "--barrier-word") {
+            if (!value(v)) return "--barrier-word needs [RKEY:]ADDR";
+            BarrierWordSpec w;
+            const auto colon = v.find(':');
+            uint64_t rkey = 0;
+            if (colon != std::string::npos) {
+                if (!parse_u64(std::string_view(v).substr(0, colon), rkey, 16))
+                    return fmt::format("--barrier-word: '{}' is not a hex rkey", v.substr(0, colon));
+                w.rkey = static_cast<uint32_t>(rkey);
+                v = v.substr(colon + 1);
+            }
+            if (!parse_u64(v, w.raddr, 16)) return fmt::format("--barrier-word: '{}' is not a hex address", v);
+            o.analysis.barrier.word = w;
+        } else if (a == "--skew-threshold") {
+            if (!value(v) || !parse_double(v, o.analysis.skew_threshold)) return "--skew-threshold needs a number";
+        } else if (a == "--error-storm") {
+            if (!value(v) || !parse_u64(v, o.analysis.error_storm_threshold)) return "--error-storm needs a number";
+        } else if (a == "--straggler-fraction") {
+            if (!value(v) || !parse_double(v, o.analysis.straggler_fraction)) return "--straggler-fraction needs a number";
+        } else if (a == "--rail-imbalance") {
+            if (!value(v) || !parse_double(v, o.analysis.rail_imbalance_threshold))
+                return "--rail-imbalance needs a number";
+        } else if (a.starts_with("-") && a != "-") {
+            return fmt::format("unknown option '{}'", a);
+        } else if (o.dir.empty()) {
+            o.dir = a;
+        } else {
+            return fmt::format("one trace directory expected, got '{}' and '{}'", o.dir, a);
+        }
+    }
+    if (o.dir.empty()) return "no trace directory given";
+    return "";
+}
+
+bool write_file(const std::string& path, const std::string& content, const char* what) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << content;
+    f.close();
+    if (!f) {
+        fmt::print(stderr, "sigmatrace-analyze: Cannot write the {}: path={}\n", what, path);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int analyze_main(std::span<char* const> args) {
+    CliOptions o;
+    bool help = false;
+    if (std::string err = parse_args(args, o, help); !err.empty()) {
+        fmt::print(stderr, "sigmatrace-analyze: {}\n\n{}", err, kUsage);
+        return kExitUsage;
+    }
+    if (help) {
+        fmt::print("{}", kUsage);
+        return kExitOk;
+    }
+
+    // Rules and baseline first: a typo should not cost a long analysis.
+    std::vector<Rule> rules;
+    bool compares = false;
+    for (const std::string& text : o.rules) {
+        std::string err;
+        auto r = parse_rule(text, err);
+        if (!r) {
+            fmt::print(stderr, "sigmatrace-analyze: {}\n", err);
+            return kExitUsage;
+        }
+        compares |= r->mode != RuleMode::Absolute;
+        rules.push_back(std::move(*r));
+    }
+    std::optional<nlohmann::json> baseline;
+    if (o.baseline) {
+        std::ifstream f(*o.baseline);
+        if (!f) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot open the baseline: path={}\n", *o.baseline);
+            return kExitUsage;
+        }
+        try {
+            baseline = nlohmann::json::parse(f);
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot parse the baseline: path={}, reason={}\n", *o.baseline, e.what());
+            return kExitUsage;
+        }
+        if (!baseline->is_object() || baseline->value("schema", "") != kAnalysisSchema) {
+            fmt::print(stderr, "sigmatrace-analyze: The baseline is not a SigmaTrace analysis: path={}, expected schema {}\n",
+                       *o.baseline, kAnalysisSchema);
+            return kExitUsage;
+        }
+        if (!compares)
+            for (const std::string& text : default_baseline_rules()) {
+                std::string err;
+                rules.push_back(*parse_rule(text, err));
+            }
+    }
+
+    Analysis analysis(o.analysis);
+    std::unique_ptr<PerfettoWriter> perfetto;
+    if (o.perfetto_out) {
+        perfetto = std::make_unique<PerfettoWriter>(analysis.topology(), o.perfetto_max_ops);
+        if (!perfetto->open(*o.perfetto_out)) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}\n", *o.perfetto_out);
+            return kExitUsage;
+        }
+        analysis.add_listener(perfetto.get());
+    }
+
+    const ReadSummary read = read_traces(o.dir, analysis);
+    for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
+    if (read.fatal) return kExitUsage;
+    for (const std::string& p : read.problems) analysis.on_read_problem(p);
+    analysis.set_trace_paths(read.trace_dirs);
+
+    nlohmann::json doc = analysis.finish();
+
+    // CI rules.
+    int status = kExitOk;
+    nlohmann::json ci = nlohmann::json::array();
+    for (const Rule& r : rules) {
+        const RuleResult res = evaluate_rule(r, doc, baseline ? &*baseline : nullptr);
+        ci.push_back({{"rule", res.rule}, {"failed", res.failed}, {"details", res.details}});
+        if (res.failed) status = kExitRuleFailed;
+        fmt::print(stderr, "sigmatrace-analyze: {} rule '{}'", res.failed ? "FAILED" : "passed", res.rule);
+        if (res.failed || (res.details.size() == 1 && res.details[0].starts_with("no value")))
+            for (const std::string& d : res.details) fmt::print(stderr, "{} {}", &d == &res.details[0] ? ":" : ";", d);
+        fmt::print(stderr, "\n");
+    }
+    if (!rules.empty()) doc["ci"] = {{"rules", ci}, {"failed", status == kExitRuleFailed}};
+
+    bool ok = true;
+    if (perfetto) ok &= perfetto->close();
+    if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
+    const bool json_to_stdout = o.json_out && *o.json_out == "-";
+    if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
+    if (json_to_stdout)
+        fmt::print("{}\n", doc.dump(2));
+    else if (!o.quiet)
+        fmt::print("{}", render_text_report(doc));
+    if (!ok) return kExitUsage;
+    return status;
 }
 
 }  // namespace sigmatrace::analyzer

@@ -46,6 +46,9 @@ struct PeerQp {
 namespace softfabric::engine {
 
 inline constexpr uint64_t kEagerNs = 5'000;
+// A QP that an application thread progressed (posted to, or polled its send CQ) within this window is left to
+// that thread by the engine thread, unless the application waits for completion events on its CQs.
+inline constexpr uint64_t kAppWindowNs = 200'000;
 inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxInline = 1024;
 inline constexpr uint32_t kMaxQueueDepth = 16384;
@@ -200,12 +203,18 @@ public:
     // ---- send queue (the caller holds sq_lock() around reserve..commit/abort and progress)
     std::mutex& sq_lock() { return sq_lock_; }
     Wqe* reserve();        // a cleared WQE after those already reserved; nullptr when the queue is full
-    void commit(uint64_t now);  // schedules every reserved WQE
+    void commit(uint64_t now);  // schedules every reserved WQE; call progress() next (it executes what is due
+                                // and hands the rest to the engine thread)
     void abort();          // drops the reserved WQEs
     uint32_t reserved() const { return staged_; }
     // Executes what is due and delivers due completions. Returns the next time it has something to do.
     uint64_t progress(uint64_t now);
     uint64_t next_due() const { return next_due_.load(std::memory_order_acquire); }
+    // Application threads record that they progress this QP (post_send, poll_cq); see kAppWindowNs.
+    void note_app_progress(uint64_t now) { app_progress_ns_.store(now, std::memory_order_relaxed); }
+    uint64_t app_progress_ns() const { return app_progress_ns_.load(std::memory_order_relaxed); }
+    // True when one of the QP's CQs is armed for an event: the application sleeps until a completion.
+    bool waited_on() const;
 
     // ---- receive queue (owner)
     // Adds a receive; ENOMEM when full.
@@ -253,6 +262,7 @@ private:
     uint64_t done_ = 0;      // next WQE to complete
     uint32_t staged_ = 0;    // reserved, not yet committed
     std::atomic<uint64_t> next_due_{~0ull};
+    std::atomic<uint64_t> app_progress_ns_{0};
 };
 
 // Adds a receive to a receive queue (a QP's RQ or an SRQ); the caller serializes producers. EINVAL when

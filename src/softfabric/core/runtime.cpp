@@ -214,8 +214,11 @@ void Runtime::wake_member(uint32_t slot) {
     futex(&m.wake, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void Runtime::kick(uint64_t due_ns) {
-    if (due_ns < engine_sleep_until_.load(std::memory_order_seq_cst)) wake_member(member_);
+void Runtime::kick(uint64_t due_ns, bool urgent) {
+    // Not urgent: the posting thread will progress the QP itself; the engine only has to look within its
+    // application window (engine.h, kAppWindowNs), which it does unless it sleeps longer than that.
+    uint64_t horizon = urgent ? due_ns : due_ns + engine::kAppWindowNs;
+    if (horizon < engine_sleep_until_.load(std::memory_order_seq_cst)) wake_member(member_);
 }
 
 void Runtime::add_qp(engine::QueuePair* qp) {
@@ -243,8 +246,15 @@ void Runtime::engine_pass(uint64_t now, uint64_t& next) {
         qp->handle_flush_request();
         uint64_t due = qp->next_due();
         if (due <= now) {
-            std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
-            due = sq.owns_lock() ? qp->progress(now) : now + kMinEngineSleepNs;
+            uint64_t app_until = qp->app_progress_ns() + engine::kAppWindowNs;
+            if (app_until > now && !qp->waited_on()) {
+                // An application thread progresses this QP (it posted or polled just now): leave it alone
+                // rather than compete with it for the CPU and the send-queue lock.
+                due = app_until;
+            } else {
+                std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
+                due = sq.owns_lock() ? qp->progress(now) : now + kMinEngineSleepNs;
+            }
         }
         next = std::min(next, due);
     }

@@ -51,8 +51,9 @@ public:
     // A completion was pushed into `cq` (of any process): raise its channel event if it is armed.
     void completed_into(SharedCq* cq, bool solicited);
     void wake_member(uint32_t slot);
-    // Local work becomes due at `due_ns`: wake the engine thread if it sleeps past that.
-    void kick(uint64_t due_ns);
+    // Local work becomes due at `due_ns`: wake the engine thread if it would not look in time. `urgent`: no
+    // application thread will progress it (the application waits for a completion event).
+    void kick(uint64_t due_ns, bool urgent);
 
     // Registries the engine thread walks.
     void add_qp(engine::QueuePair* qp);

@@ -74,6 +74,7 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr*) {
     c.poll_lock.lock();
     uint64_t now = now_ns();
     for (engine::QueuePair* qp : c.senders) {
+        qp->note_app_progress(now);
         if (qp->next_due() > now) continue;
         std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
         if (sq.owns_lock()) qp->progress(now);
@@ -160,6 +161,7 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
     std::lock_guard lock(c.poll_lock);
     uint64_t now = now_ns();
     for (engine::QueuePair* qp : c.senders) {
+        qp->note_app_progress(now);
         if (qp->next_due() > now) continue;
         std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
         if (sq.owns_lock()) qp->progress(now);

@@ -108,6 +108,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
     std::lock_guard lock(e.sq_lock());
     uint64_t now = now_ns();
+    e.note_app_progress(now);
     e.progress(now);  // frees completed slots, executes what is due
     int err = 0;
     for (; wr; wr = wr->next) {

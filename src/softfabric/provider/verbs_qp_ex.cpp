@@ -54,7 +54,9 @@ void wr_start(ibv_qp_ex* qpx) {
     q.wr_current = nullptr;
     ibv_qp_state s = q.engine.state();
     if (s != IBV_QPS_RTS && s != IBV_QPS_ERR) q.wr_error = EINVAL;
-    q.engine.progress(now_ns());
+    uint64_t now = now_ns();
+    q.engine.note_app_progress(now);
+    q.engine.progress(now);
 }
 
 int wr_complete(ibv_qp_ex* qpx) {

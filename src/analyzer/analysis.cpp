@@ -1,0 +1,86 @@
+#include "analyzer/analysis.h"
+
+#include "analyzer/report_builder.h"
+
+namespace sigmatrace::analyzer {
+
+Analysis::Analysis(AnalysisOptions options)
+    : options_(std::move(options)), recon_(topo_, *this), barriers_(options_.barrier) {}
+
+void Analysis::on_event(const DecodedEvent& ev) {
+    if (ev.id >= EventId::count_) {
+        ++topo_.anomalies().unknown_events;
+        return;
+    }
+    if (events_ == 0 || ev.ts_ns < first_ts_) first_ts_ = ev.ts_ns;
+    if (ev.ts_ns > last_ts_ || events_ == 0) last_ts_ = ev.ts_ns;
+    ++events_;
+    ++events_by_id_[static_cast<std::size_t>(ev.id)];
+
+    ProcId p = topo_.process_of(ev);
+    {
+        Process& pr = topo_.proc(p);
+        ++pr.events;
+        pr.last_ts = std::max(pr.last_ts, ev.ts_ns);
+    }
+    switch (ev.id) {
+    case EventId::process_info:
+        retired_scratch_.clear();
+        topo_.on_process_info(ev, p, retired_scratch_);
+        for (ProcId old : retired_scratch_) recon_.drain_process(old, ev.ts_ns);
+        break;
+    case EventId::device_open: topo_.on_device_open(ev, p); break;
+    case EventId::port_info: topo_.on_port_info(ev, p); break;
+    case EventId::cq_create: topo_.on_cq_create(ev, p); break;
+    case EventId::qp_create: topo_.on_qp_create(ev, p); break;
+    case EventId::qp_modify: topo_.on_qp_modify(ev, p); break;
+    case EventId::qp_destroy: {
+        const QpId q = topo_.on_qp_destroy(ev, p);
+        if (q != kNoId) recon_.drain_qp(q, ev.ts_ns);
+        break;
+    }
+    case EventId::srq_create: topo_.on_srq_create(ev, p); break;
+    case EventId::ah_create: topo_.on_ah_create(ev, p); break;
+    case EventId::post_send: recon_.on_post_send(ev, p); break;
+    case EventId::post_recv: recon_.on_post_recv(ev, p); break;
+    case EventId::post_srq_recv: recon_.on_post_srq_recv(ev, p); break;
+    case EventId::poll_cq: recon_.on_poll_cq(ev, p); break;
+    case EventId::gpu_qp_create: topo_.on_gpu_qp_create(ev, p); break;
+    case EventId::gpu_qp_modify: topo_.on_gpu_qp_modify(ev, p); break;
+    case EventId::gpu_qp_destroy: {
+        const QpId q = topo_.on_gpu_qp_destroy(ev, p);
+        if (q != kNoId) recon_.drain_qp(q, ev.ts_ns);
+        break;
+    }
+    case EventId::gpu_wqe: recon_.on_gpu_wqe(ev, p); break;
+    case EventId::gpu_cqe: recon_.on_gpu_cqe(ev, p); break;
+    default: break;  // object life without analysis value yet (MRs, CQ destroy, notifications, counters)
+    }
+}
+
+void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
+
+void Analysis::on_operation(const Operation& op) {
+    stats_.add(op);
+    traffic_.add(op);
+    barriers_.add(op, topo_.qp(op.qp));
+    if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
+        ++errors_by_status_[op.wc_status];
+        if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
+    }
+    for (OpListener* l : listeners_) l->on_operation(op);
+}
+
+nlohmann::json Analysis::finish() {
+    if (!finished_) {
+        recon_.finish(last_ts_);
+        // Peers are resolved now that every process's identity events have been read.
+        for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
+        traffic_.resolve(topo_);
+        stats_.resolve_pairs(topo_);
+        finished_ = true;
+    }
+    return ReportBuilder(*this).build();
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,119 @@
+// Barrier spread (DESIGN.md): a barrier epoch is a round in which every participant signals the same remote
+// synchronization word (an atomic or a small write) once; spread = last arrival - first arrival.
+//
+// Detection from the pattern, streaming: every (destination device, rkey, remote address) that receives
+// atomics or small writes is a candidate word. A participant's k-th signal to a word belongs to the word's
+// epoch k. Epoch k is closed once every participant has signalled at least k+1 times and the busiest one
+// kCloseLag rounds more, so only a few rounds are kept open per word. At the end, a word is a barrier when it has at least two participants and
+// at least two complete epochs, and (nearly) every epoch it saw was complete. An arrival is the signal's post
+// time: the moment the participant entered the barrier.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/model.h"
+#include "analyzer/quantile_histogram.h"
+#include "analyzer/topology.h"
+
+namespace sigmatrace::analyzer {
+
+struct BarrierWordSpec {
+    uint64_t raddr = 0;
+    std::optional<uint32_t> rkey;
+};
+
+struct BarrierOptions {
+    std::optional<BarrierWordSpec> word;   // only this word (--barrier-word); else detect from the pattern
+    uint32_t max_signal_bytes = 64;        // writes up to this size can be signals
+};
+
+struct EpochSample {
+    int64_t first_ts = 0;
+    int64_t spread_ns = 0;
+    ProcId last = kNoId;
+    ProcId first = kNoId;
+};
+
+// One synchronization word that turned out to be a barrier.
+struct BarrierWord {
+    Peer target;                 // where the word lives
+    uint32_t rkey = 0;
+    uint64_t raddr = 0;
+    std::vector<ProcId> participants;
+    uint64_t epochs = 0;         // complete epochs
+    uint64_t incomplete = 0;     // epochs some participant did not signal (trace cut, irregular pattern)
+    QuantileHistogram spread_ns;
+    std::map<ProcId, uint64_t> times_last;
+    std::vector<EpochSample> samples;  // the first kMaxSamples epochs, for plots
+};
+
+struct BarrierResult {
+    std::vector<BarrierWord> words;
+    uint64_t candidate_words = 0;
+    uint64_t dropped_candidates = 0;   // words not tracked because kMaxWords were already
+};
+
+class BarrierDetector {
+public:
+    static constexpr std::size_t kMaxWords = 4096;
+    static constexpr std::size_t kMaxOpenEpochs = 256;
+    static constexpr std::size_t kMaxSamples = 2000;
+    static constexpr uint32_t kCloseLag = 8;
+
+    explicit BarrierDetector(BarrierOptions options) : options_(std::move(options)) {}
+
+    // `qp` is the initiator's QP: the word is identified by the remote address it connects to (GID/LID), so
+    // detection does not wait for the target process's events to be read.
+    void add(const Operation& op, const Qp& qp);
+    BarrierResult finish(Topology& topo);
+
+private:
+    struct Key {
+        Gid gid;          // the target's GID, or
+        uint32_t lid;     // its LID, or
+        QpId local_qp;    // for a QP with no remote address (loopback), the QP itself
+        uint32_t rkey;
+        uint64_t raddr;
+        bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+        std::size_t operator()(const Key& k) const {
+            return std::hash<uint64_t>()(k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^
+                                         (k.gid.iid * 0x9e3779b97f4a7c15ULL) ^ k.gid.prefix ^
+                                         (static_cast<uint64_t>(k.lid) << 48) ^ k.local_qp);
+        }
+    };
+    struct OpenEpoch {
+        int64_t first = 0;
+        int64_t last = 0;
+        ProcId first_proc = kNoId;
+        ProcId last_proc = kNoId;
+        uint32_t count = 0;
+    };
+    struct Word {
+        QpId via = kNoId;   // a QP that signals it: resolves the target at the end
+        uint32_t rkey = 0;
+        uint64_t raddr = 0;
+        std::unordered_map<ProcId, uint32_t> signals;   // participant -> signals so far
+        std::map<uint32_t, uint32_t> at_count;          // signals so far -> participants with that many
+        uint32_t min_signals = 0;
+        std::map<uint32_t, OpenEpoch> open;
+        BarrierWord result;
+        bool irregular = false;   // a participant joined after epochs had closed
+        bool closed_any = false;
+    };
+
+    bool is_signal(const Operation& op) const;
+    void close_epoch(Word& w, const OpenEpoch& e);
+
+    BarrierOptions options_;
+    std::unordered_map<Key, std::unique_ptr<Word>, KeyHash> words_;
+    uint64_t dropped_ = 0;
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,72 @@
+// The Babeltrace2 side of the analysis: takes the messages a sink receives (events, discarded events and
+// packets) and hands decoded events to an Analysis. Shared by the in-process sink of sigmatrace-analyze
+// (trace_reader.h) and the plugin's sink.sigmatrace.analyze, so both compute exactly the same thing.
+//
+// Decoding resolves, once per event class, which payload member holds each schema field (by name: lttng-ust
+// also writes `_<seq>_length` members, which are skipped) and checks its kind and signedness; events then read
+// members by index. Classes and traces are kept referenced while cached: babeltrace2 frees a class when its
+// trace ends, and a new class could reuse the address (machine-facts.md §3.1).
+#pragma once
+
+#include <babeltrace2/babeltrace.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/decoded_event.h"
+
+namespace sigmatrace::analyzer {
+
+class BtMessageConsumer {
+public:
+    explicit BtMessageConsumer(Analysis& analysis) : analysis_(analysis) {}
+    ~BtMessageConsumer();
+    BtMessageConsumer(const BtMessageConsumer&) = delete;
+    BtMessageConsumer& operator=(const BtMessageConsumer&) = delete;
+
+    void consume(const bt_message* msg);
+
+    uint64_t events_read() const { return events_read_; }
+    uint64_t foreign_events() const { return foreign_events_; }
+    int64_t last_ts() const { return last_ts_; }
+
+private:
+    enum class Kind : uint8_t { Absent, Unsigned, Signed, String, SeqUnsigned, SeqSigned, Mismatch };
+    struct ClassInfo {
+        const EventSchema* schema = nullptr;   // nullptr: not a sigmatrace event
+        std::array<int64_t, kMaxEventFields> member{};
+        std::array<Kind, kMaxEventFields> kind{};
+        int64_t vpid = -1, vtid = -1, procname = -1;   // common context member indexes
+        bool has_clock = false;
+    };
+    struct TraceInfo {
+        uint32_t index = 0;
+        std::string hostname;
+        std::string name;
+    };
+
+    const ClassInfo& class_info(const bt_event_class* ec);
+    const TraceInfo& trace_info(const bt_trace* trace);
+    void on_event(const bt_message* msg);
+    void on_discarded(const bt_message* msg, bool packets);
+
+    Analysis& analysis_;
+    DecodedEvent ev_;
+    std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;
+    std::unordered_map<const bt_event_class*, ClassInfo> classes_;
+    std::unordered_map<const bt_trace*, TraceInfo> traces_;
+    const bt_event_class* last_class_ = nullptr;
+    const ClassInfo* last_info_ = nullptr;
+    const bt_trace* last_trace_ = nullptr;
+    const TraceInfo* last_trace_info_ = nullptr;
+    uint64_t events_read_ = 0;
+    uint64_t foreign_events_ = 0;
+    int64_t last_ts_ = 0;
+    std::vector<std::string> mismatches_reported_;
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,70 @@
+// One SigmaTrace event as the analysis sees it: the schema's fields by index, already converted to plain values,
+// independent of Babeltrace2. The Babeltrace2 decoder (bt_event_decoder.h) fills it from a CTF event; unit tests
+// and the fuzzer fill it directly. Everything after decoding works on this struct only, so that layer can be
+// tested and fuzzed without a trace.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "analyzer/schema_table.h"
+
+namespace sigmatrace::analyzer {
+
+// A field's value. Integers are stored as 64 bits (signed ones sign-extended, read back with as_signed()).
+// Sequences point at storage owned by whoever filled the event, valid until the next event.
+struct FieldValue {
+    uint64_t u = 0;
+    std::string_view s;
+    const uint64_t* seq = nullptr;
+    uint32_t seq_len = 0;
+    bool is_sequence = false;
+    bool present = false;  // false when the trace's event class lacks the field (older minor version)
+};
+
+// Sequences longer than this are cut (and the event counted as malformed): the schema never writes more than
+// SIGMATRACE_MAX_BATCH elements, so a longer one is a corrupt or foreign trace, and cutting keeps handlers'
+// work per event bounded.
+inline constexpr uint32_t kMaxSequenceLength = 1024;
+
+struct DecodedEvent {
+    EventId id = EventId::count_;
+    int64_t ts_ns = 0;           // default clock, ns from origin (Unix epoch for LTTng traces)
+    uint32_t trace_index = 0;    // which trace of the graph it came from (process identity is per trace)
+    int64_t vpid = -1;           // vpid context, -1 when the channel has none
+    int64_t vtid = -1;
+    std::string_view procname;   // procname context, empty when absent
+    std::string_view trace_hostname;  // the trace environment's hostname, empty when absent
+    std::array<FieldValue, kMaxEventFields> f{};
+
+    uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
+    int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }
+    std::string_view str(int i) const { return f[static_cast<std::size_t>(i)].s; }
+    uint32_t seq_len(int i) const { return f[static_cast<std::size_t>(i)].seq_len; }
+    // Element k of sequence field i, 0 past its end: handlers loop to the event's `n` and a sequence that is
+    // shorter than `n` (malformed) reads as zeros instead of out of bounds.
+    uint64_t at(int i, uint32_t k) const {
+        const FieldValue& v = f[static_cast<std::size_t>(i)];
+        return k < v.seq_len ? v.seq[k] : 0;
+    }
+    // The number of batch elements to process: `n`, bounded by the longest sequence actually present and by
+    // kMaxSequenceLength. Sets `malformed` when the sequences disagree with `n`.
+    uint32_t batch_size(int n_field, bool& malformed) const {
+        uint64_t n = u(n_field);
+        uint32_t longest = 0;
+        bool any = false;
+        for (const FieldValue& v : f) {
+            if (!v.is_sequence) continue;
+            any = true;
+            if (v.seq_len != n) malformed = true;
+            longest = std::max(longest, v.seq_len);
+        }
+        if (!any) return 0;
+        return static_cast<uint32_t>(std::min<uint64_t>({n, longest, kMaxSequenceLength}));
+    }
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,93 @@
+// The objects the analysis rebuilds from the events: nodes, processes, devices, queue pairs, and the
+// operations (one per work request or GPU WQE) it hands to the statistics, traffic, barrier and timeline code.
+// Objects are referred to by dense ids (indexes into the Topology's tables) so that operations are small
+// values and tables survive the events that created them.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+namespace sigmatrace::analyzer {
+
+using NodeId = uint32_t;
+using ProcId = uint32_t;
+using DevId = uint32_t;
+using QpId = uint32_t;
+inline constexpr uint32_t kNoId = std::numeric_limits<uint32_t>::max();
+
+struct Gid {
+    uint64_t prefix = 0;
+    uint64_t iid = 0;
+    bool empty() const { return prefix == 0 && iid == 0; }
+    bool operator==(const Gid&) const = default;
+};
+struct GidHash {
+    std::size_t operator()(const Gid& g) const { return std::hash<uint64_t>()(g.prefix * 0x9e3779b97f4a7c15ULL ^ g.iid); }
+};
+
+struct Node {
+    std::string name;
+};
+
+// One NIC of one node (a device name is unique within a node). Several processes may open it.
+struct Device {
+    NodeId node = kNoId;
+    std::string name;
+};
+
+// The other end of a connection, as far as it could be resolved.
+struct Peer {
+    NodeId node = kNoId;
+    DevId dev = kNoId;
+    ProcId proc = kNoId;
+    QpId qp = kNoId;
+    bool known() const { return node != kNoId; }
+};
+
+// Opcode codes used in operations: enum ibv_wr_opcode values for sends (CPU and GPU alike), and these two for
+// receives (the enum ibv_wc_opcode values of receive completions).
+inline constexpr uint8_t kOpRecv = 128;
+inline constexpr uint8_t kOpRecvRdmaWithImm = 129;
+
+enum class OpOutcome : uint8_t {
+    Completed,   // a success completion was seen (or implied, for an unsignaled WR)
+    Failed,      // an error completion other than a flush
+    Flushed,     // IBV_WC_WR_FLUSH_ERR (or the mlx5 flush syndrome)
+    InFlight,    // no completion by the end of the trace (or of the process)
+    Observed,    // GPU WQE seen on the ring, no CQE visible to the watcher: moved data, latency unknown
+    Lost,        // dropped from a full queue model: its completion was never seen (discarded events?)
+};
+
+// One reconstructed operation: a work request (or GPU WQE) from post to completion.
+struct Operation {
+    ProcId proc = kNoId;
+    QpId qp = kNoId;
+    Peer peer;
+    uint8_t opcode = 0;       // ibv_wr_opcode, or kOpRecv / kOpRecvRdmaWithImm
+    bool gpu = false;         // posted by a GPU (decoded from the ring), not through verbs
+    bool signaled = false;
+    bool implied = false;     // completed by a later signaled completion (unsignaled WR)
+    OpOutcome outcome = OpOutcome::Completed;
+    uint8_t wc_status = 0;    // enum ibv_wc_status of the completion (0 when none)
+    int64_t post_ts = 0;
+    int64_t done_ts = 0;      // == post_ts when there is no completion
+    uint64_t bytes = 0;
+    uint64_t wr_id = 0;
+    uint64_t raddr = 0;
+    uint32_t rkey = 0;
+    uint64_t ud_ah = 0;       // UD sends: the address handle and destination QPN (peer resolved from them)
+    uint32_t ud_qpn = 0;
+
+    bool is_recv() const { return opcode >= kOpRecv; }
+    bool has_latency() const {
+        return outcome == OpOutcome::Completed || outcome == OpOutcome::Failed || outcome == OpOutcome::Flushed;
+    }
+    // Whether its bytes count as moved data (traffic matrix, rails): it finished without error, or it is a
+    // GPU WQE whose completion the watcher cannot see.
+    bool moved_data() const { return outcome == OpOutcome::Completed || outcome == OpOutcome::Observed; }
+};
+
+}  // namespace sigmatrace::analyzer

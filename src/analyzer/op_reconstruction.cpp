@@ -1,0 +1,360 @@
+#include "analyzer/op_reconstruction.h"
+
+#include <sigmatrace/opcodes.h>
+
+#include <algorithm>
+
+namespace sigmatrace::analyzer {
+
+namespace F = fields;
+
+namespace {
+
+constexpr uint32_t kIbvSendSignaled = 2;   // IBV_SEND_SIGNALED
+constexpr uint8_t kWcSuccess = 0;
+constexpr uint8_t kWcFlushErr = 5;         // IBV_WC_WR_FLUSH_ERR
+constexpr uint32_t kIbvQptUd = 4;          // IBV_QPT_UD
+constexpr uint8_t kMlx5CqeReqErr = 13;
+constexpr uint8_t kMlx5CqeRespErr = 14;
+constexpr uint8_t kMlx5CqeReq = 0;
+
+// Queue models hold at most this many times the granted depth (and at least kMinQueueLimit) before the
+// oldest entries are given up as lost: a real queue cannot hold more, so more means missed completions.
+constexpr std::size_t kDepthFactor = 4;
+constexpr std::size_t kMinQueueLimit = 4096;
+
+std::size_t queue_limit(uint32_t depth) {
+    return std::max<std::size_t>(kMinQueueLimit, kDepthFactor * static_cast<std::size_t>(depth));
+}
+
+OpOutcome outcome_of(uint8_t status) {
+    if (status == kWcSuccess) return OpOutcome::Completed;
+    return status == kWcFlushErr ? OpOutcome::Flushed : OpOutcome::Failed;
+}
+
+// mlx5 CQE error syndromes (the PRM's table) to enum ibv_wc_status, as the verbs provider reports them.
+uint8_t wc_status_from_syndrome(uint8_t syndrome) {
+    switch (syndrome) {
+    case 0x01: return 1;   // LOCAL_LENGTH_ERR -> LOC_LEN_ERR
+    case 0x02: return 2;   // LOCAL_QP_OP_ERR
+    case 0x04: return 4;   // LOCAL_PROT_ERR
+    case 0x05: return 5;   // WR_FLUSH_ERR
+    case 0x06: return 6;   // MW_BIND_ERR
+    case 0x10: return 7;   // BAD_RESP_ERR
+    case 0x11: return 8;   // LOCAL_ACCESS_ERR
+    case 0x12: return 9;   // REMOTE_INVAL_REQ_ERR
+    case 0x13: return 10;  // REMOTE_ACCESS_ERR
+    case 0x14: return 11;  // REMOTE_OP_ERR
+    case 0x15: return 12;  // TRANSPORT_RETRY_CNT_ERR -> RETRY_EXC_ERR
+    case 0x16: return 13;  // RNR_RETRY_CNT_ERR
+    case 0x22: return 16;  // ABORTED_ERR -> REM_ABORT_ERR
+    default: return 21;    // GENERAL_ERR
+    }
+}
+
+}  // namespace
+
+void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts,
+                            bool implied, bool gpu, uint8_t opcode_override, uint64_t bytes_override) {
+    Operation op;
+    op.proc = p;
+    op.qp = q;
+    op.opcode = opcode_override ? opcode_override : wr.opcode;
+    op.gpu = gpu;
+    op.signaled = wr.signaled;
+    op.implied = implied;
+    op.outcome = outcome;
+    op.wc_status = status;
+    op.post_ts = wr.post_ts;
+    op.done_ts = std::max(done_ts, wr.post_ts);
+    op.bytes = bytes_override != UINT64_MAX ? bytes_override : wr.bytes;
+    op.wr_id = wr.wr_id;
+    op.raddr = wr.raddr;
+    op.rkey = wr.rkey;
+    const Qp& qp = topo_.qp(q);
+    if (qp.type == kIbvQptUd && !op.is_recv()) {
+        op.ud_ah = wr.ah;
+        op.ud_qpn = wr.remote_qpn;
+        op.peer = topo_.resolve_ud_peer(p, wr.ah, wr.remote_qpn);
+    } else
+        op.peer = topo_.resolve_peer(q);
+    out_.on_operation(op);
+}
+
+void OpReconstruction::bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
+    while (queue.size() > limit) {
+        const PendingWr wr = queue.front();
+        queue.pop_front();
+        if (gpu_sq && !topo_.qp(q).gpu_cqe_seen) {
+            // The ring wrapped: the GPU posted it and the watcher cannot see its CQE; it did move data.
+            emit(p, q, wr, OpOutcome::Observed, 0, wr.post_ts, false, true);
+        } else {
+            ++topo_.anomalies().lost_wrs;
+            emit(p, q, wr, OpOutcome::Lost, 0, wr.post_ts, false, gpu_sq);
+        }
+    }
+}
+
+QpId OpReconstruction::qp_for_post(ProcId p, uint64_t handle, uint32_t qpn) {
+    QpId q = topo_.find_qp_by_handle(p, handle);
+    if (q == kNoId) q = topo_.find_qp_for_completion(p, 0, qpn);
+    if (q == kNoId) q = topo_.implicit_qp(p, handle, qpn, false);
+    return q;
+}
+
+void OpReconstruction::on_post_send(const DecodedEvent& ev, ProcId p) {
+    bool malformed = false;
+    const uint32_t n = ev.batch_size(F::post_send::n, malformed);
+    if (malformed) ++topo_.anomalies().malformed_events;
+    const QpId q = qp_for_post(p, ev.u(F::post_send::qp), static_cast<uint32_t>(ev.u(F::post_send::qp_num)));
+    Qp& qp = topo_.qp(q);
+    const int64_t ret = ev.i64(F::post_send::ret);
+    const int64_t bad = ev.i64(F::post_send::bad_index);
+    const uint64_t offset = ev.u(F::post_send::batch_offset);
+    for (uint32_t k = 0; k < n; ++k) {
+        // On an error, *bad_wr and the WRs after it were not posted (all of them when bad_wr is unknown).
+        if (ret != 0 && (bad < 0 || static_cast<int64_t>(offset + k) >= bad)) {
+            ++topo_.anomalies().post_errors;
+            continue;
+        }
+        PendingWr wr;
+        wr.wr_id = ev.at(F::post_send::wr_id, k);
+        wr.post_ts = ev.ts_ns;
+        wr.opcode = static_cast<uint8_t>(ev.at(F::post_send::opcode, k));
+        wr.signaled = qp.sig_all || (ev.at(F::post_send::send_flags, k) & kIbvSendSignaled) != 0;
+        wr.bytes = static_cast<uint32_t>(ev.at(F::post_send::bytes, k));
+        wr.raddr = ev.at(F::post_send::raddr, k);
+        wr.rkey = static_cast<uint32_t>(ev.at(F::post_send::rkey, k));
+        wr.remote_qpn = static_cast<uint32_t>(ev.at(F::post_send::remote_qpn, k));
+        wr.ah = ev.at(F::post_send::ah, k);
+        qp.sq.push_back(wr);
+    }
+    bound_queue(p, q, qp.sq, queue_limit(qp.max_send_wr), false);
+}
+
+void OpReconstruction::on_post_recv(const DecodedEvent& ev, ProcId p) {
+    bool malformed = false;
+    const uint32_t n = ev.batch_size(F::post_recv::n, malformed);
+    if (malformed) ++topo_.anomalies().malformed_events;
+    const QpId q = qp_for_post(p, ev.u(F::post_recv::qp), static_cast<uint32_t>(ev.u(F::post_recv::qp_num)));
+    Qp& qp = topo_.qp(q);
+    const int64_t ret = ev.i64(F::post_recv::ret);
+    const int64_t bad = ev.i64(F::post_recv::bad_index);
+    const uint64_t offset = ev.u(F::post_recv::batch_offset);
+    for (uint32_t k = 0; k < n; ++k) {
+        if (ret != 0 && (bad < 0 || static_cast<int64_t>(offset + k) >= bad)) {
+            ++topo_.anomalies().post_errors;
+            continue;
+        }
+        PendingWr wr;
+        wr.wr_id = ev.at(F::post_recv::wr_id, k);
+        wr.post_ts = ev.ts_ns;
+        wr.opcode = kOpRecv;
+        wr.signaled = true;
+        wr.bytes = static_cast<uint32_t>(ev.at(F::post_recv::bytes, k));
+        qp.rq.push_back(wr);
+    }
+    while (qp.rq.size() > queue_limit(qp.max_recv_wr)) {
+        qp.rq.pop_front();
+        ++topo_.anomalies().lost_wrs;
+    }
+}
+
+void OpReconstruction::on_post_srq_recv(const DecodedEvent& ev, ProcId p) {
+    bool malformed = false;
+    const uint32_t n = ev.batch_size(F::post_srq_recv::n, malformed);
+    if (malformed) ++topo_.anomalies().malformed_events;
+    Process& pr = topo_.proc(p);
+    const uint64_t srq = ev.u(F::post_srq_recv::srq);
+    auto& queue = pr.srq_pending[srq];
+    const int64_t ret = ev.i64(F::post_srq_recv::ret);
+    const int64_t bad = ev.i64(F::post_srq_recv::bad_index);
+    const uint64_t offset = ev.u(F::post_srq_recv::batch_offset);
+    for (uint32_t k = 0; k < n; ++k) {
+        if (ret != 0 && (bad < 0 || static_cast<int64_t>(offset + k) >= bad)) {
+            ++topo_.anomalies().post_errors;
+            continue;
+        }
+        PendingWr wr;
+        wr.wr_id = ev.at(F::post_srq_recv::wr_id, k);
+        wr.post_ts = ev.ts_ns;
+        wr.opcode = kOpRecv;
+        wr.signaled = true;
+        wr.bytes = static_cast<uint32_t>(ev.at(F::post_srq_recv::bytes, k));
+        queue.push_back(wr);
+    }
+    auto depth = pr.srq_depth.find(srq);
+    const std::size_t limit = queue_limit(depth == pr.srq_depth.end() ? 0 : depth->second);
+    while (queue.size() > limit) {
+        queue.pop_front();
+        ++topo_.anomalies().lost_wrs;
+    }
+}
+
+bool OpReconstruction::complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts) {
+    auto& sq = topo_.qp(q).sq;
+    std::size_t j = sq.size();
+    for (std::size_t i = 0; i < sq.size(); ++i) {
+        if (sq[i].wr_id == wr_id && (sq[i].signaled || status != kWcSuccess)) {
+            j = i;
+            break;
+        }
+    }
+    if (j == sq.size() && status == kWcSuccess) {
+        // A success completion for a WR posted unsignaled: the tracer and the provider disagree on signaling
+        // (sq_sig_all set another way); trust the completion.
+        for (std::size_t i = 0; i < sq.size(); ++i)
+            if (sq[i].wr_id == wr_id) {
+                j = i;
+                break;
+            }
+    }
+    if (j == sq.size()) return false;
+    for (std::size_t i = 0; i < j; ++i) emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ts, true, false);
+    emit(p, q, sq[j], outcome_of(status), status, ts, false, false);
+    sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
+    return true;
+}
+
+bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode,
+                                     uint32_t byte_len, int64_t ts) {
+    Qp& qp = topo_.qp(q);
+    std::deque<PendingWr>* queue = &qp.rq;
+    if (qp.srq != 0) {
+        auto& m = topo_.proc(p).srq_pending;
+        auto it = m.find(qp.srq);
+        if (it == m.end()) return false;
+        queue = &it->second;
+    }
+    for (std::size_t i = 0; i < queue->size(); ++i) {
+        if ((*queue)[i].wr_id != wr_id) continue;
+        const uint8_t opcode = wc_opcode == kOpRecvRdmaWithImm ? kOpRecvRdmaWithImm : kOpRecv;
+        // A receive's size is what arrived (byte_len), not the buffer posted; unknown on errors.
+        emit(p, q, (*queue)[i], outcome_of(status), status, ts, false, false, opcode,
+             status == kWcSuccess ? byte_len : 0);
+        queue->erase(queue->begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+    }
+    return false;
+}
+
+void OpReconstruction::on_poll_cq(const DecodedEvent& ev, ProcId p) {
+    bool malformed = false;
+    const uint32_t n = ev.batch_size(F::poll_cq::n, malformed);
+    if (malformed) ++topo_.anomalies().malformed_events;
+    const uint64_t cq = ev.u(F::poll_cq::cq);
+    for (uint32_t k = 0; k < n; ++k) {
+        const auto qpn = static_cast<uint32_t>(ev.at(F::poll_cq::qp_num, k));
+        const QpId q = topo_.find_qp_for_completion(p, cq, qpn);
+        if (q == kNoId) {
+            ++topo_.anomalies().unmatched_completions;
+            continue;
+        }
+        const uint64_t wr_id = ev.at(F::poll_cq::wr_id, k);
+        const auto status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
+        const auto opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
+        const auto byte_len = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
+        bool matched;
+        if (status != kWcSuccess)  // the opcode of an error completion is undefined: try both queues
+            matched = complete_send(p, q, wr_id, status, ev.ts_ns) ||
+                      complete_recv(p, q, wr_id, status, kOpRecv, byte_len, ev.ts_ns);
+        else if (opcode >= kOpRecv)
+            matched = complete_recv(p, q, wr_id, status, opcode, byte_len, ev.ts_ns);
+        else
+            matched = complete_send(p, q, wr_id, status, ev.ts_ns);
+        if (!matched) ++topo_.anomalies().unmatched_completions;
+    }
+}
+
+void OpReconstruction::on_gpu_wqe(const DecodedEvent& ev, ProcId p) {
+    bool malformed = false;
+    const uint32_t n = ev.batch_size(F::gpu_wqe::n, malformed);
+    if (malformed) ++topo_.anomalies().malformed_events;
+    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_wqe::qpn));
+    QpId q = topo_.find_gpu_qp(p, qpn);
+    if (q == kNoId) q = topo_.implicit_qp(p, 0, qpn, true);
+    Qp& qp = topo_.qp(q);
+    for (uint32_t k = 0; k < n; ++k) {
+        const int op = wr_opcode_from_mlx5(static_cast<uint8_t>(ev.at(F::gpu_wqe::opcode, k)));
+        if (op < 0) continue;  // NOP, DUMP, UMR...: move no data, complete nothing the application asked for
+        PendingWr wr;
+        wr.wqe_index = static_cast<uint16_t>(ev.at(F::gpu_wqe::wqe_index, k));
+        wr.wr_id = wr.wqe_index;
+        wr.post_ts = ev.ts_ns;
+        wr.opcode = static_cast<uint8_t>(op);
+        wr.signaled = (ev.at(F::gpu_wqe::fm_ce_se, k) & 0x08) != 0;
+        wr.bytes = static_cast<uint32_t>(ev.at(F::gpu_wqe::bytes, k));
+        wr.raddr = ev.at(F::gpu_wqe::raddr, k);
+        wr.rkey = static_cast<uint32_t>(ev.at(F::gpu_wqe::rkey, k));
+        qp.sq.push_back(wr);
+    }
+    // A ring of sq_wqebb basic blocks holds at most that many WQEs: older ones were overwritten.
+    bound_queue(p, q, qp.sq, std::max<std::size_t>(qp.max_send_wr, 64), true);
+}
+
+void OpReconstruction::on_gpu_cqe(const DecodedEvent& ev, ProcId p) {
+    bool malformed = false;
+    const uint32_t n = ev.batch_size(F::gpu_cqe::n, malformed);
+    if (malformed) ++topo_.anomalies().malformed_events;
+    for (uint32_t k = 0; k < n; ++k) {
+        const auto cqe_opcode = static_cast<uint8_t>(ev.at(F::gpu_cqe::opcode, k));
+        // Responder CQEs (receives on GPU queues) complete nothing the watcher decoded.
+        if (cqe_opcode != kMlx5CqeReq && cqe_opcode != kMlx5CqeReqErr && cqe_opcode != kMlx5CqeRespErr) continue;
+        const QpId q = topo_.find_gpu_qp(p, static_cast<uint32_t>(ev.at(F::gpu_cqe::qpn, k)));
+        if (q == kNoId) {
+            ++topo_.anomalies().unmatched_completions;
+            continue;
+        }
+        Qp& qp = topo_.qp(q);
+        qp.gpu_cqe_seen = true;
+        const auto counter = static_cast<uint16_t>(ev.at(F::gpu_cqe::wqe_counter, k));
+        const uint8_t status =
+            cqe_opcode == kMlx5CqeReq ? kWcSuccess
+                                      : wc_status_from_syndrome(static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k)));
+        auto& sq = qp.sq;
+        std::size_t j = sq.size();
+        for (std::size_t i = 0; i < sq.size(); ++i)
+            if (sq[i].wqe_index == counter) {
+                j = i;
+                break;
+            }
+        if (j == sq.size()) {
+            ++topo_.anomalies().unmatched_completions;
+            continue;
+        }
+        for (std::size_t i = 0; i < j; ++i) emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ev.ts_ns, true, true);
+        emit(p, q, sq[j], outcome_of(status), status, ev.ts_ns, false, true);
+        sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
+    }
+}
+
+void OpReconstruction::drain_qp(QpId q, int64_t) {
+    Qp& qp = topo_.qp(q);
+    for (const PendingWr& wr : qp.sq) {
+        const OpOutcome o = qp.gpu && !qp.gpu_cqe_seen ? OpOutcome::Observed : OpOutcome::InFlight;
+        emit(qp.proc, q, wr, o, 0, wr.post_ts, false, qp.gpu);
+    }
+    qp.sq.clear();
+    unconsumed_receives_ += qp.rq.size();
+    qp.rq.clear();
+}
+
+void OpReconstruction::drain_process(ProcId p, int64_t ts) {
+    for (QpId q = 0; q < topo_.qp_count(); ++q)
+        if (topo_.qp(q).proc == p) drain_qp(q, ts);
+    for (auto& [srq, queue] : topo_.proc(p).srq_pending) {
+        unconsumed_receives_ += queue.size();
+        queue.clear();
+    }
+}
+
+void OpReconstruction::finish(int64_t end_ts) {
+    for (QpId q = 0; q < topo_.qp_count(); ++q) drain_qp(q, end_ts);
+    for (ProcId p = 0; p < topo_.process_count(); ++p)
+        for (auto& [srq, queue] : topo_.proc(p).srq_pending) {
+            unconsumed_receives_ += queue.size();
+            queue.clear();
+        }
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,63 @@
+// Operation reconstruction: turns posts and completions into operations (model.h), per QP and wr_id.
+//
+//   - Send queue: WRs wait in post order. A completion for wr_id W retires the first waiting WR with that
+//     wr_id that was signaled (or any, for an error completion), and every WR before it: those were unsignaled
+//     and complete with it (DESIGN.md: "an unsignaled WR completes with the next signaled completion").
+//     Applications that give every WR the same wr_id (perftest) are handled by the same rule.
+//   - Receive queue and SRQ: a receive completion retires the first waiting receive with its wr_id.
+//   - Error completions carry no valid opcode: they are matched on the send queue first, then on receives.
+//   - GPU WQEs (decoded by the watcher) wait per QP by ring index; a CQE's wqe_counter retires that WQE and
+//     the unsignaled ones before it. WQEs whose CQE the watcher cannot see end as Observed.
+//   - Whatever waits at the end of the trace (or when its QP or process goes away) is in flight.
+// Queue models are bounded (a multiple of the granted depth): memory follows live WRs, not trace length.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "analyzer/decoded_event.h"
+#include "analyzer/model.h"
+#include "analyzer/topology.h"
+
+namespace sigmatrace::analyzer {
+
+class OpListener {
+public:
+    virtual ~OpListener() = default;
+    virtual void on_operation(const Operation& op) = 0;
+};
+
+class OpReconstruction {
+public:
+    OpReconstruction(Topology& topo, OpListener& out) : topo_(topo), out_(out) {}
+
+    void on_post_send(const DecodedEvent& ev, ProcId p);
+    void on_post_recv(const DecodedEvent& ev, ProcId p);
+    void on_post_srq_recv(const DecodedEvent& ev, ProcId p);
+    void on_poll_cq(const DecodedEvent& ev, ProcId p);
+    void on_gpu_wqe(const DecodedEvent& ev, ProcId p);
+    void on_gpu_cqe(const DecodedEvent& ev, ProcId p);
+
+    // A QP was destroyed, or its process replaced: what still waits is in flight (sends) or unused (receives).
+    void drain_qp(QpId q, int64_t ts);
+    void drain_process(ProcId p, int64_t ts);
+    // End of the trace.
+    void finish(int64_t end_ts);
+
+    // Posted receives never consumed (normal: applications pre-post receives); not operations.
+    uint64_t unconsumed_receives() const { return unconsumed_receives_; }
+
+private:
+    void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts, bool implied,
+              bool gpu, uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+    bool complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts);
+    bool complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode, uint32_t byte_len, int64_t ts);
+    void bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq);
+    QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
+
+    Topology& topo_;
+    OpListener& out_;
+    uint64_t unconsumed_receives_ = 0;
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,139 @@
+// The Babeltrace2 plugin "sigmatrace": sink.sigmatrace.analyze runs the same analysis as sigmatrace-analyze
+// inside any babeltrace2 graph:
+//
+//   babeltrace2 --plugin-path=PREFIX/lib/sigmatrace/bt2-plugins TRACE_DIR -c sink.sigmatrace.analyze
+//       [-p 'json="out.json",html="out.html",perfetto="out.perfetto.json",text=yes']
+//
+// Parameters (all optional): json, html, perfetto (output paths), text (bool, default true: the text report on
+// stdout at the end), skew-threshold (real), error-storm (integer).
+#include <babeltrace2/babeltrace.h>
+#include <fmt/core.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "analyzer/analysis.h"
+#include "analyzer/bt_message_consumer.h"
+#include "analyzer/html_report.h"
+#include "analyzer/perfetto_writer.h"
+#include "analyzer/text_report.h"
+
+namespace {
+
+using sigmatrace::analyzer::Analysis;
+using sigmatrace::analyzer::AnalysisOptions;
+using sigmatrace::analyzer::BtMessageConsumer;
+using sigmatrace::analyzer::PerfettoWriter;
+
+struct SinkData {
+    std::optional<std::string> json_path, html_path, perfetto_path;
+    bool text = true;
+    std::unique_ptr<Analysis> analysis;
+    std::unique_ptr<BtMessageConsumer> consumer;
+    std::unique_ptr<PerfettoWriter> perfetto;
+    bt_message_iterator* it = nullptr;
+};
+
+std::optional<std::string> string_param(const bt_value* params, const char* name) {
+    const bt_value* v = params ? bt_value_map_borrow_entry_value_const(params, name) : nullptr;
+    if (v && bt_value_is_string(v)) return std::string(bt_value_string_get(v));
+    return std::nullopt;
+}
+
+void write_file(const std::string& path, const std::string& content, const char* what) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << content;
+    if (!f) fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the {}: path={}\n", what, path);
+}
+
+bt_component_class_initialize_method_status analyze_init(bt_self_component_sink* self,
+                                                         bt_self_component_sink_configuration*, const bt_value* params,
+                                                         void*) {
+    auto data = std::make_unique<SinkData>();
+    data->json_path = string_param(params, "json");
+    data->html_path = string_param(params, "html");
+    data->perfetto_path = string_param(params, "perfetto");
+    AnalysisOptions opts;
+    if (params) {
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "text"); v && bt_value_is_bool(v))
+            data->text = bt_value_bool_get(v);
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "skew-threshold"); v && bt_value_is_real(v))
+            opts.skew_threshold = bt_value_real_get(v);
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "error-storm");
+            v && bt_value_is_unsigned_integer(v))
+            opts.error_storm_threshold = bt_value_integer_unsigned_get(v);
+    }
+    data->analysis = std::make_unique<Analysis>(opts);
+    data->consumer = std::make_unique<BtMessageConsumer>(*data->analysis);
+    if (data->perfetto_path) {
+        data->perfetto = std::make_unique<PerfettoWriter>(data->analysis->topology(), 1000000);
+        if (!data->perfetto->open(*data->perfetto_path)) {
+            fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the timeline: path={}\n", *data->perfetto_path);
+            return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+        }
+        data->analysis->add_listener(data->perfetto.get());
+    }
+    if (bt_self_component_sink_add_input_port(self, "in", nullptr, nullptr) != BT_SELF_COMPONENT_ADD_PORT_STATUS_OK)
+        return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_MEMORY_ERROR;
+    bt_self_component_set_data(bt_self_component_sink_as_self_component(self), data.release());
+    return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_OK;
+}
+
+void analyze_finalize(bt_self_component_sink* self) {
+    std::unique_ptr<SinkData> data(
+        static_cast<SinkData*>(bt_self_component_get_data(bt_self_component_sink_as_self_component(self))));
+    if (!data) return;
+    bt_message_iterator_put_ref(data->it);
+    data->consumer.reset();  // releases the classes and traces it held
+    nlohmann::json doc = data->analysis->finish();
+    if (data->perfetto) data->perfetto->close();
+    if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");
+    if (data->html_path) write_file(*data->html_path, sigmatrace::analyzer::render_html_report(doc), "HTML report");
+    if (data->text) fmt::print("{}", sigmatrace::analyzer::render_text_report(doc));
+    std::fflush(stdout);
+}
+
+bt_component_class_sink_graph_is_configured_method_status analyze_graph_is_configured(bt_self_component_sink* self) {
+    auto* data = static_cast<SinkData*>(bt_self_component_get_data(bt_self_component_sink_as_self_component(self)));
+    if (bt_message_iterator_create_from_sink_component(self, bt_self_component_sink_borrow_input_port_by_index(self, 0),
+                                                       &data->it) != BT_MESSAGE_ITERATOR_CREATE_FROM_SINK_COMPONENT_STATUS_OK)
+        return BT_COMPONENT_CLASS_SINK_GRAPH_IS_CONFIGURED_METHOD_STATUS_ERROR;
+    return BT_COMPONENT_CLASS_SINK_GRAPH_IS_CONFIGURED_METHOD_STATUS_OK;
+}
+
+bt_component_class_sink_consume_method_status analyze_consume(bt_self_component_sink* self) {
+    auto* data = static_cast<SinkData*>(bt_self_component_get_data(bt_self_component_sink_as_self_component(self)));
+    bt_message_array_const msgs;
+    uint64_t count = 0;
+    switch (bt_message_iterator_next(data->it, &msgs, &count)) {
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK: break;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
+        bt_message_iterator_put_ref(data->it);
+        data->it = nullptr;
+        return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_END;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN: return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_AGAIN;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR: return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_MEMORY_ERROR;
+    default: return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_ERROR;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        data->consumer->consume(msgs[i]);
+        bt_message_put_ref(msgs[i]);
+    }
+    return BT_COMPONENT_CLASS_SINK_CONSUME_METHOD_STATUS_OK;
+}
+
+}  // namespace
+
+extern "C" {
+BT_PLUGIN_MODULE();
+BT_PLUGIN(sigmatrace);
+BT_PLUGIN_DESCRIPTION("SigmaTrace: per-operation RDMA analysis (latency, traffic matrix, barriers, findings)");
+BT_PLUGIN_LICENSE("See the SigmaTrace LICENSE file");
+BT_PLUGIN_SINK_COMPONENT_CLASS(analyze, analyze_consume);
+BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(analyze, "Rebuild RDMA operations from SigmaTrace events and report them");
+BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(analyze, analyze_init);
+BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(analyze, analyze_finalize);
+BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(analyze, analyze_graph_is_configured);
+}

@@ -1,0 +1,486 @@
+#include "analyzer/report_builder.h"
+
+#include <fmt/core.h>
+#include <sigmatrace/opcodes.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "analyzer/analysis.h"
+#include "analyzer/format_units.h"
+
+namespace sigmatrace::analyzer {
+
+using nlohmann::json;
+
+std::string opcode_name(uint8_t code) {
+    if (code == kOpRecv) return "RECV";
+    if (code == kOpRecvRdmaWithImm) return "RECV_RDMA_WITH_IMM";
+    return std::string(wr_opcode_name(code));
+}
+
+namespace {
+
+int64_t round_ns(double v) { return static_cast<int64_t>(std::llround(v)); }
+
+json quantiles_json(const QuantileHistogram& h) {
+    if (h.count() == 0) return json{{"p50", nullptr}, {"p99", nullptr}, {"max", nullptr}};
+    return json{{"p50", round_ns(h.quantile(0.5))}, {"p99", round_ns(h.quantile(0.99))}, {"max", round_ns(h.max())}};
+}
+
+json histogram_bins_json(const QuantileHistogram& h) {
+    json bins = json::array();
+    for (const auto& [lo, hi, n] : h.nonempty_bins()) bins.push_back(json::array({round_ns(lo), round_ns(hi), n}));
+    return bins;
+}
+
+std::string hex(uint64_t v) { return fmt::format("0x{:x}", v); }
+
+// Severity order for sorting findings: errors first.
+int severity_rank(const std::string& s) { return s == "error" ? 0 : s == "warning" ? 1 : 2; }
+
+json finding(std::string kind, std::string severity, std::string summary, json evidence) {
+    return json{{"kind", std::move(kind)},
+                {"severity", std::move(severity)},
+                {"summary", std::move(summary)},
+                {"evidence", std::move(evidence)}};
+}
+
+}  // namespace
+
+json latency_json(const OpAggregate& agg) { return quantiles_json(agg.latency_ns); }
+
+std::string ReportBuilder::node_name(NodeId n) const {
+    return n == kNoId ? std::string("?") : a_.topo_.node(n).name;
+}
+
+json ReportBuilder::proc_ref(ProcId p) const {
+    if (p == kNoId) return json{{"rank", nullptr}, {"node", nullptr}, {"pid", nullptr}};
+    const Process& pr = a_.topo_.proc(p);
+    return json{{"rank", pr.rank}, {"node", node_name(pr.node)}, {"pid", pr.pid}};
+}
+
+std::string ReportBuilder::proc_label(ProcId p) const {
+    if (p == kNoId) return "?";
+    const Process& pr = a_.topo_.proc(p);
+    if (pr.rank >= 0) return fmt::format("rank {} ({})", pr.rank, node_name(pr.node));
+    return fmt::format("pid {} ({})", pr.pid, node_name(pr.node));
+}
+
+std::vector<NodeId> ReportBuilder::trace_nodes() const {
+    std::set<NodeId> ids;
+    for (ProcId p = 0; p < a_.topo_.process_count(); ++p) ids.insert(a_.topo_.node_of(p));
+    for (const auto& [key, cell] : a_.traffic_.node_matrix()) {
+        ids.insert(key.first);
+        ids.insert(key.second);
+    }
+    std::vector<NodeId> out(ids.begin(), ids.end());
+    std::sort(out.begin(), out.end(), [&](NodeId x, NodeId y) { return node_name(x) < node_name(y); });
+    return out;
+}
+
+json ReportBuilder::trace_section() const {
+    uint64_t discarded = 0, discarded_packets = 0;
+    for (const DiscardRecord& d : a_.discards_) (d.packets ? discarded_packets : discarded) += d.count;
+    json by_type = json::object();
+    for (std::size_t i = 0; i < kEventCount; ++i)
+        if (a_.events_by_id_[i]) by_type[kEventNames[i]] = a_.events_by_id_[i];
+    const std::size_t nodes_with_processes = trace_nodes().size();
+    return json{{"events", a_.events_},
+                {"discarded_events", discarded},
+                {"discarded_packets", discarded_packets},
+                {"processes", a_.topo_.process_count()},
+                {"nodes", nodes_with_processes},
+                {"duration_ns", a_.events_ ? a_.last_ts_ - a_.first_ts_ : 0},
+                {"start_ns", a_.first_ts_},
+                {"paths", a_.trace_paths_},
+                {"complete", a_.read_problems_.empty()},
+                {"read_problems", a_.read_problems_},
+                {"events_by_type", by_type}};
+}
+
+json ReportBuilder::processes_section() const {
+    std::vector<ProcId> order(a_.topo_.process_count());
+    for (ProcId p = 0; p < order.size(); ++p) order[p] = p;
+    std::sort(order.begin(), order.end(), [&](ProcId x, ProcId y) {
+        const Process& a = a_.topo_.proc(x);
+        const Process& b = a_.topo_.proc(y);
+        if ((a.rank < 0) != (b.rank < 0)) return a.rank >= 0;
+        if (a.rank != b.rank) return a.rank < b.rank;
+        if (a.node != b.node) return node_name(a.node) < node_name(b.node);
+        return a.first_ts < b.first_ts;
+    });
+    json out = json::array();
+    const auto& byp = a_.stats_.by_process();
+    for (ProcId p : order) {
+        const Process& pr = a_.topo_.proc(p);
+        json j = proc_ref(p);
+        j["procname"] = pr.procname;
+        j["job_id"] = pr.job_id;
+        j["events"] = pr.events;
+        j["schema_version"] = pr.schema_version;
+        j["duration_ns"] = pr.last_ts - pr.first_ts;
+        auto it = byp.find(p);
+        const OpAggregate empty;
+        const OpAggregate& agg = it == byp.end() ? empty : it->second;
+        j["ops"] = agg.count;
+        j["bytes"] = agg.bytes;
+        j["errors"] = agg.errors();
+        j["in_flight_at_end"] = agg.in_flight;
+        j["latency_ns"] = quantiles_json(agg.latency_ns);
+        out.push_back(std::move(j));
+    }
+    return out;
+}
+
+json ReportBuilder::ops_section() const {
+    const OpAggregate& t = a_.stats_.total();
+    json by_opcode = json::object();
+    for (const auto& [code, agg] : a_.stats_.by_opcode()) {
+        json lat = quantiles_json(agg.latency_ns);
+        if (agg.latency_ns.count()) {
+            lat["mean"] = round_ns(agg.latency_ns.mean());
+            lat["min"] = round_ns(agg.latency_ns.min());
+        }
+        by_opcode[opcode_name(code)] = json{
+            {"count", agg.count},
+            {"bytes", agg.bytes},
+            {"completed", agg.completed},
+            {"errors", agg.errors()},
+            {"in_flight", agg.in_flight},
+            {"observed_without_completion", agg.observed},
+            {"implied", agg.implied},
+            {"gpu", agg.gpu},
+            {"latency_ns", lat},
+            {"size_bytes",
+             agg.size_bytes.count() ? json{{"p50", round_ns(agg.size_bytes.quantile(0.5))},
+                                           {"max", round_ns(agg.size_bytes.max())}}
+                                    : json{{"p50", nullptr}, {"max", nullptr}}},
+            {"latency_histogram", histogram_bins_json(agg.latency_ns)},
+        };
+    }
+    return json{{"total", t.count},
+                {"errors", t.errors()},
+                {"failed", t.failed},
+                {"flushed", t.flushed},
+                {"in_flight_at_end", t.in_flight},
+                {"observed_without_completion", t.observed},
+                {"lost", t.lost},
+                {"implied", t.implied},
+                {"gpu", t.gpu},
+                {"unconsumed_receives", a_.recon_.unconsumed_receives()},
+                {"by_opcode", by_opcode}};
+}
+
+json ReportBuilder::qps_section() const {
+    json out = json::array();
+    for (const auto& [q, agg] : a_.stats_.by_qp()) {
+        const Qp& qp = a_.topo_.qp(q);
+        json j = proc_ref(qp.proc);
+        j["qp_num"] = qp.qp_num;
+        j["type"] = qp.type;
+        j["gpu"] = qp.gpu;
+        j["device"] = qp.dev == kNoId ? std::string("?") : a_.topo_.device(qp.dev).name;
+        const Peer& peer = qp.peer;
+        json pj = proc_ref(peer.proc);
+        if (peer.node != kNoId) pj["node"] = node_name(peer.node);
+        pj["qp_num"] = qp.has_remote ? json(qp.dest_qpn) : json(nullptr);
+        pj["device"] = peer.dev == kNoId ? json(nullptr) : json(a_.topo_.device(peer.dev).name);
+        j["peer"] = pj;
+        j["count"] = agg.count;
+        j["bytes"] = agg.bytes;
+        j["errors"] = agg.errors();
+        j["in_flight"] = agg.in_flight;
+        j["latency_ns"] = quantiles_json(agg.latency_ns);
+        out.push_back(std::move(j));
+    }
+    return out;
+}
+
+json ReportBuilder::peers_section() const {
+    json out = json::array();
+    for (const auto& [key, agg] : a_.stats_.by_pair()) {
+        json src = proc_ref(key.first), dst = proc_ref(key.second);
+        out.push_back(json{{"src", src},
+                           {"dst", dst},
+                           {"count", agg.count},
+                           {"bytes", agg.bytes},
+                           {"errors", agg.errors()},
+                           {"latency_ns", quantiles_json(agg.latency_ns)}});
+    }
+    return out;
+}
+
+json ReportBuilder::traffic_section() const {
+    json matrix = json::array();
+    std::vector<std::pair<std::pair<std::string, std::string>, TrafficCell>> cells;
+    for (const auto& [key, cell] : a_.traffic_.node_matrix())
+        cells.push_back({{node_name(key.first), node_name(key.second)}, cell});
+    std::sort(cells.begin(), cells.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [names, cell] : cells)
+        matrix.push_back(json{{"src", names.first}, {"dst", names.second}, {"bytes", cell.bytes}, {"ops", cell.ops}});
+    const std::vector<NodeId> order = trace_nodes();
+    const Skew s = a_.traffic_.skew(order);
+    const NodeTotals totals = node_totals(a_.traffic_.node_matrix(), order);
+    json nodes = json::array();
+    for (std::size_t i = 0; i < order.size(); ++i)
+        nodes.push_back(json{{"node", node_name(order[i])}, {"bytes_out", totals.out[i]}, {"bytes_in", totals.in[i]}});
+    return json{{"node_matrix", matrix},
+                {"inbound_skew", s.inbound},
+                {"outbound_skew", s.outbound},
+                {"inbound_max_node", s.inbound_max_node == kNoId ? json(nullptr) : json(node_name(s.inbound_max_node))},
+                {"outbound_max_node", s.outbound_max_node == kNoId ? json(nullptr) : json(node_name(s.outbound_max_node))},
+                {"nodes", nodes},
+                {"unresolved_bytes", a_.traffic_.unresolved().bytes},
+                {"unresolved_ops", a_.traffic_.unresolved().ops}};
+}
+
+json ReportBuilder::rails_section() const {
+    std::vector<std::pair<std::pair<std::string, std::string>, RailCounters>> rows;
+    for (const auto& [dev, r] : a_.traffic_.rails())
+        rows.push_back({{node_name(a_.topo_.device(dev).node), a_.topo_.device(dev).name}, r});
+    std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    json out = json::array();
+    for (const auto& [k, r] : rows)
+        out.push_back(json{{"node", k.first}, {"device", k.second}, {"bytes_tx", r.bytes_tx}, {"bytes_rx", r.bytes_rx},
+                           {"ops_tx", r.ops_tx}, {"ops_rx", r.ops_rx}});
+    return out;
+}
+
+json ReportBuilder::barriers_section(json& findings) const {
+    // finish() is logically const for the report: the detector is consumed exactly once, by this call.
+    BarrierResult r = const_cast<BarrierDetector&>(a_.barriers_).finish(const_cast<Topology&>(a_.topo_));
+    QuantileHistogram all;
+    std::map<ProcId, uint64_t> last;
+    uint64_t epochs = 0;
+    json words = json::array();
+    json samples = json::array();
+    for (const BarrierWord& w : r.words) {
+        epochs += w.epochs;
+        all.merge(w.spread_ns);
+        for (const auto& [p, n] : w.times_last) last[p] += n;
+        json participants = json::array();
+        for (ProcId p : w.participants) participants.push_back(proc_ref(p)["rank"]);
+        words.push_back(json{{"node", node_name(w.target.node)},
+                             {"device", w.target.dev == kNoId ? json(nullptr) : json(a_.topo_.device(w.target.dev).name)},
+                             {"owner_rank", proc_ref(w.target.proc)["rank"]},
+                             {"rkey", hex(w.rkey)},
+                             {"raddr", hex(w.raddr)},
+                             {"participants", participants},
+                             {"epochs", w.epochs},
+                             {"incomplete_epochs", w.incomplete},
+                             {"spread_ns", quantiles_json(w.spread_ns)}});
+        for (const EpochSample& e : w.samples)
+            samples.push_back(json::array({e.first_ts - a_.first_ts_, e.spread_ns, proc_ref(e.last)["rank"]}));
+    }
+    std::vector<std::pair<ProcId, uint64_t>> ranked(last.begin(), last.end());
+    std::sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
+        if (x.second != y.second) return x.second > y.second;
+        return a_.topo_.proc(x.first).rank < a_.topo_.proc(y.first).rank;
+    });
+    json stragglers = json::array();
+    for (const auto& [p, n] : ranked) {
+        json j = proc_ref(p);
+        j["times_last"] = n;
+        stragglers.push_back(j);
+        const double frac = epochs ? static_cast<double>(n) / static_cast<double>(epochs) : 0.0;
+        if (epochs >= 3 && frac > a_.options_.straggler_fraction) {
+            findings.push_back(finding(
+                "barrier_straggler", "warning",
+                fmt::format("{} arrived last in {} of {} barrier epochs (median spread {}, p99 {})", proc_label(p), n,
+                            epochs, format_ns(all.quantile(0.5)), format_ns(all.quantile(0.99))),
+                json{{"rank", proc_ref(p)["rank"]},
+                     {"node", proc_ref(p)["node"]},
+                     {"pid", proc_ref(p)["pid"]},
+                     {"times_last", n},
+                     {"epochs", epochs},
+                     {"fraction", frac},
+                     {"spread_ns", quantiles_json(all)}}));
+        }
+    }
+    json spread = quantiles_json(all);
+    if (all.count()) spread["mean"] = round_ns(all.mean());
+    return json{{"epochs", epochs},
+                {"spread_ns", spread},
+                {"stragglers", stragglers},
+                {"words", words},
+                {"candidate_words", r.candidate_words},
+                {"dropped_candidate_words", r.dropped_candidates},
+                {"spread_histogram", histogram_bins_json(all)},
+                {"epoch_samples", samples}};
+}
+
+void ReportBuilder::add_findings(json& doc, json& findings) const {
+    // Discarded events: every number after this is a lower bound.
+    const uint64_t discarded = doc["trace"]["discarded_events"].get<uint64_t>();
+    const uint64_t discarded_packets = doc["trace"]["discarded_packets"].get<uint64_t>();
+    if (discarded || discarded_packets) {
+        json streams = json::array();
+        for (const DiscardRecord& d : a_.discards_)
+            streams.push_back(json{{"trace", d.trace}, {"stream", d.stream}, {"count", d.count},
+                                   {"packets", d.packets}, {"begin_ns", d.begin_ns}, {"end_ns", d.end_ns}});
+        findings.push_back(finding(
+            "discarded_events", "error",
+            fmt::format("The tracer discarded {} events{} (ring buffers full): counts and matches below are lower "
+                        "bounds; record with a larger --channel-size",
+                        format_count(discarded),
+                        discarded_packets ? fmt::format(" and {} packets", format_count(discarded_packets)) : ""),
+            json{{"discarded_events", discarded}, {"discarded_packets", discarded_packets}, {"streams", streams}}));
+    }
+
+    // Traffic skew.
+    const json& tr = doc["traffic"];
+    const std::size_t nodes_with_traffic = [&] {
+        std::size_t n = 0;
+        for (const auto& row : tr["nodes"]) n += (row["bytes_in"].get<uint64_t>() + row["bytes_out"].get<uint64_t>()) > 0;
+        return n;
+    }();
+    const NodeTotals totals = node_totals(a_.traffic_.node_matrix(), trace_nodes());
+    for (const char* dir : {"inbound", "outbound"}) {
+        const double skew = tr[std::string(dir) + "_skew"].get<double>();
+        const json& max_node = tr[std::string(dir) + "_max_node"];
+        if (nodes_with_traffic < 2 || skew <= a_.options_.skew_threshold || max_node.is_null()) continue;
+        const bool in = std::string_view(dir) == "inbound";
+        const auto& v = in ? totals.in : totals.out;
+        long double sum = 0;
+        uint64_t mx = 0;
+        for (uint64_t b : v) {
+            sum += b;
+            mx = std::max(mx, b);
+        }
+        const double mean = static_cast<double>(sum / static_cast<long double>(v.size()));
+        findings.push_back(finding(
+            "traffic_skew", "warning",
+            fmt::format("{} traffic skew {:.2f}x: {} {} {} against a mean of {} per node", in ? "Inbound" : "Outbound",
+                        skew, max_node.get<std::string>(), in ? "receives" : "sends", format_bytes(static_cast<double>(mx)),
+                        format_bytes(mean)),
+            json{{"direction", dir}, {"skew", skew}, {"node", max_node}, {"bytes", mx}, {"mean_bytes", mean},
+                 {"threshold", a_.options_.skew_threshold}}));
+    }
+
+    // Errors: one error followed by a flush of everything queued behind it is the usual shape.
+    const json& ops = doc["ops"];
+    const uint64_t errors = ops["errors"].get<uint64_t>();
+    if (errors > 0) {
+        json by_status = json::object();
+        for (const auto& [st, n] : a_.errors_by_status_) by_status[std::string(wc_status_name(st))] = n;
+        json first = json::array();
+        for (const ErrorSample& e : a_.first_errors_) {
+            json j = proc_ref(e.proc);
+            j["time_ns"] = e.ts - a_.first_ts_;
+            j["qp_num"] = a_.topo_.qp(e.qp).qp_num;
+            j["status"] = std::string(wc_status_name(e.status));
+            j["opcode"] = opcode_name(e.opcode);
+            j["wr_id"] = e.wr_id;
+            first.push_back(std::move(j));
+        }
+        std::set<QpId> qps;
+        for (const auto& [q, agg] : a_.stats_.by_qp())
+            if (agg.errors()) qps.insert(q);
+        const ErrorSample& e0 = a_.first_errors_.front();
+        const bool storm = errors >= a_.options_.error_storm_threshold;
+        findings.push_back(finding(
+            storm ? "error_storm" : "error_completions", storm ? "error" : "warning",
+            fmt::format("{} error completions on {} QP(s) ({} failed, {} flushed); first: {} on {} QP {} ({})",
+                        format_count(errors), qps.size(), ops["failed"].get<uint64_t>(), ops["flushed"].get<uint64_t>(),
+                        wc_status_name(e0.status), proc_label(e0.proc), a_.topo_.qp(e0.qp).qp_num, opcode_name(e0.opcode)),
+            json{{"errors", errors}, {"by_status", by_status}, {"qps", qps.size()}, {"first_errors", first},
+                 {"threshold", a_.options_.error_storm_threshold}}));
+    }
+
+    // Rail imbalance: bytes (sent + received) per NIC of a node with several NICs.
+    std::map<NodeId, std::vector<std::pair<DevId, uint64_t>>> per_node;
+    for (const auto& [dev, r] : a_.traffic_.rails())
+        per_node[a_.topo_.device(dev).node].push_back({dev, r.bytes_tx + r.bytes_rx});
+    for (DevId d = 0; d < a_.topo_.device_count(); ++d) {  // idle NICs count in the mean too
+        auto& v = per_node[a_.topo_.device(d).node];
+        if (std::none_of(v.begin(), v.end(), [&](const auto& x) { return x.first == d; })) v.push_back({d, 0});
+    }
+    for (const auto& [node, devs] : per_node) {
+        if (devs.size() < 2) continue;
+        long double sum = 0;
+        std::pair<DevId, uint64_t> mx{kNoId, 0};
+        for (const auto& x : devs) {
+            sum += x.second;
+            if (x.second > mx.second) mx = x;
+        }
+        if (sum == 0) continue;
+        const double mean = static_cast<double>(sum / static_cast<long double>(devs.size()));
+        const double ratio = static_cast<double>(mx.second) / mean;
+        if (ratio <= a_.options_.rail_imbalance_threshold) continue;
+        json per = json::object();
+        for (const auto& x : devs) per[a_.topo_.device(x.first).name] = x.second;
+        findings.push_back(finding(
+            "rail_imbalance", "warning",
+            fmt::format("Rail imbalance {:.2f}x on {}: {} carries {} against a mean of {} per NIC", ratio,
+                        node_name(node), a_.topo_.device(mx.first).name, format_bytes(static_cast<double>(mx.second)),
+                        format_bytes(mean)),
+            json{{"node", node_name(node)}, {"ratio", ratio}, {"bytes_per_device", per},
+                 {"threshold", a_.options_.rail_imbalance_threshold}}));
+    }
+
+    // Operations without completion at the end: a process that crashed or was killed, or a trace cut short.
+    std::vector<std::pair<ProcId, uint64_t>> in_flight;
+    for (const auto& [p, agg] : a_.stats_.by_process())
+        if (agg.in_flight) in_flight.push_back({p, agg.in_flight});
+    if (!in_flight.empty()) {
+        json procs = json::array();
+        uint64_t total = 0;
+        for (const auto& [p, n] : in_flight) {
+            json j = proc_ref(p);
+            j["in_flight"] = n;
+            j["last_event_ns"] = a_.topo_.proc(p).last_ts - a_.first_ts_;
+            procs.push_back(j);
+            total += n;
+        }
+        findings.push_back(finding(
+            "in_flight_at_end", "warning",
+            fmt::format("{} operations of {} process(es) never completed before the trace ended (first: {}, {} "
+                        "ops): a crashed or killed process, or a trace stopped early",
+                        format_count(total), in_flight.size(), proc_label(in_flight.front().first),
+                        in_flight.front().second),
+            json{{"operations", total}, {"processes", procs}}));
+    }
+}
+
+json ReportBuilder::warnings() const {
+    json out = json::array();
+    const Anomalies& an = a_.topo_.anomalies();
+    auto add = [&](uint64_t n, const char* what) {
+        if (n) out.push_back(fmt::format("{} {}", format_count(n), what));
+    };
+    add(an.malformed_events, "malformed events (sequence lengths disagree with n); read as far as consistent");
+    add(an.unknown_qp, "events named a QP whose creation is not in the trace (tracing started late?)");
+    add(an.unmatched_completions, "completions matched no posted work request");
+    add(an.post_errors, "work requests were rejected by the post call (not posted)");
+    add(an.lost_wrs, "work requests dropped from a queue model that overflowed (their completions were not seen)");
+    add(an.schema_mismatch, "processes were traced with an unknown schema major version");
+    add(a_.traffic_.unresolved().ops, "transfers whose destination could not be resolved (peer not traced?)");
+    for (const std::string& p : a_.read_problems_) out.push_back(p);
+    return out;
+}
+
+json ReportBuilder::build() const {
+    json doc;
+    doc["schema"] = kAnalysisSchema;
+    doc["analyzer"] = json{{"version", SIGMATRACE_VERSION_STRING}};
+    doc["trace"] = trace_section();
+    doc["processes"] = processes_section();
+    doc["ops"] = ops_section();
+    doc["qps"] = qps_section();
+    doc["peers"] = peers_section();
+    doc["traffic"] = traffic_section();
+    doc["rails"] = rails_section();
+    json findings = json::array();
+    doc["barriers"] = barriers_section(findings);
+    add_findings(doc, findings);
+    std::stable_sort(findings.begin(), findings.end(), [](const json& x, const json& y) {
+        return severity_rank(x["severity"].get<std::string>()) < severity_rank(y["severity"].get<std::string>());
+    });
+    doc["findings"] = findings;
+    doc["warnings"] = warnings();
+    return doc;
+}
+
+}  // namespace sigmatrace::analyzer

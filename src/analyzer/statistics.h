@@ -1,0 +1,68 @@
+// Statistics of reconstructed operations: count, bytes, outcome counts, latency and size distributions, per
+// opcode, per QP, per peer pair (source process -> destination process) and per process.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "analyzer/model.h"
+#include "analyzer/quantile_histogram.h"
+
+namespace sigmatrace::analyzer {
+
+class Topology;
+
+struct OpAggregate {
+    uint64_t count = 0;         // every operation, whatever its outcome
+    uint64_t bytes = 0;         // bytes of operations that moved data (completed, or observed on a GPU ring)
+    uint64_t completed = 0;
+    uint64_t failed = 0;
+    uint64_t flushed = 0;
+    uint64_t in_flight = 0;
+    uint64_t observed = 0;      // GPU WQEs without a visible CQE
+    uint64_t lost = 0;
+    uint64_t implied = 0;       // unsignaled WRs completed by a later signaled completion
+    uint64_t gpu = 0;           // GPU-posted
+    int64_t first_ts = 0;
+    int64_t last_ts = 0;
+    QuantileHistogram latency_ns;   // successful completions: post -> completion
+    QuantileHistogram size_bytes{1.0, 1e10, 20};
+
+    void add(const Operation& op);
+    void merge(const OpAggregate& other);
+    uint64_t errors() const { return failed + flushed; }
+};
+
+class Statistics {
+public:
+    void add(const Operation& op);
+    // Builds the per-pair table from the per-QP aggregates once peers are resolved (call once, at the end).
+    void resolve_pairs(Topology& topo);
+
+    const OpAggregate& total() const { return total_; }
+    // Opcode code (ibv_wr_opcode, kOpRecv, kOpRecvRdmaWithImm) -> aggregate, for the opcodes seen.
+    const std::map<uint8_t, OpAggregate>& by_opcode() const { return by_opcode_; }
+    const std::map<QpId, OpAggregate>& by_qp() const { return by_qp_; }
+    const std::map<std::pair<ProcId, ProcId>, OpAggregate>& by_pair() const { return by_pair_; }
+    const std::map<ProcId, OpAggregate>& by_process() const { return by_process_; }
+
+private:
+    OpAggregate total_;
+    std::map<uint8_t, OpAggregate> by_opcode_;
+    std::map<QpId, OpAggregate> by_qp_;
+    std::map<std::pair<ProcId, ProcId>, OpAggregate> by_pair_;
+    std::map<ProcId, OpAggregate> by_process_;
+    // The last QP and process touched: consecutive operations usually share them (saves two map lookups).
+    QpId last_qp_ = kNoId;
+    OpAggregate* last_qp_agg_ = nullptr;
+    ProcId last_proc_ = kNoId;
+    OpAggregate* last_proc_agg_ = nullptr;
+    std::map<QpId, OpAggregate> sends_by_qp_;   // initiator-side operations, folded into by_pair_ at the end
+    QpId last_send_qp_ = kNoId;
+    OpAggregate* last_send_agg_ = nullptr;
+};
+
+}  // namespace sigmatrace::analyzer

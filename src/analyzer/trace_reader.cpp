@@ -1,0 +1,345 @@
+#include "analyzer/trace_reader.h"
+
+#include <babeltrace2/babeltrace.h>
+#include <fmt/core.h>
+
+#include <stdlib.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <system_error>
+
+#include "analyzer/bt_message_consumer.h"
+
+namespace sigmatrace::analyzer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Owning handles for the few Babeltrace2 objects this file creates.
+struct GraphRef {
+    bt_graph* g = nullptr;
+    ~GraphRef() { bt_graph_put_ref(g); }
+};
+struct ValueRef {
+    bt_value* v = nullptr;
+    ~ValueRef() { bt_value_put_ref(v); }
+};
+struct PluginRef {
+    const bt_plugin* p = nullptr;
+    ~PluginRef() { bt_plugin_put_ref(p); }
+};
+
+// A Babeltrace2 error cause without its object addresses ("...: msg-it-addr=0x..., ..."), which mean
+// nothing to a user.
+std::string tidy_cause(std::string_view msg) {
+    const auto addr = msg.find("-addr=");
+    if (addr != std::string_view::npos) {
+        const auto cut = msg.substr(0, addr).find_last_of(":,");
+        msg = msg.substr(0, cut == std::string_view::npos ? addr : cut);
+    }
+    while (!msg.empty() && (msg.back() == ' ' || msg.back() == '.')) msg.remove_suffix(1);
+    return std::string(msg);
+}
+
+// The causes of the current thread's Babeltrace2 error, root cause first, on one line; clears the error.
+std::string take_error() {
+    constexpr uint64_t kMaxCauses = 4;
+    const bt_error* err = bt_current_thread_take_error();
+    if (err == nullptr) return "no detail";
+    std::string out;
+    const uint64_t n = bt_error_get_cause_count(err);
+    uint64_t kept = 0;
+    for (uint64_t i = 0; i < n && kept < kMaxCauses; ++i) {
+        const std::string c = tidy_cause(bt_error_cause_get_message(bt_error_borrow_cause_by_index(err, i)));
+        if (c.empty()) continue;
+        if (!out.empty()) out += " <- ";
+        out += c;
+        ++kept;
+    }
+    bt_error_release(err);
+    return out.empty() ? "no detail" : out;
+}
+
+// The stream file a src.ctf.fs error names ("...stream file '/path/ch_0'..."), if any.
+std::optional<fs::path> failing_stream_file(const std::string& why) {
+    for (const char* marker : {"stream file '", "stream file `"}) {
+        const auto at = why.find(marker);
+        if (at == std::string::npos) continue;
+        const auto start = at + std::strlen(marker);
+        const auto end = why.find_first_of("'`", start);
+        if (end != std::string::npos) return fs::path(why.substr(start, end - start));
+    }
+    return std::nullopt;
+}
+
+// Temporary trace directories (symbolic links to a trace's metadata and its readable stream files), removed
+// when the read ends.
+struct ScratchDirs {
+    std::vector<fs::path> dirs;
+    ~ScratchDirs() {
+        std::error_code ec;
+        for (const auto& d : dirs) fs::remove_all(d, ec);
+    }
+    // A copy of `dir` without the stream files in `skip`; empty path on failure.
+    fs::path without(const fs::path& dir, const std::set<fs::path>& skip) {
+        std::string templ = (fs::temp_directory_path() / "sigmatrace-analyze.XXXXXX").string();
+        if (mkdtemp(templ.data()) == nullptr) return {};
+        dirs.emplace_back(templ);
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(dir, ec)) {
+            if (!e.is_regular_file(ec) || skip.contains(fs::absolute(e.path()))) continue;
+            fs::create_symlink(fs::absolute(e.path()), fs::path(templ) / e.path().filename(), ec);
+        }
+        return templ;
+    }
+};
+
+const bt_plugin* find_plugin(const char* name) {
+    const bt_plugin* p = nullptr;
+    if (bt_plugin_find(name, BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_FALSE, &p) != BT_PLUGIN_FIND_STATUS_OK) {
+        (void)take_error();
+        return nullptr;
+    }
+    return p;
+}
+
+// The support-info `group` of a CTF directory (the trace UUID), "" when none, nullopt when not a CTF trace.
+std::optional<std::string> support_group(const bt_component_class_source* cls, const fs::path& dir, std::string& why) {
+    ValueRef params{bt_value_map_create()};
+    bt_value_map_insert_string_entry(params.v, "input", dir.c_str());
+    bt_value_map_insert_string_entry(params.v, "type", "directory");
+    bt_query_executor* q =
+        bt_query_executor_create(bt_component_class_source_as_component_class_const(cls), "babeltrace.support-info", params.v);
+    if (q == nullptr) {
+        why = take_error();
+        return std::nullopt;
+    }
+    const bt_value* result = nullptr;
+    const auto st = bt_query_executor_query(q, &result);
+    bt_query_executor_put_ref(q);
+    if (st != BT_QUERY_EXECUTOR_QUERY_STATUS_OK) {
+        why = take_error();
+        return std::nullopt;
+    }
+    std::optional<std::string> group;
+    const bt_value* weight = bt_value_map_borrow_entry_value_const(result, "weight");
+    const double w = weight && bt_value_is_real(weight) ? bt_value_real_get(weight) : 0.0;
+    if (w > 0.0) {
+        const bt_value* g = bt_value_map_borrow_entry_value_const(result, "group");
+        group = g && bt_value_is_string(g) ? std::string(bt_value_string_get(g)) : std::string();
+    } else {
+        why = "babeltrace2 does not recognize it as a CTF trace (metadata unreadable?)";
+    }
+    bt_value_put_ref(result);
+    return group;
+}
+
+bt_value* inputs_param(const std::vector<fs::path>& dirs) {
+    bt_value* params = bt_value_map_create();
+    bt_value* inputs = nullptr;
+    bt_value_map_insert_empty_array_entry(params, "inputs", &inputs);
+    for (const auto& d : dirs) bt_value_array_append_string_element(inputs, d.c_str());
+    return params;
+}
+
+// Whether src.ctf.fs accepts these directories (parses their metadata and indexes their streams), in a
+// scratch graph so that a broken trace cannot make the real graph faulty.
+bool can_open(const bt_component_class_source* cls, const std::vector<fs::path>& dirs, std::string& why) {
+    GraphRef g{bt_graph_create(0)};
+    ValueRef params{inputs_param(dirs)};
+    const bt_component_source* comp = nullptr;
+    if (bt_graph_add_source_component(g.g, cls, "probe", params.v, BT_LOGGING_LEVEL_NONE, &comp) !=
+        BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+        why = take_error();
+        return false;
+    }
+    return true;
+}
+
+struct SinkState {
+    BtMessageConsumer* consumer;
+};
+
+bt_graph_simple_sink_component_consume_func_status sink_consume(bt_message_iterator* it, void* data) {
+    auto* st = static_cast<SinkState*>(data);
+    bt_message_array_const msgs;
+    uint64_t count = 0;
+    switch (bt_message_iterator_next(it, &msgs, &count)) {
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK: break;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END: return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN: return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_AGAIN;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
+        return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_MEMORY_ERROR;
+    default: return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        st->consumer->consume(msgs[i]);
+        bt_message_put_ref(msgs[i]);
+    }
+    return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
+}
+
+}  // namespace
+
+std::vector<fs::path> find_trace_dirs(const fs::path& root) {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    if (fs::is_regular_file(root / "metadata", ec)) out.push_back(root);
+    for (fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+        if (it->is_directory(ec) && fs::is_regular_file(it->path() / "metadata", ec)) out.push_back(it->path());
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
+    ReadSummary sum;
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) {
+        sum.problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", root.string(),
+                                           fs::exists(root, ec) ? "not a directory" : "no such directory"));
+        sum.fatal = true;
+        return sum;
+    }
+    const auto dirs = find_trace_dirs(root);
+    for (const auto& d : dirs) sum.trace_dirs.push_back(d.string());
+    if (dirs.empty()) {
+        sum.problems.push_back(fmt::format(
+            "No trace found: path={}, reason=no directory under it contains a CTF 'metadata' file; record one with "
+            "`sigmatrace record -o DIR -- CMD`",
+            root.string()));
+        sum.fatal = true;
+        return sum;
+    }
+
+    PluginRef ctf{find_plugin("ctf")}, utils{find_plugin("utils")};
+    if (!ctf.p || !utils.p) {
+        sum.problems.push_back("Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package");
+        sum.fatal = true;
+        return sum;
+    }
+    const bt_component_class_source* fs_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "fs");
+    const bt_component_class_filter* mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
+    if (!fs_cls || !mux_cls) {
+        sum.problems.push_back("The Babeltrace2 plugins lack source.ctf.fs or filter.utils.muxer");
+        sum.fatal = true;
+        return sum;
+    }
+
+    // Group directories into logical traces (same UUID: e.g. rotation chunks) like the babeltrace2 CLI.
+    std::map<std::string, std::vector<fs::path>> groups;
+    for (const auto& d : dirs) {
+        std::string why;
+        auto group = support_group(fs_cls, d, why);
+        if (!group) {
+            sum.problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", d.string(), why));
+            continue;
+        }
+        groups[group->empty() ? d.string() : *group].push_back(d);
+    }
+
+    GraphRef graph{bt_graph_create(0)};
+    std::vector<const bt_component_source*> sources;
+    ScratchDirs scratch;
+    for (auto& [key, original] : groups) {
+        // A stream file that cannot be indexed (truncated, overwritten) makes src.ctf.fs refuse the whole
+        // trace: leave that file out and read the rest, saying so.
+        std::vector<fs::path> members = original;
+        std::set<fs::path> skipped;
+        std::string why;
+        bool ok = can_open(fs_cls, members, why);
+        while (!ok && skipped.size() < 64) {
+            auto bad = failing_stream_file(why);
+            if (!bad || skipped.contains(fs::absolute(*bad))) break;
+            sum.problems.push_back(fmt::format(
+                "Cannot read stream file: path={}, reason={}; the rest of its trace is read without it",
+                bad->string(), why));
+            skipped.insert(fs::absolute(*bad));
+            for (auto& m : members) {
+                // Map scratch copies back to the original directory before filtering again.
+                const fs::path orig = original[static_cast<std::size_t>(&m - members.data())];
+                m = scratch.without(orig, skipped);
+            }
+            ok = can_open(fs_cls, members, why);
+        }
+        if (!ok) {
+            sum.problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", original.front().string(), why));
+            continue;
+        }
+        ValueRef params{inputs_param(members)};
+        const bt_component_source* comp = nullptr;
+        const std::string name = fmt::format("src{}", sources.size());
+        if (bt_graph_add_source_component(graph.g, fs_cls, name.c_str(), params.v, BT_LOGGING_LEVEL_WARNING, &comp) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+            sum.problems.push_back(
+                fmt::format("Cannot open trace: path={}, reason={}", members.front().string(), take_error()));
+            sum.fatal = true;  // the graph is now faulty
+            return sum;
+        }
+        sources.push_back(comp);
+    }
+    sum.traces_opened = sources.size();
+    if (sources.empty()) {
+        sum.fatal = true;
+        return sum;
+    }
+
+    const bt_component_filter* mux = nullptr;
+    BtMessageConsumer consumer(analysis);
+    SinkState state{&consumer};
+    const bt_component_sink* sink = nullptr;
+    if (bt_graph_add_filter_component(graph.g, mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
+        bt_graph_add_simple_sink_component(graph.g, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+        sum.problems.push_back(fmt::format("Cannot build the trace graph: reason={}", take_error()));
+        sum.fatal = true;
+        return sum;
+    }
+    // The muxer starts with input port in0 and adds the next one each time one gets connected.
+    uint64_t mux_port = 0;
+    for (const bt_component_source* src : sources) {
+        const uint64_t nports = bt_component_source_get_output_port_count(src);
+        for (uint64_t i = 0; i < nports; ++i) {
+            const bt_port_output* out = bt_component_source_borrow_output_port_by_index_const(src, i);
+            const std::string in_name = fmt::format("in{}", mux_port++);
+            const bt_port_input* in = bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str());
+            if (!in || bt_graph_connect_ports(graph.g, out, in, nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+                sum.problems.push_back(fmt::format("Cannot connect a trace stream to the muxer: reason={}", take_error()));
+                sum.fatal = true;
+                return sum;
+            }
+        }
+    }
+    if (bt_graph_connect_ports(graph.g, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
+                               bt_component_sink_borrow_input_port_by_index_const(sink, 0),
+                               nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+        sum.problems.push_back(fmt::format("Cannot connect the muxer to the analysis: reason={}", take_error()));
+        sum.fatal = true;
+        return sum;
+    }
+
+    for (;;) {
+        const bt_graph_run_status st = bt_graph_run(graph.g);
+        if (st == BT_GRAPH_RUN_STATUS_OK) break;
+        if (st == BT_GRAPH_RUN_STATUS_AGAIN) continue;
+        // A corrupt or truncated stream: what was read so far stays valid (events come in time order, so the
+        // analysis covers the traces up to this point).
+        sum.problems.push_back(fmt::format(
+            "Trace read stopped early: path={}, last event at {} ns, reason={}; results cover the trace up to there",
+            root.string(), consumer.last_ts(), take_error()));
+        break;
+    }
+    sum.events = consumer.events_read();
+    sum.foreign_events = consumer.foreign_events();
+    if (sum.events == 0 && !sum.problems.empty()) sum.fatal = true;
+    return sum;
+}
+
+}  // namespace sigmatrace::analyzer

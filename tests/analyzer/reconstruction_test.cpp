@@ -1,0 +1,493 @@
+// Operation reconstruction, statistics, traffic and barriers on events written as the tracer writes them
+// (record structs fed through RecordFeeder), with exact expectations.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "record_feeder.h"
+
+namespace sigmatrace::analyzer {
+namespace {
+
+using nlohmann::json;
+using test::RecordFeeder;
+
+constexpr uint64_t kPrefix = 0xfe80000000000000ULL;
+
+// Two processes (rank 0 on nodeA, rank 1 on nodeB), each with device mlx0 and an RC QP to the other.
+struct World {
+    Analysis analysis;
+    RecordFeeder feed{analysis};
+    int64_t t = 1000000;
+
+    explicit World(AnalysisOptions o = {}) : analysis(o) {}
+
+    static uint64_t qp(int rank) { return 0x1000 + static_cast<uint64_t>(rank); }
+    static uint32_t qpn(int rank) { return 100 + static_cast<uint32_t>(rank); }
+    static int64_t vpid(int rank) { return 500 + rank; }
+
+    void process(int rank, const char* host) {
+        st_process_info_rec pi{};
+        pi.schema_version = SIGMATRACE_SCHEMA_VERSION;
+        pi.pid = static_cast<int32_t>(vpid(rank));
+        pi.rank = rank;
+        pi.world_size = 2;
+        pi.hostname = host;
+        pi.job_id = "";
+        feed.emit(t++, vpid(rank), pi);
+        st_device_open_rec d{};
+        d.ctx = 0xc0;
+        d.device = "mlx0";
+        feed.emit(t++, vpid(rank), d);
+        st_port_info_rec p{};
+        p.ctx = 0xc0;
+        p.port = 1;
+        p.gid_prefix = kPrefix;
+        p.gid_iid = 0x10 + static_cast<uint64_t>(rank);
+        feed.emit(t++, vpid(rank), p);
+        st_cq_create_rec c{};
+        c.ctx = 0xc0;
+        c.cq = 0xcc;
+        feed.emit(t++, vpid(rank), c);
+    }
+    void connect(int rank, int peer, uint64_t srq = 0, uint32_t sig_all = 0) {
+        st_qp_create_rec q{};
+        q.ctx = 0xc0;
+        q.qp = qp(rank);
+        q.qp_num = qpn(rank);
+        q.qp_type = 2;
+        q.send_cq = q.recv_cq = 0xcc;
+        q.srq = srq;
+        q.max_send_wr = 16;
+        q.max_recv_wr = 16;
+        q.sq_sig_all = sig_all;
+        feed.emit(t++, vpid(rank), q);
+        st_qp_modify_rec m{};
+        m.qp = qp(rank);
+        m.qp_num = qpn(rank);
+        m.qp_state = 2;
+        m.dest_qp_num = qpn(peer);
+        m.is_global = 1;
+        m.dgid_prefix = kPrefix;
+        m.dgid_iid = 0x10 + static_cast<uint64_t>(peer);
+        feed.emit(t++, vpid(rank), m);
+    }
+    void two_nodes() {
+        process(0, "nodeA");
+        process(1, "nodeB");
+        connect(0, 1);
+        connect(1, 0);
+    }
+
+    // One post_send event with n WRs.
+    void post(int rank, std::vector<uint64_t> wr_ids, uint8_t opcode, uint32_t bytes, std::vector<bool> signaled,
+              int32_t ret = 0, int32_t bad = -1, uint64_t raddr = 0, uint32_t rkey = 0) {
+        const auto n = static_cast<uint32_t>(wr_ids.size());
+        std::vector<uint8_t> op(n, opcode);
+        std::vector<uint32_t> flags(n), len(n, bytes), rk(n, rkey), zero32(n, 0);
+        std::vector<uint16_t> sge(n, 1);
+        std::vector<uint64_t> ra(n, raddr), zero64(n, 0);
+        for (uint32_t i = 0; i < n; ++i) flags[i] = signaled[i] ? 2u : 0u;
+        st_post_send_rec r{};
+        r.qp = qp(rank);
+        r.qp_num = qpn(rank);
+        r.ret = ret;
+        r.bad_index = bad;
+        r.n = n;
+        r.wr_id = wr_ids.data();
+        r.opcode = op.data();
+        r.send_flags = flags.data();
+        r.num_sge = sge.data();
+        r.bytes = len.data();
+        r.raddr = ra.data();
+        r.rkey = rk.data();
+        r.imm = zero32.data();
+        r.remote_qpn = zero32.data();
+        r.ah = zero64.data();
+        feed.emit(t, vpid(rank), r);
+    }
+    void poll(int rank, std::vector<uint64_t> wr_ids, std::vector<uint8_t> status, uint8_t wc_opcode, uint32_t byte_len = 0) {
+        const auto n = static_cast<uint32_t>(wr_ids.size());
+        std::vector<uint8_t> op(n, wc_opcode);
+        std::vector<uint32_t> len(n, byte_len), qpns(n, qpn(rank)), zero32(n, 0);
+        std::vector<uint64_t> zero64(n, 0);
+        st_poll_cq_rec r{};
+        r.cq = 0xcc;
+        r.ret = static_cast<int32_t>(n);
+        r.n = n;
+        r.wr_id = wr_ids.data();
+        r.status = status.data();
+        r.opcode = op.data();
+        r.vendor_err = zero32.data();
+        r.byte_len = len.data();
+        r.qp_num = qpns.data();
+        r.src_qp = zero32.data();
+        r.wc_flags = zero32.data();
+        r.imm = zero32.data();
+        r.hw_ts = zero64.data();
+        feed.emit(t, vpid(rank), r);
+    }
+    json finish() { return analysis.finish(); }
+};
+
+TEST(Reconstruction, UnsignaledWrsCompleteWithTheNextSignaledCompletion) {
+    World w;
+    w.two_nodes();
+    w.t = 2000000;
+    w.post(0, {1, 2, 3, 4}, 0, 4096, {false, false, false, true});
+    w.t = 2005000;
+    w.poll(0, {4}, {0}, 1);
+    json doc = w.finish();
+    const json& op = doc["ops"]["by_opcode"]["RDMA_WRITE"];
+    EXPECT_EQ(op["count"], 4);
+    EXPECT_EQ(op["bytes"], 4 * 4096);
+    EXPECT_EQ(op["implied"], 3);
+    EXPECT_EQ(op["completed"], 4);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    EXPECT_EQ(op["latency_ns"]["max"], 5000);
+    EXPECT_EQ(op["latency_ns"]["p50"], 5000);
+    ASSERT_EQ(doc["traffic"]["node_matrix"].size(), 1u);
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["src"], "nodeA");
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["dst"], "nodeB");
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["bytes"], 4 * 4096);
+}
+
+TEST(Reconstruction, SameWrIdForEveryWrLikePerftest) {
+    // perftest gives all WRs of a QP the same wr_id and signals every cq_mod-th one.
+    World w;
+    w.two_nodes();
+    for (int batch = 0; batch < 3; ++batch) {
+        w.t += 1000;
+        w.post(0, {7, 7, 7, 7, 7}, 0, 65536, {false, false, false, false, true});
+        w.t += 1000;
+        w.poll(0, {7}, {0}, 1);
+    }
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["count"], 15);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["completed"], 15);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    EXPECT_TRUE(doc["warnings"].empty()) << doc["warnings"].dump();
+}
+
+TEST(Reconstruction, ErrorThenFlushedWrs) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1, 2, 3}, 0, 100, {true, false, true});
+    w.t += 10;
+    w.poll(0, {1, 2, 3}, {10, 5, 5}, 0);  // REM_ACCESS_ERR then WR_FLUSH_ERR (opcode undefined on errors)
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["errors"], 3);
+    EXPECT_EQ(doc["ops"]["failed"], 1);
+    EXPECT_EQ(doc["ops"]["flushed"], 2);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["bytes"], 0);
+    ASSERT_EQ(doc["findings"].size(), 1u);
+    EXPECT_EQ(doc["findings"][0]["kind"], "error_completions");
+    EXPECT_EQ(doc["findings"][0]["evidence"]["by_status"]["REM_ACCESS_ERR"], 1);
+    EXPECT_EQ(doc["findings"][0]["evidence"]["by_status"]["WR_FLUSH_ERR"], 2);
+}
+
+TEST(Reconstruction, ErrorStormAboveThreshold) {
+    AnalysisOptions o;
+    o.error_storm_threshold = 4;
+    World w(o);
+    w.two_nodes();
+    w.post(0, {1, 2, 3, 4}, 0, 100, {true, true, true, true});
+    w.poll(0, {1, 2, 3, 4}, {12, 5, 5, 5}, 0);
+    json doc = w.finish();
+    ASSERT_FALSE(doc["findings"].empty());
+    EXPECT_EQ(doc["findings"][0]["kind"], "error_storm");
+    EXPECT_EQ(doc["findings"][0]["severity"], "error");
+}
+
+TEST(Reconstruction, PostErrorsPostNothingFromBadWrOn) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1, 2, 3}, 0, 10, {true, true, true}, /*ret=*/12, /*bad=*/1);
+    w.poll(0, {1}, {0}, 1);
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["total"], 1);
+    ASSERT_EQ(doc["warnings"].size(), 1u);
+    EXPECT_NE(doc["warnings"][0].get<std::string>().find("2 work requests were rejected"), std::string::npos);
+}
+
+TEST(Reconstruction, InFlightAtEndIsReportedPerProcess) {
+    World w;
+    w.two_nodes();
+    w.post(1, {1, 2}, 0, 10, {true, true});
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 2);
+    bool found = false;
+    for (const auto& f : doc["findings"]) found |= f["kind"] == "in_flight_at_end";
+    EXPECT_TRUE(found);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["latency_ns"]["p99"], nullptr);
+}
+
+TEST(Reconstruction, ReceivesAndReadDirection) {
+    World w;
+    w.two_nodes();
+    // rank 1 pre-posts receives; rank 0 sends 2 x 64 bytes and reads 1000 bytes from rank 1.
+    {
+        std::vector<uint64_t> ids = {50, 51, 52};
+        std::vector<uint16_t> sge(3, 1);
+        std::vector<uint32_t> len(3, 4096);
+        st_post_recv_rec r{};
+        r.qp = World::qp(1);
+        r.qp_num = World::qpn(1);
+        r.bad_index = -1;
+        r.n = 3;
+        r.wr_id = ids.data();
+        r.num_sge = sge.data();
+        r.bytes = len.data();
+        w.feed.emit(w.t++, World::vpid(1), r);
+    }
+    w.post(0, {1, 2}, 2, 64, {true, true});
+    w.post(0, {3}, 4, 1000, {true});
+    w.t += 100;
+    w.poll(1, {50, 51}, {0, 0}, 128, 64);
+    w.poll(0, {1, 2}, {0, 0}, 0);
+    w.poll(0, {3}, {0}, 2, 1000);
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["count"], 2);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["bytes"], 128);
+    EXPECT_EQ(doc["ops"]["unconsumed_receives"], 1);
+    std::map<std::pair<std::string, std::string>, uint64_t> m;
+    for (const auto& c : doc["traffic"]["node_matrix"]) m[{c["src"], c["dst"]}] = c["bytes"];
+    EXPECT_EQ((m[{"nodeA", "nodeB"}]), 128u);   // the SENDs (their RECVs are not counted again)
+    EXPECT_EQ((m[{"nodeB", "nodeA"}]), 1000u);  // the READ: data moves from B to A
+    ASSERT_EQ(doc["peers"].size(), 1u);
+    EXPECT_EQ(doc["peers"][0]["src"]["rank"], 0);
+    EXPECT_EQ(doc["peers"][0]["dst"]["rank"], 1);
+    EXPECT_EQ(doc["peers"][0]["count"], 3);
+}
+
+TEST(Reconstruction, SharedReceiveQueue) {
+    World w;
+    w.process(0, "nodeA");
+    w.process(1, "nodeB");
+    st_srq_create_rec s{};
+    s.ctx = 0xc0;
+    s.srq = 0x5;
+    s.max_wr = 4;
+    w.feed.emit(w.t++, World::vpid(1), s);
+    w.connect(1, 0, 0x5);
+    w.connect(0, 1);
+    std::vector<uint64_t> ids = {9, 10};
+    std::vector<uint16_t> sge(2, 1);
+    std::vector<uint32_t> len(2, 256);
+    st_post_srq_recv_rec r{};
+    r.srq = 0x5;
+    r.bad_index = -1;
+    r.n = 2;
+    r.wr_id = ids.data();
+    r.num_sge = sge.data();
+    r.bytes = len.data();
+    w.feed.emit(w.t++, World::vpid(1), r);
+    w.poll(1, {10, 9}, {0, 0}, 128, 32);
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["count"], 2);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["bytes"], 64);
+    EXPECT_TRUE(doc["warnings"].empty()) << doc["warnings"].dump();
+}
+
+TEST(Reconstruction, GpuWqesCompleteByWqeCounterOrStayObserved) {
+    World w;
+    w.two_nodes();
+    for (int rank = 0; rank < 2; ++rank) {
+        st_gpu_qp_create_rec c{};
+        c.ctx = 0xc0;
+        c.qpn = 900 + static_cast<uint32_t>(rank);
+        c.sq_wqebb = 64;
+        w.feed.emit(w.t++, World::vpid(rank), c);
+        st_gpu_qp_modify_rec m{};
+        m.ctx = 0xc0;
+        m.qpn = c.qpn;
+        m.command = 0x503;
+        m.remote_qpn = 901 - static_cast<uint32_t>(rank);
+        m.rgid_prefix = kPrefix;
+        m.rgid_iid = 0x10 + static_cast<uint64_t>(1 - rank);
+        w.feed.emit(w.t++, World::vpid(rank), m);
+    }
+    // Rank 0: 3 writes (last signaled) + a NOP; a CQE for index 2. Rank 1: 2 writes, no CQE visible.
+    auto wqes = [&](int rank, std::vector<uint16_t> idx, std::vector<uint8_t> op, std::vector<uint8_t> fm) {
+        const auto n = static_cast<uint32_t>(idx.size());
+        std::vector<uint8_t> opmod(n);
+        std::vector<uint32_t> bytes(n, 512), rkey(n), imm(n);
+        std::vector<uint64_t> raddr(n), arg(n);
+        st_gpu_wqe_rec r{};
+        r.qpn = 900 + static_cast<uint32_t>(rank);
+        r.n = n;
+        r.wqe_index = idx.data();
+        r.opcode = op.data();
+        r.opmod = opmod.data();
+        r.fm_ce_se = fm.data();
+        r.bytes = bytes.data();
+        r.raddr = raddr.data();
+        r.rkey = rkey.data();
+        r.imm = imm.data();
+        r.atomic_arg = arg.data();
+        w.feed.emit(w.t, World::vpid(rank), r);
+    };
+    wqes(0, {0, 1, 2, 3}, {0x08, 0x08, 0x08, 0x00}, {0, 0, 0x08, 0});
+    wqes(1, {0, 1}, {0x08, 0x0a}, {0, 0x08});
+    w.t += 700;
+    {
+        std::vector<uint16_t> ctr = {2};
+        std::vector<uint8_t> op = {0}, syn = {0};
+        std::vector<uint32_t> bc = {0}, qpn = {900};
+        std::vector<uint64_t> ts = {0};
+        st_gpu_cqe_rec c{};
+        c.cqn = 1;
+        c.n = 1;
+        c.wqe_counter = ctr.data();
+        c.opcode = op.data();
+        c.syndrome = syn.data();
+        c.byte_cnt = bc.data();
+        c.qpn = qpn.data();
+        c.hw_ts = ts.data();
+        w.feed.emit(w.t, World::vpid(0), c);
+    }
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["gpu"], 5);
+    EXPECT_EQ(doc["ops"]["observed_without_completion"], 2);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["count"], 4);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["completed"], 3);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["latency_ns"]["max"], 700);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["SEND"]["count"], 1);
+    std::map<std::pair<std::string, std::string>, uint64_t> m;
+    for (const auto& c : doc["traffic"]["node_matrix"]) m[{c["src"], c["dst"]}] = c["bytes"];
+    EXPECT_EQ((m[{"nodeA", "nodeB"}]), 3u * 512);
+    EXPECT_EQ((m[{"nodeB", "nodeA"}]), 2u * 512);  // observed without CQE: still moved data
+}
+
+TEST(Reconstruction, MalformedSequencesAreCountedNotTrusted) {
+    World w;
+    w.two_nodes();
+    // n says 5 but the sequences hold 2 elements.
+    std::vector<uint64_t> ids = {1, 2}, zero64 = {0, 0};
+    std::vector<uint8_t> op = {0, 0};
+    std::vector<uint32_t> flags = {2, 2}, len = {8, 8}, zero32 = {0, 0};
+    std::vector<uint16_t> sge = {1, 1};
+    st_post_send_rec r{};
+    r.qp = World::qp(0);
+    r.qp_num = World::qpn(0);
+    r.n = 2;
+    r.bad_index = -1;
+    r.wr_id = ids.data();
+    r.opcode = op.data();
+    r.send_flags = flags.data();
+    r.num_sge = sge.data();
+    r.bytes = len.data();
+    r.raddr = zero64.data();
+    r.rkey = zero32.data();
+    r.imm = zero32.data();
+    r.remote_qpn = zero32.data();
+    r.ah = zero64.data();
+    struct Capture : OpListener {
+        void on_operation(const Operation&) override { ++n; }
+        int n = 0;
+    } capture;
+    w.analysis.add_listener(&capture);
+    w.feed.emit_with(w.t, World::vpid(0), r, [](DecodedEvent& ev) {
+        ev.f[fields::post_send::n].u = 5;          // n claims 5 WRs
+        ev.f[fields::post_send::bytes].seq_len = 1; // and one sequence is shorter than the others
+    });
+    EXPECT_EQ(capture.n, 0);
+    json doc = w.finish();
+    EXPECT_EQ(capture.n, 2);  // the WRs the longest sequence holds, in flight at end
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 2);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["count"], 2);
+    ASSERT_FALSE(doc["warnings"].empty());
+    EXPECT_NE(doc["warnings"][0].get<std::string>().find("1 malformed events"), std::string::npos);
+}
+
+TEST(Reconstruction, UnknownQpIsAdoptedAndWarned) {
+    World w;
+    w.process(0, "nodeA");
+    w.post(0, {1}, 0, 8, {true});  // no qp_create for it in the trace
+    w.poll(0, {1}, {0}, 1);
+    json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["total"], 1);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["completed"], 1);
+    EXPECT_EQ(doc["traffic"]["unresolved_ops"], 1);
+    EXPECT_FALSE(doc["warnings"].empty());
+}
+
+TEST(Barriers, DetectsEpochsSpreadAndStraggler) {
+    World w;
+    // Three ranks signal rank 0's word (rank 0 through a loopback QP); rank 2 is 3 us late every round. Ops are
+    // reconstructed in an interleaved order to show that the detector does not need per-epoch ordering.
+    w.process(0, "nodeA");
+    w.process(1, "nodeB");
+    w.process(2, "nodeC");
+    {
+        st_port_info_rec p{};  // rank 2's GID
+        p.ctx = 0xc0;
+        p.gid_prefix = kPrefix;
+        p.gid_iid = 0x12;
+        w.feed.emit(w.t++, World::vpid(2), p);
+    }
+    w.connect(0, 0);
+    w.connect(1, 0);
+    w.connect(2, 0);
+    for (int e = 0; e < 12; ++e) {
+        const int64_t base = 10000000 + e * 100000;
+        for (int r : {0, 1, 2}) {
+            w.t = base + (r == 2 ? 3000 : r * 100);
+            w.post(r, {static_cast<uint64_t>(e)}, 6, 8, {true}, 0, -1, 0xabc0, 0x77);
+        }
+        for (int r : {2, 1, 0}) {
+            w.t = base + 5000;
+            w.poll(r, {static_cast<uint64_t>(e)}, {0}, 4, 8);
+        }
+    }
+    json doc = w.finish();
+    const json& b = doc["barriers"];
+    EXPECT_EQ(b["epochs"], 12);
+    EXPECT_EQ(b["spread_ns"]["max"], 3000);
+    EXPECT_NEAR(b["spread_ns"]["p50"].get<double>(), 3000, 30);
+    ASSERT_FALSE(b["stragglers"].empty());
+    EXPECT_EQ(b["stragglers"][0]["rank"], 2);
+    EXPECT_EQ(b["stragglers"][0]["times_last"], 12);
+    ASSERT_EQ(b["words"].size(), 1u);
+    EXPECT_EQ(b["words"][0]["raddr"], "0xabc0");
+    EXPECT_EQ(b["words"][0]["node"], "nodeA");
+    bool straggler = false;
+    for (const auto& f : doc["findings"]) straggler |= f["kind"] == "barrier_straggler" && f["evidence"]["rank"] == 2;
+    EXPECT_TRUE(straggler);
+}
+
+TEST(Barriers, OneParticipantPerWordIsNotABarrier) {
+    World w;
+    w.two_nodes();
+    for (int e = 0; e < 20; ++e) {
+        w.t += 1000;
+        w.post(0, {static_cast<uint64_t>(e)}, 0, 8, {true}, 0, -1, 0x100, 1);
+        w.post(1, {static_cast<uint64_t>(e)}, 0, 8, {true}, 0, -1, 0x200, 1);
+        w.poll(0, {static_cast<uint64_t>(e)}, {0}, 1);
+        w.poll(1, {static_cast<uint64_t>(e)}, {0}, 1);
+    }
+    json doc = w.finish();
+    EXPECT_EQ(doc["barriers"]["epochs"], 0);
+}
+
+TEST(Processes, ASecondProcessInfoStartsANewIncarnation) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1}, 0, 8, {true});
+    st_process_info_rec pi{};
+    pi.schema_version = SIGMATRACE_SCHEMA_VERSION;
+    pi.pid = static_cast<int32_t>(World::vpid(0));
+    pi.rank = 5;
+    pi.hostname = "nodeA";
+    pi.job_id = "";
+    w.feed.emit(w.t++, World::vpid(0), pi);  // the pid is reused by a new process
+    json doc = w.finish();
+    EXPECT_EQ(doc["trace"]["processes"], 3);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 1);
+}
+
+}  // namespace
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,81 @@
+// Feeds st_<event>_rec records (the tracer's own record structs) to an Analysis as decoded events, the way the
+// Babeltrace2 decoder would after LTTng serialized them: unit tests write events exactly as call sites do.
+#pragma once
+
+#include <sigmatrace/schema.h>
+
+#include <array>
+#include <type_traits>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/decoded_event.h"
+
+namespace sigmatrace::analyzer::test {
+
+class RecordFeeder {
+public:
+    explicit RecordFeeder(Analysis& a) : a_(a) {}
+
+    // Emits `rec` as process `vpid` of trace `trace` at time `ts` (ns).
+    template <typename Rec> void emit(int64_t ts, int64_t vpid, const Rec& rec, uint32_t trace = 0) {
+        emit_with(ts, vpid, rec, [](DecodedEvent&) {}, trace);
+    }
+    // The same, letting `mutate` corrupt the decoded event first (malformed-input tests).
+    template <typename Rec, typename F>
+    void emit_with(int64_t ts, int64_t vpid, const Rec& rec, F mutate, uint32_t trace = 0) {
+        DecodedEvent ev;
+        ev.ts_ns = ts;
+        ev.vpid = vpid;
+        ev.trace_index = trace;
+        ev.trace_hostname = "testhost";
+        fill(ev, rec);
+        mutate(ev);
+        a_.on_event(ev);
+    }
+
+private:
+    template <typename T> void set_int(DecodedEvent& ev, int& i, T v) {
+        FieldValue& f = ev.f[static_cast<std::size_t>(i++)];
+        f.present = true;
+        if constexpr (std::is_signed_v<T>)
+            f.u = static_cast<uint64_t>(static_cast<int64_t>(v));
+        else
+            f.u = static_cast<uint64_t>(v);
+    }
+    void set_str(DecodedEvent& ev, int& i, const char* s) {
+        FieldValue& f = ev.f[static_cast<std::size_t>(i++)];
+        f.present = true;
+        f.s = s ? s : "";
+    }
+    template <typename T> void set_seq(DecodedEvent& ev, int& i, const T* p, uint32_t n) {
+        auto& buf = storage_[static_cast<std::size_t>(i)];
+        buf.assign(n, 0);
+        for (uint32_t k = 0; k < n && p; ++k) buf[k] = static_cast<uint64_t>(p[k]);
+        FieldValue& f = ev.f[static_cast<std::size_t>(i++)];
+        f.present = true;
+        f.is_sequence = true;
+        f.seq = buf.data();
+        f.seq_len = p ? n : 0;
+    }
+
+#define RF_INT_(type, name, comment) set_int(ev, i, r.name);
+#define RF_STR_(name, comment) set_str(ev, i, r.name);
+#define RF_SEQ_(type, name, comment) set_seq(ev, i, r.name, r.n);
+#define RF_EVENT_(event, comment)                                                                              \
+    void fill(DecodedEvent& ev, const st_##event##_rec& r) {                                                   \
+        ev.id = EventId::event;                                                                                \
+        int i = 0;                                                                                             \
+        SIGMATRACE_FIELDS_##event(RF_INT_, RF_INT_, RF_STR_, RF_SEQ_, RF_SEQ_)                                 \
+    }
+    SIGMATRACE_EVENTS(RF_EVENT_)
+#undef RF_EVENT_
+#undef RF_SEQ_
+#undef RF_STR_
+#undef RF_INT_
+
+    Analysis& a_;
+    std::array<std::vector<uint64_t>, kMaxEventFields> storage_;
+};
+
+}  // namespace sigmatrace::analyzer::test

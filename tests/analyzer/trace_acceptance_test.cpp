@@ -1,0 +1,347 @@
+// Acceptance tests on real CTF traces: st-synth emits designed events through the LTTng provider, recorded by a
+// private session daemon (tests/support/sandbox.sh --lttng), and the analysis must equal the ground truth st-synth
+// writes (--truth): every count, byte total, matrix cell, rail and skew; barrier epochs, spread and straggler.
+// Also: the Babeltrace2 plugin computes the same as sigmatrace-analyze, the Perfetto and HTML outputs, CI mode
+// against a baseline, and bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "analyzer/analysis.h"
+#include "analyzer/trace_reader.h"
+
+namespace sigmatrace::analyzer {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CmdResult {
+    int rc = -1;
+    std::string out, err;
+};
+
+// Runs a shell command, capturing stdout and stderr.
+CmdResult sh(const std::string& cmd, const fs::path& dir) {
+    CmdResult r;
+    const std::string full = cmd + " >" + (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
+    const int st = std::system(full.c_str());
+    r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    std::ifstream o(dir / "out.txt"), e(dir / "err.txt");
+    std::stringstream so, se;
+    so << o.rdbuf();
+    se << e.rdbuf();
+    r.out = so.str();
+    r.err = se.str();
+    return r;
+}
+
+json load(const fs::path& p) {
+    std::ifstream f(p);
+    return json::parse(f);
+}
+
+class TraceTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        tmp_ = fs::temp_directory_path() / ("st-analyzer-" + std::to_string(::getpid()) + "-" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(tmp_);
+        fs::create_directories(tmp_);
+    }
+    void TearDown() override {
+        if (!HasFailure()) fs::remove_all(tmp_);
+    }
+
+    // Whether a private session daemon can be started here (once per test program).
+    static const std::string& sandbox_problem() {
+        static const std::string problem = [] {
+            const fs::path dir = fs::temp_directory_path();
+            const CmdResult r = sh(std::string(SANDBOX) + " --lttng lttng list", dir);
+            return r.rc == 0 ? std::string() : r.err;
+        }();
+        return problem;
+    }
+
+    // Records `st-synth ARGS --truth T` into tmp/NAME. False (and the test skipped) when no session daemon can
+    // be started here; a failing recording is a test failure.
+    bool record(const std::string& name, const std::string& args, const std::string& record_opts = "") {
+        if (!sandbox_problem().empty()) {
+            skip_reason_ = "cannot start a private LTTng session daemon (needs root or user namespaces, and "
+                           "lttng-tools): " + sandbox_problem();
+            return false;
+        }
+        const std::string cmd = std::string(SANDBOX) + " --lttng " + RECORD + " " + (tmp_ / name).string() + " " +
+                                record_opts + " -- " + ST_SYNTH + " " + args + " --truth " +
+                                (tmp_ / (name + ".truth.json")).string();
+        const CmdResult r = sh(cmd, tmp_);
+        EXPECT_EQ(r.rc, 0) << "recording failed: " << cmd << "\n" << r.err;
+        EXPECT_TRUE(fs::exists(tmp_ / name));
+        return true;
+    }
+    json analyze(const std::string& name) {
+        Analysis a;
+        ReadSummary s = read_traces(tmp_ / name, a);
+        EXPECT_FALSE(s.fatal);
+        EXPECT_TRUE(s.problems.empty()) << s.problems.front();
+        return a.finish();
+    }
+    json truth(const std::string& name) { return load(tmp_ / (name + ".truth.json")); }
+
+    fs::path tmp_;
+    std::string skip_reason_;
+};
+
+#define RECORD_OR_SKIP(...)                                                                                    \
+    do {                                                                                                       \
+        if (!record(__VA_ARGS__)) GTEST_SKIP() << skip_reason_;                                                \
+    } while (0)
+
+// Every count, byte total, matrix cell, rail and skew equals st-synth's ground truth.
+void expect_matches_truth(const json& doc, const json& t) {
+    for (auto it = t["by_opcode"].begin(); it != t["by_opcode"].end(); ++it) {
+        SCOPED_TRACE(it.key());
+        ASSERT_TRUE(doc["ops"]["by_opcode"].contains(it.key()));
+        EXPECT_EQ(doc["ops"]["by_opcode"][it.key()]["count"], it.value()["count"]);
+        EXPECT_EQ(doc["ops"]["by_opcode"][it.key()]["bytes"], it.value()["bytes"]);
+    }
+    EXPECT_EQ(doc["ops"]["by_opcode"].size(), t["by_opcode"].size());
+    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> got, want;
+    for (const auto& c : doc["traffic"]["node_matrix"]) got[{c["src"], c["dst"]}] = {c["bytes"], c["ops"]};
+    for (const auto& c : t["node_matrix"]) want[{c["src"], c["dst"]}] = {c["bytes"], c["ops"]};
+    EXPECT_EQ(got, want);
+    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> rails, want_rails;
+    for (const auto& r : doc["rails"]) rails[{r["node"], r["device"]}] = {r["bytes_tx"], r["bytes_rx"]};
+    for (const auto& r : t["rails"]) want_rails[{r["node"], r["device"]}] = {r["bytes_tx"], r["bytes_rx"]};
+    EXPECT_EQ(rails, want_rails);
+    EXPECT_NEAR(doc["traffic"]["inbound_skew"].get<double>(), t["inbound_skew"].get<double>(),
+                0.01 * t["inbound_skew"].get<double>());
+    EXPECT_NEAR(doc["traffic"]["outbound_skew"].get<double>(), t["outbound_skew"].get<double>(),
+                0.01 * t["outbound_skew"].get<double>());
+    EXPECT_EQ(doc["trace"]["discarded_events"], 0);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], t["in_flight"]);
+    EXPECT_EQ(doc["ops"]["errors"], t["errors"]);
+    EXPECT_EQ(doc["traffic"]["unresolved_ops"], 0);
+    EXPECT_TRUE(doc["warnings"].empty()) << doc["warnings"].dump();
+}
+
+TEST_F(TraceTest, DesignedTrafficMatrixOneRankPerNode) {
+    RECORD_OR_SKIP("t", "traffic --ranks 4 --iters 40 --size 4096 --signal-every 3");
+    const json doc = analyze("t");
+    expect_matches_truth(doc, truth("t"));
+    EXPECT_EQ(doc["trace"]["processes"], 4);
+    EXPECT_EQ(doc["trace"]["nodes"], 4);
+    EXPECT_GT(doc["ops"]["implied"].get<uint64_t>(), 0u);  // unsignaled WRs completed by the next signaled one
+}
+
+TEST_F(TraceTest, DesignedTrafficMatrixTwoRanksPerNodeThreeRails) {
+    RECORD_OR_SKIP("t", "traffic --ranks 6 --ranks-per-node 2 --rails 3 --iters 20 --size 1000");
+    const json doc = analyze("t");
+    expect_matches_truth(doc, truth("t"));
+    EXPECT_EQ(doc["trace"]["nodes"], 3);
+}
+
+TEST_F(TraceTest, BarrierWithALateRank) {
+    // Rank 1 enters each of 12 barriers 5 ms after the others (every rank aims at the same absolute times).
+    constexpr double kDelayNs = 5e6;
+    RECORD_OR_SKIP("b", "barrier --ranks 4 --epochs 12 --delay-rank 1 --delay-us 5000 --period-us 15000");
+    const json doc = analyze("b");
+    const json& b = doc["barriers"];
+    EXPECT_EQ(b["epochs"], 12);
+    const double p50 = b["spread_ns"]["p50"].get<double>();
+    // Spread = the delay plus the scheduling noise of waking at an absolute time (measured: docs/analyzer.md).
+    EXPECT_NEAR(p50, kDelayNs, 0.10 * kDelayNs);
+    RecordProperty("spread_p50_minus_delay_ns", std::to_string(static_cast<int64_t>(p50 - kDelayNs)));
+    RecordProperty("spread_max_minus_delay_ns", std::to_string(b["spread_ns"]["max"].get<int64_t>() - 5000000));
+    ASSERT_FALSE(b["stragglers"].empty());
+    EXPECT_EQ(b["stragglers"][0]["rank"], 1);
+    // Last in every epoch but those where another rank was descheduled for longer than the delay (a loaded
+    // 2-core machine: allowed twice in 12).
+    EXPECT_GE(b["stragglers"][0]["times_last"].get<int>(), 10);
+    ASSERT_EQ(b["words"].size(), 1u);  // the per-pair flag writes are not a barrier
+    EXPECT_EQ(b["words"][0]["raddr"], "0x10000");
+    EXPECT_EQ(b["words"][0]["node"], "node0");
+    bool finding = false;
+    for (const auto& f : doc["findings"]) finding |= f["kind"] == "barrier_straggler" && f["evidence"]["rank"] == 1;
+    EXPECT_TRUE(finding);
+    expect_matches_truth(doc, truth("b"));
+}
+
+TEST_F(TraceTest, ErrorAndFlushedCompletions) {
+    RECORD_OR_SKIP("e", "errors --ranks 2 --iters 24");
+    const json doc = analyze("e");
+    EXPECT_EQ(doc["ops"]["failed"], 1);
+    EXPECT_EQ(doc["ops"]["flushed"], 23);
+    ASSERT_FALSE(doc["findings"].empty());
+    EXPECT_EQ(doc["findings"][0]["kind"], "error_storm");
+    EXPECT_EQ(doc["findings"][0]["evidence"]["first_errors"][0]["status"], "REM_ACCESS_ERR");
+}
+
+TEST_F(TraceTest, GpuPostedWqesAreOperations) {
+    RECORD_OR_SKIP("g", "gpu --ranks 3 --iters 40 --size 2048");
+    const json doc = analyze("g");
+    expect_matches_truth(doc, truth("g"));
+    EXPECT_EQ(doc["ops"]["gpu"], 3 * 40 + 20);
+    EXPECT_EQ(doc["ops"]["observed_without_completion"], 20);  // rank 0's QP whose CQEs are not visible
+}
+
+TEST_F(TraceTest, UdSendsThroughAddressHandles) {
+    RECORD_OR_SKIP("u", "ud --ranks 3 --iters 30");
+    expect_matches_truth(analyze("u"), truth("u"));
+}
+
+TEST_F(TraceTest, CrashedProcessLeavesOperationsInFlight) {
+    RECORD_OR_SKIP("c", "crash --ranks 2 --iters 16");
+    const json doc = analyze("c");
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 16);
+    bool finding = false;
+    for (const auto& f : doc["findings"]) finding |= f["kind"] == "in_flight_at_end";
+    EXPECT_TRUE(finding);
+}
+
+TEST_F(TraceTest, PluginComputesWhatTheAnalyzerComputes) {
+    RECORD_OR_SKIP("t", "traffic --ranks 3 --iters 20");
+    const json doc = analyze("t");
+    const fs::path out = tmp_ / "plugin.json";
+    // In the sanitizer build the plugin is instrumented and babeltrace2 is not: its runtime must come first.
+    const std::string preload = std::string(SANITIZER_PRELOAD).empty()
+                                    ? std::string()
+                                    : std::string("ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=") + SANITIZER_PRELOAD + " ";
+    const CmdResult r = sh(preload + "babeltrace2 --plugin-path=" + PLUGIN_DIR + " " + (tmp_ / "t").string() +
+                         " -c sink.sigmatrace.analyze -p 'json=\"" + out.string() + "\",text=no'",
+                     tmp_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json plugin = load(out);
+    EXPECT_EQ(plugin["ops"], doc["ops"]);
+    EXPECT_EQ(plugin["traffic"], doc["traffic"]);
+    EXPECT_EQ(plugin["rails"], doc["rails"]);
+    EXPECT_EQ(plugin["barriers"], doc["barriers"]);
+}
+
+TEST_F(TraceTest, PerfettoTimelineAndHtmlReport) {
+    RECORD_OR_SKIP("t", "traffic --ranks 3 --iters 10");
+    const CmdResult r = sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet --json " + (tmp_ / "a.json").string() +
+                         " --perfetto " + (tmp_ / "p.json").string() + " --html " + (tmp_ / "r.html").string(),
+                     tmp_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json doc = load(tmp_ / "a.json");
+    const json p = load(tmp_ / "p.json");
+    uint64_t slices = 0, flow_starts = 0, flow_ends = 0, tracks = 0, procs = 0;
+    for (const auto& e : p["traceEvents"]) {
+        const std::string ph = e["ph"];
+        slices += ph == "X";
+        flow_starts += ph == "s";
+        flow_ends += ph == "f";
+        tracks += e.value("name", "") == "thread_name";
+        procs += e.value("name", "") == "process_name";
+        if (ph == "X") {
+            ASSERT_GE(e["dur"].get<double>(), 0.0);
+        }
+    }
+    EXPECT_EQ(slices, doc["ops"]["total"].get<uint64_t>());
+    // Every SEND is linked to the RECV it consumed.
+    EXPECT_EQ(flow_starts, doc["ops"]["by_opcode"]["SEND"]["count"].get<uint64_t>());
+    EXPECT_EQ(flow_ends, flow_starts);
+    EXPECT_EQ(procs, 3u);
+    EXPECT_EQ(tracks, doc["qps"].size());
+    std::ifstream h(tmp_ / "r.html");
+    std::stringstream html;
+    html << h.rdbuf();
+    EXPECT_NE(html.str().find("<svg"), std::string::npos);
+    EXPECT_NE(html.str().find("RDMA_WRITE"), std::string::npos);
+    EXPECT_EQ(html.str().find("<script"), std::string::npos);  // self-contained, static
+}
+
+TEST_F(TraceTest, RegressionModeAgainstABaseline) {
+    // The same workload, completions 20 us after posts, then 1 ms after. (Enough samples that a preemption on a
+    // busy machine, which delays one poll batch of 8, stays below the 99th percentile.)
+    RECORD_OR_SKIP("fast", "bench --ranks 2 --iters 1500 --latency-us 20");
+    RECORD_OR_SKIP("slow", "bench --ranks 2 --iters 1500 --latency-us 1000");
+    const std::string a = ANALYZER;
+    CmdResult r = sh(a + " " + (tmp_ / "fast").string() + " --quiet --json " + (tmp_ / "base.json").string(), tmp_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    r = sh(a + " " + (tmp_ / "slow").string() + " --quiet --baseline " + (tmp_ / "base.json").string(), tmp_);
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("FAILED rule 'increase(p99)>20%'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ops.by_opcode.RDMA_WRITE.latency_ns.p99"), std::string::npos) << r.err;
+    // The identical run against itself passes.
+    r = sh(a + " " + (tmp_ / "fast").string() + " --quiet --baseline " + (tmp_ / "base.json").string(), tmp_);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    // An explicit rule replaces the defaults.
+    r = sh(a + " " + (tmp_ / "slow").string() + " --quiet --baseline " + (tmp_ / "base.json").string() +
+               " --fail-on 'increase(p50)>100000%'",
+           tmp_);
+    EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST_F(TraceTest, DiscardedEventsAreReported) {
+    RECORD_OR_SKIP("d", "bench --ranks 2 --iters 30000", "--subbuf 4096 --num-subbuf 2 --discard");
+    const CmdResult r = sh(std::string(ANALYZER) + " " + (tmp_ / "d").string() + " --fail-on 'discarded>0'", tmp_);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.out.find("[error] discarded_events"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("FAILED rule 'discarded>0'"), std::string::npos) << r.err;
+}
+
+// ------------------------------------------------------------------------------------------- bad input
+
+class BadInput : public TraceTest {};
+
+TEST_F(BadInput, MissingAndEmptyDirectories) {
+    CmdResult r = sh(std::string(ANALYZER) + " " + (tmp_ / "nope").string(), tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("Cannot open trace: path=" + (tmp_ / "nope").string() + ", reason=no such directory"),
+              std::string::npos)
+        << r.err;
+    fs::create_directories(tmp_ / "empty");
+    r = sh(std::string(ANALYZER) + " " + (tmp_ / "empty").string(), tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("No trace found"), std::string::npos) << r.err;
+    r = sh(std::string(ANALYZER) + " --frobnicate", tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("unknown option '--frobnicate'"), std::string::npos);
+    r = sh(std::string(ANALYZER) + " " + DATA_DIR + "/mixed --fail-on 'p99 > fast'", tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("Invalid --fail-on rule"), std::string::npos);
+}
+
+TEST_F(BadInput, CorruptMetadataAloneIsFatalBesideAGoodTraceIsNot) {
+    fs::create_directories(tmp_ / "set");
+    fs::copy(fs::path(DATA_DIR) / "crash", tmp_ / "set/bad", fs::copy_options::recursive);
+    {
+        std::ofstream m(tmp_ / "set/bad/metadata", std::ios::trunc);
+        m << "/* CTF 1.8 */ this is not TSDL {";
+    }
+    CmdResult r = sh(std::string(ANALYZER) + " " + (tmp_ / "set").string(), tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("Cannot open trace: path=" + (tmp_ / "set/bad").string()), std::string::npos) << r.err;
+    fs::copy(fs::path(DATA_DIR) / "mixed", tmp_ / "set/good", fs::copy_options::recursive);
+    r = sh(std::string(ANALYZER) + " " + (tmp_ / "set").string() + " --quiet --json " + (tmp_ / "a.json").string(), tmp_);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("Cannot open trace: path=" + (tmp_ / "set/bad").string()), std::string::npos) << r.err;
+    const json doc = load(tmp_ / "a.json");
+    EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
+    EXPECT_EQ(doc["trace"]["processes"], 4);
+}
+
+TEST_F(BadInput, TruncatedStreamFileIsLeftOut) {
+    fs::create_directories(tmp_ / "t");
+    fs::copy(fs::path(DATA_DIR) / "discarded", tmp_ / "t/a", fs::copy_options::recursive);
+    fs::copy(fs::path(DATA_DIR) / "mixed", tmp_ / "t/b", fs::copy_options::recursive);
+    fs::resize_file(tmp_ / "t/b/ch_1", 30000);  // mid-packet: src.ctf.fs refuses to index the file
+    const CmdResult r =
+        sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet --json " + (tmp_ / "a.json").string(), tmp_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json doc = load(tmp_ / "a.json");
+    EXPECT_NE(r.err.find("Cannot read stream file: path=" + (tmp_ / "t/b/ch_1").string()), std::string::npos) << r.err;
+    EXPECT_GT(doc["trace"]["events"].get<uint64_t>(), 0u);
+    EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
+}
+
+}  // namespace
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,147 @@
+// The quantile histogram, the CI rule language and the report formatting helpers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "analyzer/ci_rules.h"
+#include "analyzer/format_units.h"
+#include "analyzer/quantile_histogram.h"
+
+namespace sigmatrace::analyzer {
+namespace {
+
+using nlohmann::json;
+
+double exact_quantile(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    const auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))));
+    return v[rank - 1];
+}
+
+TEST(QuantileHistogram, QuantilesWithinOneBinOfExact) {
+    std::mt19937_64 rng(42);
+    std::lognormal_distribution<double> dist(std::log(5000.0), 1.2);  // latencies around 5 us, heavy tail
+    QuantileHistogram h;
+    std::vector<double> v;
+    for (int i = 0; i < 200000; ++i) {
+        const double x = std::round(dist(rng));
+        v.push_back(x);
+        h.add(x);
+    }
+    for (double q : {0.5, 0.9, 0.99, 0.999}) {
+        const double exact = exact_quantile(v, q);
+        EXPECT_NEAR(h.quantile(q), exact, exact * 0.012) << "q=" << q;
+    }
+    EXPECT_EQ(h.max(), *std::max_element(v.begin(), v.end()));
+    EXPECT_EQ(h.count(), v.size());
+}
+
+TEST(QuantileHistogram, SmallSamplesAndZeros) {
+    QuantileHistogram h;
+    EXPECT_EQ(h.quantile(0.5), 0.0);
+    h.add(0);
+    h.add(0);
+    h.add(1000);
+    EXPECT_EQ(h.quantile(0.5), 0.0);
+    EXPECT_EQ(h.quantile(1.0), 1000.0);
+    EXPECT_EQ(h.max(), 1000.0);
+    QuantileHistogram one;
+    one.add(12345);
+    EXPECT_EQ(one.quantile(0.5), 12345.0);  // clamped to [min, max]
+    EXPECT_EQ(one.quantile(0.99), 12345.0);
+}
+
+TEST(QuantileHistogram, MergeEqualsAddingEverything) {
+    QuantileHistogram a, b, all;
+    for (int i = 1; i <= 1000; ++i) {
+        (i % 2 ? a : b).add(i * 10.0);
+        all.add(i * 10.0);
+    }
+    a.merge(b);
+    EXPECT_EQ(a.count(), all.count());
+    EXPECT_EQ(a.quantile(0.99), all.quantile(0.99));
+    EXPECT_EQ(a.max(), 10000.0);
+}
+
+json doc_with(double p99_write, uint64_t completed, uint64_t discarded, double skew_in) {
+    return json{{"schema", "sigmatrace.analysis/1"},
+                {"trace", {{"discarded_events", discarded}, {"discarded_packets", 0}}},
+                {"ops",
+                 {{"errors", 0},
+                  {"total", completed},
+                  {"by_opcode",
+                   {{"RDMA_WRITE", {{"completed", completed}, {"count", completed}, {"latency_ns", {{"p99", p99_write}, {"p50", 100}, {"max", 9000}}}}},
+                    {"RECV", {{"completed", 3}, {"count", 3}, {"latency_ns", {{"p99", 50000}, {"p50", 100}, {"max", 50000}}}}}}}}},
+                {"traffic", {{"inbound_skew", skew_in}, {"outbound_skew", 1.0}}},
+                {"barriers", {{"epochs", 0}, {"spread_ns", {{"p99", nullptr}}}}},
+                {"findings", json::array({{{"kind", "traffic_skew"}}})}};
+}
+
+RuleResult check(const std::string& text, const json& doc, const json* base = nullptr) {
+    std::string err;
+    auto r = parse_rule(text, err);
+    EXPECT_TRUE(r) << err;
+    if (!r) return {};
+    return evaluate_rule(*r, doc, base);
+}
+
+TEST(CiRules, AbsoluteRules) {
+    const json d = doc_with(2000, 100, 5, 2.5);
+    EXPECT_TRUE(check("discarded>0", d).failed);
+    EXPECT_FALSE(check("errors>0", d).failed);
+    EXPECT_TRUE(check("skew > 2", d).failed);
+    EXPECT_FALSE(check("skew>3x", d).failed);
+    EXPECT_TRUE(check("p99[RDMA_WRITE]>1us", d).failed);
+    EXPECT_FALSE(check("p99[RDMA_WRITE]>=2.5us", d).failed);
+    EXPECT_TRUE(check("p99>40us", d).failed);  // RECV's p99 is 50 us
+    EXPECT_TRUE(check("findings[traffic_skew]>0", d).failed);
+    EXPECT_FALSE(check("findings[error_storm]>0", d).failed);
+    EXPECT_TRUE(check("traffic.inbound_skew>=2.5", d).failed);
+    const RuleResult r = check("p99[RDMA_WRITE]>1us", d);
+    ASSERT_EQ(r.details.size(), 1u);
+    EXPECT_EQ(r.details[0], "ops.by_opcode.RDMA_WRITE.latency_ns.p99 = 2 us");
+}
+
+TEST(CiRules, BaselineIncrease) {
+    const json old = doc_with(2000, 100, 0, 1.0);
+    const json slower = doc_with(3000, 100, 0, 1.0);
+    const RuleResult r = check("increase(p99)>20%", slower, &old);
+    EXPECT_TRUE(r.failed);
+    ASSERT_EQ(r.details.size(), 1u);  // RECV has too few samples to compare
+    EXPECT_EQ(r.details[0], "ops.by_opcode.RDMA_WRITE.latency_ns.p99: 2 us -> 3 us (+50.0%)");
+    EXPECT_FALSE(check("increase(p99)>60%", slower, &old).failed);
+    EXPECT_FALSE(check("increase(p99)>20%", old, &old).failed);
+    EXPECT_TRUE(check("decrease(p99)>20%", old, &slower).failed);
+    EXPECT_TRUE(check("increase(p99)>0", slower, &old).failed);  // absolute ns
+    // Without a baseline a comparison rule cannot pass silently.
+    EXPECT_TRUE(check("increase(p99)>20%", slower).failed);
+}
+
+TEST(CiRules, Malformed) {
+    std::string err;
+    EXPECT_FALSE(parse_rule("p99", err));
+    EXPECT_NE(err.find("no comparison"), std::string::npos);
+    EXPECT_FALSE(parse_rule("latency>5", err));
+    EXPECT_NE(err.find("unknown metric 'latency'"), std::string::npos);
+    EXPECT_FALSE(parse_rule("errors>lots", err));
+    EXPECT_FALSE(parse_rule("errors>5%", err));
+    EXPECT_FALSE(parse_rule("increase(p99>5", err));
+    EXPECT_FALSE(parse_rule("p99[RDMA_WRITE>5", err));
+}
+
+TEST(FormatUnits, HumanReadable) {
+    EXPECT_EQ(format_bytes(512), "512 B");
+    EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+    EXPECT_EQ(format_bytes(3.2 * 1024 * 1024 * 1024), "3.20 GiB");
+    EXPECT_EQ(format_ns(850), "850 ns");
+    EXPECT_EQ(format_ns(4560), "4.56 us");
+    EXPECT_EQ(format_ns(12.3e6), "12.3 ms");
+    EXPECT_EQ(format_count(1234567), "1,234,567");
+    EXPECT_EQ(format_count(12), "12");
+}
+
+}  // namespace
+}  // namespace sigmatrace::analyzer
