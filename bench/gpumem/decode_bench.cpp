@@ -1,0 +1,100 @@
+// Decode throughput of the WQE decoder on one core, and of a whole watcher sweep (doorbell read, ring copy,
+// decode, batch emission through a no-op trace callback). Results: docs/PERFORMANCE.md ("GPU watcher").
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "../../tests/gpumem/fake_producer.h"
+#include "gpumem/watcher.h"
+#include "gpumem/wqe_decoder.h"
+#include "provider/trace.h"
+
+namespace sigmatrace::gpumem {
+namespace {
+
+using test::WqeImage;
+
+// The WQEs GPU libraries post most: NVSHMEM/DeepEP RDMA WRITE (ctrl + raddr + data), DeepEP's 4-byte inline
+// write and its 4-byte masked fetch-add, in a 3:1:1 mix. All one WQEBB.
+void fill_mix(test::FakeProducer& prod, uint64_t count) {
+    const uint32_t v = 1;
+    for (uint64_t i = 0; i < count; ++i) {
+        const auto idx = static_cast<uint16_t>(prod.pi());
+        switch (i % 5) {
+        case 3: prod.post(WqeImage(0x08, idx, 7).raddr(0x1000 + i, 3).inline_data(&v, 4), false); break;
+        case 4: prod.post(WqeImage(0x15, idx, 7, 0x08, 0x08).raddr(0x2000, 3).masked_args(4, {1, 0}).data(4, 1, 0), false); break;
+        default: prod.post_write(i, false); break;
+        }
+    }
+    prod.ring();
+}
+
+void BM_DecodeWqe(benchmark::State& state) {
+    const auto n = static_cast<uint32_t>(state.range(0));
+    test::FakeProducer prod(n, 7);
+    fill_mix(prod, n);
+    const RingView view{prod.ring_bytes(), n};
+    uint32_t slot = 0;
+    uint64_t bytes = 0;
+    for (auto _ : state) {
+        DecodedWqe w;
+        const WqeStatus st = decode_wqe(view, slot, Transport::Rc, w);
+        benchmark::DoNotOptimize(st);
+        bytes += w.bytes;
+        slot = (slot + w.wqebbs) & (n - 1);
+    }
+    benchmark::DoNotOptimize(bytes);
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DecodeWqe)->Arg(1024);
+
+void ignore_event(EventId, const void*, void*) {}
+
+// One sweep that finds `batch` new WQEs: doorbell read, copy, guard check, decode, gpu_wqe emission.
+void BM_WatcherSweep(benchmark::State& state) {
+    const auto batch = static_cast<uint64_t>(state.range(0));
+    set_trace_callback(&ignore_event, nullptr);
+    test::FakeProducer prod(1024, 7);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    WatcherConfig cfg;
+    cfg.guard_wqebbs = 0;
+    Watcher w(reg, mem, cfg);
+    w.sweep_once();
+    uint64_t decoded = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        fill_mix(prod, batch);
+        state.ResumeTiming();
+        decoded += w.sweep_once();
+    }
+    if (decoded != batch * state.iterations()) state.SkipWithError("the watcher missed WQEs");
+    state.SetItemsProcessed(static_cast<int64_t>(decoded));
+    set_trace_callback(nullptr, nullptr);
+}
+BENCHMARK(BM_WatcherSweep)->Arg(1)->Arg(32)->Arg(512);
+
+// A sweep over many idle queues: the cost of watching QPs that post nothing (one doorbell read each).
+void BM_IdleSweepPerQueue(benchmark::State& state) {
+    const auto queues = static_cast<size_t>(state.range(0));
+    set_trace_callback(&ignore_event, nullptr);
+    std::vector<std::unique_ptr<test::FakeProducer>> prods;
+    QueueRegistry reg;
+    for (size_t i = 0; i < queues; ++i) {
+        prods.push_back(std::make_unique<test::FakeProducer>(64, static_cast<uint32_t>(i)));
+        reg.add_send_queue(prods.back()->queue(i + 1));
+    }
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, WatcherConfig{});
+    w.sweep_once();
+    for (auto _ : state) benchmark::DoNotOptimize(w.sweep_once());
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * queues));
+    set_trace_callback(nullptr, nullptr);
+}
+BENCHMARK(BM_IdleSweepPerQueue)->Arg(1)->Arg(256);
+
+}  // namespace
+}  // namespace sigmatrace::gpumem
+
+BENCHMARK_MAIN();

@@ -1,0 +1,504 @@
+#include "gpumem/watcher.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "gpumem/mlx5_layout.h"
+#include "gpumem/wqe_decoder.h"
+#include "provider/trace.h"
+
+namespace sigmatrace::gpumem {
+namespace {
+
+using namespace mlx5;
+
+// One gpu_wqe event's worth of decoded WQEs, on the stack of the sweeping thread.
+class WqeBatch {
+public:
+    WqeBatch(uint32_t qpn, bool redact_addr, bool redact_keys)
+        : qpn_(qpn), redact_addr_(redact_addr), redact_keys_(redact_keys) {}
+    ~WqeBatch() = default;
+
+    void add(uint64_t pi, const DecodedWqe& w, uint64_t pi_new) {
+        if (n_ == 0) first_pi_ = pi;
+        idx_[n_] = w.wqe_index;
+        opcode_[n_] = w.opcode;
+        opmod_[n_] = w.opmod;
+        fm_ce_se_[n_] = w.fm_ce_se;
+        bytes_[n_] = w.bytes;
+        raddr_[n_] = redact_addr_ ? 0 : w.raddr;
+        rkey_[n_] = redact_keys_ ? 0 : w.rkey;
+        imm_[n_] = w.imm;
+        arg_[n_] = w.atomic_arg;
+        pi_new_ = pi_new;
+        if (++n_ == SIGMATRACE_MAX_BATCH) flush();
+    }
+    void flush() {
+        if (n_ == 0) return;
+        st_gpu_wqe_rec rec{qpn_, static_cast<uint32_t>(first_pi_), static_cast<uint32_t>(pi_new_), n_, idx_,
+                           opcode_, opmod_, fm_ce_se_, bytes_, raddr_, rkey_, imm_, arg_};
+        ST_TRACE_EMIT(gpu_wqe, &rec);
+        n_ = 0;
+    }
+
+private:
+    uint32_t qpn_;
+    bool redact_addr_, redact_keys_;
+    uint32_t n_ = 0;
+    uint64_t first_pi_ = 0, pi_new_ = 0;
+    uint16_t idx_[SIGMATRACE_MAX_BATCH];
+    uint8_t opcode_[SIGMATRACE_MAX_BATCH], opmod_[SIGMATRACE_MAX_BATCH], fm_ce_se_[SIGMATRACE_MAX_BATCH];
+    uint32_t bytes_[SIGMATRACE_MAX_BATCH], rkey_[SIGMATRACE_MAX_BATCH], imm_[SIGMATRACE_MAX_BATCH];
+    uint64_t raddr_[SIGMATRACE_MAX_BATCH], arg_[SIGMATRACE_MAX_BATCH];
+};
+
+class CqeBatch {
+public:
+    explicit CqeBatch(uint32_t cqn) : cqn_(cqn) {}
+    void add(const Cqe64& e) {
+        counter_[n_] = e.wqe_index();
+        opcode_[n_] = e.opcode();
+        const bool error = e.opcode() == cqe_op::REQ_ERR || e.opcode() == cqe_op::RESP_ERR;
+        syndrome_[n_] = error ? e.syndrome() : 0;
+        bytes_[n_] = e.bytes();
+        qpn_[n_] = e.qpn();
+        ts_[n_] = error ? 0 : e.hw_timestamp();
+        if (++n_ == SIGMATRACE_MAX_BATCH) flush();
+    }
+    void flush() {
+        if (n_ == 0) return;
+        st_gpu_cqe_rec rec{cqn_, n_, counter_, opcode_, syndrome_, bytes_, qpn_, ts_};
+        ST_TRACE_EMIT(gpu_cqe, &rec);
+        n_ = 0;
+    }
+
+private:
+    uint32_t cqn_;
+    uint32_t n_ = 0;
+    uint16_t counter_[SIGMATRACE_MAX_BATCH];
+    uint8_t opcode_[SIGMATRACE_MAX_BATCH], syndrome_[SIGMATRACE_MAX_BATCH];
+    uint32_t bytes_[SIGMATRACE_MAX_BATCH], qpn_[SIGMATRACE_MAX_BATCH];
+    uint64_t ts_[SIGMATRACE_MAX_BATCH];
+};
+
+uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// How the WQEBBs after an undecodable one are accounted.
+enum class Run : uint8_t { Normal, Lost, AfterMalformed };
+
+template <typename State> bool contains_key(const std::vector<State>& v, uint64_t key) {
+    return std::any_of(v.begin(), v.end(), [&](const State& s) { return s.q.key == key; });
+}
+
+}  // namespace
+
+Watcher::Watcher(QueueRegistry& registry, MemoryReader& memory, WatcherConfig config)
+    : registry_(registry), memory_(memory), config_(config), period_ns_(config.min_period_ns) {}
+
+Watcher::~Watcher() { stop(); }
+
+bool Watcher::start() {
+    std::lock_guard lk(wake_mu_);
+    if (running_.load(std::memory_order_acquire)) return true;
+    stop_requested_ = false;
+    // The thread takes no signals: application handlers must never run on it.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    const int rc = pthread_create(&thread_, nullptr, &Watcher::thread_main, this);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (rc != 0) return false;
+    running_.store(true, std::memory_order_release);
+    return true;
+}
+
+void Watcher::stop() {
+    {
+        std::lock_guard lk(wake_mu_);
+        if (!running_.load(std::memory_order_acquire)) return;
+        stop_requested_ = true;
+    }
+    wake_cv_.notify_all();
+    pthread_join(thread_, nullptr);
+    running_.store(false, std::memory_order_release);
+    sweep_once();  // what was posted after the thread's last pass
+}
+
+void* Watcher::thread_main(void* self) {
+    pthread_setname_np(pthread_self(), "st-gpu-watch");
+    // Default timer slack (50 us) would stretch every short sleep; the period knob means what it says.
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    static_cast<Watcher*>(self)->run();
+    return nullptr;
+}
+
+void Watcher::run() {
+    if (config_.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(config_.cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: an invalid CPU leaves it unpinned
+    }
+    uint64_t period = config_.min_period_ns;
+    uint64_t last_start = 0;
+    for (;;) {
+        Backlog backlog = Backlog::None;
+        size_t decoded = 0;
+        {
+            std::lock_guard lk(sweep_mu_);
+            const uint64_t now = monotonic_ns();
+            if (last_start) stats_.max_sweep_gap_ns = std::max(stats_.max_sweep_gap_ns, now - last_start);
+            last_start = now;
+            sync_locked();
+            decoded = sweep_locked(backlog);
+        }
+        period = next_sweep_period(config_, period, backlog, decoded > 0);
+        period_ns_.store(period, std::memory_order_relaxed);
+
+        std::unique_lock lk(wake_mu_);
+        wake_cv_.wait_for(lk, std::chrono::nanoseconds(period), [&] { return wake_requested_ || stop_requested_; });
+        if (stop_requested_) return;
+        if (wake_requested_) period = config_.min_period_ns;
+        wake_requested_ = false;
+    }
+}
+
+void Watcher::wake() {
+    if (config_.autostart && config_.enabled && !running_.load(std::memory_order_acquire)) start();
+    {
+        std::lock_guard lk(wake_mu_);
+        wake_requested_ = true;
+    }
+    wake_cv_.notify_all();
+}
+
+void Watcher::sync() {
+    std::lock_guard lk(sweep_mu_);
+    sync_locked();
+}
+
+size_t Watcher::sweep_once() {
+    std::lock_guard lk(sweep_mu_);
+    sync_locked();
+    Backlog backlog = Backlog::None;
+    return sweep_locked(backlog);
+}
+
+WatcherStats Watcher::stats() const {
+    std::lock_guard lk(sweep_mu_);
+    return stats_;
+}
+
+uint64_t Watcher::thread_cpu_ns() const {
+    if (!running_.load(std::memory_order_acquire)) return 0;
+    clockid_t clock;
+    timespec ts{};
+    if (pthread_getcpuclockid(thread_, &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void Watcher::lock_for_fork() {
+    wake_mu_.lock();
+    sweep_mu_.lock();
+}
+
+void Watcher::unlock_after_fork_in_parent() {
+    sweep_mu_.unlock();
+    wake_mu_.unlock();
+}
+
+void Watcher::reset_in_child() {
+    // Only the forking thread exists in the child: the watcher thread is gone and its handle meaningless.
+    sqs_.clear();
+    cqs_.clear();
+    seen_generation_ = ~uint64_t{0};
+    running_.store(false, std::memory_order_release);
+    stop_requested_ = false;
+    wake_requested_ = false;
+    sweep_mu_.unlock();
+    wake_mu_.unlock();
+}
+
+// ------------------------------------------------------------------------------------------ queue list
+
+void Watcher::sync_locked() {
+    if (registry_.generation() == seen_generation_) return;
+    // Cold path (a queue was created or destroyed): allocation is fine here.
+    std::vector<SendQueue> sqs;
+    std::vector<CompletionQueue> cqs;
+    seen_generation_ = registry_.snapshot(sqs, cqs);
+
+    for (auto it = sqs_.begin(); it != sqs_.end();) {
+        if (std::any_of(sqs.begin(), sqs.end(), [&](const SendQueue& q) { return q.key == it->q.key; })) {
+            ++it;
+            continue;
+        }
+        Backlog ignored = Backlog::None;
+        sweep_send_queue(*it, ignored);  // last look before the application frees the ring
+        report_stats(*it);
+        it = sqs_.erase(it);
+    }
+    for (auto it = cqs_.begin(); it != cqs_.end();) {
+        if (std::any_of(cqs.begin(), cqs.end(), [&](const CompletionQueue& q) { return q.key == it->q.key; })) {
+            ++it;
+            continue;
+        }
+        sweep_completion_queue(*it);
+        it = cqs_.erase(it);
+    }
+    size_t ring_bytes = scratch_.size();
+    for (const auto& q : sqs) {
+        auto existing = std::find_if(sqs_.begin(), sqs_.end(), [&](const SqState& s) { return s.q.key == q.key; });
+        if (existing != sqs_.end() && existing->q.epoch == q.epoch) {
+            existing->q = q;  // same queue learned again (init_obj called twice): keep the cursors
+        } else {
+            if (existing != sqs_.end()) {  // reset (2RST): the old life's WQEs first, then start over
+                Backlog ignored = Backlog::None;
+                sweep_send_queue(*existing, ignored);
+                report_stats(*existing);
+                sqs_.erase(existing);
+            }
+            SqState s;
+            s.q = q;
+            s.next = s.seen = q.initial_pi & kSendDbrMask;
+            s.last16 = static_cast<uint16_t>(q.initial_pi);
+            sqs_.push_back(s);
+        }
+        ring_bytes = std::max<size_t>(ring_bytes, size_t{q.wqebbs} * kWqeBasicBlock);
+    }
+    for (const auto& q : cqs) {
+        if (contains_key(cqs_, q.key)) continue;
+        CqState c;
+        c.q = q;
+        cqs_.push_back(c);
+    }
+    scratch_.resize(ring_bytes);
+    cq_scratch_.resize(SIGMATRACE_MAX_BATCH * 128);
+}
+
+uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active) {
+    switch (backlog) {
+    case Backlog::High: return config.min_period_ns;                         // a ring is half full: hurry
+    case Backlog::Rising: return std::max(config.min_period_ns, period / 2);  // filling faster than drained
+    case Backlog::None: break;
+    }
+    const uint64_t cap = active ? config.max_period_ns : std::max(config.idle_period_ns, config.max_period_ns);
+    if (period >= cap) return active ? cap : period;  // busy again after idle: back under the maximum at once
+    return std::min(cap, period * 2);
+}
+
+size_t Watcher::sweep_locked(Backlog& backlog) {
+    ++stats_.sweeps;
+    size_t decoded = 0;
+    for (auto& s : sqs_) decoded += sweep_send_queue(s, backlog);
+    for (auto& c : cqs_) sweep_completion_queue(c);
+    return decoded;
+}
+
+// ------------------------------------------------------------------------------------------ send queues
+
+bool Watcher::copy_ring(const SqState& s, uint64_t from, uint64_t to) {
+    // [from, to) in extended WQEBB indices, at most one ring: at most two contiguous pieces.
+    const uint32_t n = s.q.wqebbs;
+    uint64_t i = from;
+    while (i < to) {
+        const uint32_t slot = static_cast<uint32_t>(i & (n - 1));
+        const uint64_t count = std::min<uint64_t>(to - i, n - slot);
+        const size_t off = size_t{slot} * kWqeBasicBlock;
+        if (!memory_.read(scratch_.data() + off, s.q.ring_addr + off, count * kWqeBasicBlock, s.q.ring_mem))
+            return false;
+        i += count;
+    }
+    return true;
+}
+
+size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog) {
+    if (s.q.dbr_less || s.q.wqebbs == 0 || s.q.dbr_addr == 0) return 0;  // nothing to follow (docs/gpumem.md)
+    uint32_t raw = 0;
+    if (!memory_.read_be32_acquire(s.q.dbr_addr, s.q.dbr_mem, raw)) {
+        ++stats_.read_failures;
+        return 0;
+    }
+    const auto d16 = static_cast<uint16_t>(raw);
+    const auto delta = static_cast<uint16_t>(d16 - s.last16);
+    if (delta >= 0x8000) {
+        // The producer index went backwards (a QP reset and reused): follow it; nothing in between exists.
+        s.seen = s.next = s.seen - static_cast<uint16_t>(s.last16 - d16);
+        s.last16 = d16;
+        return 0;
+    }
+    s.seen += delta;
+    s.last16 = d16;
+    const uint64_t b = s.seen;
+    uint64_t a = s.next;
+    if (b <= a) return 0;
+    const uint32_t n = s.q.wqebbs;
+    if ((b - a) * 2 >= n) backlog = Backlog::High;
+    else if ((b - a) * 8 >= n && backlog == Backlog::None) backlog = Backlog::Rising;
+
+    if (!ST_TRACE_ENABLED(gpu_wqe)) {
+        s.next = b;  // nobody records: keep up without reading the ring
+        return 0;
+    }
+
+    uint64_t start = a;
+    if (b - a > n) {  // more than a ring behind: the oldest ones are certainly gone
+        start = b - n;
+        s.lost_pending += start - a;
+        stats_.wqes_lost += start - a;
+    }
+    if (!copy_ring(s, start, b)) {
+        ++stats_.read_failures;
+        return 0;  // retry next sweep
+    }
+    // The producer's position after the copy bounds what it may have been rewriting meanwhile.
+    uint64_t c = b;
+    if (memory_.read_be32_acquire(s.q.dbr_addr, s.q.dbr_mem, raw)) {
+        const auto moved = static_cast<uint16_t>(static_cast<uint16_t>(raw) - d16);
+        if (moved < 0x8000) c = b + moved;
+    }
+    const uint64_t guard = config_.guard_for(n);
+    const uint64_t safe_from = c + guard > n ? c + guard - n : 0;
+
+    const RingView view{scratch_.data(), n};
+    WqeBatch batch(s.q.qpn, config_.redact_addresses, config_.redact_keys);
+    size_t decoded = 0;
+    Run run = Run::Normal;
+    uint64_t p = start;
+    while (p < b) {
+        if (p < safe_from) {
+            ++s.lost_pending;
+            ++stats_.wqes_lost;
+            run = Run::Lost;
+            ++p;
+            continue;
+        }
+        DecodedWqe w;
+        const WqeStatus st = decode_wqe(view, static_cast<uint32_t>(p & (n - 1)), s.q.transport, w);
+        if (w.wqe_index != static_cast<uint16_t>(p)) {
+            // Not the start of WQE p: overwritten by a later lap, or the tail of a WQE we already skipped.
+            if (run != Run::AfterMalformed) {
+                ++s.lost_pending;
+                ++stats_.wqes_lost;
+                run = Run::Lost;
+            }
+            ++p;
+            continue;
+        }
+        if (st != WqeStatus::Ok) {
+            ++s.malformed_pending;
+            ++stats_.wqes_malformed;
+            run = Run::AfterMalformed;
+            p += (st == WqeStatus::BadDs || w.wqebbs == 0) ? 1 : w.wqebbs;
+            continue;
+        }
+        if (p + w.wqebbs > b) break;  // the doorbell record stops inside this WQE: its rest comes later
+        batch.add(p, w, b);
+        ++decoded;
+        run = Run::Normal;
+        p += w.wqebbs;
+    }
+    batch.flush();
+    s.next = p;
+    stats_.wqes_decoded += decoded;
+    report_stats(s);
+    return decoded;
+}
+
+void Watcher::report_stats(SqState& s) {
+    if (s.lost_pending == 0 && s.malformed_pending == 0) return;
+    if (ST_TRACE_ENABLED(gpu_watch_stats)) {
+        st_gpu_watch_stats_rec rec{s.q.qpn, s.lost_pending, s.malformed_pending, period_ns()};
+        ST_TRACE_EMIT(gpu_watch_stats, &rec);
+    }
+    s.lost_pending = s.malformed_pending = 0;
+}
+
+// ------------------------------------------------------------------------------------------ completion queues
+
+size_t Watcher::sweep_completion_queue(CqState& c) {
+    if (c.q.ncqe == 0 || c.q.compressed || !ST_TRACE_ENABLED(gpu_cqe)) return 0;
+    const uint32_t cqe_size = c.q.cqe_size == 128 ? 128 : 64;
+    const uint32_t tail = cqe_size - 64;  // the 64-byte CQE is the last 64 bytes of a 128-byte one
+    CqeBatch batch(c.q.cqn);
+    size_t seen = 0;
+
+    if (c.q.collapsed) {
+        // One slot the NIC rewrites in place: a sweep sees only the latest completion.
+        if (!memory_.read(cq_scratch_.data(), c.q.ring_addr, cqe_size, c.q.ring_mem)) {
+            ++stats_.read_failures;
+            return 0;
+        }
+        const uint8_t* e = cq_scratch_.data() + tail;
+        Cqe64 cqe;
+        std::memcpy(&cqe, e, sizeof cqe);
+        if (cqe.opcode() == cqe_op::INVALID) return 0;
+        static constexpr uint8_t kZero[64] = {};
+        if (std::memcmp(e, kZero, 64) == 0) return 0;  // a zero-filled slot the NIC has not written yet
+        if (c.have_last && std::memcmp(c.last, e, 64) == 0) return 0;
+        std::memcpy(c.last, e, 64);
+        c.have_last = true;
+        batch.add(cqe);
+        batch.flush();
+        ++stats_.cqes_seen;
+        return 1;
+    }
+
+    const uint32_t n = c.q.ncqe;
+    bool consumer_known = false;
+    uint32_t consumer = 0;  // the application's consumer index (24 bits), read at most once per sweep
+    for (uint32_t budget = n; budget > 0;) {
+        const uint32_t slot = c.ci & (n - 1);
+        const uint32_t count = std::min({budget, n - slot, static_cast<uint32_t>(SIGMATRACE_MAX_BATCH)});
+        if (!memory_.read(cq_scratch_.data(), c.q.ring_addr + uint64_t{slot} * cqe_size, size_t{count} * cqe_size,
+                          c.q.ring_mem)) {
+            ++stats_.read_failures;
+            break;
+        }
+        uint32_t used = 0;
+        for (; used < count; ++used) {
+            Cqe64 cqe;
+            std::memcpy(&cqe, cq_scratch_.data() + used * cqe_size + tail, sizeof cqe);
+            const bool expected_owner = (c.ci & n) != 0;
+            const bool valid = cqe.opcode() != cqe_op::INVALID && cqe.owner() == expected_owner &&
+                               cqe.format() != kCqeFormatCompressed;
+            if (valid) {
+                batch.add(cqe);
+                ++c.ci;
+                ++seen;
+                continue;
+            }
+            // Not ours to see yet -- or already consumed and invalidated by the GPU (rocSHMEM writes INVALID
+            // back), or we were lapped. The consumer's doorbell record tells those apart.
+            if (!consumer_known && c.q.dbr_addr) {
+                uint32_t raw = 0;
+                consumer_known = memory_.read_be32_acquire(c.q.dbr_addr, c.q.dbr_mem, raw);
+                consumer = raw & kCqConsumerMask;
+            }
+            const uint32_t ahead = (consumer - c.ci) & kCqConsumerMask;
+            if (consumer_known && ahead != 0 && ahead < (kCqConsumerMask >> 1)) {
+                ++c.ci;  // consumed before we saw it
+                ++stats_.cqes_missed;
+                continue;
+            }
+            break;
+        }
+        budget -= used;
+        if (used < count) break;
+    }
+    batch.flush();
+    stats_.cqes_seen += seen;
+    return seen;
+}
+
+}  // namespace sigmatrace::gpumem

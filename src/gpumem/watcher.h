@@ -1,0 +1,129 @@
+// The watcher: one background thread per process that reads every learned send queue's doorbell record, copies
+// the WQEs between the last one it decoded and the producer index into a private snapshot, decodes them and
+// emits gpu_wqe batches; reads CQEs where it can (gpu_cqe); reports WQEs overwritten before it could read them
+// and malformed ones (gpu_watch_stats). It only ever reads queue memory.
+//
+// Why a WQE is never decoded wrong: WQE i is decoded only if (1) its control segment in the snapshot carries
+// index i (mod 2^16), and (2) after the copy the producer index c satisfies i + ring >= c + guard, i.e. no
+// producer that writes at most `guard` WQEBBs ahead of its doorbell record can have started rewriting slot i
+// while it was being copied. Everything else in the copied range is counted as lost (per WQEBB, which is per WQE
+// for the one-block WQEs GPU libraries post).
+//
+// Cost: steady state allocates nothing; one uncontended mutex per sweep (shared only with set-up/tear-down calls
+// that change the queue list); per queue one 4-byte doorbell read, and per new WQE a 64-byte copy plus decode.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "gpumem/memory_reader.h"
+#include "gpumem/queue_registry.h"
+#include "gpumem/watcher_config.h"
+
+namespace sigmatrace::gpumem {
+
+struct WatcherStats {
+    uint64_t sweeps = 0;
+    uint64_t wqes_decoded = 0;
+    uint64_t wqes_lost = 0;       // in WQEBBs
+    uint64_t wqes_malformed = 0;
+    uint64_t cqes_seen = 0;
+    uint64_t cqes_missed = 0;     // consumed (and invalidated) by the GPU before the watcher saw them
+    uint64_t read_failures = 0;
+    uint64_t max_sweep_gap_ns = 0;  // longest time between two sweeps of the thread (scheduling delays show here)
+};
+
+// The fullest ring a sweep found: under 1/8 of its size, 1/8 or more, half or more.
+enum class Backlog : uint8_t { None, Rising, High };
+
+// The adaptive period: to the minimum when a ring is half full, halved while rings fill faster than they drain,
+// otherwise doubled up to the maximum (sweeps that found WQEs) or the idle period (sweeps that found nothing);
+// a busy sweep after idling returns to the maximum at once.
+uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active);
+
+class Watcher {
+public:
+    Watcher(QueueRegistry& registry, MemoryReader& memory, WatcherConfig config);
+    ~Watcher();
+    Watcher(const Watcher&) = delete;
+    Watcher& operator=(const Watcher&) = delete;
+
+    // Starts the background thread (idempotent). Returns false, with errno-style `error`, if it cannot.
+    bool start();
+    // Stops the thread and sweeps one last time.
+    void stop();
+    bool running() const { return running_.load(std::memory_order_acquire); }
+
+    // Applies registry changes now: removed queues get a final sweep and are dropped before this returns, so the
+    // caller may then free their memory. Called by the tear-down hooks.
+    void sync();
+    // Wakes the thread for an immediate sweep (new queue, or a test that just wrote).
+    void wake();
+    // One full pass over every queue, in the calling thread (tests and benchmarks drive the watcher this way).
+    // Returns the number of WQEs decoded.
+    size_t sweep_once();
+
+    WatcherStats stats() const;
+    uint64_t period_ns() const { return period_ns_.load(std::memory_order_relaxed); }
+    // CPU time the watcher thread has used (0 when not running).
+    uint64_t thread_cpu_ns() const;
+    const WatcherConfig& config() const { return config_; }
+
+    // fork(): hold the locks across it; the child has no watcher thread and no queues of its own.
+    void lock_for_fork();
+    void unlock_after_fork_in_parent();
+    void reset_in_child();
+
+private:
+    struct SqState {
+        SendQueue q;
+        uint64_t next = 0;         // extended index of the next WQEBB to decode
+        uint64_t seen = 0;         // extended producer index read last
+        uint16_t last16 = 0;       // its low 16 bits, as the doorbell record holds them
+        uint64_t lost_pending = 0; // not yet reported in gpu_watch_stats
+        uint64_t malformed_pending = 0;
+    };
+    struct CqState {
+        CompletionQueue q;
+        uint32_t ci = 0;           // the watcher's own consumer index (never written anywhere)
+        uint8_t last[64] = {};     // collapsed CQs: the last CQE emitted
+        bool have_last = false;
+    };
+
+    static void* thread_main(void* self);
+    void run();
+    void sync_locked();
+    size_t sweep_locked(Backlog& backlog);
+    size_t sweep_send_queue(SqState& s, Backlog& backlog);
+    size_t sweep_completion_queue(CqState& c);
+    bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
+    void report_stats(SqState& s);
+
+    QueueRegistry& registry_;
+    MemoryReader& memory_;
+    const WatcherConfig config_;
+
+    // Held for a whole sweep and by sync(); the thread never sleeps while holding it.
+    mutable std::mutex sweep_mu_;
+    std::vector<SqState> sqs_;
+    std::vector<CqState> cqs_;
+    std::vector<uint8_t> scratch_;     // ring-shaped snapshot, as large as the largest ring
+    std::vector<uint8_t> cq_scratch_;
+    uint64_t seen_generation_ = ~uint64_t{0};
+    WatcherStats stats_;
+
+    std::mutex wake_mu_;
+    std::condition_variable wake_cv_;
+    bool wake_requested_ = false;
+    bool stop_requested_ = false;
+    std::atomic<bool> running_{false};
+    pthread_t thread_{};
+    std::atomic<uint64_t> period_ns_;
+};
+
+}  // namespace sigmatrace::gpumem

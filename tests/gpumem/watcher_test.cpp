@@ -1,0 +1,578 @@
+// The watcher on host-memory rings: exact decoding and order, batching, ring and 16-bit counter wrap-around,
+// overrun accounting (exact when the writer is idle during a sweep), malformed WQEs, CQEs, retirement, the
+// background thread and its adaptive period, and a concurrent writer that outruns a throttled watcher.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "fake_producer.h"
+#include "gpumem/mlx5_layout.h"
+#include "gpumem/watcher.h"
+#include "trace_capture.h"
+
+namespace sigmatrace::gpumem {
+namespace {
+
+using test::FakeProducer;
+using test::TraceCapture;
+using test::WqeImage;
+namespace op = mlx5::op;
+
+WatcherConfig exact_config() {
+    WatcherConfig c;
+    c.guard_wqebbs = 0;  // the tests' writers never write while a sweep runs, unless stated
+    return c;
+}
+
+// Checks that `w` is the WQE FakeProducer::post_write(seq) wrote.
+void expect_write(const test::Wqe& w, uint64_t seq, uint32_t qpn) {
+    EXPECT_EQ(w.qpn, qpn);
+    EXPECT_EQ(w.index, static_cast<uint16_t>(seq));
+    EXPECT_EQ(w.opcode, op::RDMA_WRITE);
+    EXPECT_EQ(w.raddr, 0x100000000ull + seq * 64);
+    EXPECT_EQ(w.rkey, FakeProducer::rkey_for(seq));
+    EXPECT_EQ(w.bytes, FakeProducer::bytes_for(seq));
+}
+
+TEST(Watcher, DecodesEveryPostedWqeExactlyAndInOrder) {
+    TraceCapture trace;
+    FakeProducer prod(64, 0x123);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+
+    EXPECT_EQ(w.sweep_once(), 0u);  // nothing posted yet
+    const uint32_t imm = 0xa1b2c3d4;
+    prod.post(WqeImage(op::RDMA_WRITE_IMM, 0, 0x123, 0x08, 0, imm).raddr(0xaaa0, 11).data(64, 1, 2));
+    prod.post(WqeImage(op::RDMA_READ, 1, 0x123, 0).raddr(0xbbb0, 12).data(128, 1, 2));
+    prod.post(WqeImage(op::ATOMIC_MASKED_FA, 2, 0x123, 0x08, 0x08).raddr(0xccc0, 13).masked_args(4, {1, 0}).data(4, 1, 2));
+    prod.post(WqeImage(op::SEND, 3, 0x123).data(10, 1, 2).data(20, 1, 2));
+    EXPECT_EQ(w.sweep_once(), 4u);
+
+    const auto wqes = trace.wqes();
+    ASSERT_EQ(wqes.size(), 4u);
+    EXPECT_EQ(wqes[0].opcode, op::RDMA_WRITE_IMM);
+    EXPECT_EQ(wqes[0].imm, imm);
+    EXPECT_EQ(wqes[0].raddr, 0xaaa0u);
+    EXPECT_EQ(wqes[0].rkey, 11u);
+    EXPECT_EQ(wqes[0].bytes, 64u);
+    EXPECT_EQ(wqes[1].opcode, op::RDMA_READ);
+    EXPECT_EQ(wqes[1].fm_ce_se, 0);
+    EXPECT_EQ(wqes[1].bytes, 128u);
+    EXPECT_EQ(wqes[2].opcode, op::ATOMIC_MASKED_FA);
+    EXPECT_EQ(wqes[2].opmod, 0x08);
+    EXPECT_EQ(wqes[2].atomic_arg, 1u);
+    EXPECT_EQ(wqes[2].bytes, 4u);
+    EXPECT_EQ(wqes[3].opcode, op::SEND);
+    EXPECT_EQ(wqes[3].bytes, 30u);
+    for (uint16_t i = 0; i < 4; ++i) EXPECT_EQ(wqes[i].index, i);
+
+    const auto events = trace.wqe_events();
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].qpn, 0x123u);
+    EXPECT_EQ(events[0].pi_old, 0u);
+    EXPECT_EQ(events[0].pi_new, 4u);
+    EXPECT_EQ(trace.lost_total(), 0u);
+    EXPECT_EQ(w.sweep_once(), 0u);  // nothing new
+    EXPECT_EQ(trace.wqe_count(), 4u);
+}
+
+TEST(Watcher, SplitsLongRunsIntoBatchesOfAtMost32) {
+    TraceCapture trace;
+    FakeProducer prod(256, 7);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    for (uint64_t i = 0; i < 100; ++i) prod.post_write(i);
+    EXPECT_EQ(w.sweep_once(), 100u);
+    const auto events = trace.wqe_events();
+    ASSERT_EQ(events.size(), 4u);
+    EXPECT_EQ(events[0].wqe_index.size(), 32u);
+    EXPECT_EQ(events[3].wqe_index.size(), 4u);
+    EXPECT_EQ(events[1].pi_old, 32u);
+    EXPECT_EQ(events[3].pi_old, 96u);
+    for (const auto& e : events) EXPECT_EQ(e.pi_new, 100u);
+    const auto wqes = trace.wqes();
+    for (uint64_t i = 0; i < 100; ++i) expect_write(wqes[i], i, 7);
+}
+
+TEST(Watcher, FollowsMultiBlockWqesAcrossTheRingEndAndThe16BitCounter) {
+    TraceCapture trace;
+    FakeProducer prod(16, 9);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    // 3-block WQEs (ctrl + raddr + 9 data segments = 11 units) interleaved with 1-block ones, for more than
+    // 2^16 WQEBBs, sweeping every few posts: every one decoded, none lost.
+    uint64_t posted = 0, bytes_expected = 0;
+    std::vector<uint32_t> sizes;
+    while (prod.pi() < 70000) {
+        if (posted % 3 == 0) {
+            WqeImage img(op::RDMA_WRITE, static_cast<uint16_t>(prod.pi()), 9);
+            img.raddr(posted, 1);
+            for (int s = 0; s < 9; ++s) img.data(1, 1, 0);
+            prod.post(img);
+            sizes.push_back(9);
+        } else {
+            prod.post_write(posted);
+            sizes.push_back(FakeProducer::bytes_for(posted));
+        }
+        bytes_expected += sizes.back();
+        ++posted;
+        if (posted % 3 == 2) w.sweep_once();
+    }
+    w.sweep_once();
+    const auto wqes = trace.wqes();
+    ASSERT_EQ(wqes.size(), posted);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < wqes.size(); ++i) {
+        ASSERT_EQ(wqes[i].bytes, sizes[i]) << "WQE " << i;
+        bytes += wqes[i].bytes;
+    }
+    EXPECT_EQ(bytes, bytes_expected);
+    EXPECT_EQ(trace.lost_total(), 0u);
+    EXPECT_EQ(w.stats().wqes_lost, 0u);
+}
+
+TEST(Watcher, OverrunLossEqualsExactlyWhatWasOverwritten) {
+    // The writer outruns a watcher throttled to one sweep per burst: each burst of 64 + k WQEs into a 64-WQEBB
+    // ring overwrites exactly k of them before the watcher reads. Loss must be k, the rest decoded exactly.
+    TraceCapture trace;
+    FakeProducer prod(64, 0x42);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    uint64_t seq = 0, overwritten = 0;
+    std::vector<uint64_t> expected_decoded;
+    for (uint64_t k : {0u, 1u, 37u, 63u, 64u, 500u, 3u}) {
+        const uint64_t burst = 64 + k;
+        for (uint64_t i = 0; i < burst; ++i) {
+            if (i >= k) expected_decoded.push_back(seq);
+            prod.post_write(seq++);
+        }
+        overwritten += k;
+        w.sweep_once();
+        EXPECT_EQ(trace.lost_total(), overwritten) << "after a burst overwriting " << k;
+    }
+    const auto wqes = trace.wqes();
+    ASSERT_EQ(wqes.size(), expected_decoded.size());
+    for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], expected_decoded[i], 0x42);
+    EXPECT_EQ(w.stats().wqes_lost, overwritten);
+    EXPECT_EQ(w.stats().wqes_decoded + overwritten, seq);
+}
+
+TEST(Watcher, GuardCountsWqesCloseToBeingOverwrittenAsLost) {
+    // With a guard of 8 WQEBBs, a full ring has its 8 oldest WQEs within reach of a producer writing ahead of its
+    // doorbell record: they are reported lost, never decoded.
+    TraceCapture trace;
+    FakeProducer prod(64, 1);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    WatcherConfig cfg;
+    cfg.guard_wqebbs = 8;
+    Watcher w(reg, mem, cfg);
+    for (uint64_t i = 0; i < 64; ++i) prod.post_write(i);
+    EXPECT_EQ(w.sweep_once(), 56u);
+    EXPECT_EQ(trace.lost_total(), 8u);
+    const auto wqes = trace.wqes();
+    for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i + 8, 1);
+    // The automatic guard is 1/16 of the ring.
+    EXPECT_EQ(WatcherConfig{}.guard_for(1024), 64u);
+    EXPECT_EQ(cfg.guard_for(4), 4u);
+}
+
+TEST(Watcher, MalformedWqesAreCountedAndSkipped) {
+    TraceCapture trace;
+    FakeProducer prod(32, 5);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    prod.post_write(0);
+    prod.post(WqeImage(0x07, 1, 5).data(1, 1, 1));                    // unknown opcode
+    prod.post(WqeImage(op::RDMA_WRITE, 2, 5));                          // no remote address segment
+    prod.post_write(3);
+    EXPECT_EQ(w.sweep_once(), 2u);
+    const auto wqes = trace.wqes();
+    ASSERT_EQ(wqes.size(), 2u);
+    expect_write(wqes[0], 0, 5);
+    expect_write(wqes[1], 3, 5);
+    EXPECT_EQ(trace.malformed_total(), 2u);
+    EXPECT_EQ(trace.lost_total(), 0u);
+}
+
+TEST(Watcher, WaitsForTheRestOfAWqeTheDoorbellRecordHasNotCoveredYet) {
+    // A doorbell record that stops inside a multi-block WQE (a producer publishing block by block): the WQE is
+    // decoded once the record covers all of it, not before, and not as garbage.
+    TraceCapture trace;
+    FakeProducer prod(16, 3);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    WqeImage img(op::SEND, 0, 3);
+    for (int s = 0; s < 5; ++s) img.data(2, 1, 0);  // 6 units: 2 blocks
+    prod.post(img, false);
+    // Publish only the first block by hand.
+    auto q = prod.queue();
+    __atomic_store_n(reinterpret_cast<uint32_t*>(q.dbr_addr), __builtin_bswap32(1), __ATOMIC_RELEASE);
+    EXPECT_EQ(w.sweep_once(), 0u);
+    prod.ring();
+    EXPECT_EQ(w.sweep_once(), 1u);
+    ASSERT_EQ(trace.wqes().size(), 1u);
+    EXPECT_EQ(trace.wqes()[0].bytes, 10u);
+    EXPECT_EQ(trace.lost_total() + trace.malformed_total(), 0u);
+}
+
+TEST(Watcher, NothingIsReadWhenNobodyRecords) {
+    FakeProducer prod(16, 3);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    for (int i = 0; i < 10; ++i) prod.post_write(i);
+    EXPECT_EQ(w.sweep_once(), 0u);  // no callback set: tracing disabled, the cursor just follows
+    TraceCapture trace;
+    prod.post_write(10);
+    EXPECT_EQ(w.sweep_once(), 1u);
+    ASSERT_EQ(trace.wqes().size(), 1u);
+    expect_write(trace.wqes()[0], 10, 3);
+    EXPECT_EQ(trace.lost_total(), 0u);
+}
+
+// A reader that refuses everything: GPU memory without a driver, or unmapped memory.
+class FailingReader final : public MemoryReader {
+public:
+    bool read(void*, uint64_t, size_t, MemType) override { return false; }
+    bool read_be32_acquire(uint64_t, MemType, uint32_t&) override { return false; }
+};
+
+TEST(Watcher, UnreadableMemoryIsCountedNotFatal) {
+    TraceCapture trace;
+    FakeProducer prod(16, 3);
+    QueueRegistry reg;
+    auto q = prod.queue();
+    q.ring_mem = q.dbr_mem = MemType::Device;  // no CUDA driver in this process
+    reg.add_send_queue(q);
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    prod.post_write(0);
+    EXPECT_EQ(w.sweep_once(), 0u);
+    EXPECT_GE(w.stats().read_failures, 1u);
+    EXPECT_GE(mem.failures(), 1u);
+
+    FailingReader failing;
+    QueueRegistry reg2;
+    reg2.add_send_queue(prod.queue());
+    Watcher w2(reg2, failing, exact_config());
+    EXPECT_EQ(w2.sweep_once(), 0u);
+    EXPECT_EQ(w2.stats().read_failures, 1u);
+    EXPECT_TRUE(trace.wqes().empty());
+}
+
+TEST(Watcher, RetiringAQueueSweepsItOneLastTime) {
+    TraceCapture trace;
+    FakeProducer prod(16, 3);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue(77));
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    w.sweep_once();
+    prod.post_write(0);
+    prod.post_write(1);
+    ASSERT_TRUE(reg.remove_send_queue(77));
+    w.sync();  // what a destroy hook does before the real destroy frees the ring
+    EXPECT_EQ(trace.wqes().size(), 2u);
+    prod.post_write(2);
+    EXPECT_EQ(w.sweep_once(), 0u);  // no longer watched
+}
+
+TEST(Watcher, LearnsQueuesAtTheirCurrentProducerIndex) {
+    TraceCapture trace;
+    FakeProducer prod(16, 3);
+    for (int i = 0; i < 5; ++i) prod.post_write(i);  // posted before the queue was learned
+    QueueRegistry reg;
+    auto q = prod.queue();
+    q.initial_pi = 5;
+    reg.add_send_queue(q);
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    prod.post_write(5);
+    EXPECT_EQ(w.sweep_once(), 1u);
+    expect_write(trace.wqes().at(0), 5, 3);
+}
+
+// Copies the first 16 bytes of a ring read, lets a "writer" run, then copies the rest: a torn copy on demand.
+class InterferingReader final : public MemoryReader {
+public:
+    explicit InterferingReader(std::function<void()> writer) : writer_(std::move(writer)) {}
+    bool read(void* dst, uint64_t addr, size_t len, MemType mem) override {
+        if (len < 64 || !writer_) return inner_.read(dst, addr, len, mem);
+        inner_.read(dst, addr, 16, mem);
+        auto w = std::move(writer_);
+        writer_ = nullptr;
+        w();
+        return inner_.read(static_cast<uint8_t*>(dst) + 16, addr + 16, len - 16, mem);
+    }
+    bool read_be32_acquire(uint64_t addr, MemType mem, uint32_t& v) override {
+        return inner_.read_be32_acquire(addr, mem, v);
+    }
+
+private:
+    ProcessMemoryReader inner_;
+    std::function<void()> writer_;
+};
+
+TEST(Watcher, GuardKeepsATornCopyOfTheOldestSlotFromBeingDecoded) {
+    // The ring is full (WQEs 0..15 in 16 slots, doorbell record at 16). While the watcher copies slot 0, the
+    // producer writes WQE 16 into it without ringing yet. The copy holds WQE 0's control segment with WQE 16's
+    // remote address: a torn WQE that no check on the copy itself can detect. With the writer's true window
+    // (guard 1) slot 0 is counted lost; with guard 0 the torn WQE would be decoded with the wrong address --
+    // which is why the guard exists.
+    for (int64_t guard : {1, 0}) {
+        SCOPED_TRACE(guard);
+        TraceCapture trace;
+        FakeProducer prod(16, 4);
+        for (uint64_t i = 0; i < 16; ++i) prod.post_write(i);
+        QueueRegistry reg;
+        reg.add_send_queue(prod.queue());
+        InterferingReader mem([&] { prod.post_write(16, /*ring_doorbell=*/false); });
+        WatcherConfig cfg;
+        cfg.guard_wqebbs = guard;
+        Watcher w(reg, mem, cfg);
+        w.sweep_once();
+        const auto wqes = trace.wqes();
+        if (guard == 1) {
+            ASSERT_EQ(wqes.size(), 15u);
+            EXPECT_EQ(trace.lost_total(), 1u);
+            for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i + 1, 4);
+        } else {
+            ASSERT_EQ(wqes.size(), 16u);
+            EXPECT_EQ(wqes[0].index, 0);
+            EXPECT_EQ(wqes[0].raddr, 0x100000000ull + 16 * 64) << "expected the torn decode guard 0 allows";
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------ CQEs
+
+void write_cqe(uint8_t* slot, uint8_t opcode, bool owner, uint16_t wqe_counter, uint32_t qpn, uint32_t bytes,
+               uint64_t ts, uint8_t syndrome = 0) {
+    std::memset(slot, 0, 64);
+    test::put_be32(slot + 44, bytes);
+    test::put_be64(slot + 48, ts);
+    if (opcode == mlx5::cqe_op::REQ_ERR) slot[55] = syndrome;
+    test::put_be32(slot + 56, (0x08u << 24) | qpn);
+    test::put_be16(slot + 60, wqe_counter);
+    slot[63] = static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0));
+}
+
+TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
+    TraceCapture trace;
+    alignas(64) uint8_t cqe[64];
+    std::memset(cqe, 0xff, sizeof cqe);  // NVSHMEM initialises the CQ buffer to 0xff: INVALID
+    QueueRegistry reg;
+    CompletionQueue cq;
+    cq.key = 5;
+    cq.cqn = 0x77;
+    cq.ring_addr = reinterpret_cast<uint64_t>(cqe);
+    cq.ncqe = 1;
+    cq.collapsed = true;
+    reg.add_completion_queue(cq);
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    w.sweep_once();
+    EXPECT_TRUE(trace.cqe_events().empty());
+    write_cqe(cqe, mlx5::cqe_op::REQ, false, 41, 0x123, 4096, 1000);
+    w.sweep_once();
+    w.sweep_once();  // unchanged: not reported again
+    write_cqe(cqe, mlx5::cqe_op::REQ_ERR, false, 42, 0x123, 0, 0, 0x13);
+    w.sweep_once();
+    const auto ev = trace.cqe_events();
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_EQ(ev[0].cqn, 0x77u);
+    EXPECT_EQ(ev[0].wqe_counter.at(0), 41);
+    EXPECT_EQ(ev[0].opcode.at(0), mlx5::cqe_op::REQ);
+    EXPECT_EQ(ev[0].byte_cnt.at(0), 4096u);
+    EXPECT_EQ(ev[0].qpn.at(0), 0x123u);
+    EXPECT_EQ(ev[0].hw_ts.at(0), 1000u);
+    EXPECT_EQ(ev[0].syndrome.at(0), 0);
+    EXPECT_EQ(ev[1].wqe_counter.at(0), 42);
+    EXPECT_EQ(ev[1].opcode.at(0), mlx5::cqe_op::REQ_ERR);
+    EXPECT_EQ(ev[1].syndrome.at(0), 0x13);
+}
+
+TEST(WatcherCq, NormalCqFollowsOwnerBitsAcrossLapsAndSkipsWhatTheConsumerInvalidated) {
+    TraceCapture trace;
+    constexpr uint32_t n = 8;
+    std::vector<uint8_t> ring(n * 64);
+    for (uint32_t i = 0; i < n; ++i) ring[i * 64 + 63] = mlx5::cqe_op::INVALID << 4;  // rdma-core's initial state
+    alignas(8) uint32_t dbr[2] = {0, 0};
+    QueueRegistry reg;
+    CompletionQueue cq;
+    cq.key = 6;
+    cq.cqn = 0x78;
+    cq.ring_addr = reinterpret_cast<uint64_t>(ring.data());
+    cq.ncqe = n;
+    cq.dbr_addr = reinterpret_cast<uint64_t>(&dbr[0]);
+    reg.add_completion_queue(cq);
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+
+    // The NIC writes CQEs 0..5 (first lap: owner 0).
+    for (uint16_t i = 0; i < 6; ++i) write_cqe(&ring[i * 64], mlx5::cqe_op::REQ, false, i, 1, 8, i);
+    w.sweep_once();
+    // Then 6..11: 8..11 land in slots 0..3 with owner 1 (second lap).
+    for (uint16_t i = 6; i < 12; ++i) write_cqe(&ring[(i % n) * 64], mlx5::cqe_op::REQ, (i / n) & 1, i, 1, 8, i);
+    w.sweep_once();
+    // A consumer that invalidates what it consumed (rocSHMEM) got 12..13 before the watcher did.
+    for (uint16_t i = 12; i < 14; ++i) ring[(i % n) * 64 + 63] = static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | 1);
+    dbr[0] = __builtin_bswap32(14);
+    write_cqe(&ring[(14 % n) * 64], mlx5::cqe_op::REQ, 1, 14, 1, 8, 14);
+    w.sweep_once();
+
+    std::vector<uint16_t> counters;
+    for (const auto& e : trace.cqe_events()) counters.insert(counters.end(), e.wqe_counter.begin(), e.wqe_counter.end());
+    const std::vector<uint16_t> expect = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14};
+    EXPECT_EQ(counters, expect);
+    EXPECT_EQ(w.stats().cqes_seen, 13u);
+    EXPECT_EQ(w.stats().cqes_missed, 2u);
+}
+
+// ------------------------------------------------------------------------------------------ the thread
+
+TEST(WatcherThread, BackgroundSweepsCatchEveryWqeAndThePeriodAdapts) {
+    TraceCapture trace;
+    FakeProducer prod(1024, 0x99);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    WatcherConfig cfg = exact_config();
+    cfg.min_period_ns = 10'000;
+    cfg.max_period_ns = 200'000;
+    cfg.idle_period_ns = 2'000'000;
+    Watcher w(reg, mem, cfg);
+    ASSERT_TRUE(w.start());
+    ASSERT_TRUE(w.start());  // idempotent
+    for (uint64_t i = 0; i < 500; ++i) prod.post_write(i);
+    w.wake();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (trace.wqe_count() < 500 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(trace.wqe_count(), 500u);
+    // Idle: the period backs off to the idle period.
+    const auto idle_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (w.period_ns() < cfg.idle_period_ns && std::chrono::steady_clock::now() < idle_deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(w.period_ns(), cfg.idle_period_ns);
+    // A wake (new queue, retire, test) sweeps at once. GPU writers cannot wake it: their first WQE after idling
+    // waits out at most the idle period.
+    prod.post_write(500);
+    w.wake();
+    const auto busy_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (trace.wqe_count() < 501 && std::chrono::steady_clock::now() < busy_deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(trace.wqe_count(), 501u);
+    EXPECT_GT(w.thread_cpu_ns(), 0u);
+    w.stop();
+    EXPECT_FALSE(w.running());
+    const auto wqes = trace.wqes();
+    for (uint64_t i = 0; i < 501; ++i) expect_write(wqes[i], i, 0x99);
+}
+
+TEST(WatcherPeriod, AdaptsToTheRiskOfLosingWqes) {
+    WatcherConfig c;
+    c.min_period_ns = 5'000;
+    c.max_period_ns = 100'000;
+    c.idle_period_ns = 1'000'000;
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::High, true), 5'000u);      // a ring half full: hurry
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::Rising, true), 40'000u);   // filling up: twice as often
+    EXPECT_EQ(next_sweep_period(c, 6'000, Backlog::Rising, true), 5'000u);     // never under the minimum
+    EXPECT_EQ(next_sweep_period(c, 40'000, Backlog::None, true), 80'000u);     // keeping up: relax...
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::None, true), 100'000u);    // ...to the maximum while busy
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false), 200'000u);  // idle: on to the idle period
+    EXPECT_EQ(next_sweep_period(c, 800'000, Backlog::None, false), 1'000'000u);
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, false), 1'000'000u);
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, true), 100'000u);  // busy again: back at once
+    c.idle_period_ns = 0;  // an idle period under the maximum means the maximum
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false), 100'000u);
+}
+
+TEST(WatcherThread, StopSweepsWhatWasPostedLast) {
+    TraceCapture trace;
+    FakeProducer prod(64, 0x98);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    WatcherConfig cfg = exact_config();
+    cfg.min_period_ns = cfg.max_period_ns = 10'000'000'000ull;  // the thread itself would wait 10 s
+    Watcher w(reg, mem, cfg);
+    ASSERT_TRUE(w.start());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (uint64_t i = 0; i < 3; ++i) prod.post_write(i);
+    w.stop();
+    EXPECT_EQ(trace.wqe_count(), 3u);
+}
+
+TEST(WatcherThread, ConcurrentWriterOutrunningAThrottledWatcherIsNeverDecodedWrong) {
+    // A writer thread posts in bursts of random length (up to twice the ring) with short pauses, for 300 ms,
+    // while the watcher sweeps only every 100 us: many WQEs are overwritten before they are read, many are not.
+    // Whatever is decoded must be exactly what was written at that index, and decoded + lost must account for
+    // every WQE. The writer writes one WQE ahead of its doorbell record, so a guard of 1 WQEBB is its window.
+    TraceCapture trace;
+    FakeProducer prod(32, 0x55);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.queue());
+    ProcessMemoryReader mem;
+    WatcherConfig cfg;
+    cfg.guard_wqebbs = 1;
+    cfg.min_period_ns = cfg.max_period_ns = 100'000;
+    Watcher w(reg, mem, cfg);
+    ASSERT_TRUE(w.start());
+    uint64_t total = 0;
+    std::thread writer([&] {
+        std::mt19937 rng(7);
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        while (std::chrono::steady_clock::now() < end) {
+            const uint32_t burst = 1 + rng() % 64;
+            for (uint32_t i = 0; i < burst; ++i) prod.post_write(total++);
+            std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60));
+        }
+    });
+    writer.join();
+    w.stop();
+    const uint64_t kTotal = total;
+    const auto wqes = trace.wqes();
+    const auto st = w.stats();
+    EXPECT_EQ(st.wqes_decoded, wqes.size());
+    EXPECT_EQ(st.wqes_decoded + st.wqes_lost, kTotal);
+    EXPECT_EQ(trace.lost_total(), st.wqes_lost);
+    EXPECT_GT(st.wqes_lost, 0u) << "the watcher was not outrun: the test proves nothing";
+    EXPECT_GT(st.wqes_decoded, 1000u) << "too few WQEs decoded concurrently to prove anything";
+    // Every decoded WQE carries its own sequence in raddr; check it against its index and fields.
+    uint64_t last_seq = 0;
+    bool first = true;
+    for (const auto& x : wqes) {
+        const uint64_t seq = (x.raddr - 0x100000000ull) / 64;
+        ASSERT_EQ(x.raddr, 0x100000000ull + seq * 64);
+        ASSERT_EQ(x.index, static_cast<uint16_t>(seq));
+        ASSERT_EQ(x.rkey, FakeProducer::rkey_for(seq));
+        ASSERT_EQ(x.bytes, FakeProducer::bytes_for(seq));
+        ASSERT_TRUE(first || seq > last_seq) << "out of order";
+        last_seq = seq;
+        first = false;
+    }
+}
+
+}  // namespace
+}  // namespace sigmatrace::gpumem
