@@ -27,10 +27,17 @@ struct CmdResult {
     std::string out, err;
 };
 
-// Runs a shell command, capturing stdout and stderr.
+// Runs a shell command, capturing stdout and stderr. In the sanitizer build, the commands run uninstrumented
+// programs (lttng, babeltrace2, mpirun, perftest) into which instrumented libraries are loaded: the sanitizer
+// runtime goes first in LD_PRELOAD, and leak reports of those programs are not ours.
 CmdResult sh(const std::string& cmd, const fs::path& dir) {
     CmdResult r;
-    const std::string full = cmd + " >" + (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
+    const std::string env = std::string(SANITIZER_PRELOAD).empty()
+                                ? std::string()
+                                : std::string("LD_PRELOAD=") + SANITIZER_PRELOAD +
+                                      " ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ";
+    const std::string full =
+        "{ " + env + cmd + " ; } >" + (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
     const int st = std::system(full.c_str());
     r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     std::ifstream o(dir / "out.txt"), e(dir / "err.txt");
@@ -210,11 +217,7 @@ TEST_F(TraceTest, PluginComputesWhatTheAnalyzerComputes) {
     RECORD_OR_SKIP("t", "traffic --ranks 3 --iters 20");
     const json doc = analyze("t");
     const fs::path out = tmp_ / "plugin.json";
-    // In the sanitizer build the plugin is instrumented and babeltrace2 is not: its runtime must come first.
-    const std::string preload = std::string(SANITIZER_PRELOAD).empty()
-                                    ? std::string()
-                                    : std::string("ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=") + SANITIZER_PRELOAD + " ";
-    const CmdResult r = sh(preload + "babeltrace2 --plugin-path=" + PLUGIN_DIR + " " + (tmp_ / "t").string() +
+    const CmdResult r = sh("babeltrace2 --plugin-path=" + std::string(PLUGIN_DIR) + " " + (tmp_ / "t").string() +
                          " -c sink.sigmatrace.analyze -p 'json=\"" + out.string() + "\",text=no'",
                      tmp_);
     ASSERT_EQ(r.rc, 0) << r.err;
