@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 namespace sigmatrace::analyzer {
 
@@ -33,6 +35,17 @@ bool is_int(const bt_field_class* fc) {
 
 uint64_t read_int(const bt_field* f, bool is_signed) {
     return is_signed ? static_cast<uint64_t>(bt_field_integer_signed_get_value(f)) : bt_field_integer_unsigned_get_value(f);
+}
+
+// src.ctf.fs names a stream after its file's absolute path. Reports show it relative to the working directory
+// when it lies below it (as the user typed the trace directory), so outputs do not depend on where a trace sits.
+std::string display_path(const std::string& name) {
+    std::error_code ec;
+    const std::filesystem::path p(name);
+    if (!p.is_absolute()) return name;
+    const std::filesystem::path rel = p.lexically_relative(std::filesystem::current_path(ec));
+    if (ec || rel.empty() || *rel.begin() == "..") return name;
+    return rel.string();
 }
 
 }  // namespace
@@ -202,7 +215,7 @@ void BtMessageConsumer::on_discarded(const bt_message* msg, bool packets) {
     d.trace = ti.name;
     d.packets = packets;
     const char* sname = bt_stream_get_name(stream);
-    d.stream = sname ? sname : fmt::format("stream {}", bt_stream_get_id(stream));
+    d.stream = sname ? display_path(sname) : fmt::format("stream {}", bt_stream_get_id(stream));
     uint64_t count = 0;
     const bt_property_availability avail = packets ? bt_message_discarded_packets_get_count(msg, &count)
                                                    : bt_message_discarded_events_get_count(msg, &count);

@@ -13,7 +13,7 @@ Config g_config;
 
 void note(std::string* errors, std::string_view var, std::string_view value, std::string_view expected) {
     if (errors == nullptr) return;
-    errors->append("Ignoring ").append(var).append("=").append(value).append(": expected ").append(expected);
+    errors->append("sigmatrace: Ignoring ").append(var).append("=").append(value).append(": expected ").append(expected);
     errors->append("\n");
 }
 

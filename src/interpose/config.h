@@ -42,7 +42,7 @@ struct Config {
 };
 
 // Parses the SIGMATRACE_* variables through `get` (getenv in the library). Unknown values keep the default and
-// append a message to *errors ("Ignoring SIGMATRACE_MODE=fast: expected ops, counters or off").
+// append a line to *errors ("sigmatrace: Ignoring SIGMATRACE_MODE=fast: expected ops, counters or off").
 Config parse_config(const char* (*get)(const char*), std::string* errors);
 
 // The configuration in force. Set once by the library constructor (and by tests/benchmarks between runs).

@@ -32,12 +32,12 @@ Emitter& emitter() {
 
 QpCountersSnapshot snapshot(const QpCounters& c) noexcept {
     QpCountersSnapshot s;
-    s.posted_wrs = c.posted_wrs.load(std::memory_order_relaxed);
-    s.posted_bytes = c.posted_bytes.load(std::memory_order_relaxed);
-    s.recv_wrs = c.recv_wrs.load(std::memory_order_relaxed);
-    s.completions = c.completions.load(std::memory_order_relaxed);
-    s.error_completions = c.error_completions.load(std::memory_order_relaxed);
-    s.post_errors = c.post_errors.load(std::memory_order_relaxed);
+    s.posted_wrs = c.total(kPostedWrs);
+    s.posted_bytes = c.total(kPostedBytes);
+    s.recv_wrs = c.total(kRecvWrs);
+    s.completions = c.total(kCompletions);
+    s.error_completions = c.total(kErrorCompletions);
+    s.post_errors = c.total(kPostErrors);
     return s;
 }
 

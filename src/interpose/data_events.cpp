@@ -297,11 +297,7 @@ void count_post_send(ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* co
         ++wrs;
         for (int i = 0; i < w->num_sge; ++i) bytes += w->sg_list[i].length;
     }
-    if (wrs != 0) {
-        s->counters.posted_wrs.fetch_add(wrs, std::memory_order_relaxed);
-        s->counters.posted_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    }
-    if (ret != 0) s->counters.post_errors.fetch_add(1, std::memory_order_relaxed);
+    s->counters.add_posted(wrs, bytes, 0, ret != 0 ? 1 : 0);
 }
 
 void count_post_recv(ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
@@ -310,8 +306,7 @@ void count_post_recv(ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* co
     const ibv_recv_wr* stop = (ret != 0 && bad_wr != nullptr) ? *bad_wr : nullptr;
     uint64_t wrs = 0;
     for (const ibv_recv_wr* w = wr; w != nullptr && w != stop; w = w->next) ++wrs;
-    if (wrs != 0) s->counters.recv_wrs.fetch_add(wrs, std::memory_order_relaxed);
-    if (ret != 0) s->counters.post_errors.fetch_add(1, std::memory_order_relaxed);
+    s->counters.add_posted(0, 0, wrs, ret != 0 ? 1 : 0);
 }
 
 void count_completions(const ibv_context* ctx, const ibv_wc* wc, int n) noexcept {
@@ -325,18 +320,12 @@ void count_completions(const ibv_context* ctx, const ibv_wc* wc, int n) noexcept
             ++total;
             errors += wc[i].status != IBV_WC_SUCCESS;
         }
-        if (QpState* s = reg.qp_by_number(ctx, qpn)) {
-            s->counters.completions.fetch_add(total, std::memory_order_relaxed);
-            if (errors != 0) s->counters.error_completions.fetch_add(errors, std::memory_order_relaxed);
-        }
+        if (QpState* s = reg.qp_by_number(ctx, qpn)) s->counters.add_completions(total, errors);
     }
 }
 
 void count_completion(const ibv_context* ctx, uint32_t qp_num, bool error) noexcept {
-    if (QpState* s = Registry::instance().qp_by_number(ctx, qp_num)) {
-        s->counters.completions.fetch_add(1, std::memory_order_relaxed);
-        if (error) s->counters.error_completions.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (QpState* s = Registry::instance().qp_by_number(ctx, qp_num)) s->counters.add_completions(1, error ? 1 : 0);
 }
 
 }  // namespace sigmatrace::interpose

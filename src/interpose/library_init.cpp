@@ -40,8 +40,7 @@ __attribute__((constructor)) void sigmatrace_library_init() {
     std::string errors;
     set_config(parse_config(&env, &errors));
     if (!errors.empty()) {
-        const std::string msg = "sigmatrace: " + errors;
-        ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
+        ssize_t ignored = ::write(STDERR_FILENO, errors.data(), errors.size());
         (void)ignored;
     }
     pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);

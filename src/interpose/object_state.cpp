@@ -8,16 +8,20 @@ namespace {
 __thread QpState* tls_last_qp __attribute__((tls_model("initial-exec"))) = nullptr;
 __thread CqState* tls_last_cq __attribute__((tls_model("initial-exec"))) = nullptr;
 
-void reset_counters(QpCounters& c) noexcept {
-    c.posted_wrs.store(0, std::memory_order_relaxed);
-    c.posted_bytes.store(0, std::memory_order_relaxed);
-    c.recv_wrs.store(0, std::memory_order_relaxed);
-    c.completions.store(0, std::memory_order_relaxed);
-    c.error_completions.store(0, std::memory_order_relaxed);
-    c.post_errors.store(0, std::memory_order_relaxed);
-}
+__thread uint32_t tls_thread_token __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<uint32_t> g_next_thread_token{1};
 
 }  // namespace
+
+uint32_t this_thread_token() noexcept {
+    uint32_t t = tls_thread_token;
+    if (t == 0) [[unlikely]] {
+        t = g_next_thread_token.fetch_add(1, std::memory_order_relaxed);
+        if (t == 0) t = g_next_thread_token.fetch_add(1, std::memory_order_relaxed);  // after 2^32 threads
+        tls_thread_token = t;
+    }
+    return t;
+}
 
 Registry& Registry::instance() noexcept {
     // Deliberately never destroyed: wrappers may run from other threads or atexit handlers while the process
@@ -34,7 +38,7 @@ QpState* Registry::add_qp(ibv_qp* qp, ibv_context* ctx, uint32_t qp_num, uint32_
     } else {
         s = new QpState();
     }
-    reset_counters(s->counters);
+    s->counters.reset();
     s->emitted = {};
     s->emitted_at_ns = 0;
     s->qpx = nullptr;

@@ -204,12 +204,8 @@ int w_complete(ibv_qp_ex* q) {
     if (s.build_mode == kBuildRecording) {
         trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, ret);
     } else if (s.build_mode == kBuildCounting) {
-        if (ret == 0) {
-            s.counters.posted_wrs.fetch_add(s.pending_count, std::memory_order_relaxed);
-            s.counters.posted_bytes.fetch_add(s.pending_bytes, std::memory_order_relaxed);
-        } else {
-            s.counters.post_errors.fetch_add(1, std::memory_order_relaxed);
-        }
+        if (ret == 0) s.counters.add_posted(s.pending_count, s.pending_bytes, 0, 0);
+        else s.counters.add_posted(0, 0, 0, 1);
     }
     s.build_mode = kBuildNothing;
     s.pending.clear();

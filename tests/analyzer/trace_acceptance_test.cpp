@@ -59,18 +59,30 @@ protected:
         if (!HasFailure()) fs::remove_all(tmp_);
     }
 
-    // Records `st-synth ARGS --truth T` into tmp/NAME; false (and the test skipped) when no session daemon can
-    // be started here.
+    // Whether a private session daemon can be started here (once per test program).
+    static const std::string& sandbox_problem() {
+        static const std::string problem = [] {
+            const fs::path dir = fs::temp_directory_path();
+            const CmdResult r = sh(std::string(SANDBOX) + " --lttng lttng list", dir);
+            return r.rc == 0 ? std::string() : r.err;
+        }();
+        return problem;
+    }
+
+    // Records `st-synth ARGS --truth T` into tmp/NAME. False (and the test skipped) when no session daemon can
+    // be started here; a failing recording is a test failure.
     bool record(const std::string& name, const std::string& args, const std::string& record_opts = "") {
+        if (!sandbox_problem().empty()) {
+            skip_reason_ = "cannot start a private LTTng session daemon (needs root or user namespaces, and "
+                           "lttng-tools): " + sandbox_problem();
+            return false;
+        }
         const std::string cmd = std::string(SANDBOX) + " --lttng " + RECORD + " " + (tmp_ / name).string() + " " +
                                 record_opts + " -- " + ST_SYNTH + " " + args + " --truth " +
                                 (tmp_ / (name + ".truth.json")).string();
         const CmdResult r = sh(cmd, tmp_);
-        if (r.rc != 0 || !fs::exists(tmp_ / name)) {
-            skip_reason_ = "cannot record with a private LTTng session daemon (needs root or user namespaces and "
-                           "lttng-tools): " + r.err;
-            return false;
-        }
+        EXPECT_EQ(r.rc, 0) << "recording failed: " << cmd << "\n" << r.err;
+        EXPECT_TRUE(fs::exists(tmp_ / name));
         return true;
     }
     json analyze(const std::string& name) {
@@ -149,7 +161,9 @@ TEST_F(TraceTest, BarrierWithALateRank) {
     RecordProperty("spread_max_minus_delay_ns", std::to_string(b["spread_ns"]["max"].get<int64_t>() - 5000000));
     ASSERT_FALSE(b["stragglers"].empty());
     EXPECT_EQ(b["stragglers"][0]["rank"], 1);
-    EXPECT_EQ(b["stragglers"][0]["times_last"], 12);
+    // Last in every epoch but those where another rank was descheduled for longer than the delay (a loaded
+    // 2-core machine: allowed twice in 12).
+    EXPECT_GE(b["stragglers"][0]["times_last"].get<int>(), 10);
     ASSERT_EQ(b["words"].size(), 1u);  // the per-pair flag writes are not a barrier
     EXPECT_EQ(b["words"][0]["raddr"], "0x10000");
     EXPECT_EQ(b["words"][0]["node"], "node0");
@@ -195,7 +209,11 @@ TEST_F(TraceTest, PluginComputesWhatTheAnalyzerComputes) {
     RECORD_OR_SKIP("t", "traffic --ranks 3 --iters 20");
     const json doc = analyze("t");
     const fs::path out = tmp_ / "plugin.json";
-    const CmdResult r = sh(std::string("babeltrace2 --plugin-path=") + PLUGIN_DIR + " " + (tmp_ / "t").string() +
+    // In the sanitizer build the plugin is instrumented and babeltrace2 is not: its runtime must come first.
+    const std::string preload = std::string(SANITIZER_PRELOAD).empty()
+                                    ? std::string()
+                                    : std::string("ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=") + SANITIZER_PRELOAD + " ";
+    const CmdResult r = sh(preload + "babeltrace2 --plugin-path=" + PLUGIN_DIR + " " + (tmp_ / "t").string() +
                          " -c sink.sigmatrace.analyze -p 'json=\"" + out.string() + "\",text=no'",
                      tmp_);
     ASSERT_EQ(r.rc, 0) << r.err;

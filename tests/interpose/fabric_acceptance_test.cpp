@@ -50,11 +50,12 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 // Output with what legitimately varies between two runs masked: numbers (bandwidths, times, random PSNs,
-// addresses).
+// addresses) and the padding printf puts around them.
 std::string normalize(const std::string& text) {
     static const std::regex hex("0x[0-9a-fA-F]+");
     static const std::regex num("[0-9]+(\\.[0-9]+)?");
-    return std::regex_replace(std::regex_replace(text, hex, "#"), num, "#");
+    static const std::regex blanks("[ \t]+");
+    return std::regex_replace(std::regex_replace(std::regex_replace(text, hex, "#"), num, "#"), blanks, " ");
 }
 
 struct PairRun {
@@ -351,6 +352,36 @@ TEST_F(FabricAcceptance, ForkedChildIsTracedUnderItsOwnPid) {
     EXPECT_GE(cqe_child, 64u) << "the child's CQ event carries the child's pid";
     EXPECT_GE(cqe_parent, 32u);
     EXPECT_LT(cqe_parent, 64u);
+}
+
+TEST_F(FabricAcceptance, MpirunRanksAreTracedWithoutDashX) {
+    if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun (openmpi-bin) is not installed";
+    const fs::path trace_dir = work_ / "mpi-trace";
+    const fs::path log = work_ / "mpi.out";
+    // No -x LD_PRELOAD: record's environment (and its Open MPI forwarding list) must reach the ranks.
+    const std::string cmd = kSigmatrace + " record -o " + trace_dir.string() +
+                            " -- mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader " + kSigmatrace +
+                            " fabric --name mpitest --node rank -- " + kProgramDir + "/fork_verbs >" + log.string() +
+                            " 2>&1";
+    const int s = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 0) << slurp(log);
+    const Trace trace = read_trace(trace_dir.string());
+    ASSERT_TRUE(trace.error.empty()) << trace.error;
+    std::map<int64_t, std::string> host_of_rank;
+    std::map<std::string, int> opens_by_host;
+    std::map<int64_t, std::string> host_of_vpid;
+    for (const TraceEvent& e : trace.events) {
+        if (e.name == "sigmatrace:process_info" && e.procname == "fork_verbs") {
+            host_of_vpid[e.vpid] = e.s("hostname");
+            if (e.i("rank") >= 0) host_of_rank[e.i("rank")] = e.s("hostname");
+            EXPECT_EQ(e.i("world_size"), 2);
+        }
+        if (e.name == "sigmatrace:device_open") ++opens_by_host[host_of_vpid[e.vpid]];
+    }
+    EXPECT_EQ(host_of_rank[0], "node0");
+    EXPECT_EQ(host_of_rank[1], "node1");
+    EXPECT_EQ(opens_by_host["node0"], 2) << "rank 0 and its forked child";
+    EXPECT_EQ(opens_by_host["node1"], 2) << "rank 1 and its forked child";
 }
 
 }  // namespace

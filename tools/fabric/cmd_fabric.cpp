@@ -126,11 +126,15 @@ int cmd_fabric(Args args) {
         softfabric::FabricConfig config;
         if (o.config) config = softfabric::load_config_file(*o.config);
         auto fab = softfabric::Fabric::open(o.name, softfabric::OpenMode::Launch, o.config ? &config : nullptr);
-        // Register this process now: exec keeps the pid, so the fabric counts CMD as a member from the start
-        // (another launch cannot reconfigure it in between).
-        fab->join(node);
-
-        auto sysfs = fabric::enter_private_dev(o.rails);
+        std::filesystem::path sysfs;
+        {
+            // Under the fabric's lock, so that concurrent launches agree on one user namespace (non-root).
+            softfabric::Fabric::Exclusive lock(*fab);
+            sysfs = fabric::enter_private_dev(o.rails, fab->live_member_pids());
+            // Register this process now: exec keeps the pid, so the fabric counts CMD as a member from the
+            // start (another launch cannot reconfigure it in between).
+            fab->join_locked(node);
+        }
         fabric::write_fake_sysfs(sysfs, o.name, node, o.rails);
 
         setenv("SYSFS_PATH", sysfs.c_str(), 1);

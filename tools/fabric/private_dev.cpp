@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 namespace sigmatrace::fabric {
 namespace {
@@ -25,12 +26,34 @@ void write_proc(const char* path, const std::string& text) {
 
 }  // namespace
 
-std::filesystem::path enter_private_dev(uint32_t rails) {
+// Joins the user namespace of a live fabric member (ours when we created it, as its owner).
+bool join_member_user_namespace(const std::vector<int>& pids) {
+    struct stat self {};
+    if (stat("/proc/self/ns/user", &self) != 0) return false;
+    for (int pid : pids) {
+        std::string path = fmt::format("/proc/{}/ns/user", pid);
+        struct stat other {};
+        if (stat(path.c_str(), &other) != 0) continue;
+        if (other.st_ino == self.st_ino && other.st_dev == self.st_dev) continue;  // the one we are in
+        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        int rc = setns(fd, CLONE_NEWUSER);
+        close(fd);
+        if (rc == 0) return true;
+    }
+    return false;
+}
+
+std::filesystem::path enter_private_dev(uint32_t rails, const std::vector<int>& fabric_member_pids) {
     uid_t uid = getuid();
     gid_t gid = getgid();
     if (uid == 0) {
         if (unshare(CLONE_NEWNS) != 0)
             throw SetupError(fmt::format("Cannot create a private mount namespace (unshare CLONE_NEWNS): {}",
+                                         std::strerror(errno)));
+    } else if (join_member_user_namespace(fabric_member_pids)) {
+        if (unshare(CLONE_NEWNS) != 0)
+            throw SetupError(fmt::format("Cannot create a mount namespace in the fabric's user namespace: {}",
                                          std::strerror(errno)));
     } else {
         if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)

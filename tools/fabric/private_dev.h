@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 namespace sigmatrace::fabric {
 
@@ -17,6 +18,9 @@ public:
 };
 
 // Enters the namespace and prepares /dev/infiniband; returns the directory to use as SYSFS_PATH.
-std::filesystem::path enter_private_dev(uint32_t rails);
+// As non-root, every process of a fabric must live in one user namespace (process_vm_writev and /proc/PID/fd
+// need ptrace access, which sibling user namespaces do not grant each other): the launch joins the user
+// namespace of one of `fabric_member_pids` when it can, and creates one only for the first member.
+std::filesystem::path enter_private_dev(uint32_t rails, const std::vector<int>& fabric_member_pids);
 
 }  // namespace sigmatrace::fabric

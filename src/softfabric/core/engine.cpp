@@ -228,7 +228,6 @@ void QueuePair::commit(uint64_t now) {
     staged_ = 0;
     uint64_t due = first_due > kEagerNs ? first_due - kEagerNs : 0;
     if (due < next_due_.load(std::memory_order_relaxed)) next_due_.store(due, std::memory_order_release);
-    rt_.kick(due, waited_on());
 }
 
 bool QueuePair::waited_on() const {
@@ -249,8 +248,8 @@ void QueuePair::schedule(Wqe* w, uint64_t earliest) {
             w->t_sent = tx.start_ns;
             w->t_exec = tx.arrive_ns;
             w->lost = tx.lost;
-            // UD completes once sent; RC when the ACK is back.
-            w->t_done = config_.type == IBV_QPT_UD ? tx.end_ns : tx.arrive_ns + tx.latency_ns;
+            // UD and UC complete once sent; RC when the ACK is back.
+            w->t_done = config_.type == IBV_QPT_RC ? tx.arrive_ns + tx.latency_ns : tx.end_ns;
             break;
         }
         case Opcode::RdmaRead: {
@@ -324,6 +323,8 @@ uint64_t QueuePair::progress(uint64_t now) {
         ++done_;
     }
     next_due_.store(next, std::memory_order_release);
+    // Work left for later: make sure the engine thread will look (cheap when it already will).
+    if (next != kNever) rt_.kick(next, waited_on());
     return next;
 }
 
@@ -397,6 +398,9 @@ void QueuePair::responder_error(const PeerQp& p, SharedCq* rcq, uint64_t wr_id, 
 QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
     if (w->status != IBV_WC_SUCCESS) return Outcome::Failed;
     const bool ud = config_.type == IBV_QPT_UD;
+    // UD and UC have no ACK/NAK: whatever keeps the responder from accepting a message drops it silently, and
+    // the sender completes successfully.
+    const bool reliable = config_.type == IBV_QPT_RC;
     const bool local_write = w->opcode == Opcode::RdmaRead || w->opcode == Opcode::AtomicCmpSwp ||
                              w->opcode == Opcode::AtomicFetchAdd;
     iovec local[kMaxIov];
@@ -412,7 +416,7 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
     NicId src = config_.nic;
     NicId dst = ud ? w->ud.nic : transport_.dest_nic;
     if (w->lost) {
-        if (ud) return Outcome::Done;  // UD: a dropped datagram completes successfully at the sender
+        if (!reliable) return Outcome::Done;
         return lost_attempt(w, now);
     }
 
@@ -430,7 +434,7 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
     }
     if (!reachable) {
         rt_.links().count_lost(src, dst);
-        if (ud) return Outcome::Done;
+        if (!reliable) return Outcome::Done;
         return lost_attempt(w, now);
     }
 
@@ -439,6 +443,15 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
     auto remote_ok = [&](uint32_t access, uint64_t& addr) {
         return (qp_access & access) == access &&
                translate(peer_mrs, w->rkey, p.qp->pd_id, w->remote_addr, w->length, access, addr);
+    };
+    // A NAK to the requester (RC), or a silent drop (UC).
+    auto remote_error = [&](ibv_wc_status status) {
+        if (!reliable) {
+            rt_.links().count_lost(src, dst);
+            return Outcome::Done;
+        }
+        w->status = status;
+        return Outcome::Failed;
     };
     auto dead_during_copy = [&](int err) {
         if (err == ESRCH) {
@@ -455,14 +468,13 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
             const bool is_write = w->opcode == Opcode::RdmaWriteWithImm;
             uint64_t remote_addr = 0;
             if (is_write && w->length && !remote_ok(IBV_ACCESS_REMOTE_WRITE, remote_addr)) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             auto* ring = reinterpret_cast<RecvRing*>(p.arena + (p.qp->srq_offset ? p.qp->srq_offset : p.qp->rq_offset));
             alignas(16) unsigned char entry_buf[16 + 16 * kMaxSge];
             auto* e = reinterpret_cast<RecvEntry*>(entry_buf);
             if (ring == reinterpret_cast<RecvRing*>(p.arena) || !ring->consume(e)) {
-                if (ud) {
+                if (!reliable) {
                     rt_.links().count_lost(src, dst);
                     return Outcome::Done;
                 }
@@ -478,7 +490,7 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
             if (is_write) {
                 iovec remote{reinterpret_cast<void*>(remote_addr), w->length};
                 int err = write_to_process(p.pid, p.local, local, nlocal, &remote, 1, w->length);
-                if (dead_during_copy(err)) return lost_attempt(w, now);
+                if (dead_during_copy(err)) return reliable ? lost_attempt(w, now) : Outcome::Done;
                 if (err) {
                     w->status = IBV_WC_REM_ACCESS_ERR;
                     return Outcome::Failed;
@@ -517,15 +529,11 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
                 }
                 if (!prot_ok) {
                     responder_error(p, rcq, e->wr_id, IBV_WC_LOC_PROT_ERR);
-                    if (ud) return Outcome::Done;
-                    w->status = IBV_WC_REM_OP_ERR;
-                    return Outcome::Failed;
+                    return remote_error(IBV_WC_REM_OP_ERR);
                 }
                 if (room < need) {
                     responder_error(p, rcq, e->wr_id, IBV_WC_LOC_LEN_ERR);
-                    if (ud) return Outcome::Done;
-                    w->status = IBV_WC_REM_INV_REQ_ERR;
-                    return Outcome::Failed;
+                    return remote_error(IBV_WC_REM_INV_REQ_ERR);
                 }
                 int err = write_to_process(p.pid, p.local, local, nlocal, remote, nremote, w->length);
                 if (!err && ud && w->ud.has_grh && grh_addr) {
@@ -536,12 +544,10 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
                     err = write_to_process(p.pid, p.local, &g_local, 1, &g_remote, 1, kUdGrhBytes);
                     wc.wc_flags |= IBV_WC_GRH;
                 }
-                if (dead_during_copy(err)) return ud ? Outcome::Done : lost_attempt(w, now);
+                if (dead_during_copy(err)) return reliable ? lost_attempt(w, now) : Outcome::Done;
                 if (err) {
                     responder_error(p, rcq, e->wr_id, IBV_WC_LOC_PROT_ERR);
-                    if (ud) return Outcome::Done;
-                    w->status = IBV_WC_REM_OP_ERR;
-                    return Outcome::Failed;
+                    return remote_error(IBV_WC_REM_OP_ERR);
                 }
                 wc.opcode = IBV_WC_RECV;
                 wc.byte_len = static_cast<uint32_t>(need);
@@ -560,15 +566,13 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
         case Opcode::RdmaWrite: {
             uint64_t remote_addr = 0;
             if (w->length && !remote_ok(IBV_ACCESS_REMOTE_WRITE, remote_addr)) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             iovec remote{reinterpret_cast<void*>(remote_addr), w->length};
             int err = write_to_process(p.pid, p.local, local, nlocal, &remote, 1, w->length);
-            if (dead_during_copy(err)) return lost_attempt(w, now);
+            if (dead_during_copy(err)) return reliable ? lost_attempt(w, now) : Outcome::Done;
             if (err) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             rt_.links().count_delivered(src, dst, w->length);
             return Outcome::Done;
@@ -576,29 +580,24 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
         case Opcode::RdmaRead: {
             uint64_t remote_addr = 0;
             if (w->length && !remote_ok(IBV_ACCESS_REMOTE_READ, remote_addr)) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             iovec remote{reinterpret_cast<void*>(remote_addr), w->length};
             int err = read_from_process(p.pid, p.local, local, nlocal, &remote, 1, w->length);
-            if (dead_during_copy(err)) return lost_attempt(w, now);
+            if (dead_during_copy(err)) return reliable ? lost_attempt(w, now) : Outcome::Done;
             if (err) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             rt_.links().count_delivered(dst, src, w->length);
             return Outcome::Done;
         }
         case Opcode::AtomicCmpSwp:
         case Opcode::AtomicFetchAdd: {
-            if (w->remote_addr % 8 != 0 || nlocal != 1 || local[0].iov_len < 8) {
-                w->status = IBV_WC_REM_INV_REQ_ERR;
-                return Outcome::Failed;
-            }
+            if (w->remote_addr % 8 != 0 || nlocal != 1 || local[0].iov_len < 8)
+                return remote_error(IBV_WC_REM_INV_REQ_ERR);
             uint64_t remote_addr = 0;
             if (!remote_ok(IBV_ACCESS_REMOTE_ATOMIC, remote_addr)) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             uint64_t original = 0;
             int err = atomic_at(rt_.region(), dst, p, remote_addr, [&](uint64_t& value) {
@@ -611,10 +610,9 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
                 value = w->swap;
                 return true;
             });
-            if (dead_during_copy(err)) return lost_attempt(w, now);
+            if (dead_during_copy(err)) return reliable ? lost_attempt(w, now) : Outcome::Done;
             if (err) {
-                w->status = IBV_WC_REM_ACCESS_ERR;
-                return Outcome::Failed;
+                return remote_error(IBV_WC_REM_ACCESS_ERR);
             }
             std::memcpy(local[0].iov_base, &original, 8);
             rt_.links().count_delivered(src, dst, 8);

@@ -203,7 +203,8 @@ public:
     // ---- send queue (the caller holds sq_lock() around reserve..commit/abort and progress)
     std::mutex& sq_lock() { return sq_lock_; }
     Wqe* reserve();        // a cleared WQE after those already reserved; nullptr when the queue is full
-    void commit(uint64_t now);  // schedules every reserved WQE
+    void commit(uint64_t now);  // schedules every reserved WQE; call progress() next (it executes what is due
+                                // and hands the rest to the engine thread)
     void abort();          // drops the reserved WQEs
     uint32_t reserved() const { return staged_; }
     // Executes what is due and delivers due completions. Returns the next time it has something to do.

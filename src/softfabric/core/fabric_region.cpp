@@ -238,13 +238,22 @@ bool Fabric::has_live_members() const {
 }
 
 uint32_t Fabric::join(uint32_t node, int pid) {
+    Exclusive lock(*this);
+    return join_locked(node, pid);
+}
+
+std::vector<int> Fabric::live_member_pids() const {
+    std::vector<int> pids;
+    for (const auto& m : region_->members) {
+        int pid = m.pid.load(std::memory_order_acquire);
+        if (pid != 0 && process_alive(pid, m.start_time)) pids.push_back(pid);
+    }
+    return pids;
+}
+
+uint32_t Fabric::join_locked(uint32_t node, int pid) {
     if (pid == 0) pid = getpid();
     uint64_t start = process_start_time(pid);
-    lock_exclusive();
-    struct Unlock {
-        const Fabric* f;
-        ~Unlock() { f->unlock(); }
-    } unlock_at_end{this};
     FabricRegion& r = *region_;
     for (uint32_t i = 0; i < kMaxMembers; ++i) {
         MemberSlot& m = r.members[i];

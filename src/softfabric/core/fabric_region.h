@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/identity.h"
@@ -129,6 +130,21 @@ public:
     // Registers process `pid` (default: this one) on `node`, reusing its slot when it already has one (a
     // launcher registered it before exec). Returns the slot index.
     uint32_t join(uint32_t node, int pid = 0);
+    // Holds the fabric's lock (an flock on its file, released if the holder dies) for a sequence of steps
+    // that other launches must not interleave with; join_locked() is join() for its holder.
+    class Exclusive {
+    public:
+        explicit Exclusive(const Fabric& f) : f_(f) { f_.lock_exclusive(); }
+        ~Exclusive() { f_.unlock(); }
+        Exclusive(const Exclusive&) = delete;
+        Exclusive& operator=(const Exclusive&) = delete;
+
+    private:
+        const Fabric& f_;
+    };
+    uint32_t join_locked(uint32_t node, int pid = 0);
+    // The pids of the live members.
+    std::vector<int> live_member_pids() const;
     // Releases a member slot (normal exit).
     void leave(uint32_t slot);
     // True while the member in `slot` is the same live process that had `generation`.

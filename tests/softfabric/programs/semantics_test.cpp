@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/stats.h"
 #include "verbs_harness.h"
 
 namespace sftest {
@@ -429,6 +430,32 @@ TEST(UnreliableDatagram, AddressingAndGrh) {
     EXPECT_FALSE(me.poll(wc, 0.05));
 }
 
+TEST(UnreliableConnected, WritesAndSendsAndSilentDrops) {
+    Peer peer(on("sfab_1", IBV_QPT_UC));
+    Endpoint me(on("sfab_0", IBV_QPT_UC));
+    ASSERT_EQ(me.connect(peer.wire()), 0);
+    ASSERT_EQ(peer.connect(me.wire()), 0);
+    std::memset(me.buf, 0x5a, 256);
+    ibv_wc wc{};
+    ASSERT_EQ(me.write(1, 0, 256, peer.wire().addr, peer.wire().rkey), 0);
+    ASSERT_TRUE(me.poll(wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(peer.read(0, 256), std::vector<unsigned char>(256, 0x5a));
+    // No NAK on UC: a bad rkey or a missing receive drops the message, the sender completes successfully and
+    // its QP stays usable.
+    std::memset(me.buf, 0x77, 256);
+    ASSERT_EQ(me.write(2, 0, 256, peer.wire().addr, peer.wire().rkey ^ 0x100), 0);
+    ASSERT_TRUE(me.poll(wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(me.send(3, 0, 64), 0);
+    ASSERT_TRUE(me.poll(wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(me.state(), IBV_QPS_RTS);
+    EXPECT_EQ(peer.read(0, 256), std::vector<unsigned char>(256, 0x5a));
+    // RDMA READ does not exist on UC.
+    EXPECT_EQ(me.read(4, 0, 8, peer.wire().addr, peer.wire().rkey), EINVAL);
+}
+
 TEST(SharedReceiveQueue, TwoQpsConsumeOneSrq) {
     EndpointOptions srq_side = on("sfab_0");
     srq_side.srq = true;
@@ -531,6 +558,43 @@ TEST(Faults, DownLinkExhaustsRetries) {
     ASSERT_TRUE(p.me.poll(wc));
     EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
     EXPECT_EQ(p.me.state(), IBV_QPS_ERR);
+}
+
+// A lossy link (run with 'loss node0/0 -> node0/1 probability 0.2': SOFTFABRIC_TEST_LOSSY=1): lost attempts are
+// retransmitted after the timeout, every write arrives, in order, and the fabric counts the losses.
+TEST(Faults, LossyLinkRetransmitsUntilDelivered) {
+    if (!std::getenv("SOFTFABRIC_TEST_LOSSY")) GTEST_SKIP() << "needs the fabric configuration 'loss ...'";
+    ConnectOptions mine;
+    mine.timeout = 8;  // 1 ms
+    mine.retry_cnt = 7;
+    RcPair p(mine);
+    const char* name = std::getenv("SOFTFABRIC_NAME");
+    uint64_t lost_before = softfabric::read_stats(name ? name : "default").links.empty()
+                               ? 0
+                               : softfabric::read_stats(name ? name : "default").links[0].lost;
+    auto* v = reinterpret_cast<uint64_t*>(p.me.buf);
+    double t0 = now_s();
+    for (uint64_t i = 0; i < 200; ++i) {
+        v[i] = i * 3 + 1;
+        ASSERT_EQ(p.me.write(i, i * 8, 8, p.peer.wire().addr + i * 8, p.peer.wire().rkey), 0);
+    }
+    for (uint64_t i = 0; i < 200; ++i) {
+        ibv_wc wc{};
+        ASSERT_TRUE(p.me.poll(wc, 10));
+        EXPECT_EQ(wc.wr_id, i);
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    }
+    double elapsed = now_s() - t0;
+    auto remote = p.peer.read(0, 200 * 8);
+    EXPECT_EQ(std::memcmp(remote.data(), p.me.buf, 200 * 8), 0);
+    uint64_t lost = 0;
+    for (const auto& l : softfabric::read_stats(name ? name : "default").links)
+        if (l.from.rail == 0 && l.to.rail == 1) lost = l.lost;
+    // About 20% of 200 first attempts are lost (binomial: 40 +- 6); a lost attempt is retransmitted one 1 ms
+    // timeout after it was sent (the writes' timers run concurrently), so the batch takes at least that long.
+    EXPECT_GT(lost - lost_before, 15u);
+    EXPECT_LT(lost - lost_before, 80u);
+    EXPECT_GE(elapsed, 0.001);
 }
 
 }  // namespace

@@ -413,10 +413,11 @@ void gpu_stream(const Params& p, int k, uint64_t count, uint32_t bytes, bool wit
     const uint32_t qpn = gpu_qpn_of(p.rank, k);
     uint32_t pi = 0;
     for (uint64_t i = 0; i < count;) {
-        std::array<uint16_t, 8> idx{};
-        std::array<uint8_t, 8> op{}, opmod{}, fm{};
-        std::array<uint32_t, 8> len{}, rkey{}, imm{};
-        std::array<uint64_t, 8> raddr{}, arg{};
+        // Up to 8 data WQEs and the NOP after them.
+        std::array<uint16_t, 9> idx{};
+        std::array<uint8_t, 9> op{}, opmod{}, fm{};
+        std::array<uint32_t, 9> len{}, rkey{}, imm{};
+        std::array<uint64_t, 9> raddr{}, arg{};
         std::vector<uint16_t> signaled;
         uint32_t n = 0;
         const uint32_t pi_old = pi;
@@ -783,8 +784,9 @@ int main(int argc, char** argv) {
         std::fputs(truth_json(p).c_str(), f);
         std::fclose(f);
     }
-    // Epoch 0 of a barrier starts once every child has had time to register with the session daemon.
-    const int64_t t0 = now_ns() + 300000000;
+    // Epoch 0 of a barrier starts once every child has had time to start and register with the session daemon
+    // (generous: sanitizer builds on a loaded 2-core machine start slowly).
+    const int64_t t0 = now_ns() + (p.scenario == "barrier" || p.scenario == "mixed" ? 1000000000 : 0);
     std::vector<pid_t> children;
     for (int r = 0; r < p.ranks; ++r) {
         std::vector<std::string> args = {p.self, p.scenario, "--rank", std::to_string(r)};

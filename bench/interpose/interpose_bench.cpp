@@ -1,0 +1,288 @@
+// Cost of the host-side shim, measured side by side in one run (docs/PERFORMANCE.md, "Host-side tracing"):
+//
+//   phase 1, no session:  a verb unwrapped (the provider's entry point called by the inline verbs function),
+//                         the same verb wrapped with no tracing session, and counters mode;
+//   phase 2, traced:      a session records sigmatrace:* (this program starts it with the lttng CLI, against
+//                         the session daemon it finds: run it under scripts/with-private-lttng.sh), and the
+//                         same verbs run traced, next to a bare LTTng event of the same kind.
+//
+// Verbs: ibv_post_send of 1 WR, of a chain of 16 WRs, ibv_poll_cq returning 16 completions, and an
+// ibv_wr_* list of one RDMA WRITE. The "provider" (bench_provider.cpp) does almost nothing, so the
+// differences are the shim's. A summary compares the results with the goals of issue 4.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "bench_provider.h"
+#include "interpose/config.h"
+#include "interpose/counters_emitter.h"
+#include "interpose/lifecycle.h"
+#include "provider/trace.h"
+
+namespace {
+
+using namespace sigmatrace;
+using sigmatrace::bench::BenchDevice;
+
+BenchDevice* g_plain = nullptr;    // never wrapped
+BenchDevice* g_wrapped = nullptr;  // wrapped by the shim
+
+constexpr int kChain = 16;
+constexpr int64_t kTracedIterations = 200000;
+
+struct Chains {
+    ibv_sge sge{0x1000, 4096, 0x11};
+    ibv_send_wr one{};
+    ibv_send_wr chain[kChain]{};
+    Chains() {
+        one.wr_id = 1;
+        one.opcode = IBV_WR_RDMA_WRITE;
+        one.send_flags = IBV_SEND_SIGNALED;
+        one.sg_list = &sge;
+        one.num_sge = 1;
+        one.wr.rdma.remote_addr = 0xabc000;
+        one.wr.rdma.rkey = 0x22;
+        for (int i = 0; i < kChain; ++i) {
+            chain[i] = one;
+            chain[i].wr_id = static_cast<uint64_t>(i);
+            chain[i].send_flags = i == kChain - 1 ? IBV_SEND_SIGNALED : 0;
+            chain[i].next = i + 1 < kChain ? &chain[i + 1] : nullptr;
+        }
+    }
+};
+Chains g_wrs;
+
+void set_mode(interpose::Mode m) {
+    interpose::Config c;
+    c.mode = m;
+    c.counters_interval_ms = 3600000;  // no periodic emission during a measurement
+    interpose::set_config(c);
+}
+
+void post_one(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
+    set_mode(mode);
+    ibv_send_wr* bad = nullptr;
+    for (auto _ : state) benchmark::DoNotOptimize(ibv_post_send(d->qp(), &g_wrs.one, &bad));
+    state.SetItemsProcessed(state.iterations());
+}
+
+void post_chain(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
+    set_mode(mode);
+    ibv_send_wr* bad = nullptr;
+    for (auto _ : state) benchmark::DoNotOptimize(ibv_post_send(d->qp(), g_wrs.chain, &bad));
+    state.SetItemsProcessed(state.iterations() * kChain);
+}
+
+void poll16(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
+    set_mode(mode);
+    sigmatrace::bench::set_completions_per_poll(16);
+    ibv_wc wc[16];
+    for (auto _ : state) benchmark::DoNotOptimize(ibv_poll_cq(d->cq(), 16, wc));
+    state.SetItemsProcessed(state.iterations() * 16);
+}
+
+void wr_api_one(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
+    set_mode(mode);
+    ibv_qp_ex* q = d->qpx();
+    for (auto _ : state) {
+        ibv_wr_start(q);
+        q->wr_id = 7;
+        q->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_rdma_write(q, 0x22, 0xabc000);
+        ibv_wr_set_sge(q, 0x11, 0x1000, 4096);
+        benchmark::DoNotOptimize(ibv_wr_complete(q));
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+// The event a traced single-WR post emits, emitted directly: the floor of any traced verb.
+void bare_event(benchmark::State& state) {
+    uint64_t wr_id = 1, raddr = 0xabc000, ah = 0;
+    uint8_t opcode = IBV_WR_RDMA_WRITE;
+    uint32_t flags = IBV_SEND_SIGNALED, bytes = 4096, rkey = 0x22, imm = 0, rqpn = 0;
+    uint16_t sges = 1;
+    st_post_send_rec r{};
+    r.qp = 0x1234;
+    r.qp_num = 0x100;
+    r.bad_index = -1;
+    r.n = 1;
+    r.wr_id = &wr_id;
+    r.opcode = &opcode;
+    r.send_flags = &flags;
+    r.num_sge = &sges;
+    r.bytes = &bytes;
+    r.raddr = &raddr;
+    r.rkey = &rkey;
+    r.imm = &imm;
+    r.remote_qpn = &rqpn;
+    r.ah = &ah;
+    for (auto _ : state) {
+        if (ST_TRACE_ENABLED(post_send)) ST_TRACE_EMIT(post_send, &r);
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+// ------------------------------------------------------------------ session control (lttng CLI)
+
+std::string g_session = "interpose-bench-" + std::to_string(getpid());
+std::string g_trace_dir;
+
+int sh(const std::string& cmd) {
+    return std::system((cmd + " >/dev/null 2>&1").c_str());
+}
+
+bool start_session() {
+    g_trace_dir = (std::filesystem::temp_directory_path() / g_session).string();
+    const std::string s = " --session=" + g_session;
+    if (sh("lttng create " + g_session + " --output=" + g_trace_dir) != 0) return false;
+    // 16 x 16 MiB per CPU by default; INTERPOSE_BENCH_SUBBUF / INTERPOSE_BENCH_NUM_SUBBUF override (used to
+    // measure which channel size a max-rate producer needs, docs/PERFORMANCE.md).
+    const char* subbuf = std::getenv("INTERPOSE_BENCH_SUBBUF");
+    const char* num = std::getenv("INTERPOSE_BENCH_NUM_SUBBUF");
+    if (sh("lttng enable-channel --userspace --buffers-uid --subbuf-size=" + std::string(subbuf ? subbuf : "16M") +
+           " --num-subbuf=" + std::string(num ? num : "16") + s + " ch") != 0)
+        return false;
+    if (sh("lttng add-context --userspace --channel=ch --type=vpid --type=vtid --type=procname" + s) != 0) return false;
+    if (sh("lttng enable-event --userspace --channel=ch 'sigmatrace:*'" + s) != 0) return false;
+    if (sh("lttng start " + g_session) != 0) return false;
+    // The daemon enables our tracepoints asynchronously.
+    for (int i = 0; i < 500 && !ST_TRACE_ENABLED(post_send); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return ST_TRACE_ENABLED(post_send);
+}
+
+std::string stop_session() {
+    sh("lttng stop " + g_session);
+    char buf[4096];
+    std::string xml;
+    if (FILE* p = popen(("lttng --mi xml list " + g_session + " 2>/dev/null").c_str(), "r")) {
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, p)) > 0) xml.append(buf, n);
+        pclose(p);
+    }
+    sh("lttng destroy " + g_session);
+    std::error_code ec;
+    std::filesystem::remove_all(g_trace_dir, ec);
+    const size_t at = xml.find("<discarded_events>");
+    return at == std::string::npos ? "?" : xml.substr(at + 18, xml.find('<', at + 18) - at - 18);
+}
+
+// ------------------------------------------------------------------ results and summary
+
+// Records each benchmark's real time per item (ns) while printing as usual.
+class Collector : public benchmark::ConsoleReporter {
+public:
+    void ReportRuns(const std::vector<Run>& runs) override {
+        for (const Run& r : runs) {
+            const auto it = r.counters.find("items_per_second");
+            if (it != r.counters.end() && it->second.value > 0) ns_per_item[r.run_name.function_name] = 1e9 / it->second.value;
+        }
+        ConsoleReporter::ReportRuns(runs);
+    }
+    std::map<std::string, double> ns_per_item;
+};
+
+// `iterations` 0: Google Benchmark chooses. Traced runs use a fixed count, so that the events they emit fit the
+// session's buffers (a discarded event costs less than a recorded one and would flatter the result).
+void register_all(const std::string& phase, interpose::Mode wrapped_mode, const char* wrapped_name, int64_t iterations) {
+    const std::string w = wrapped_name;
+    auto reg = [&](const std::string& name, auto fn, BenchDevice* d, interpose::Mode m) {
+        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark((phase + name).c_str(), fn, d, m);
+        if (iterations > 0) b->Iterations(iterations);
+    };
+    reg("post_send_1/unwrapped", post_one, g_plain, interpose::Mode::ops);
+    reg("post_send_1/" + w, post_one, g_wrapped, wrapped_mode);
+    reg("post_send_16_chain/unwrapped", post_chain, g_plain, interpose::Mode::ops);
+    reg("post_send_16_chain/" + w, post_chain, g_wrapped, wrapped_mode);
+    reg("poll_cq_16/unwrapped", poll16, g_plain, interpose::Mode::ops);
+    reg("poll_cq_16/" + w, poll16, g_wrapped, wrapped_mode);
+    reg("wr_api_1/unwrapped", wr_api_one, g_plain, interpose::Mode::ops);
+    reg("wr_api_1/" + w, wr_api_one, g_wrapped, wrapped_mode);
+}
+
+ibv_qp_ex* bench_qp_to_qp_ex(ibv_qp* qp) {
+    return reinterpret_cast<ibv_qp_ex*>(qp);
+}
+int bench_query_device(ibv_context*, ibv_device_attr* a) {
+    *a = ibv_device_attr{};
+    return 0;
+}
+int bench_query_port(ibv_context*, uint8_t, ibv_port_attr*) {
+    return EINVAL;
+}
+int bench_query_gid(ibv_context*, uint8_t, int, ibv_gid*) {
+    return EINVAL;
+}
+constexpr interpose::VerbsQueries kQueries{&bench_query_device, &bench_query_port, &bench_query_gid, &bench_qp_to_qp_ex};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    static BenchDevice plain, wrapped;
+    g_plain = &plain;
+    g_wrapped = &wrapped;
+    interpose::set_verbs_queries(&kQueries);
+    set_mode(interpose::Mode::ops);
+    interpose::on_context_opened(wrapped.ctx(), interpose::OpenVia::open_device);
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = 128;
+    attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+    interpose::on_qp_created_ex(wrapped.ctx(), wrapped.qp(), &attr, interpose::CreateKind::extended, 0);
+
+    Collector out;
+    std::printf("== phase 1: no tracing session ==\n");
+    register_all("1:", interpose::Mode::ops, "wrapped_no_session", 0);
+    RegisterBenchmark("1:post_send_1/counters", post_one, g_wrapped, interpose::Mode::counters);
+    RegisterBenchmark("1:post_send_16_chain/counters", post_chain, g_wrapped, interpose::Mode::counters);
+    RegisterBenchmark("1:poll_cq_16/counters", poll16, g_wrapped, interpose::Mode::counters);
+    benchmark::RunSpecifiedBenchmarks(&out, "^1:");
+
+    std::printf("\n== phase 2: traced (session recording sigmatrace:*) ==\n");
+    if (!start_session()) {
+        std::printf("No session daemon answered or the session could not start: phase 2 skipped "
+                    "(run under scripts/with-private-lttng.sh)\n");
+    } else {
+        register_all("2:", interpose::Mode::ops, "traced", kTracedIterations);
+        benchmark::RegisterBenchmark("2:event/bare_post_send", bare_event)->Iterations(kTracedIterations);
+        benchmark::RunSpecifiedBenchmarks(&out, "^2:");
+        std::printf("discarded events during phase 2: %s\n", stop_session().c_str());
+    }
+
+    auto at = [&](const std::string& name) {
+        const auto it = out.ns_per_item.find(name);
+        return it == out.ns_per_item.end() ? -1.0 : it->second;
+    };
+    std::printf("\n== summary (ns per WR or completion; goals from issue 4) ==\n");
+    const double unwrapped = at("1:post_send_1/unwrapped"), no_session = at("1:post_send_1/wrapped_no_session");
+    std::printf("wrapped, no session - unwrapped      : %6.2f ns  (goal <= 5 ns)\n", no_session - unwrapped);
+    std::printf("  16-WR chain per WR                 : %6.2f ns\n",
+                at("1:post_send_16_chain/wrapped_no_session") - at("1:post_send_16_chain/unwrapped"));
+    std::printf("  16-completion poll per completion  : %6.2f ns\n", at("1:poll_cq_16/wrapped_no_session") - at("1:poll_cq_16/unwrapped"));
+    std::printf("  ibv_wr_* list of 1                 : %6.2f ns\n", at("1:wr_api_1/wrapped_no_session") - at("1:wr_api_1/unwrapped"));
+    std::printf("counters mode - unwrapped, 1 WR      : %6.2f ns  (goal < 10 ns per op)\n", at("1:post_send_1/counters") - unwrapped);
+    std::printf("  16-WR chain per WR                 : %6.2f ns\n", at("1:post_send_16_chain/counters") - at("1:post_send_16_chain/unwrapped"));
+    std::printf("  16-completion poll per completion  : %6.2f ns\n", at("1:poll_cq_16/counters") - at("1:poll_cq_16/unwrapped"));
+    if (at("2:event/bare_post_send") > 0) {
+        const double bare = at("2:event/bare_post_send");
+        std::printf("bare LTTng event (post_send, n=1)    : %6.2f ns\n", bare);
+        std::printf("traced 1 WR - bare event             : %6.2f ns  (goal <= 20 ns)\n",
+                    at("2:post_send_1/traced") - at("2:post_send_1/unwrapped") - bare);
+        std::printf("traced 16-WR chain, per WR           : %6.2f ns  (goal < 40 ns)\n", at("2:post_send_16_chain/traced"));
+        std::printf("traced 16-completion poll, per compl.: %6.2f ns  (goal < 40 ns)\n", at("2:poll_cq_16/traced"));
+        std::printf("traced ibv_wr_* list of 1            : %6.2f ns  (bare event + %.2f ns)\n", at("2:wr_api_1/traced"),
+                    at("2:wr_api_1/traced") - at("2:wr_api_1/unwrapped") - bare);
+    }
+    interpose::counters_shutdown();
+    benchmark::Shutdown();
+    return 0;
+}

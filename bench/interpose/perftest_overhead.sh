@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# perftest_overhead.sh [BUILD_DIR] [ROUNDS]: perftest on the software fabric, traced vs untraced, in one run.
+#
+# Each round runs, back to back on the same fabric set-up, ib_write_bw (64 KiB) untraced then traced, and
+# ib_send_lat untraced then traced ("traced" = under `sigmatrace record`, both sides). Reported: the median
+# over rounds of ib_write_bw's average bandwidth and of ib_send_lat's typical (median) latency, and the
+# traced/untraced ratios the issue sets goals for (bandwidth >= 0.98, latency <= 1.05).
+#
+# Runs itself inside tests/support/sandbox.sh (private network namespace for port 18515, private /dev/shm).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=$(cd "${1:-$here/build}" && pwd)
+rounds=${2:-5}
+if [[ ${SIGMATRACE_SANDBOX_INNER:-0} != 1 ]]; then
+  exec "$here/tests/support/sandbox.sh" "$0" "$build" "$rounds"
+fi
+sigmatrace=$build/stage/bin/sigmatrace
+pair=$here/tests/interpose/support/run_pair.sh
+work=$(mktemp -d /tmp/perftest-overhead.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+bw_iters=${BW_ITERS:-5000}
+lat_iters=${LAT_ITERS:-5000}
+
+# run TAG traced|plain PROGRAM ARGS...: prints the client's output file
+run() {
+  local tag=$1 mode=$2; shift 2
+  local out=$work/$tag
+  if [[ $mode == traced ]]; then
+    "$sigmatrace" record -o "$work/$tag.trace" -- "$pair" "$sigmatrace" "$tag" "$out" -- "$@" >"$work/$tag.log" 2>&1
+    grep -q 'discarded events: 0' "$work/$tag.log" || { echo "events were discarded in $tag:" >&2; cat "$work/$tag.log" >&2; }
+    rm -rf "$work/$tag.trace"
+  else
+    "$pair" "$sigmatrace" "$tag" "$out" -- "$@" >"$work/$tag.log" 2>&1
+  fi || { echo "$tag failed:" >&2; cat "$out"/*.out >&2; exit 1; }
+  echo "$out/client.out"
+}
+
+# The result line of perftest follows the header line that starts with " #bytes".
+bw_of() { awk '/^ *#bytes/ { getline; print $4; exit }' "$1"; }       # BW average[MB/sec]
+lat_of() { awk '/^ *#bytes/ { getline; print $5; exit }' "$1"; }      # t_typical[usec] (median)
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+: >"$work/bw_plain"; : >"$work/bw_traced"; : >"$work/lat_plain"; : >"$work/lat_traced"
+for r in $(seq "$rounds"); do
+  bw_of "$(run "bw-p$r" plain ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters")" >>"$work/bw_plain"
+  bw_of "$(run "bw-t$r" traced ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters")" >>"$work/bw_traced"
+  lat_of "$(run "lat-p$r" plain ib_send_lat -d sfab_0 -n "$lat_iters")" >>"$work/lat_plain"
+  lat_of "$(run "lat-t$r" traced ib_send_lat -d sfab_0 -n "$lat_iters")" >>"$work/lat_traced"
+  echo "round $r: write_bw MB/s $(tail -1 "$work/bw_plain") untraced, $(tail -1 "$work/bw_traced") traced;" \
+       "send_lat us $(tail -1 "$work/lat_plain") untraced, $(tail -1 "$work/lat_traced") traced"
+done
+bp=$(median <"$work/bw_plain"); bt=$(median <"$work/bw_traced")
+lp=$(median <"$work/lat_plain"); lt=$(median <"$work/lat_traced")
+echo
+echo "ib_write_bw 64 KiB, $bw_iters iterations, median of $rounds: untraced $bp MB/s, traced $bt MB/s," \
+     "ratio $(awk -v a="$bt" -v b="$bp" 'BEGIN { printf "%.3f", a / b }') (goal >= 0.98)"
+echo "ib_send_lat, $lat_iters iterations, median of $rounds: untraced $lp us, traced $lt us," \
+     "ratio $(awk -v a="$lt" -v b="$lp" 'BEGIN { printf "%.3f", a / b }') (goal <= 1.05)"

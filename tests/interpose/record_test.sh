@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# record_test.sh SIGMATRACE: `sigmatrace record` as a command: exit statuses, refusals that keep the command
+# from running untraced, the report it prints, and the daemon it uses. Runs inside tests/support/sandbox.sh;
+# with --lttng (a daemon is running) it checks that record uses that daemon and leaves it clean.
+set -uo pipefail
+sigmatrace=$1
+work=$(mktemp -d /tmp/interpose-record.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+status=0
+fail() { echo "FAILED: $*"; status=1; }
+user_daemon=0
+lttng list >/dev/null 2>&1 && user_daemon=1
+
+# 1. The command's exit status, the report, a readable trace with the command's process_info.
+"$sigmatrace" record -o "$work/t1" -- sh -c 'exit 5' 2>"$work/t1.err"; rc=$?
+[[ $rc == 5 ]] || fail "exit status $rc, expected 5"
+grep -q "sigmatrace record: trace: $work/t1" "$work/t1.err" || fail "no trace path in: $(cat "$work/t1.err")"
+grep -q "sigmatrace record: discarded events: 0" "$work/t1.err" || fail "no discarded count in: $(cat "$work/t1.err")"
+babeltrace2 "$work/t1" 2>/dev/null | grep -q 'sigmatrace:process_info.*procname = "sh"' || fail "no process_info of sh in the trace"
+
+# 2. Killed by a signal: 128 + signal, like a shell.
+"$sigmatrace" record -o "$work/t2" -- sh -c 'kill -TERM $$' 2>/dev/null; rc=$?
+[[ $rc == 143 ]] || fail "killed command: status $rc, expected 143"
+
+# 3. A command that does not exist: 127 and a message naming it.
+"$sigmatrace" record -o "$work/t3" -- /nonexistent/program 2>"$work/t3.err"; rc=$?
+[[ $rc == 127 ]] || fail "missing command: status $rc, expected 127"
+grep -q "cannot run /nonexistent/program" "$work/t3.err" || fail "no message for the missing command: $(cat "$work/t3.err")"
+
+# 4. A non-empty output directory is refused before anything runs.
+mkdir -p "$work/t4" && touch "$work/t4/old"
+"$sigmatrace" record -o "$work/t4" -- touch "$work/ran" 2>"$work/t4.err"; rc=$?
+[[ $rc == 2 ]] || fail "non-empty output: status $rc, expected 2"
+[[ ! -e $work/ran ]] || fail "the command ran although the recording was refused"
+grep -q "not an empty directory" "$work/t4.err" || fail "no reason given: $(cat "$work/t4.err")"
+
+# 5. Usage errors.
+"$sigmatrace" record 2>/dev/null; [[ $? == 2 ]] || fail "no command: expected status 2"
+"$sigmatrace" record --help | grep -q "usage: sigmatrace record" || fail "--help prints no usage"
+
+# 6. Counters mode reaches the traced processes.
+"$sigmatrace" record --mode counters -o "$work/t6" -- /bin/true 2>/dev/null || fail "--mode counters run failed"
+babeltrace2 "$work/t6" 2>/dev/null | grep -q 'process_info.*mode = 1' || fail "process_info does not say counters mode"
+
+# 7. With a daemon already running (sandbox --lttng), record uses it and leaves no session behind.
+if [[ $user_daemon == 1 ]]; then
+  sessions=$(lttng list 2>/dev/null | grep -c 'sigmatrace-' || true)
+  [[ $sessions == 0 ]] || fail "record left $sessions session(s) on the user's daemon"
+  lttng list >/dev/null 2>&1 || fail "the user's daemon is gone after record"
+fi
+[[ $status == 0 ]] && echo "all checks passed (user daemon: $user_daemon)"
+exit $status
