@@ -12,6 +12,7 @@
 //   mpirun -np 4 sigmatrace fabric --node rank -- gpu_ibgda_put [--iters N] [--threads T] [--bytes B]
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -116,11 +117,17 @@ int main(int argc, char** argv) {
                 break;
             }
     }
-    const std::vector<uint32_t> imms = t.drain_receive_completions();
     std::set<uint32_t> expected;
     for (int src = 0; src < npes; ++src)
         for (size_t th = 0; th < threads; ++th)
             for (size_t it = 7; it < iters; it += 8) expected.insert(imm_of(src, th, it));
+    // The responder completions may trail the requesters' (a receiver polls until it has what it waits for).
+    std::vector<uint32_t> imms;
+    for (int waited_ms = 0; imms.size() < expected.size() && waited_ms < 10'000; ++waited_ms) {
+        const auto more = t.drain_receive_completions();
+        imms.insert(imms.end(), more.begin(), more.end());
+        if (imms.size() < expected.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     const std::set<uint32_t> got(imms.begin(), imms.end());
     if (got != expected || imms.size() != expected.size()) {
         std::fprintf(stderr, "PE %d: %zu immediates received (%zu distinct), expected %zu\n", me, imms.size(), got.size(),
