@@ -125,6 +125,22 @@ void GpuQp::write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_
     record(idx, mlx5::op::ATOMIC_FA, 0, 8, raddr, rkey, 0, add, signaled);
 }
 
+void GpuQp::write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                            uint32_t bytes, bool signaled) {
+    uint8_t* w = slot(idx);
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(w + 16, s);
+    std::memset(s, 0, 16);
+    mlx5::store_be32(s, bytes);
+    mlx5::store_be32(s + 4, lkey);
+    mlx5::store_be64(s + 8, laddr);
+    store_segment(w + 32, s);
+    write_ctrl(w, idx, mlx5::op::RDMA_READ, 0, 3, signaled, 0);
+    record(idx, mlx5::op::RDMA_READ, 0, bytes, raddr, rkey, 0, 0, signaled);
+}
+
 void GpuQp::write_nop(uint64_t idx, bool signaled) {
     write_ctrl(slot(idx), idx, mlx5::op::NOP, 0, 1, signaled, 0);
     record(idx, mlx5::op::NOP, 0, 0, 0, 0, 0, 0, signaled);
@@ -142,8 +158,10 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
     std::lock_guard lk(doorbell_mu_);
     const uint64_t pi = ready_head.load(std::memory_order_acquire);
     const uint32_t cur = __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
-    if (static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur)
-        __atomic_store_n(dbrec, __builtin_bswap32(static_cast<uint32_t>(pi & 0xffff)), __ATOMIC_RELEASE);
+    if (static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
+        const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
+        __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
+    }
     uint8_t db[8];
     mlx5::store_be32(db, static_cast<uint32_t>(pi & 0xffff) << 8);
     mlx5::store_be32(db + 4, qpn << 8);
@@ -153,6 +171,29 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
 }
 
 GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
+    if (cq_ncqe != 0) {
+        // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index.
+        std::lock_guard lk(cq_mu_);
+        for (;;) {
+            auto* e = const_cast<uint8_t*>(cqe) + ((cq_ci_ & (cq_ncqe - 1)) << 6);
+            const uint8_t op_own = __atomic_load_n(e + 63, __ATOMIC_ACQUIRE);
+            const bool owner = (cq_ci_ & cq_ncqe) != 0;
+            if ((op_own >> 4) == mlx5::cqe_op::INVALID || ((op_own & 1) != 0) != owner) break;
+            if ((op_own >> 4) == mlx5::cqe_op::REQ_ERR) {
+                syndrome = e[55];
+                counter = mlx5::load_be16(e + 60);
+                return Cqe::Error;
+            }
+            last_counter_ = mlx5::load_be16(e + 60);
+            any_completion_ = true;
+            __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
+            ++cq_ci_;
+            __atomic_store_n(cq_dbrec, __builtin_bswap32(static_cast<uint32_t>(cq_ci_ & 0xffffff)), __ATOMIC_RELEASE);
+        }
+        counter = last_counter_;
+        syndrome = 0;
+        return any_completion_ ? Cqe::Ok : Cqe::None;
+    }
     const uint64_t tail = __atomic_load_n(reinterpret_cast<const uint64_t*>(cqe + 56), __ATOMIC_ACQUIRE);
     uint8_t t[8];
     std::memcpy(t, &tail, 8);

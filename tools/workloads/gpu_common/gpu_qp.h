@@ -54,8 +54,13 @@ struct GpuQp {
     uint32_t nwqes = 0;            // WQEBBs, a power of two
     uint32_t* dbrec = nullptr;     // DBR[1]
     uint64_t* bf = nullptr;        // the doorbell register in the UAR page
-    const uint8_t* cqe = nullptr;  // the collapsed CQE
+    const uint8_t* cqe = nullptr;  // the collapsed CQE, or the first CQE of a normal CQ ring
     TruthLog* truth = nullptr;
+    // A normal CQ (rocSHMEM): ring of cq_ncqe CQEs walked by owner bit; consumed CQEs are invalidated and the
+    // consumer index published in cq_dbrec[0]. cq_ncqe == 0: collapsed (NVSHMEM/DeepEP).
+    uint32_t cq_ncqe = 0;
+    uint32_t* cq_dbrec = nullptr;
+    bool dbr_full_counter = false;  // rocSHMEM writes the whole 32-bit counter into the doorbell record
 
     // mvars: shared by the posting threads.
     std::atomic<uint64_t> resv_head{0};   // WQEBBs reserved
@@ -80,7 +85,14 @@ struct GpuQp {
     enum class Cqe { None, Ok, Error };
     Cqe poll(uint16_t& counter, uint8_t& syndrome) const;
 
+    void write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t bytes,
+                         bool signaled);
+
 private:
+    mutable std::mutex cq_mu_;        // normal CQs: one consumer at a time
+    mutable uint64_t cq_ci_ = 0;
+    mutable uint16_t last_counter_ = 0;
+    mutable bool any_completion_ = false;
     uint8_t* slot(uint64_t idx) const { return wqe + ((idx & (nwqes - 1)) << 6); }
     void write_ctrl(uint8_t* seg, uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t ds, bool signaled, uint32_t imm);
     void record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, uint64_t raddr, uint32_t rkey, uint32_t imm,

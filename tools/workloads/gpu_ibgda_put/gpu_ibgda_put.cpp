@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &npes);
     CommonOptions common;
     size_t iters = 64, threads = 4, bytes = 4096;
-    uint32_t log_sq = 8;
+    uint32_t log_sq = 10;  // NVSHMEM_QP_DEPTH default: 1024 WQEBBs
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (common_option(common, i, argc, argv)) continue;
