@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -142,6 +143,14 @@ int cmd_fabric(Args args) {
         setenv("SOFTFABRIC_NODE", softfabric::node_name(node).c_str(), 1);
         setenv("SOFTFABRIC_NODE_INDEX", std::to_string(node).c_str(), 1);
         setenv("SOFTFABRIC_RAILS", std::to_string(o.rails).c_str(), 1);
+        // mlx5 DevX / direct verbs on fabric devices: the libmlx5 stand-in comes first in the library path
+        // (src/softfabric/mlx5/; it forwards every other device to the system's libmlx5).
+        if (auto mlx5 = layout.fabric_dir() / "mlx5"; std::filesystem::exists(mlx5 / "libmlx5.so.1")) {
+            const char* old = std::getenv("LD_LIBRARY_PATH");
+            std::string path = mlx5.string();
+            if (old && *old) path += std::string(":") + old;
+            setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+        }
     } catch (const std::exception& e) {
         fmt::print(stderr, "sigmatrace fabric: {}\n", e.what());
         return 2;

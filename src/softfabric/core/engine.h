@@ -192,8 +192,8 @@ public:
     const QueuePairConfig& config() const { return config_; }
     uint32_t sq_depth() const { return capacity_; }
 
-    // Replaces the default CqSink (another front end's completions).
-    void set_completion_sink(CompletionSink* sink) { sink_ = sink; }
+    // Replaces the default CqSink (another front end's completions); nullptr restores the default.
+    void set_completion_sink(CompletionSink* sink) { sink_ = sink ? sink : &default_sink_; }
 
     ibv_qp_state state() const { return static_cast<ibv_qp_state>(shared_->state.load(std::memory_order_acquire)); }
     // Applies a state the front end validated: RESET empties both queues without completions, ERROR flushes.

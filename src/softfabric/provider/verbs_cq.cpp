@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/fabric_objects.h"
 #include "provider/command_channel.h"
+#include "mlx5/frontend.h"
 #include "provider/objects.h"
 
 namespace softfabric::provider {
@@ -147,6 +148,7 @@ int destroy_cq(ibv_cq* cq) {
         std::lock_guard lock(c->poll_lock);
         if (c->attached_qps > 0) return EBUSY;
     }
+    mlx5::forget_verbs_cq(cq);  // a CQE ring exported with mlx5dv_init_obj goes with it
     if (c->has_channel) c->rt->remove_event_cq(c->shared);
     c->rt->arena().release(c->offset, c->bytes);
     delete reinterpret_cast<CqObject*>(cq);

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "core/clock.h"
+#include "mlx5/frontend.h"
 #include "provider/objects.h"
 #include "provider/qp_state_machine.h"
 
@@ -245,6 +246,7 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 }
 
 int destroy_qp(ibv_qp* qp) {
+    mlx5::forget_verbs_qp(qp);  // rings exported with mlx5dv_init_obj stop being driven first
     auto* obj = reinterpret_cast<QpObject*>(qp);
     QpImpl* q = obj->impl;
     {

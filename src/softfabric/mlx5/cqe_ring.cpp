@@ -1,0 +1,103 @@
+#include "mlx5/cqe_ring.h"
+
+#include <cstring>
+
+#include "gpumem/mlx5_layout.h"
+
+namespace softfabric::mlx5 {
+
+namespace layout = sigmatrace::gpumem::mlx5;
+
+uint8_t syndrome_of(ibv_wc_status status) {
+    switch (status) {
+    case IBV_WC_LOC_LEN_ERR: return 0x01;
+    case IBV_WC_LOC_QP_OP_ERR: return 0x02;
+    case IBV_WC_LOC_PROT_ERR: return 0x04;
+    case IBV_WC_WR_FLUSH_ERR: return 0x05;
+    case IBV_WC_MW_BIND_ERR: return 0x06;
+    case IBV_WC_BAD_RESP_ERR: return 0x10;
+    case IBV_WC_LOC_ACCESS_ERR: return 0x11;
+    case IBV_WC_REM_INV_REQ_ERR: return 0x12;
+    case IBV_WC_REM_ACCESS_ERR: return 0x13;
+    case IBV_WC_REM_OP_ERR: return 0x14;
+    case IBV_WC_RETRY_EXC_ERR: return 0x15;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return 0x16;
+    case IBV_WC_REM_ABORT_ERR: return 0x22;
+    default: return 0x14;  // remote operation error: the closest generic one
+    }
+}
+
+CqeRing::CqeRing(uint32_t cqn, uint8_t* ring, uint32_t ncqe, uint32_t cqe_size, bool collapsed)
+    : cqn_(cqn), ring_(ring), ncqe_(collapsed ? 1 : ncqe), cqe_size_(cqe_size == 128 ? 128 : 64), collapsed_(collapsed) {}
+
+void CqeRing::invalidate_all() {
+    std::lock_guard lk(mu_);
+    for (uint32_t i = 0; i < ncqe_; ++i) {
+        uint8_t* cqe = ring_ + size_t{i} * cqe_size_ + (cqe_size_ - 64);
+        std::memset(cqe, 0, 64);
+        __atomic_store_n(cqe + 63, static_cast<uint8_t>(layout::cqe_op::INVALID << 4), __ATOMIC_RELEASE);
+    }
+}
+
+uint8_t* CqeRing::next_slot(bool& owner) {
+    const uint64_t i = pi_++;
+    owner = (i / ncqe_) & 1;  // hardware's owner bit: flips every pass over the ring
+    return ring_ + size_t{i & (ncqe_ - 1)} * cqe_size_ + (cqe_size_ - 64);
+}
+
+// Everything but the last 8 bytes first, then the last 8 (wqe_counter, signature, op_own) in one release
+// store: a consumer that sees the new op_own (or, on a collapsed CQ, the new wqe_counter) sees the rest.
+void CqeRing::publish(uint8_t* cqe, uint8_t op_own) {
+    uint8_t tail[8];
+    std::memcpy(tail, cqe + 56, 8);
+    tail[7] = op_own;
+    uint64_t word;
+    std::memcpy(&word, tail, 8);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(cqe + 56), word, __ATOMIC_RELEASE);
+}
+
+void CqeRing::requester(uint16_t wqe_counter, uint8_t wqe_opcode, uint32_t qpn, uint32_t byte_cnt, uint64_t ts_ns,
+                        ibv_wc_status status, uint32_t vendor_err) {
+    std::lock_guard lk(mu_);
+    bool owner = false;
+    uint8_t* cqe = next_slot(owner);
+    uint8_t staged[64] = {};
+    const bool error = status != IBV_WC_SUCCESS;
+    layout::store_be32(staged + 44, error ? 0 : byte_cnt);
+    if (error) {
+        staged[54] = static_cast<uint8_t>(vendor_err);  // struct mlx5_err_cqe: vendor_err_synd, syndrome
+        staged[55] = syndrome_of(status);
+    } else {
+        layout::store_be64(staged + 48, ts_ns);
+    }
+    layout::store_be32(staged + 56, (uint32_t{wqe_opcode} << 24) | (qpn & 0xffffff));
+    layout::store_be16(staged + 60, wqe_counter);
+    std::memcpy(cqe, staged, 56);
+    std::memcpy(cqe + 56, staged + 56, 7);
+    const uint8_t opcode = error ? layout::cqe_op::REQ_ERR : layout::cqe_op::REQ;
+    publish(cqe, static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0)));
+}
+
+void CqeRing::responder(uint16_t wqe_counter, ibv_wc_opcode opcode, uint32_t qpn, uint32_t byte_cnt, uint32_t imm_raw,
+                        bool with_imm, uint64_t ts_ns, ibv_wc_status status) {
+    std::lock_guard lk(mu_);
+    bool owner = false;
+    uint8_t* cqe = next_slot(owner);
+    uint8_t staged[64] = {};
+    const bool error = status != IBV_WC_SUCCESS;
+    if (with_imm) std::memcpy(staged + 36, &imm_raw, 4);  // as the sender wrote it
+    layout::store_be32(staged + 44, byte_cnt);
+    if (error) staged[55] = syndrome_of(status);
+    else layout::store_be64(staged + 48, ts_ns);
+    layout::store_be32(staged + 56, qpn & 0xffffff);
+    layout::store_be16(staged + 60, wqe_counter);
+    std::memcpy(cqe, staged, 56);
+    std::memcpy(cqe + 56, staged + 56, 7);
+    uint8_t op = layout::cqe_op::RESP_SEND;
+    if (error) op = layout::cqe_op::RESP_ERR;
+    else if (opcode == IBV_WC_RECV_RDMA_WITH_IMM) op = layout::cqe_op::RESP_WR_IMM;
+    else if (with_imm) op = layout::cqe_op::RESP_SEND_IMM;
+    publish(cqe, static_cast<uint8_t>(op << 4 | (owner ? 1 : 0)));
+}
+
+}  // namespace softfabric::mlx5

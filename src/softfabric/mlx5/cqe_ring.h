@@ -1,0 +1,55 @@
+// An mlx5 completion queue that the fabric writes, as a ConnectX would: 64-byte CQEs (struct mlx5_cqe64 layout,
+// src/gpumem/mlx5_layout.h) with the owner bit of the pass, or a collapsed CQ whose single CQE is rewritten in
+// place. Consumers are GPU-style threads polling the ring (and the SigmaTrace watcher reading it).
+//
+// Timestamps are CLOCK_MONOTONIC nanoseconds (the fabric's clock), where a ConnectX writes its free-running
+// HCA clock.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <mutex>
+
+namespace softfabric::mlx5 {
+
+class CqeRing {
+public:
+    // `ring` holds `ncqe` (a power of two) CQEs of `cqe_size` bytes (64 or 128; the 64-byte CQE is the last 64
+    // bytes of each). A collapsed CQ has one slot. The memory belongs to the caller (a UMEM or our allocation).
+    CqeRing(uint32_t cqn, uint8_t* ring, uint32_t ncqe, uint32_t cqe_size, bool collapsed);
+
+    uint32_t cqn() const { return cqn_; }
+    uint8_t* ring() const { return ring_; }
+    uint32_t ncqe() const { return ncqe_; }
+
+    // Fills every slot with an invalid CQE (opcode INVALID, owner 0): what a driver does before handing a CQ out.
+    void invalidate_all();
+
+    // A requester completion of the WQE with index `wqe_counter` (its mlx5 opcode goes into sop_drop_qpn);
+    // status != SUCCESS writes an error CQE (REQ_ERR with the syndrome of that status).
+    void requester(uint16_t wqe_counter, uint8_t wqe_opcode, uint32_t qpn, uint32_t byte_cnt, uint64_t ts_ns,
+                   ibv_wc_status status, uint32_t vendor_err);
+    // A responder completion (receive consumed by a SEND or an RDMA WRITE with immediate).
+    void responder(uint16_t wqe_counter, ibv_wc_opcode opcode, uint32_t qpn, uint32_t byte_cnt, uint32_t imm_raw,
+                   bool with_imm, uint64_t ts_ns, ibv_wc_status status);
+
+    uint64_t produced() const { return pi_; }
+
+private:
+    uint8_t* next_slot(bool& owner);
+    void publish(uint8_t* cqe, uint8_t op_own);
+
+    uint32_t cqn_;
+    uint8_t* ring_;
+    uint32_t ncqe_;
+    uint32_t cqe_size_;
+    bool collapsed_;
+    std::mutex mu_;  // completions of several QPs sharing the CQ arrive from different threads
+    uint64_t pi_ = 0;
+};
+
+// The mlx5 CQE syndrome of a verbs completion status (MLX5_CQE_SYNDROME_*).
+uint8_t syndrome_of(ibv_wc_status status);
+
+}  // namespace softfabric::mlx5

@@ -1,0 +1,15 @@
+// The fabric's implementation of mlx5 DevX and direct verbs for its own devices (docs/softfabric.md, "mlx5
+// DevX and direct verbs"), compiled into the provider so that it shares the provider's runtime, and reached from
+// the libmlx5 stand-in through the C table of frontend_abi.h.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+namespace softfabric::mlx5 {
+
+// The provider's destroy_qp / destroy_cq call these first: a QP or CQ whose rings were exported with
+// mlx5dv_init_obj stops being driven through them.
+void forget_verbs_qp(ibv_qp* qp);
+void forget_verbs_cq(ibv_cq* cq);
+
+}  // namespace softfabric::mlx5

@@ -1,0 +1,317 @@
+// Acceptance of GPU-initiated RDMA observability on the software fabric. Each case records one of the project's
+// GPU-style workloads (tools/workloads/gpu_*: CPU threads posting mlx5 WQEs the way NVSHMEM-IBGDA / DeepEP /
+// rocSHMEM kernels do), unmodified, with `sigmatrace record`, 4 PEs on 4 fabric nodes, and checks:
+//   - the trace holds every WQE the workload posted (its ground-truth files), per QP, in order, with exact
+//     opcode, size, remote address, rkey, immediate and atomic argument; nothing lost, nothing malformed;
+//   - the analyzer counts them as operations (per opcode), and for the BFS-like level loop finds its barrier
+//     epochs, their spread and the designed late PE, and for the MoE dispatch its inbound skew, as the truth says.
+// Runs inside tests/support/sandbox.sh (private network namespace, /dev/shm and session daemon).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/trace_reader.h"
+
+namespace sigmatrace::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBin = SIGMATRACE_TEST_BINDIR;          // build/stage/bin
+const std::string kLibexec = SIGMATRACE_TEST_LIBEXECDIR;  // build/stage/libexec/sigmatrace
+constexpr int kPes = 4;
+
+struct Wqe {
+    uint16_t index;
+    uint32_t opcode, bytes, rkey, imm;
+    uint64_t raddr, atomic_arg;
+    bool operator==(const Wqe&) const = default;
+};
+std::ostream& operator<<(std::ostream& o, const Wqe& w) {
+    return o << "{idx " << w.index << " op 0x" << std::hex << w.opcode << std::dec << " bytes " << w.bytes << " raddr 0x"
+             << std::hex << w.raddr << " rkey 0x" << w.rkey << " imm 0x" << w.imm << " arg 0x" << w.atomic_arg << std::dec << "}";
+}
+
+class GpuAcceptance : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!std::getenv("SIGMATRACE_SANDBOX_INNER")) GTEST_SKIP() << "needs tests/support/sandbox.sh";
+        if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed";
+        if (!fs::exists(kLibexec + "/gpu_ibgda_put")) GTEST_SKIP() << "the GPU-style workloads were not built (no MPI)";
+        if (std::system((kBin + "/sigmatrace fabric -- ibv_devices >/dev/null 2>&1").c_str()) != 0)
+            GTEST_SKIP() << "the software fabric does not start here";
+        work_ = fs::temp_directory_path() / ("gpu-acceptance-" + std::to_string(getpid()) + "-" +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::create_directories(work_ / "truth");
+    }
+    void TearDown() override {
+        std::error_code ec;
+        if (!HasFailure()) fs::remove_all(work_, ec);
+        else std::fprintf(stderr, "kept %s for inspection\n", work_.c_str());
+    }
+
+    // Records `workload args` on 4 PEs, one per fabric node; returns its exit status. A run in which mpirun
+    // itself aborts at exit (lttng-ust's counter shm assertion in the traced mpirun, ~1 run in 8 on the dev VM,
+    // also with the fabric's plain-verbs MPI program: not a gpumem problem, reported) is run again, at most twice.
+    int record(const std::string& workload, const std::string& args) {
+        for (int attempt = 0;; ++attempt) {
+            const int status = record_once(workload, args);
+            const std::string log = slurp(work_ / "run.log");
+            const bool mpirun_aborted = log.find("Forwarding signal 6") != std::string::npos ||
+                                        log.find("lttng_counter_shmp_object_destroy") != std::string::npos;
+            if (status == 0 || !mpirun_aborted || attempt == 2) return status;
+            std::fprintf(stderr, "note: mpirun aborted at exit (known lttng-ust issue in the traced launcher); run again\n");
+            std::error_code ec;
+            fs::remove_all(work_ / "trace", ec);
+            fs::remove_all(work_ / "truth", ec);
+            fs::create_directories(work_ / "truth");
+        }
+    }
+    static std::string slurp(const fs::path& p) {
+        std::ifstream in(p);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    }
+    int record_once(const std::string& workload, const std::string& args) {
+        const std::string root = getuid() == 0 ? "--allow-run-as-root " : "";
+        const std::string cmd = kBin + "/sigmatrace record -o " + (work_ / "trace").string() + " -- timeout 300 mpirun " + root +
+                                "--oversubscribe -np " + std::to_string(kPes) + " --mca btl self,vader --mca pml ob1 " + kBin +
+                                "/sigmatrace fabric --node rank -- " + kLibexec + "/" + workload + " --truth " +
+                                (work_ / "truth").string() + " " + args + " >" + (work_ / "run.log").string() + " 2>&1";
+        const int s = std::system(cmd.c_str());
+        return WIFEXITED(s) ? WEXITSTATUS(s) : 128;
+    }
+
+    std::map<uint32_t, std::vector<Wqe>> truth_wqes() {
+        std::map<uint32_t, std::vector<Wqe>> m;
+        for (int pe = 0; pe < kPes; ++pe) {
+            std::ifstream in(work_ / "truth" / ("truth-" + std::to_string(pe) + ".txt"));
+            std::string line;
+            while (std::getline(in, line)) {
+                if (line.empty() || line[0] == '#') continue;
+                std::istringstream l(line);
+                uint32_t qpn, opcode, opmod, bytes, signaled;
+                uint64_t index;
+                std::string raddr, rkey, imm, arg;
+                l >> qpn >> index >> opcode >> opmod >> bytes >> raddr >> rkey >> imm >> arg >> signaled;
+                m[qpn].push_back({static_cast<uint16_t>(index), opcode, bytes, static_cast<uint32_t>(std::stoul(rkey, nullptr, 16)),
+                                  static_cast<uint32_t>(std::stoul(imm, nullptr, 16)), std::stoull(raddr, nullptr, 16),
+                                  std::stoull(arg, nullptr, 16)});
+            }
+        }
+        return m;
+    }
+
+    // Every gpu_wqe of the trace, per QP, in trace order; and what the watcher reported lost or malformed.
+    void trace_wqes(const Trace& t, std::map<uint32_t, std::vector<Wqe>>& out, uint64_t& lost, uint64_t& malformed,
+                    size_t& qps_learned) {
+        lost = malformed = 0;
+        qps_learned = 0;
+        for (const auto& e : t.events) {
+            if (e.name == "sigmatrace:gpu_qp_create") ++qps_learned;
+            if (e.name == "sigmatrace:gpu_watch_stats") {
+                lost += e.u("lost_wqes");
+                malformed += e.u("malformed_wqes");
+            }
+            if (e.name != "sigmatrace:gpu_wqe") continue;
+            const auto& idx = e.seq("wqe_index");
+            for (size_t k = 0; k < idx.size(); ++k)
+                out[static_cast<uint32_t>(e.u("qpn"))].push_back(
+                    {static_cast<uint16_t>(idx[k]), static_cast<uint32_t>(e.seq("opcode")[k]),
+                     static_cast<uint32_t>(e.seq("bytes")[k]), static_cast<uint32_t>(e.seq("rkey")[k]),
+                     static_cast<uint32_t>(e.seq("imm")[k]), e.seq("raddr")[k], e.seq("atomic_arg")[k]});
+        }
+    }
+
+    // The acceptance core: the trace is the truth, WQE for WQE.
+    size_t expect_trace_equals_truth(size_t learned_qps, size_t posting_qps) {
+        const Trace t = read_trace((work_ / "trace").string());
+        EXPECT_TRUE(t.error.empty()) << t.error;
+        EXPECT_EQ(t.discarded, 0u);
+        const auto truth = truth_wqes();
+        std::map<uint32_t, std::vector<Wqe>> got;
+        uint64_t lost = 0, malformed = 0;
+        size_t learned = 0;
+        trace_wqes(t, got, lost, malformed, learned);
+        EXPECT_EQ(lost, 0u);
+        EXPECT_EQ(malformed, 0u);
+        EXPECT_EQ(learned, learned_qps);
+        EXPECT_EQ(truth.size(), posting_qps);
+        size_t total = 0;
+        for (const auto& [qpn, want] : truth) {
+            total += want.size();
+            const auto it = got.find(qpn);
+            if (it == got.end()) {
+                ADD_FAILURE() << "QP " << qpn << ": no gpu_wqe in the trace, " << want.size() << " posted";
+                continue;
+            }
+            EXPECT_EQ(it->second.size(), want.size()) << "QP " << qpn;
+            for (size_t i = 0; i < std::min(want.size(), it->second.size()); ++i)
+                if (!(it->second[i] == want[i])) {
+                    ADD_FAILURE() << "QP " << qpn << " WQE #" << i << ": traced " << it->second[i] << ", posted " << want[i];
+                    break;
+                }
+        }
+        for (const auto& [qpn, v] : got)
+            EXPECT_TRUE(truth.count(qpn)) << "QP " << qpn << " in the trace but posted nothing";
+        return total;
+    }
+
+    nlohmann::json analyze() {
+        const fs::path out = work_ / "analysis.json";
+        const int s = std::system((kBin + "/sigmatrace-analyze " + (work_ / "trace").string() + " --json " + out.string() +
+                                   " >" + (work_ / "analyze.log").string() + " 2>&1").c_str());
+        EXPECT_EQ(WIFEXITED(s) ? WEXITSTATUS(s) : 128, 0);
+        std::ifstream in(out);
+        return nlohmann::json::parse(in, nullptr, false);
+    }
+
+    std::map<std::string, uint64_t> truth_opcode_counts() {
+        static const std::map<uint32_t, std::string> names = {{0x08, "RDMA_WRITE"}, {0x09, "RDMA_WRITE_WITH_IMM"},
+                                                              {0x10, "RDMA_READ"}, {0x12, "ATOMIC_FETCH_AND_ADD"}};
+        std::map<std::string, uint64_t> counts;
+        for (const auto& [qpn, v] : truth_wqes())
+            for (const auto& w : v) ++counts[names.count(w.opcode) ? names.at(w.opcode) : "OTHER"];
+        return counts;
+    }
+
+    void expect_ops_match_truth(const nlohmann::json& a, size_t total) {
+        ASSERT_TRUE(a.is_object()) << "analysis JSON unreadable";
+        EXPECT_EQ(a["ops"]["total"].get<uint64_t>(), total);
+        EXPECT_EQ(a["ops"]["errors"].get<uint64_t>(), 0u);
+        for (const auto& [name, n] : truth_opcode_counts()) {
+            ASSERT_TRUE(a["ops"]["by_opcode"].contains(name)) << name;
+            EXPECT_EQ(a["ops"]["by_opcode"][name]["count"].get<uint64_t>(), n) << name;
+        }
+    }
+
+    fs::path work_;
+};
+
+TEST_F(GpuAcceptance, IbgdaPutTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_ibgda_put", "--iters 32 --threads 2"), 0) << "see " << (work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    EXPECT_EQ(total, size_t{kPes} * (kPes * 32 * 2 * 2 + kPes * 2 * 4));  // per PE: writes + signals, inline imms
+    expect_ops_match_truth(analyze(), total);
+}
+
+TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_rocshmem_verbs", "--iters 16 --threads 2"), 0) << "see " << (work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    expect_ops_match_truth(analyze(), total);
+}
+
+TEST_F(GpuAcceptance, BfsLevelLoopShowsItsBarrierSpreadAndTheLatePe) {
+    constexpr int kLevels = 8, kDelayMs = 20, kLate = 2;
+    ASSERT_EQ(record("gpu_bfs_levels", "--levels 8 --delay-ms 20 --late 2"), 0) << "see " << (work_ / "run.log");
+    // Every PE has a QP to every PE (its own included); the frontier goes to the others, the barrier signal to
+    // PE 0, whose loopback QP carries its own signal and release: 12 + 1 QPs post.
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * (kPes - 1) + 1);
+    const nlohmann::json a = analyze();
+    expect_ops_match_truth(a, total);
+    // Truth: per level, which PE posted its barrier signal last and how long after the first.
+    std::ifstream in(work_ / "truth" / "barrier.txt");
+    std::string line;
+    std::getline(in, line);
+    std::vector<double> truth_spread;
+    while (std::getline(in, line)) {
+        std::istringstream l(line);
+        std::string w;
+        size_t level, last;
+        double spread;
+        l >> w >> level >> w >> last >> w >> spread;
+        EXPECT_EQ(last, static_cast<size_t>(kLate)) << "level " << level;
+        truth_spread.push_back(spread);
+    }
+    ASSERT_EQ(truth_spread.size(), static_cast<size_t>(kLevels));
+    std::sort(truth_spread.begin(), truth_spread.end());
+    const double truth_p50 = truth_spread[truth_spread.size() / 2];
+    ASSERT_TRUE(a.contains("barriers"));
+    const auto& b = a["barriers"];
+    EXPECT_EQ(b["epochs"].get<int>(), kLevels);
+    ASSERT_FALSE(b["stragglers"].empty());
+    EXPECT_EQ(b["stragglers"][0]["rank"].get<int>(), kLate);
+    EXPECT_EQ(b["stragglers"][0]["times_last"].get<int>(), kLevels);
+    // The trace sees a barrier signal when the watcher reads it: within its polling period (<= 1 ms) of the post.
+    const double p50 = b["spread_ns"]["p50"].get<double>();
+    EXPECT_NEAR(p50, truth_p50, 2e6) << "analyzer p50 spread " << p50 << " ns vs truth " << truth_p50 << " ns";
+    EXPECT_GT(p50, kDelayMs * 1e6 * 0.8);
+    bool straggler_finding = false;
+    for (const auto& f : a["findings"]) straggler_finding |= f["kind"] == "barrier_straggler";
+    EXPECT_TRUE(straggler_finding);
+}
+
+// Truth of the MoE dispatch: bytes posted from every PE to every PE, and the inbound skew between the 4 nodes.
+struct MoeTruth {
+    std::map<std::pair<int, int>, uint64_t> bytes;
+    double inbound_skew = 0;
+};
+MoeTruth read_moe_truth(const fs::path& file) {
+    MoeTruth t;
+    std::ifstream in(file);
+    std::string kind;
+    while (in >> kind) {
+        if (kind == "bytes") {
+            int s, d;
+            uint64_t v;
+            in >> s >> d >> v;
+            t.bytes[{s, d}] = v;
+        } else if (kind == "inbound") {
+            int d;
+            double v;
+            in >> d >> v;
+        } else if (kind == "inbound_skew") {
+            in >> t.inbound_skew;
+        }
+    }
+    return t;
+}
+
+TEST_F(GpuAcceptance, MoeDispatchShowsItsInboundSkew) {
+    ASSERT_EQ(record("gpu_moe_dispatch", "--tokens 192 --hidden 1024"), 0) << "see " << (work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    const nlohmann::json a = analyze();
+    expect_ops_match_truth(a, total);
+    const MoeTruth truth = read_moe_truth(work_ / "truth" / "traffic.txt");
+    ASSERT_GT(truth.inbound_skew, 1.5) << "the routing was not skewed: the test proves nothing";
+    // The analyzer's node matrix, byte for byte (nodeN = PE N), and the skew it implies between those nodes.
+    std::vector<double> inbound(kPes, 0);
+    size_t cells = 0;
+    for (const auto& cell : a["traffic"]["node_matrix"]) {
+        const std::string src = cell["src"], dst = cell["dst"];
+        if (src.rfind("node", 0) != 0 || dst.rfind("node", 0) != 0) continue;
+        const int s = std::stoi(src.substr(4)), d = std::stoi(dst.substr(4));
+        const uint64_t want = truth.bytes.at(std::make_pair(s, d));
+        EXPECT_EQ(cell["bytes"].get<uint64_t>(), want) << src << " -> " << dst;
+        if (s != d) inbound[static_cast<size_t>(d)] += static_cast<double>(cell["bytes"].get<uint64_t>());
+        ++cells;
+    }
+    EXPECT_EQ(cells, static_cast<size_t>(kPes * kPes));
+    double sum = 0, mx = 0;
+    for (double v : inbound) sum += v, mx = std::max(mx, v);
+    EXPECT_NEAR(mx / (sum / kPes), truth.inbound_skew, truth.inbound_skew * 0.001);
+}
+
+// The analyzer's own inbound_skew figure for the same run must be the truth's too: skew over the nodes that did
+// RDMA. (Fails while the analyzer also counts the hostname of processes that only launch -- mpirun, and
+// `sigmatrace fabric` before its exec -- as a node; see docs/gpumem.md, "Known gaps".)
+TEST_F(GpuAcceptance, MoeDispatchAnalyzerReportsTheTruthSkew) {
+    ASSERT_EQ(record("gpu_moe_dispatch", "--tokens 192 --hidden 1024"), 0) << "see " << (work_ / "run.log");
+    const nlohmann::json a = analyze();
+    const MoeTruth truth = read_moe_truth(work_ / "truth" / "traffic.txt");
+    EXPECT_NEAR(a["traffic"]["inbound_skew"].get<double>(), truth.inbound_skew, truth.inbound_skew * 0.01)
+        << "inbound skew over the " << kPes << " fabric nodes";
+}
+
+}  // namespace
+}  // namespace sigmatrace::testing

@@ -1,0 +1,228 @@
+#include "gpu_common/gpu_qp.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "gpumem/mlx5_layout.h"
+
+namespace sigmatrace::workloads {
+
+namespace mlx5 = sigmatrace::gpumem::mlx5;
+
+bool TruthLog::write(const std::string& path) const {
+    std::lock_guard lk(mu_);
+    std::vector<TruthRecord> sorted = records_;
+    std::sort(sorted.begin(), sorted.end(), [](const TruthRecord& a, const TruthRecord& b) {
+        return a.qpn != b.qpn ? a.qpn < b.qpn : a.index < b.index;
+    });
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return false;
+    std::fprintf(f, "# qpn index opcode opmod bytes raddr rkey imm atomic_arg signaled\n");
+    for (const auto& r : sorted)
+        std::fprintf(f, "%u %llu %u %u %u 0x%llx 0x%x 0x%x 0x%llx %d\n", r.qpn, static_cast<unsigned long long>(r.index),
+                     r.opcode, r.opmod, r.bytes, static_cast<unsigned long long>(r.raddr), r.rkey, r.imm,
+                     static_cast<unsigned long long>(r.atomic_arg), r.signaled ? 1 : 0);
+    return std::fclose(f) == 0;
+}
+
+void store_segment(uint8_t* dst, const uint8_t* src) {
+    uint64_t w[2];
+    std::memcpy(w, src, 16);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(dst), w[0], __ATOMIC_RELAXED);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(dst) + 1, w[1], __ATOMIC_RELAXED);
+}
+
+uint64_t GpuQp::reserve(uint32_t n) {
+    const uint64_t base = resv_head.fetch_add(n, std::memory_order_relaxed);
+    // NVSHMEM's ibgda_reserve_wqe_slots: wait until the ring has room for the whole reservation.
+    while (base + n - cons_idx.load(std::memory_order_acquire) > nwqes) {
+        uint16_t counter;
+        uint8_t syndrome;
+        const Cqe c = poll(counter, syndrome);
+        if (c == Cqe::Error) {
+            std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
+            std::abort();
+        }
+        if (c == Cqe::None) {
+            std::this_thread::yield();
+            continue;
+        }
+        // Completed through `counter` (inclusive, 16-bit): extend against what we have posted.
+        const uint64_t ready = ready_head.load(std::memory_order_acquire);
+        const uint64_t done = ready - static_cast<uint16_t>(static_cast<uint16_t>(ready) - counter - 1);
+        uint64_t cur = cons_idx.load(std::memory_order_relaxed);
+        while (done > cur && done <= ready && !cons_idx.compare_exchange_weak(cur, done)) {}
+        std::this_thread::yield();
+    }
+    return base;
+}
+
+void GpuQp::write_ctrl(uint8_t* seg, uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t ds, bool signaled,
+                       uint32_t imm) {
+    uint8_t c[16] = {};
+    mlx5::store_be32(c, (uint32_t{opmod} << 24) | (static_cast<uint32_t>(idx & 0xffff) << 8) | opcode);
+    mlx5::store_be32(c + 4, (qpn << 8) | ds);
+    c[11] = signaled ? mlx5::kCtrlCqUpdate : 0;
+    std::memcpy(c + 12, &imm, 4);
+    store_segment(seg, c);
+}
+
+void GpuQp::record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, uint64_t raddr, uint32_t rkey,
+                   uint32_t imm, uint64_t arg, bool signaled) {
+    if (truth) truth->add({qpn, idx, opcode, opmod, bytes, raddr, rkey, imm, arg, signaled});
+}
+
+void GpuQp::write_rdma_write(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                             uint32_t bytes, bool signaled) {
+    uint8_t* w = slot(idx);
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(w + 16, s);
+    std::memset(s, 0, 16);
+    mlx5::store_be32(s, bytes);
+    mlx5::store_be32(s + 4, lkey);
+    mlx5::store_be64(s + 8, laddr);
+    store_segment(w + 32, s);
+    write_ctrl(w, idx, mlx5::op::RDMA_WRITE, 0, 3, signaled, 0);
+    record(idx, mlx5::op::RDMA_WRITE, 0, bytes, raddr, rkey, 0, 0, signaled);
+}
+
+void GpuQp::write_rdma_write_inline(uint64_t idx, uint32_t value, uint64_t raddr, uint32_t rkey, bool with_imm,
+                                    uint32_t imm, bool signaled) {
+    // DeepEP's ibgda_write_rdma_write_inl_wqe: 4 inline bytes, ds = 3, an immediate when asked for.
+    uint8_t* w = slot(idx);
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(w + 16, s);
+    std::memset(s, 0, 16);
+    mlx5::store_be32(s, 4 | mlx5::kInlineSegFlag);
+    std::memcpy(s + 4, &value, 4);
+    store_segment(w + 32, s);
+    const uint8_t opcode = with_imm ? mlx5::op::RDMA_WRITE_IMM : mlx5::op::RDMA_WRITE;
+    write_ctrl(w, idx, opcode, 0, 3, signaled, with_imm ? imm : 0);
+    record(idx, opcode, 0, 4, raddr, rkey, with_imm ? imm : 0, 0, signaled);
+}
+
+void GpuQp::write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
+                            bool signaled) {
+    uint8_t* w = slot(idx);
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(w + 16, s);
+    std::memset(s, 0, 16);
+    mlx5::store_be64(s, add);
+    store_segment(w + 32, s);
+    std::memset(s, 0, 16);
+    mlx5::store_be32(s, 8);
+    mlx5::store_be32(s + 4, lkey);
+    mlx5::store_be64(s + 8, laddr);
+    store_segment(w + 48, s);
+    write_ctrl(w, idx, mlx5::op::ATOMIC_FA, 0, 4, signaled, 0);
+    record(idx, mlx5::op::ATOMIC_FA, 0, 8, raddr, rkey, 0, add, signaled);
+}
+
+void GpuQp::write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                            uint32_t bytes, bool signaled) {
+    uint8_t* w = slot(idx);
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(w + 16, s);
+    std::memset(s, 0, 16);
+    mlx5::store_be32(s, bytes);
+    mlx5::store_be32(s + 4, lkey);
+    mlx5::store_be64(s + 8, laddr);
+    store_segment(w + 32, s);
+    write_ctrl(w, idx, mlx5::op::RDMA_READ, 0, 3, signaled, 0);
+    record(idx, mlx5::op::RDMA_READ, 0, bytes, raddr, rkey, 0, 0, signaled);
+}
+
+void GpuQp::write_nop(uint64_t idx, bool signaled) {
+    write_ctrl(slot(idx), idx, mlx5::op::NOP, 0, 1, signaled, 0);
+    record(idx, mlx5::op::NOP, 0, 0, 0, 0, 0, 0, signaled);
+}
+
+void GpuQp::submit(uint64_t base, uint32_t n) {
+    // DeepEP's ibgda_submit_requests: WQE writes first, then publish in reservation order.
+    std::atomic_thread_fence(std::memory_order_release);
+    uint64_t expected = base;
+    while (!ready_head.compare_exchange_weak(expected, base + n, std::memory_order_acq_rel)) {
+        expected = base;
+        std::this_thread::yield();
+    }
+    // ibgda_post_send: doorbell record (release), then the doorbell -- the first 8 bytes of a ctrl segment.
+    std::lock_guard lk(doorbell_mu_);
+    const uint64_t pi = ready_head.load(std::memory_order_acquire);
+    const uint32_t cur = __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
+    if (static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
+        const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
+        __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
+    }
+    uint8_t db[8];
+    mlx5::store_be32(db, static_cast<uint32_t>(pi & 0xffff) << 8);
+    mlx5::store_be32(db + 4, qpn << 8);
+    uint64_t word;
+    std::memcpy(&word, db, 8);
+    __atomic_store_n(bf, word, __ATOMIC_RELEASE);
+}
+
+GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
+    if (cq_ncqe != 0) {
+        // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index.
+        std::lock_guard lk(cq_mu_);
+        for (;;) {
+            auto* e = const_cast<uint8_t*>(cqe) + ((cq_ci_ & (cq_ncqe - 1)) << 6);
+            const uint8_t op_own = __atomic_load_n(e + 63, __ATOMIC_ACQUIRE);
+            const bool owner = (cq_ci_ & cq_ncqe) != 0;
+            if ((op_own >> 4) == mlx5::cqe_op::INVALID || ((op_own & 1) != 0) != owner) break;
+            if ((op_own >> 4) == mlx5::cqe_op::REQ_ERR) {
+                syndrome = e[55];
+                counter = mlx5::load_be16(e + 60);
+                return Cqe::Error;
+            }
+            last_counter_ = mlx5::load_be16(e + 60);
+            any_completion_ = true;
+            __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
+            ++cq_ci_;
+            __atomic_store_n(cq_dbrec, __builtin_bswap32(static_cast<uint32_t>(cq_ci_ & 0xffffff)), __ATOMIC_RELEASE);
+        }
+        counter = last_counter_;
+        syndrome = 0;
+        return any_completion_ ? Cqe::Ok : Cqe::None;
+    }
+    const uint64_t tail = __atomic_load_n(reinterpret_cast<const uint64_t*>(cqe + 56), __ATOMIC_ACQUIRE);
+    uint8_t t[8];
+    std::memcpy(t, &tail, 8);
+    const uint8_t opcode = t[7] >> 4;
+    counter = mlx5::load_be16(t + 4);
+    syndrome = 0;
+    if (opcode == mlx5::cqe_op::REQ_ERR) {
+        syndrome = __atomic_load_n(cqe + 55, __ATOMIC_RELAXED);
+        return Cqe::Error;
+    }
+    return opcode == mlx5::cqe_op::INVALID ? Cqe::None : Cqe::Ok;  // a fresh CQ is filled with 0xff: INVALID
+}
+
+void GpuQp::quiet(uint64_t idx) {
+    // Every WQE before idx is complete once the collapsed CQE shows idx - 1 or later (modulo 2^16): the last
+    // WQE of every submission is signalled.
+    while (idx != 0) {
+        uint16_t counter;
+        uint8_t syndrome;
+        const Cqe c = poll(counter, syndrome);
+        if (c == Cqe::Error) {
+            std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
+            std::abort();
+        }
+        if (c == Cqe::Ok && static_cast<uint16_t>(counter - static_cast<uint16_t>(idx - 1)) < 0x8000) break;
+        std::this_thread::yield();
+    }
+    uint64_t cur = cons_idx.load(std::memory_order_relaxed);
+    while (idx > cur && !cons_idx.compare_exchange_weak(cur, idx)) {}
+}
+
+}  // namespace sigmatrace::workloads

@@ -1,0 +1,106 @@
+// The "device side" of a GPU-driven RC QP, as NVSHMEM's IBGDA transport and DeepEP write it
+// (nvshmemi_ibgda_device_qp: ring, doorbell record, doorbell register, collapsed CQ, and the mvars counters
+// several GPU threads share), executed here by CPU threads standing in for GPU threads. Every WQE is written
+// with relaxed stores, published with release order in the doorbell record, then the doorbell rung with an
+// 8-byte store to the UAR register -- the same sequence ibgda_post_send performs.
+//
+// Everything a producer writes is also appended to a TruthLog, the ground truth the acceptance tests compare
+// the trace against.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sigmatrace::workloads {
+
+// What a producer posted: one line per WQE in the ground-truth file.
+struct TruthRecord {
+    uint32_t qpn;
+    uint64_t index;  // extended WQEBB index (the low 16 bits are the WQE's ctrl index)
+    uint8_t opcode, opmod;
+    uint32_t bytes;
+    uint64_t raddr;
+    uint32_t rkey;
+    uint32_t imm;    // as written in the ctrl segment, read as a host integer
+    uint64_t atomic_arg;
+    bool signaled;
+};
+
+class TruthLog {
+public:
+    void add(const TruthRecord& r) {
+        std::lock_guard lk(mu_);
+        records_.push_back(r);
+    }
+    // Writes "qpn index opcode opmod bytes raddr rkey imm atomic_arg signaled" lines, sorted by (qpn, index).
+    bool write(const std::string& path) const;
+    size_t size() const {
+        std::lock_guard lk(mu_);
+        return records_.size();
+    }
+
+private:
+    mutable std::mutex mu_;
+    std::vector<TruthRecord> records_;
+};
+
+struct GpuQp {
+    uint32_t qpn = 0;
+    uint8_t* wqe = nullptr;        // the send ring
+    uint32_t nwqes = 0;            // WQEBBs, a power of two
+    uint32_t* dbrec = nullptr;     // DBR[1]
+    uint64_t* bf = nullptr;        // the doorbell register in the UAR page
+    const uint8_t* cqe = nullptr;  // the collapsed CQE, or the first CQE of a normal CQ ring
+    TruthLog* truth = nullptr;
+    // A normal CQ (rocSHMEM): ring of cq_ncqe CQEs walked by owner bit; consumed CQEs are invalidated and the
+    // consumer index published in cq_dbrec[0]. cq_ncqe == 0: collapsed (NVSHMEM/DeepEP).
+    uint32_t cq_ncqe = 0;
+    uint32_t* cq_dbrec = nullptr;
+    bool dbr_full_counter = false;  // rocSHMEM writes the whole 32-bit counter into the doorbell record
+
+    // mvars: shared by the posting threads.
+    std::atomic<uint64_t> resv_head{0};   // WQEBBs reserved
+    std::atomic<uint64_t> ready_head{0};  // WQEBBs written, in order
+    std::atomic<uint64_t> cons_idx{0};    // WQEBBs known complete (from the CQ)
+
+    // Reserves n WQEBBs, waiting while the ring has no room (completions free it).
+    uint64_t reserve(uint32_t n);
+    // WQE writers (ibgda_write_*): one WQEBB each, at extended index idx.
+    void write_rdma_write(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t bytes,
+                          bool signaled);
+    void write_rdma_write_inline(uint64_t idx, uint32_t value, uint64_t raddr, uint32_t rkey, bool with_imm,
+                                 uint32_t imm, bool signaled);
+    void write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
+                         bool signaled);
+    void write_nop(uint64_t idx, bool signaled);
+    // Publishes [base, base + n) once every earlier reservation is published: doorbell record, then doorbell.
+    void submit(uint64_t base, uint32_t n);
+    // Waits until the NIC has completed every WQEBB before `idx` (the collapsed CQE's wqe_counter).
+    void quiet(uint64_t idx);
+    // The collapsed CQE: nothing yet, the WQE index it completes, or an error (with its syndrome).
+    enum class Cqe { None, Ok, Error };
+    Cqe poll(uint16_t& counter, uint8_t& syndrome) const;
+
+    void write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t bytes,
+                         bool signaled);
+
+private:
+    mutable std::mutex cq_mu_;        // normal CQs: one consumer at a time
+    mutable uint64_t cq_ci_ = 0;
+    mutable uint16_t last_counter_ = 0;
+    mutable bool any_completion_ = false;
+    uint8_t* slot(uint64_t idx) const { return wqe + ((idx & (nwqes - 1)) << 6); }
+    void write_ctrl(uint8_t* seg, uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t ds, bool signaled, uint32_t imm);
+    void record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, uint64_t raddr, uint32_t rkey, uint32_t imm,
+                uint64_t arg, bool signaled);
+    std::mutex doorbell_mu_;  // the doorbell register is written by one thread at a time
+};
+
+// Relaxed 8-byte stores of a 16-byte segment (a GPU's st.relaxed / st.global.L1::no_allocate).
+void store_segment(uint8_t* dst, const uint8_t* src);
+
+}  // namespace sigmatrace::workloads

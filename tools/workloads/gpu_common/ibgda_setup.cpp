@@ -1,0 +1,257 @@
+#include "gpu_common/ibgda_setup.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpumem/mlx5_layout.h"
+#include "gpumem/prm_commands.h"
+
+namespace sigmatrace::workloads {
+namespace {
+
+namespace prm = sigmatrace::gpumem::prm;
+namespace f = sigmatrace::gpumem::prm::f;
+namespace mlx5 = sigmatrace::gpumem::mlx5;
+
+constexpr size_t kGpuPage = 64 * 1024;  // IBGDA_GPAGE_SIZE: NVSHMEM aligns NIC buffers to 64 KiB
+constexpr size_t kCmdBytes = 0x110;     // create_qp_in without pas
+
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+uint8_t* nic_alloc(size_t bytes) {
+    void* p = nullptr;
+    if (posix_memalign(&p, kGpuPage, bytes) != 0) return nullptr;
+    std::memset(p, 0, bytes);
+    return static_cast<uint8_t*>(p);
+}
+
+std::string errno_text(const char* what) { return std::string(what) + " failed: " + std::strerror(errno); }
+
+void set(std::vector<uint8_t>& cmd, prm::Field fld, uint64_t v) { prm::set_field(cmd.data(), cmd.size(), fld, v); }
+
+}  // namespace
+
+IbgdaTransport::~IbgdaTransport() {
+    for (auto* o : qp_objs_)
+        if (o) mlx5dv_devx_obj_destroy(o);
+    for (auto* o : cq_objs_)
+        if (o) mlx5dv_devx_obj_destroy(o);
+    if (recv_cq_obj_) mlx5dv_devx_obj_destroy(recv_cq_obj_);
+    if (uar_) mlx5dv_devx_free_uar(uar_);
+    if (wq_umem_) mlx5dv_devx_umem_dereg(wq_umem_);
+    if (dbr_umem_) mlx5dv_devx_umem_dereg(dbr_umem_);
+    if (cq_umem_) mlx5dv_devx_umem_dereg(cq_umem_);
+    if (heap_mr_) ibv_dereg_mr(heap_mr_);
+    if (pd_) ibv_dealloc_pd(pd_);
+    if (ctx_) ibv_close_device(ctx_);
+    std::free(wq_buf_);
+    std::free(dbr_buf_);
+    std::free(cq_buf_);
+    std::free(heap_);
+}
+
+bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32_t log_sq_size, size_t heap_bytes,
+                          std::string& error) {
+    npes_ = npes;
+    me_ = my_pe;
+    log_sq_size_ = log_sq_size;
+    if (npes > PeInfo::kMaxPes) {
+        error = "more than " + std::to_string(PeInfo::kMaxPes) + " PEs";
+        return false;
+    }
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    for (int i = 0; list && i < n && !ctx_; ++i)
+        if (device == ibv_get_device_name(list[i])) ctx_ = ibv_open_device(list[i]);
+    if (list) ibv_free_device_list(list);
+    if (!ctx_) {
+        error = "Cannot open RDMA device " + device + " (run under `sigmatrace fabric`, or name a device)";
+        return false;
+    }
+    ibv_port_attr port{};
+    if (ibv_query_port(ctx_, 1, &port)) return error = errno_text("ibv_query_port"), false;
+    lid_ = port.lid;
+    pd_ = ibv_alloc_pd(ctx_);
+    if (!pd_) return error = errno_text("ibv_alloc_pd"), false;
+    // NVSHMEM ibgda_create_qp_shared_objects: the PD's number for the QP contexts.
+    mlx5dv_pd dvpd{};
+    mlx5dv_obj obj{};
+    obj.pd.in = pd_;
+    obj.pd.out = &dvpd;
+    if (int err = mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD)) {
+        errno = err;
+        return error = errno_text("mlx5dv_init_obj(PD)"), false;
+    }
+    pdn_ = dvpd.pdn;
+
+    heap_bytes_ = heap_bytes;
+    heap_ = nic_alloc(round_up(heap_bytes, kGpuPage));
+    heap_mr_ = heap_ ? ibv_reg_mr(pd_, heap_, heap_bytes,
+                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                      IBV_ACCESS_REMOTE_ATOMIC)
+                     : nullptr;
+    if (!heap_mr_) return error = errno_text("heap ibv_reg_mr"), false;
+
+    // ibgda_nic_control_alloc + ibgda_mobject_nic_map: one UMEM per kind of buffer.
+    wq_bytes_ = round_up(static_cast<size_t>(npes) * (size_t{1} << log_sq_size) * 64, kGpuPage);
+    dbr_bytes_ = kGpuPage;
+    cq_bytes_ = round_up(static_cast<size_t>(npes) * 64 + 4096 + kRecvCqes * 64, kGpuPage);
+    wq_buf_ = nic_alloc(wq_bytes_);
+    dbr_buf_ = nic_alloc(dbr_bytes_);
+    cq_buf_ = nic_alloc(cq_bytes_);
+    if (!wq_buf_ || !dbr_buf_ || !cq_buf_) return error = "Cannot allocate NIC buffers", false;
+    std::memset(cq_buf_, 0xff, cq_bytes_);  // ibgda_create_cq: cudaMemset(0xff), every CQE invalid
+    wq_umem_ = mlx5dv_devx_umem_reg(ctx_, wq_buf_, wq_bytes_, IBV_ACCESS_LOCAL_WRITE);
+    dbr_umem_ = mlx5dv_devx_umem_reg(ctx_, dbr_buf_, dbr_bytes_, IBV_ACCESS_LOCAL_WRITE);
+    cq_umem_ = mlx5dv_devx_umem_reg(ctx_, cq_buf_, cq_bytes_, IBV_ACCESS_LOCAL_WRITE);
+    if (!wq_umem_ || !dbr_umem_ || !cq_umem_) return error = errno_text("mlx5dv_devx_umem_reg"), false;
+    // ibgda_alloc_and_map_qp_uar: a non-cached dedicated doorbell page.
+    uar_ = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
+    if (!uar_) return error = errno_text("mlx5dv_devx_alloc_uar"), false;
+    return true;
+}
+
+bool IbgdaTransport::create_qps(std::string& error) {
+    uint32_t eqn = 0;
+    if (int err = mlx5dv_devx_query_eqn(ctx_, 0, &eqn)) {
+        errno = err;
+        return error = errno_text("mlx5dv_devx_query_eqn"), false;
+    }
+    auto create_cq = [&](uint64_t cq_offset, uint64_t dbr_offset, bool collapsed, uint32_t log_size,
+                         uint32_t& cqn) -> mlx5dv_devx_obj* {
+        std::vector<uint8_t> in(kCmdBytes, 0);
+        uint8_t out[16] = {};
+        set(in, f::opcode, prm::cmd::CREATE_CQ);
+        set(in, f::cq_umem_id, cq_umem_->umem_id);
+        set(in, f::cq_umem_valid, 1);
+        set(in, f::cq_umem_offset, cq_offset);
+        set(in, f::cqc_dbr_umem_valid, 1);
+        set(in, f::cqc_cqe_sz, 0);  // 64-byte CQEs
+        set(in, f::cqc_cc, collapsed ? 1 : 0);
+        set(in, f::cqc_oi, collapsed ? 1 : 0);
+        set(in, f::cqc_dbr_umem_id, dbr_umem_->umem_id);
+        set(in, f::cqc_log_cq_size, log_size);
+        set(in, f::cqc_uar_page, uar_->page_id);
+        set(in, f::cqc_c_eqn, eqn);
+        set(in, f::cqc_dbr_addr, dbr_offset);
+        mlx5dv_devx_obj* o = mlx5dv_devx_obj_create(ctx_, in.data(), in.size(), out, sizeof out);
+        cqn = static_cast<uint32_t>(prm::Mailbox(out, sizeof out).get_or(f::obj_number, 0));
+        return o;
+    };
+    // One normal CQ for the responder completions (RDMA WRITE with immediate), like NVSHMEM's recv CQ.
+    const uint64_t recv_cq_offset = round_up(size_t{static_cast<uint32_t>(npes_)} * 64, 4096);
+    uint32_t recv_cqn = 0;
+    recv_cq_obj_ = create_cq(recv_cq_offset, size_t{2} * static_cast<size_t>(npes_) * 8, false, 10, recv_cqn);
+    if (!recv_cq_obj_) return error = errno_text("CREATE_CQ (receive)"), false;
+
+    const uint32_t nwqes = 1u << log_sq_size_;
+    for (int pe = 0; pe < npes_; ++pe) {
+        uint32_t cqn = 0;
+        mlx5dv_devx_obj* cq = create_cq(uint64_t{static_cast<uint32_t>(pe)} * 64, (npes_ + pe) * 8, true, 0, cqn);
+        if (!cq) return error = errno_text("CREATE_CQ"), false;
+        cq_objs_.push_back(cq);
+
+        std::vector<uint8_t> in(kCmdBytes, 0);
+        uint8_t out[16] = {};
+        set(in, f::opcode, prm::cmd::CREATE_QP);
+        set(in, f::qpc_st, prm::st::RC);
+        set(in, f::qpc_pd, pdn_);
+        set(in, f::qpc_uar_page, uar_->page_id);
+        set(in, f::qpc_rq_type, 3);  // zero-size RQ: receives come from the auto-stocked queue (fabric) / SRQ
+        set(in, f::qpc_log_sq_size, log_sq_size_);
+        set(in, f::qpc_ts_format, 1);
+        set(in, f::qpc_user_index, static_cast<uint32_t>(pe));
+        set(in, f::qpc_cqn_snd, cqn);
+        set(in, f::qpc_cqn_rcv, recv_cqn);
+        set(in, f::qpc_dbr_umem_valid, 1);
+        set(in, f::qpc_dbr_umem_id, dbr_umem_->umem_id);
+        set(in, f::qpc_dbr_addr, uint64_t{static_cast<uint32_t>(pe)} * 8);
+        set(in, f::qp_wq_umem_id, wq_umem_->umem_id);
+        set(in, f::qp_wq_umem_offset, uint64_t{static_cast<uint32_t>(pe)} * nwqes * 64);
+        set(in, f::qp_wq_umem_valid, 1);
+        mlx5dv_devx_obj* qp = mlx5dv_devx_obj_create(ctx_, in.data(), in.size(), out, sizeof out);
+        if (!qp) return error = errno_text("CREATE_QP"), false;
+        qp_objs_.push_back(qp);
+
+        auto g = std::make_unique<GpuQp>();
+        g->qpn = static_cast<uint32_t>(prm::Mailbox(out, sizeof out).get_or(f::obj_number, 0));
+        g->wqe = wq_buf_ + size_t{static_cast<uint32_t>(pe)} * nwqes * 64;
+        g->nwqes = nwqes;
+        g->dbrec = reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{static_cast<uint32_t>(pe)} * 8 + 4);  // DBR[1]
+        g->bf = static_cast<uint64_t*>(uar_->reg_addr);
+        g->cqe = cq_buf_ + size_t{static_cast<uint32_t>(pe)} * 64;
+        qps_.push_back(std::move(g));
+    }
+    return true;
+}
+
+bool IbgdaTransport::modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what) {
+    uint8_t out[16] = {};
+    if (int err = mlx5dv_devx_obj_modify(qp, cmd.data(), cmd.size(), out, sizeof out)) {
+        errno = err;
+        error = errno_text(what);
+        return false;
+    }
+    return true;
+}
+
+bool IbgdaTransport::connect(int pe, const PeInfo& peer, std::string& error) {
+    mlx5dv_devx_obj* qp = qp_objs_.at(static_cast<size_t>(pe));
+    const uint32_t qpn = qps_[static_cast<size_t>(pe)]->qpn;
+    std::vector<uint8_t> in(kCmdBytes, 0);
+    set(in, f::opcode, prm::cmd::RST2INIT_QP);
+    set(in, f::obj_number, qpn);
+    set(in, f::qpc_rre, 1);
+    set(in, f::qpc_rwe, 1);
+    set(in, f::qpc_rae, 1);
+    if (!modify(qp, in, error, "RST2INIT_QP")) return false;
+    std::fill(in.begin(), in.end(), 0);
+    set(in, f::opcode, prm::cmd::INIT2RTR_QP);
+    set(in, f::obj_number, qpn);
+    set(in, f::qpc_mtu, 5);  // 4096
+    set(in, f::qpc_remote_qpn, peer.qpn[me_]);
+    set(in, f::qpc_path_rlid, peer.lid);
+    if (!modify(qp, in, error, "INIT2RTR_QP")) return false;
+    std::fill(in.begin(), in.end(), 0);
+    set(in, f::opcode, prm::cmd::RTR2RTS_QP);
+    set(in, f::obj_number, qpn);
+    set(in, f::qpc_path_ack_timeout, 14);
+    set(in, f::qpc_retry_count, 7);
+    set(in, f::qpc_rnr_retry, 7);
+    return modify(qp, in, error, "RTR2RTS_QP");
+}
+
+PeInfo IbgdaTransport::local_info() const {
+    PeInfo i;
+    i.lid = lid_;
+    for (size_t pe = 0; pe < qps_.size(); ++pe) i.qpn[pe] = qps_[pe]->qpn;
+    i.heap_addr = reinterpret_cast<uint64_t>(heap_);
+    i.heap_rkey = heap_mr_->rkey;
+    return i;
+}
+
+void IbgdaTransport::set_truth(TruthLog* log) {
+    for (auto& q : qps_) q->truth = log;
+}
+
+std::vector<uint32_t> IbgdaTransport::drain_receive_completions() {
+    std::vector<uint32_t> imms;
+    uint8_t* ring = cq_buf_ + round_up(size_t{static_cast<uint32_t>(npes_)} * 64, 4096);
+    for (;;) {
+        uint8_t* cqe = ring + size_t{recv_cq_ci_ & (kRecvCqes - 1)} * 64;
+        const uint8_t op_own = __atomic_load_n(cqe + 63, __ATOMIC_ACQUIRE);
+        const bool owner = (recv_cq_ci_ & kRecvCqes) != 0;
+        if ((op_own >> 4) == mlx5::cqe_op::INVALID || ((op_own & 1) != 0) != owner) break;
+        uint32_t imm;
+        std::memcpy(&imm, cqe + 36, 4);
+        if ((op_own >> 4) == mlx5::cqe_op::RESP_WR_IMM) imms.push_back(imm);
+        ++recv_cq_ci_;
+    }
+    // The consumer index, as a GPU (or rocSHMEM) consumer publishes it.
+    __atomic_store_n(reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{2} * static_cast<size_t>(npes_) * 8),
+                     __builtin_bswap32(recv_cq_ci_ & 0xffffff), __ATOMIC_RELEASE);
+    return imms;
+}
+
+}  // namespace sigmatrace::workloads

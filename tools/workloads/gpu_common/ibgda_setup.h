@@ -1,0 +1,82 @@
+// The host side of an NVSHMEM-IBGDA-style transport on one NIC: RC QPs and collapsed CQs created with DevX on
+// UMEM-registered host memory ("NVSHMEM_IBGDA_FORCE_NIC_BUF_MEMTYPE=hostmem"), a UAR for doorbells, the PD's
+// number from mlx5dv_init_obj, a symmetric heap registered with ibv_reg_mr, and the RST->INIT->RTR->RTS
+// transitions as DevX MODIFY commands -- the calls ibgda.cpp makes, in its order. Commands are built with the
+// PRM field table of src/gpumem/prm_commands.h (NVSHMEM's DEVX_SET).
+#pragma once
+
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_common/gpu_qp.h"
+
+namespace sigmatrace::workloads {
+
+// What a peer needs to connect to us and to address our heap (exchanged with MPI_Allgather).
+struct PeInfo {
+    static constexpr int kMaxPes = 64;
+    uint32_t lid = 0;
+    uint32_t qpn[kMaxPes] = {};  // our QP connected to PE i
+    uint64_t heap_addr = 0;
+    uint32_t heap_rkey = 0;
+};
+
+class IbgdaTransport {
+public:
+    IbgdaTransport() = default;
+    ~IbgdaTransport();
+    IbgdaTransport(const IbgdaTransport&) = delete;
+    IbgdaTransport& operator=(const IbgdaTransport&) = delete;
+
+    // Opens `device` (e.g. "sfab_0"), the PD, the heap (heap_bytes, zeroed) and the NIC buffers for npes QPs
+    // of 2^log_sq_size WQEBBs. False with a message in `error`.
+    bool open(const std::string& device, int npes, int my_pe, uint32_t log_sq_size, size_t heap_bytes,
+              std::string& error);
+    // Creates, per peer (including itself: a loopback QP), a collapsed CQ and an RC QP.
+    bool create_qps(std::string& error);
+    // Connects our QP for `pe` to the peer's QP for us.
+    bool connect(int pe, const PeInfo& peer, std::string& error);
+    PeInfo local_info() const;
+
+    GpuQp& qp(int pe) { return *qps_[pe]; }
+    uint8_t* heap() { return heap_; }
+    uint32_t heap_lkey() const { return heap_mr_->lkey; }
+    // A normal (not collapsed) CQ that receives the responder completions of RDMA WRITE with immediate.
+    // Returns the immediates it holds, in arrival order, and advances past them.
+    std::vector<uint32_t> drain_receive_completions();
+    void set_truth(TruthLog* log);
+
+private:
+    bool modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what);
+
+    int npes_ = 0, me_ = 0;
+    uint32_t log_sq_size_ = 0;
+    ibv_context* ctx_ = nullptr;
+    ibv_pd* pd_ = nullptr;
+    uint32_t pdn_ = 0;
+    uint16_t lid_ = 0;
+    uint8_t* heap_ = nullptr;
+    size_t heap_bytes_ = 0;
+    ibv_mr* heap_mr_ = nullptr;
+    // NIC buffers: send rings, doorbell records, CQ buffers (host memory, 64 KiB aligned like NVSHMEM's).
+    uint8_t* wq_buf_ = nullptr;
+    uint8_t* dbr_buf_ = nullptr;
+    uint8_t* cq_buf_ = nullptr;
+    size_t wq_bytes_ = 0, dbr_bytes_ = 0, cq_bytes_ = 0;
+    mlx5dv_devx_umem* wq_umem_ = nullptr;
+    mlx5dv_devx_umem* dbr_umem_ = nullptr;
+    mlx5dv_devx_umem* cq_umem_ = nullptr;
+    mlx5dv_devx_uar* uar_ = nullptr;
+    std::vector<mlx5dv_devx_obj*> cq_objs_, qp_objs_;
+    mlx5dv_devx_obj* recv_cq_obj_ = nullptr;
+    uint32_t recv_cq_ci_ = 0;
+    static constexpr uint32_t kRecvCqes = 1024;
+    std::vector<std::unique_ptr<GpuQp>> qps_;
+};
+
+}  // namespace sigmatrace::workloads

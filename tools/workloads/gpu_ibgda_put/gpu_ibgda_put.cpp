@@ -1,0 +1,145 @@
+// Workload (1): NVSHMEM-IBGDA-style set-up (DevX RC QPs and collapsed CQs on UMEM-registered memory, a UAR,
+// the PD number from mlx5dv_init_obj) driven the way DeepEP's internode kernels drive it, with CPU threads
+// standing in for GPU warps: every thread puts a chunk into every PE with an RDMA WRITE followed by an 8-byte
+// atomic fetch-add on the target's per-source signal (nvshmemi_ibgda_put_nbi_warp + amo_nonfetch_add), and every
+// 8th iteration a 4-byte inline RDMA WRITE with immediate (DeepEP's ibgda_write_rdma_write_inl_wqe). Threads
+// share each QP: slots are reserved with an atomic add and published in order, as ibgda_submit_requests does.
+//
+// Ground truth (--truth DIR): DIR/truth-<pe>.txt lists every WQE posted (qpn, index, opcode, size, remote address,
+// rkey, immediate). The run checks its own result: every signal holds threads x iters, every slot its writer's
+// pattern, and every immediate arrived exactly once. Exit 0 when all hold.
+//
+//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_ibgda_put [--iters N] [--threads T] [--bytes B]
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu_common/gpu_qp.h"
+#include "gpu_common/ibgda_setup.h"
+#include "gpu_common/mpi_boot.h"
+
+using namespace sigmatrace::workloads;
+
+namespace {
+
+struct Layout {
+    size_t bytes, npes, threads;
+    size_t send() const { return 0; }                                     // our outgoing chunk
+    size_t recv(size_t src) const { return bytes + src * bytes; }         // one slot per source
+    size_t signal(size_t src) const { return bytes * (npes + 1) + src * 8; }
+    size_t inline_word(size_t src, size_t t) const { return signal(npes) + (src * threads + t) * 4; }
+    size_t fetch(size_t t) const { return inline_word(npes, 0) + 64 + t * 8; }  // atomic results (ignored)
+    size_t total() const { return fetch(threads) + 64; }
+};
+
+uint8_t pattern(size_t src, size_t i) { return static_cast<uint8_t>(src * 37 + i * 11 + 5); }
+uint32_t imm_of(int pe, size_t t, size_t i) {
+    return __builtin_bswap32(static_cast<uint32_t>(pe) << 24 | static_cast<uint32_t>(t) << 16 | static_cast<uint32_t>(i));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int me = 0, npes = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &npes);
+    CommonOptions common;
+    size_t iters = 64, threads = 4, bytes = 4096;
+    uint32_t log_sq = 10;  // NVSHMEM_QP_DEPTH default: 1024 WQEBBs
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (common_option(common, i, argc, argv)) continue;
+        if (a == "--iters" && i + 1 < argc) iters = std::stoul(argv[++i]);
+        else if (a == "--threads" && i + 1 < argc) threads = std::stoul(argv[++i]);
+        else if (a == "--bytes" && i + 1 < argc) bytes = std::stoul(argv[++i]);
+        else if (a == "--log-sq" && i + 1 < argc) log_sq = static_cast<uint32_t>(std::stoul(argv[++i]));
+        else die("usage: gpu_ibgda_put [--device D] [--truth DIR] [--iters N] [--threads T] [--bytes B] [--log-sq L]");
+    }
+    const Layout lay{bytes, static_cast<size_t>(npes), threads};
+    IbgdaTransport t;
+    TruthLog truth;
+    std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total());
+    t.set_truth(&truth);
+    uint8_t* heap = t.heap();
+    for (size_t i = 0; i < bytes; ++i) heap[lay.send() + i] = pattern(static_cast<size_t>(me), i);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    // The "kernel": every thread posts to every PE.
+    std::vector<std::thread> warps;
+    for (size_t th = 0; th < threads; ++th) {
+        warps.emplace_back([&, th] {
+            for (size_t it = 0; it < iters; ++it) {
+                for (int k = 0; k < npes; ++k) {
+                    const int pe = (me + 1 + k + static_cast<int>(th)) % npes;
+                    GpuQp& q = t.qp(pe);
+                    const PeInfo& p = peers[static_cast<size_t>(pe)];
+                    const uint64_t base = q.reserve(2);
+                    q.write_rdma_write(base, reinterpret_cast<uint64_t>(heap + lay.send()), t.heap_lkey(),
+                                       p.heap_addr + lay.recv(static_cast<size_t>(me)), p.heap_rkey,
+                                       static_cast<uint32_t>(bytes), true);
+                    q.write_fetch_add(base + 1, reinterpret_cast<uint64_t>(heap + lay.fetch(th)), t.heap_lkey(),
+                                      p.heap_addr + lay.signal(static_cast<size_t>(me)), p.heap_rkey, 1, true);
+                    q.submit(base, 2);
+                    if (it % 8 == 7) {
+                        const uint64_t b = q.reserve(1);
+                        q.write_rdma_write_inline(b, static_cast<uint32_t>(it), p.heap_addr + lay.inline_word(static_cast<size_t>(me), th),
+                                                  p.heap_rkey, true, imm_of(me, th, it), true);
+                        q.submit(b, 1);
+                    }
+                }
+            }
+        });
+    }
+    for (auto& w : warps) w.join();
+    for (int pe = 0; pe < npes; ++pe) t.qp(pe).quiet(t.qp(pe).ready_head.load());  // nvshmem_quiet
+    MPI_Barrier(MPI_COMM_WORLD);  // every PE's puts are complete everywhere
+
+    int bad = 0;
+    for (size_t src = 0; src < static_cast<size_t>(npes); ++src) {
+        uint64_t signal;
+        std::memcpy(&signal, heap + lay.signal(src), 8);
+        if (signal != threads * iters) {
+            std::fprintf(stderr, "PE %d: signal from PE %zu is %llu, expected %zu\n", me, src,
+                         static_cast<unsigned long long>(signal), threads * iters);
+            ++bad;
+        }
+        for (size_t i = 0; i < bytes; ++i)
+            if (heap[lay.recv(src) + i] != pattern(src, i)) {
+                std::fprintf(stderr, "PE %d: slot of PE %zu differs at byte %zu\n", me, src, i);
+                ++bad;
+                break;
+            }
+    }
+    std::set<uint32_t> expected;
+    for (int src = 0; src < npes; ++src)
+        for (size_t th = 0; th < threads; ++th)
+            for (size_t it = 7; it < iters; it += 8) expected.insert(imm_of(src, th, it));
+    // The responder completions may trail the requesters' (a receiver polls until it has what it waits for).
+    std::vector<uint32_t> imms;
+    for (int waited_ms = 0; imms.size() < expected.size() && waited_ms < 10'000; ++waited_ms) {
+        const auto more = t.drain_receive_completions();
+        imms.insert(imms.end(), more.begin(), more.end());
+        if (imms.size() < expected.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const std::set<uint32_t> got(imms.begin(), imms.end());
+    if (got != expected || imms.size() != expected.size()) {
+        std::fprintf(stderr, "PE %d: %zu immediates received (%zu distinct), expected %zu\n", me, imms.size(), got.size(),
+                     expected.size());
+        ++bad;
+    }
+    if (!common.truth_dir.empty() && !truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt"))
+        die("Cannot write the ground truth into " + common.truth_dir);
+    std::printf("gpu_ibgda_put PE %d: %zu WQEs posted on %d QPs; signals, data and %zu immediates %s\n", me,
+                truth.size(), npes, imms.size(), bad ? "WRONG" : "correct");
+    int all_bad = 0;
+    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return all_bad ? 1 : 0;
+}

@@ -1,0 +1,217 @@
+// Workload (2): rocSHMEM-style GPU QPs -- plain verbs RC QPs and CQs (ibv_create_cq, ibv_create_qp, ibv_modify_qp),
+// whose rings are then handed to the "GPU" with mlx5dv_init_obj(CQ) and mlx5dv_init_obj(QP), and driven directly
+// from then on (rocSHMEM's initialize_gpu_qp / mlx5_ring_doorbell / its CQ poll): CPU threads standing in for GPU
+// threads write mlx5 WQEs into the exported send ring, put the whole 32-bit producer counter into the doorbell
+// record, ring the exported doorbell register, and walk the normal CQ by owner bit, handing each consumed CQE back
+// as INVALID and publishing the consumer index.
+//
+// Each thread, to every PE: an RDMA WRITE of its chunk, an 8-byte fetch-add on the target's per-source counter,
+// and every 4th iteration an RDMA READ of the target's counter area. Ground truth (--truth DIR) as for
+// gpu_ibgda_put; the run checks counters and data. Exit 0 when all hold.
+//
+//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_rocshmem_verbs [--iters N] [--threads T] [--bytes B]
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu_common/gpu_qp.h"
+#include "gpu_common/mpi_boot.h"
+
+using namespace sigmatrace::workloads;
+
+namespace {
+
+struct Peer {
+    uint32_t lid;
+    uint32_t qpn[PeInfo::kMaxPes];
+    uint64_t addr;
+    uint32_t rkey;
+};
+
+uint8_t pattern(size_t src, size_t i) { return static_cast<uint8_t>(src * 13 + i * 3 + 1); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int me = 0, npes = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &npes);
+    CommonOptions common;
+    size_t iters = 32, threads = 2, bytes = 2048;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (common_option(common, i, argc, argv)) continue;
+        if (a == "--iters" && i + 1 < argc) iters = std::stoul(argv[++i]);
+        else if (a == "--threads" && i + 1 < argc) threads = std::stoul(argv[++i]);
+        else if (a == "--bytes" && i + 1 < argc) bytes = std::stoul(argv[++i]);
+        else die("usage: gpu_rocshmem_verbs [--device D] [--truth DIR] [--iters N] [--threads T] [--bytes B]");
+    }
+    if (npes > PeInfo::kMaxPes) die("too many PEs");
+    const size_t n = static_cast<size_t>(npes);
+    // Heap: [send chunk][recv slot per source][counter per source][read-back area per thread][fetch results]
+    const size_t recv_off = bytes, counter_off = recv_off + n * bytes, read_off = counter_off + n * 8;
+    const size_t fetch_off = read_off + threads * n * 8, heap_bytes = fetch_off + threads * 8 + 64;
+
+    int nd = 0;
+    ibv_device** list = ibv_get_device_list(&nd);
+    ibv_context* ctx = nullptr;
+    for (int i = 0; list && i < nd && !ctx; ++i)
+        if (common.device == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
+    if (!ctx) die("Cannot open " + common.device + " (run under `sigmatrace fabric`)");
+    ibv_port_attr port{};
+    ibv_query_port(ctx, 1, &port);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    std::vector<uint8_t> heap(heap_bytes, 0);
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    ibv_mr* mr = pd ? ibv_reg_mr(pd, heap.data(), heap.size(), access) : nullptr;
+    if (!mr) die("ibv_reg_mr failed");
+    for (size_t i = 0; i < bytes; ++i) heap[i] = pattern(static_cast<size_t>(me), i);
+
+    // rocSHMEM's create_queues: one CQ per QP, plain verbs.
+    std::vector<ibv_cq*> cqs(n);
+    std::vector<ibv_qp*> qps(n);
+    Peer mine{};
+    mine.lid = port.lid;
+    mine.addr = reinterpret_cast<uint64_t>(heap.data());
+    mine.rkey = mr->rkey;
+    for (size_t pe = 0; pe < n; ++pe) {
+        cqs[pe] = ibv_create_cq(ctx, 255, nullptr, nullptr, 0);
+        ibv_qp_init_attr qa{};
+        qa.send_cq = qa.recv_cq = cqs[pe];
+        qa.qp_type = IBV_QPT_RC;
+        qa.cap.max_send_wr = 256;
+        qa.cap.max_recv_wr = 1;
+        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+        qps[pe] = cqs[pe] ? ibv_create_qp(pd, &qa) : nullptr;
+        if (!qps[pe]) die("ibv_create_qp failed");
+        mine.qpn[pe] = qps[pe]->qp_num;
+    }
+    std::vector<Peer> peers(n);
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, peers.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    for (size_t pe = 0; pe < n; ++pe) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        a.qp_access_flags = access;
+        if (ibv_modify_qp(qps[pe], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_4096;
+        a.dest_qp_num = peers[pe].qpn[me];
+        a.ah_attr.dlid = static_cast<uint16_t>(peers[pe].lid);
+        a.ah_attr.port_num = 1;
+        a.max_dest_rd_atomic = 16;
+        a.min_rnr_timer = 12;
+        if (ibv_modify_qp(qps[pe], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+            die("RTR");
+        a = {};
+        a.qp_state = IBV_QPS_RTS;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.max_rd_atomic = 16;
+        if (ibv_modify_qp(qps[pe], &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                           IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+            die("RTS");
+    }
+
+    // initialize_gpu_qp: the CQ first, then the QP; from here on the "GPU" drives them.
+    TruthLog truth;
+    std::vector<std::unique_ptr<GpuQp>> gq(n);
+    for (size_t pe = 0; pe < n; ++pe) {
+        mlx5dv_cq dcq{};
+        mlx5dv_qp dqp{};
+        mlx5dv_obj obj{};
+        obj.cq.in = cqs[pe];
+        obj.cq.out = &dcq;
+        if (int err = mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)) die("mlx5dv_init_obj(CQ): " + std::string(std::strerror(err)));
+        obj = {};
+        obj.qp.in = qps[pe];
+        obj.qp.out = &dqp;
+        if (int err = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP)) die("mlx5dv_init_obj(QP): " + std::string(std::strerror(err)));
+        auto g = std::make_unique<GpuQp>();
+        g->qpn = qps[pe]->qp_num;
+        g->wqe = static_cast<uint8_t*>(dqp.sq.buf);
+        g->nwqes = dqp.sq.wqe_cnt;
+        g->dbrec = reinterpret_cast<uint32_t*>(&dqp.dbrec[1]);
+        g->bf = static_cast<uint64_t*>(dqp.bf.reg);
+        g->cqe = static_cast<const uint8_t*>(dcq.buf);
+        g->cq_ncqe = dcq.cqe_cnt;
+        g->cq_dbrec = reinterpret_cast<uint32_t*>(&dcq.dbrec[0]);
+        g->dbr_full_counter = true;
+        g->truth = &truth;
+        if (!g->wqe || !g->dbrec || !g->bf || dcq.cqe_size != 64) die("mlx5dv_init_obj returned an unusable QP or CQ");
+        gq[pe] = std::move(g);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    std::vector<std::thread> gpu_threads;
+    const uint32_t lkey = mr->lkey;
+    uint8_t* base = heap.data();
+    for (size_t th = 0; th < threads; ++th) {
+        gpu_threads.emplace_back([&, th] {
+            for (size_t it = 0; it < iters; ++it) {
+                for (size_t k = 0; k < n; ++k) {
+                    const size_t pe = (static_cast<size_t>(me) + 1 + k + th) % n;
+                    GpuQp& q = *gq[pe];
+                    const Peer& p = peers[pe];
+                    const bool read = it % 4 == 3;
+                    const uint64_t b = q.reserve(read ? 3 : 2);
+                    q.write_rdma_write(b, reinterpret_cast<uint64_t>(base), lkey, p.addr + recv_off + static_cast<size_t>(me) * bytes,
+                                       p.rkey, static_cast<uint32_t>(bytes), true);
+                    q.write_fetch_add(b + 1, reinterpret_cast<uint64_t>(base + fetch_off + th * 8), lkey,
+                                      p.addr + counter_off + static_cast<size_t>(me) * 8, p.rkey, 1, true);
+                    if (read)
+                        q.write_rdma_read(b + 2, reinterpret_cast<uint64_t>(base + read_off + (th * n + pe) * 8), lkey,
+                                          p.addr + counter_off + static_cast<size_t>(me) * 8, p.rkey, 8, true);
+                    q.submit(b, read ? 3 : 2);
+                }
+            }
+        });
+    }
+    for (auto& t : gpu_threads) t.join();
+    for (size_t pe = 0; pe < n; ++pe) gq[pe]->quiet(gq[pe]->ready_head.load());
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    int bad = 0;
+    for (size_t src = 0; src < n; ++src) {
+        uint64_t c;
+        std::memcpy(&c, base + counter_off + src * 8, 8);
+        if (c != threads * iters) {
+            std::fprintf(stderr, "PE %d: counter of PE %zu is %llu, expected %zu\n", me, src, static_cast<unsigned long long>(c),
+                         threads * iters);
+            ++bad;
+        }
+        for (size_t i = 0; i < bytes; ++i)
+            if (base[recv_off + src * bytes + i] != pattern(src, i)) {
+                std::fprintf(stderr, "PE %d: slot of PE %zu differs at byte %zu\n", me, src, i);
+                ++bad;
+                break;
+            }
+    }
+    if (!common.truth_dir.empty() && !truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt"))
+        die("Cannot write the ground truth into " + common.truth_dir);
+    std::printf("gpu_rocshmem_verbs PE %d: %zu WQEs posted on %d QPs; counters and data %s\n", me, truth.size(), npes,
+                bad ? "WRONG" : "correct");
+    for (size_t pe = 0; pe < n; ++pe) {
+        ibv_destroy_qp(qps[pe]);
+        ibv_destroy_cq(cqs[pe]);
+    }
+    ibv_dereg_mr(mr);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    if (list) ibv_free_device_list(list);
+    int all_bad = 0;
+    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return all_bad ? 1 : 0;
+}
