@@ -53,9 +53,11 @@ ProcId Topology::process_of(const DecodedEvent& ev) {
 }
 
 void Topology::on_process_info(const DecodedEvent& ev, ProcId p, std::vector<ProcId>& retired_out) {
-    if (procs_[p]->has_info) {
-        // A second process_info for the same vpid: the pid was reused or the process exec'd. Its objects belong
-        // to a new incarnation; the old one's pending work is finished by the caller.
+    if (procs_[p]->has_info && rdma_active(p)) {
+        // A second process_info for the same vpid after RDMA work: the pid was reused, or the process exec'd
+        // after using verbs. Its objects belong to a new incarnation; the old one's pending work is finished by
+        // the caller. (Without RDMA work, e.g. `sigmatrace fabric` exec'ing the workload, it is the same process
+        // taking its final identity: updated in place below, so it is shown once.)
         procs_[p]->retired = true;
         retired_out.push_back(p);
         p = new_process(ev);
@@ -70,6 +72,7 @@ void Topology::on_process_info(const DecodedEvent& ev, ProcId p, std::vector<Pro
     pr.rank = static_cast<int32_t>(ev.i64(F::process_info::rank));
     pr.world_size = static_cast<int32_t>(ev.i64(F::process_info::world_size));
     pr.job_id = std::string(ev.str(F::process_info::job_id));
+    if (!ev.procname.empty()) pr.procname = std::string(ev.procname);  // an exec changes it
     std::string_view host = ev.str(F::process_info::hostname);
     if (!host.empty()) pr.node = node_id(host);
     if (pr.schema_version != kSchemaVersion) ++anomalies_.schema_mismatch;

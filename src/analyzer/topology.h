@@ -147,8 +147,10 @@ public:
     const Node& node(NodeId n) const { return nodes_[n]; }
     const Device& device(DevId d) const { return devices_[d]; }
     std::size_t process_count() const { return procs_.size(); }
-    // Whether a process did anything RDMA (opened a device, or has a QP): launchers, shells and the
-    // incarnation before an exec also load the tracer and report themselves, and are left out of reports.
+    // Whether a process did anything RDMA: opened a device, created or learned a queue pair (verbs or GPU), or
+    // posted on one. Launchers (mpirun, orted, shells, the `sigmatrace fabric` front end before its exec) load
+    // the tracer too and may report themselves; they are left out of the process and node counts, the traffic
+    // matrix and skew means.
     bool rdma_active(ProcId p) const { return !procs_[p]->ctx_dev.empty() || procs_[p]->has_qp; }
     std::size_t qp_count() const { return qps_.size(); }
     std::size_t node_count() const { return nodes_.size(); }

@@ -2,6 +2,7 @@
 // (record structs fed through RecordFeeder), with exact expectations.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -471,6 +472,90 @@ TEST(Barriers, OneParticipantPerWordIsNotABarrier) {
     }
     json doc = w.finish();
     EXPECT_EQ(doc["barriers"]["epochs"], 0);
+}
+
+st_process_info_rec identity(int64_t pid, int32_t rank, const char* host) {
+    st_process_info_rec pi{};
+    pi.schema_version = SIGMATRACE_SCHEMA_VERSION;
+    pi.pid = static_cast<int32_t>(pid);
+    pi.rank = rank;
+    pi.world_size = 2;
+    pi.hostname = host;
+    pi.job_id = "";
+    return pi;
+}
+
+// rank 0 (nodeA) writes 3 x 1000 bytes to rank 1 (nodeB), rank 1 writes 1000 bytes back: inbound skew over the two
+// nodes is 3000 / 2000 = 1.5 (it would be 3000 / 1333 = 2.25 if a third node without RDMA entered the mean).
+void unequal_exchange(World& w) {
+    w.post(0, {1, 2, 3}, 0, 1000, {true, true, true});
+    w.post(1, {9}, 0, 1000, {true});
+    w.t += 100;
+    w.poll(0, {1, 2, 3}, {0, 0, 0}, 1);
+    w.poll(1, {9}, {0}, 1);
+}
+
+void expect_two_nodes_only(const json& doc) {
+    EXPECT_EQ(doc["trace"]["processes"], 2);
+    EXPECT_EQ(doc["trace"]["nodes"], 2);
+    ASSERT_EQ(doc["processes"].size(), 2u);
+    EXPECT_EQ(doc["processes"][0]["rank"], 0);
+    EXPECT_EQ(doc["processes"][0]["node"], "nodeA");
+    EXPECT_EQ(doc["processes"][1]["node"], "nodeB");
+    std::set<std::string> nodes;
+    for (const auto& c : doc["traffic"]["node_matrix"]) nodes.insert({c["src"].get<std::string>(), c["dst"].get<std::string>()});
+    EXPECT_EQ(nodes, (std::set<std::string>{"nodeA", "nodeB"}));
+    ASSERT_EQ(doc["traffic"]["nodes"].size(), 2u);
+    EXPECT_DOUBLE_EQ(doc["traffic"]["inbound_skew"].get<double>(), 1.5);
+    EXPECT_DOUBLE_EQ(doc["traffic"]["outbound_skew"].get<double>(), 1.5);
+}
+
+// Eager identity (the tracer reports every preloaded process at start): mpirun reports itself on the machine's
+// hostname and never touches verbs; `sigmatrace fabric` reports itself, then exec()s the workload, which reports
+// again with the same vpid and the fabric node name. Neither the launcher nor the pre-exec identity is a process or
+// a node; the exec'd process is one process, shown with its final identity.
+TEST(Processes, LaunchersAndThePreExecIdentityAreNotProcessesOrNodes) {
+    World w;
+    w.feed.emit_with(w.t++, 400, identity(400, -1, "vm"), [](DecodedEvent& e) { e.procname = "mpirun"; });
+    w.feed.emit_with(w.t++, World::vpid(0), identity(World::vpid(0), 0, "vm"), [](DecodedEvent& e) { e.procname = "sigmatrace"; });
+    w.feed.emit_with(w.t++, World::vpid(1), identity(World::vpid(1), 1, "vm"), [](DecodedEvent& e) { e.procname = "sigmatrace"; });
+    w.two_nodes();  // the exec'd workloads: process_info again (nodeA / nodeB), then devices and QPs
+    unequal_exchange(w);
+    const json doc = w.finish();
+    expect_two_nodes_only(doc);
+    EXPECT_EQ(doc["trace"]["processes_without_rdma"], 1);  // mpirun
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    EXPECT_TRUE(doc["warnings"].empty()) << doc["warnings"].dump();
+}
+
+// Lazy identity (the tracer reports a process at its first verbs call): launchers leave no event at all, and a
+// launcher that does leave events other than process_info (a fork child, a non-verbs event) still is no process.
+TEST(Processes, LazyIdentityAndEventsBeforeItGiveTheSameCounts) {
+    World w;
+    st_mr_dereg_rec stray{};  // not RDMA activity: no device, no QP
+    w.feed.emit(w.t++, 401, stray);
+    w.two_nodes();
+    unequal_exchange(w);
+    const json doc = w.finish();
+    expect_two_nodes_only(doc);
+    EXPECT_EQ(doc["trace"]["processes_without_rdma"], 1);
+}
+
+// A process that used verbs, exec()s and uses verbs again is two incarnations: the first one's posted work ends in
+// flight at the exec, and both count (each did RDMA).
+TEST(Processes, ExecAfterRdmaWorkIsANewIncarnation) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1}, 0, 8, {true});
+    w.feed.emit_with(w.t++, World::vpid(0), identity(World::vpid(0), 0, "nodeA"), [](DecodedEvent& e) { e.procname = "second"; });
+    st_device_open_rec d{};
+    d.ctx = 0xc1;
+    d.device = "mlx0";
+    w.feed.emit(w.t++, World::vpid(0), d);
+    const json doc = w.finish();
+    EXPECT_EQ(doc["trace"]["processes"], 3);
+    EXPECT_EQ(doc["trace"]["nodes"], 2);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 1);
 }
 
 TEST(Processes, ASecondProcessInfoStartsANewIncarnation) {
