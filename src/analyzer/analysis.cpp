@@ -1,11 +1,16 @@
 #include "analyzer/analysis.h"
 
+#include "analyzer/data_link.h"
 #include "analyzer/report_builder.h"
 
 namespace sigmatrace::analyzer {
 
 Analysis::Analysis(AnalysisOptions options)
-    : options_(std::move(options)), recon_(topo_, *this), barriers_(options_.barrier) {}
+    : options_(std::move(options)),
+      recon_(topo_, *this),
+      barriers_(options_.barrier),
+      gray_(options_.gray),
+      incast_(options_.incast, topo_) {}
 
 void Analysis::on_event(const DecodedEvent& ev) {
     if (ev.id >= EventId::count_) {
@@ -64,6 +69,11 @@ void Analysis::on_operation(const Operation& op) {
     stats_.add(op);
     traffic_.add(op);
     barriers_.add(op, topo_.qp(op.qp));
+    if (!op.is_recv() && (op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes)) {
+        const DataLink link = data_link_of(op, topo_);
+        gray_.add(op, link);
+        incast_.add(op, link);
+    }
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
         ++errors_by_status_[op.wc_status];
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
@@ -78,6 +88,8 @@ nlohmann::json Analysis::finish() {
         for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
         traffic_.resolve(topo_);
         stats_.resolve_pairs(topo_);
+        gray_result_ = gray_.finish();
+        incast_result_ = incast_.finish();
         finished_ = true;
     }
     return ReportBuilder(*this).build();

@@ -12,6 +12,8 @@
 
 #include "analyzer/barrier_detector.h"
 #include "analyzer/decoded_event.h"
+#include "analyzer/gray_link_detector.h"
+#include "analyzer/incast_detector.h"
 #include "analyzer/op_reconstruction.h"
 #include "analyzer/statistics.h"
 #include "analyzer/topology.h"
@@ -25,6 +27,8 @@ struct AnalysisOptions {
     uint64_t error_storm_threshold = 10;   // error_storm finding at this many error completions (flushes included)
     double straggler_fraction = 0.5;       // barrier_straggler: last in more than this fraction of epochs
     double rail_imbalance_threshold = 1.5; // rail_imbalance: max/mean bytes over a node's NICs above this
+    GrayLinkOptions gray;                  // gray_link (gray_link_detector.h)
+    IncastOptions incast;                  // incast (incast_detector.h)
 };
 
 // A loss reported by the trace itself (lttng ring buffer full): events or whole packets discarded.
@@ -81,6 +85,10 @@ private:
     Statistics stats_;
     Traffic traffic_;
     BarrierDetector barriers_;
+    GrayLinkDetector gray_;
+    IncastDetector incast_;
+    GrayLinkResult gray_result_;      // filled by finish()
+    IncastResult incast_result_;
     std::vector<OpListener*> listeners_;
     std::vector<DiscardRecord> discards_;
     std::vector<std::string> read_problems_;

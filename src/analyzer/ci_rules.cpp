@@ -35,6 +35,9 @@ std::optional<std::vector<std::string>> expand_metric(const std::string& m, std:
         }
     }
     const std::string op = arg.empty() ? "*" : arg;
+    // findings.KIND: the JSON's findings are an array, so a dotted path through it means the count of that kind.
+    if (name.starts_with("findings.") && arg.empty() && name.size() > 9)
+        return std::vector<std::string>{"#findings:" + name.substr(9)};
     if (name.find('.') != std::string::npos && arg.empty()) return std::vector<std::string>{name};
     if (name == "discarded") return std::vector<std::string>{"trace.discarded_events", "trace.discarded_packets"};
     if (name == "errors") return std::vector<std::string>{"ops.errors"};

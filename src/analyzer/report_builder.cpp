@@ -1,6 +1,7 @@
 #include "analyzer/report_builder.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <sigmatrace/opcodes.h>
 
 #include <algorithm>
@@ -53,6 +54,16 @@ json latency_json(const OpAggregate& agg) { return quantiles_json(agg.latency_ns
 
 std::string ReportBuilder::node_name(NodeId n) const {
     return n == kNoId ? std::string("?") : a_.topo_.node(n).name;
+}
+
+json ReportBuilder::nic_ref(DevId d) const {
+    if (d == kNoId) return json{{"node", nullptr}, {"device", nullptr}};
+    return json{{"node", node_name(a_.topo_.device(d).node)}, {"device", a_.topo_.device(d).name}};
+}
+
+std::string ReportBuilder::nic_label(DevId d) const {
+    if (d == kNoId) return "?";
+    return fmt::format("{}/{}", node_name(a_.topo_.device(d).node), a_.topo_.device(d).name);
 }
 
 json ReportBuilder::proc_ref(ProcId p) const {
@@ -246,8 +257,12 @@ json ReportBuilder::traffic_section() const {
 
 json ReportBuilder::rails_section() const {
     std::vector<std::pair<std::pair<std::string, std::string>, RailCounters>> rows;
-    for (const auto& [dev, r] : a_.traffic_.rails())
-        rows.push_back({{node_name(a_.topo_.device(dev).node), a_.topo_.device(dev).name}, r});
+    // Every NIC a traced process opened, idle ones included (bytes per NIC of a node: an unused rail shows as 0).
+    for (DevId dev = 0; dev < a_.topo_.device_count(); ++dev) {
+        auto it = a_.traffic_.rails().find(dev);
+        rows.push_back({{node_name(a_.topo_.device(dev).node), a_.topo_.device(dev).name},
+                        it == a_.traffic_.rails().end() ? RailCounters{} : it->second});
+    }
     std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     json out = json::array();
     for (const auto& [k, r] : rows)
@@ -317,6 +332,141 @@ json ReportBuilder::barriers_section(json& findings) const {
                 {"dropped_candidate_words", r.dropped_candidates},
                 {"spread_histogram", histogram_bins_json(all)},
                 {"epoch_samples", samples}};
+}
+
+json ReportBuilder::links_section() const {
+    std::vector<std::pair<std::pair<std::string, std::string>, const LinkThroughput*>> rows;
+    for (const LinkThroughput& l : a_.gray_result_.links) rows.push_back({{nic_label(l.link.src), nic_label(l.link.dst)}, &l});
+    std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    json out = json::array();
+    for (const auto& [names, l] : rows)
+        out.push_back(json{{"src", nic_ref(l->link.src)},
+                           {"dst", nic_ref(l->link.dst)},
+                           {"large_ops", l->large_ops},
+                           {"queued_ops", l->queued_ops},
+                           {"measured_windows", l->measured_windows},
+                           {"throughput_bytes_per_s",
+                            l->measured_windows ? json{{"p50", std::llround(l->p50_bytes_per_s)}, {"max", std::llround(l->max_bytes_per_s)}}
+                                                : json{{"p50", nullptr}, {"max", nullptr}}}});
+    return out;
+}
+
+json ReportBuilder::options_section() const {
+    const AnalysisOptions& o = a_.options_;
+    return json{{"skew_threshold", o.skew_threshold},
+                {"error_storm", o.error_storm_threshold},
+                {"straggler_fraction", o.straggler_fraction},
+                {"rail_imbalance", o.rail_imbalance_threshold},
+                {"gray_link", {{"window_ns", o.gray.window_ns}, {"windows", o.gray.min_windows},
+                               {"fraction", o.gray.fraction}, {"min_bytes", o.gray.min_bytes}}},
+                {"incast", {{"window_ns", o.incast.window_ns}, {"senders", o.incast.min_senders},
+                            {"share", o.incast.share}, {"min_bytes", o.incast.min_bytes},
+                            {"min_duration_ns", o.incast.min_duration_ns}}}};
+}
+
+void ReportBuilder::add_gray_link_findings(json& findings) const {
+    const GrayLinkResult& g = a_.gray_result_;
+    const GrayLinkOptions& o = a_.options_.gray;
+    // One finding per link: its longest episode, every episode listed in the evidence.
+    std::map<std::pair<std::string, std::string>, std::vector<const GrayEpisode*>> by_link;
+    for (const GrayEpisode& e : g.episodes) by_link[{nic_label(e.link.src), nic_label(e.link.dst)}].push_back(&e);
+    for (const auto& [names, eps] : by_link) {
+        const GrayEpisode& e = **std::max_element(eps.begin(), eps.end(), [](const GrayEpisode* x, const GrayEpisode* y) {
+            return x->slow_windows < y->slow_windows;
+        });
+        const double ref = std::max(e.own_bytes_per_s, e.peers_bytes_per_s);
+        const bool below_own = e.own_bytes_per_s > 0 && e.slow_bytes_per_s < o.fraction * e.own_bytes_per_s;
+        const bool below_peers = e.peers_bytes_per_s > 0 && e.slow_bytes_per_s < o.fraction * e.peers_bytes_per_s;
+        const char* against = below_own && below_peers ? "its earlier level and its peers"
+                              : below_own              ? "its earlier level"
+                                                       : "its peers";
+        json episodes = json::array();
+        for (const GrayEpisode* x : eps)
+            episodes.push_back(json{{"start_ns", x->start_ns - a_.first_ts_}, {"duration_ns", x->end_ns - x->start_ns},
+                                    {"slowdown", x->slowdown}, {"until_end", x->until_end}});
+        json windows = json::array();
+        for (const LinkWindowSample& w : e.samples)
+            windows.push_back(json::array({w.start_ns - a_.first_ts_, std::llround(w.bytes_per_s), std::llround(w.reference), w.slow}));
+        findings.push_back(finding(
+            "gray_link", "warning",
+            fmt::format("Gray link {} -> {}: large transfers {:.2f}x slower than {} from +{} for {}{} ({} windows of "
+                        "{}): {}/s against {}/s",
+                        names.first, names.second, e.slowdown, against,
+                        format_ns(static_cast<double>(e.start_ns - a_.first_ts_)),
+                        format_ns(static_cast<double>(e.end_ns - e.start_ns)),
+                        e.until_end ? " (until its traffic ended)" : "", e.slow_windows,
+                        format_ns(static_cast<double>(g.window_ns)), format_bytes(e.slow_bytes_per_s), format_bytes(ref)),
+            json{{"link", json{{"src", nic_ref(e.link.src)}, {"dst", nic_ref(e.link.dst)}}},
+                 {"start_ns", e.start_ns - a_.first_ts_},
+                 {"end_ns", e.end_ns - a_.first_ts_},
+                 {"start_unix_ns", e.start_ns},
+                 {"end_unix_ns", e.end_ns},
+                 {"duration_ns", e.end_ns - e.start_ns},
+                 {"until_end", e.until_end},
+                 {"slowdown", e.slowdown},
+                 {"throughput_bytes_per_s", std::llround(e.slow_bytes_per_s)},
+                 {"own_earlier_bytes_per_s", std::llround(e.own_bytes_per_s)},
+                 {"peers_bytes_per_s", std::llround(e.peers_bytes_per_s)},
+                 {"below_own_earlier_level", below_own},
+                 {"below_peers", below_peers},
+                 {"slow_windows", e.slow_windows},
+                 {"bytes", e.bytes},
+                 {"episodes", episodes},
+                 {"windows", windows},
+                 {"window_ns", g.window_ns},
+                 {"fraction", o.fraction},
+                 {"min_windows", o.min_windows},
+                 {"min_bytes", o.min_bytes}}));
+    }
+}
+
+void ReportBuilder::add_incast_findings(json& findings) const {
+    const IncastOptions& o = a_.options_.incast;
+    for (const IncastReceiver& r : a_.incast_result_.receivers) {
+        if (r.kept.empty()) continue;
+        const IncastEpisode& e = *std::max_element(r.kept.begin(), r.kept.end(), [](const auto& x, const auto& y) {
+            return x.end_ns - x.start_ns < y.end_ns - y.start_ns;
+        });
+        auto labels = [&](const std::set<DevId>& devs) {
+            std::vector<std::string> v;
+            for (DevId d : devs) v.push_back(nic_label(d));
+            std::sort(v.begin(), v.end());
+            return v;
+        };
+        const std::vector<std::string> senders = labels(e.senders);
+        json episodes = json::array();
+        for (const IncastEpisode& x : r.kept)
+            episodes.push_back(json{{"start_ns", x.start_ns - a_.first_ts_}, {"duration_ns", x.end_ns - x.start_ns},
+                                    {"max_degree", x.max_degree}, {"mean_degree", x.mean_degree},
+                                    {"senders", labels(x.senders)}, {"bytes", std::llround(x.bytes)}});
+        findings.push_back(finding(
+            "incast", "warning",
+            fmt::format("Incast on {}: {} senders with data in flight to it at once ({}) for {} from +{}{}",
+                        nic_label(r.receiver), e.max_degree, fmt::join(senders, ", "),
+                        format_ns(static_cast<double>(e.end_ns - e.start_ns)),
+                        format_ns(static_cast<double>(e.start_ns - a_.first_ts_)),
+                        r.episodes > 1 ? fmt::format(" ({} episodes, {} in all)", r.episodes,
+                                                     format_ns(static_cast<double>(r.total_ns)))
+                                       : std::string()),
+            json{{"receiver", nic_ref(r.receiver)},
+                 {"degree", e.max_degree},
+                 {"mean_degree", e.mean_degree},
+                 {"senders", senders},
+                 {"start_ns", e.start_ns - a_.first_ts_},
+                 {"end_ns", e.end_ns - a_.first_ts_},
+                 {"start_unix_ns", e.start_ns},
+                 {"duration_ns", e.end_ns - e.start_ns},
+                 {"bytes", std::llround(e.bytes)},
+                 {"episodes", r.episodes},
+                 {"total_duration_ns", r.total_ns},
+                 {"max_degree_all_episodes", r.max_degree},
+                 {"longest_episodes", episodes},
+                 {"window_ns", o.window_ns},
+                 {"min_senders", o.min_senders},
+                 {"share", o.share},
+                 {"min_bytes", o.min_bytes},
+                 {"min_duration_ns", o.min_duration_ns}}));
+    }
 }
 
 void ReportBuilder::add_findings(json& doc, json& findings) const {
@@ -428,6 +578,9 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
                  {"threshold", a_.options_.rail_imbalance_threshold}}));
     }
 
+    add_gray_link_findings(findings);
+    add_incast_findings(findings);
+
     // Operations without completion at the end: a process that crashed or was killed, or a trace cut short.
     std::vector<std::pair<ProcId, uint64_t>> in_flight;
     for (const auto& [p, agg] : a_.stats_.by_process())
@@ -480,6 +633,7 @@ json ReportBuilder::build() const {
     doc["peers"] = peers_section();
     doc["traffic"] = traffic_section();
     doc["rails"] = rails_section();
+    doc["links"] = links_section();
     json findings = json::array();
     doc["barriers"] = barriers_section(findings);
     add_findings(doc, findings);
@@ -488,6 +642,7 @@ json ReportBuilder::build() const {
     });
     doc["findings"] = findings;
     doc["warnings"] = warnings();
+    doc["options"] = options_section();
     return doc;
 }
 

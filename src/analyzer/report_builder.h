@@ -34,12 +34,18 @@ private:
     nlohmann::json traffic_section() const;
     nlohmann::json rails_section() const;
     nlohmann::json barriers_section(nlohmann::json& findings) const;
+    nlohmann::json links_section() const;
+    nlohmann::json options_section() const;
+    void add_gray_link_findings(nlohmann::json& findings) const;
+    void add_incast_findings(nlohmann::json& findings) const;
     void add_findings(nlohmann::json& doc, nlohmann::json& findings) const;
     nlohmann::json warnings() const;
 
     nlohmann::json proc_ref(ProcId p) const;   // {rank, node, pid}
     std::string proc_label(ProcId p) const;     // "rank 3 (node3)" or "pid 1234 (node3)"
     std::string node_name(NodeId n) const;
+    nlohmann::json nic_ref(DevId d) const;      // {node, device}
+    std::string nic_label(DevId d) const;       // "node3/sfab_1"
 
     // Processes that did anything RDMA (see Topology::rdma_active), in id order.
     std::vector<ProcId> active_processes() const;

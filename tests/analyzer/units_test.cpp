@@ -99,6 +99,9 @@ TEST(CiRules, AbsoluteRules) {
     EXPECT_TRUE(check("p99>40us", d).failed);  // RECV's p99 is 50 us
     EXPECT_TRUE(check("findings[traffic_skew]>0", d).failed);
     EXPECT_FALSE(check("findings[error_storm]>0", d).failed);
+    EXPECT_TRUE(check("findings.traffic_skew>0", d).failed);   // findings.KIND: the same count
+    EXPECT_FALSE(check("findings.gray_link>0", d).failed);
+    EXPECT_EQ(check("findings.traffic_skew>0", d).details.at(0), "findings[traffic_skew] = 1");
     EXPECT_TRUE(check("traffic.inbound_skew>=2.5", d).failed);
     const RuleResult r = check("p99[RDMA_WRITE]>1us", d);
     ASSERT_EQ(r.details.size(), 1u);

@@ -53,6 +53,15 @@ analysis:
   --error-storm N              error_storm finding from N error completions (default 10)
   --straggler-fraction F       barrier_straggler when last in more than F of the epochs (default 0.5)
   --rail-imbalance X           rail_imbalance finding above X (default 1.5)
+  --gray-window T              gray_link: throughput window (default 50ms; units ns us ms s)
+  --gray-windows N             gray_link: consecutive slow windows that make one (default 3)
+  --gray-fraction F            gray_link: slow below F x its earlier level or its peers' (default 0.5)
+  --gray-min-bytes B           gray_link: transfers measured from this size (default 64KiB; units KiB MiB)
+  --incast-window T            incast: time resolution (default 1ms)
+  --incast-senders N           incast: from N concurrent senders (default 3)
+  --incast-share F             incast: a sender counts when the receiver gets F of its data in flight (default 0.5)
+  --incast-min-bytes B         incast: transfers counted from this size (default 1KiB)
+  --incast-min-duration T      incast: reported from this duration (default 2ms)
 )";
 
 struct CliOptions {
@@ -73,6 +82,35 @@ bool parse_u64(std::string_view s, uint64_t& out, int base = 10) {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
     return ec == std::errc() && p == s.data() + s.size() && !s.empty();
 }
+
+// "50ms", "2s", "1500us", "800ns" (a bare number is ns).
+bool parse_duration_ns(std::string_view s, int64_t& out) {
+    double scale = 1.0;
+    for (auto [sfx, f] : {std::pair{"ns", 1.0}, std::pair{"us", 1e3}, std::pair{"ms", 1e6}, std::pair{"s", 1e9}})
+        if (s.size() > std::string_view(sfx).size() && s.ends_with(sfx)) {
+            s.remove_suffix(std::string_view(sfx).size());
+            scale = f;
+            break;
+        }
+    double v = 0.0;
+    if (!parse_double(s, v) || !(v > 0.0)) return false;
+    out = static_cast<int64_t>(v * scale);
+    return out > 0;
+}
+// "65536", "64KiB", "1MiB".
+bool parse_bytes(std::string_view s, uint64_t& out) {
+    uint64_t scale = 1;
+    for (auto [sfx, f] : {std::pair{"KiB", uint64_t{1} << 10}, std::pair{"MiB", uint64_t{1} << 20}, std::pair{"GiB", uint64_t{1} << 30}})
+        if (s.ends_with(sfx)) {
+            s.remove_suffix(3);
+            scale = f;
+            break;
+        }
+    if (!parse_u64(s, out)) return false;
+    out *= scale;
+    return true;
+}
+bool parse_fraction(std::string_view s, double& out) { return parse_double(s, out) && out > 0.0 && out <= 1.0; }
 
 // Returns an error message, or "" when the command line is valid.
 std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
@@ -128,6 +166,31 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         } else if (a == "--rail-imbalance") {
             if (!value(v) || !parse_double(v, o.analysis.rail_imbalance_threshold))
                 return "--rail-imbalance needs a number";
+        } else if (a == "--gray-window") {
+            if (!value(v) || !parse_duration_ns(v, o.analysis.gray.window_ns)) return "--gray-window needs a duration (50ms)";
+            if (o.analysis.gray.window_ns < 1000) return "--gray-window must be at least 1us";
+        } else if (a == "--gray-windows") {
+            uint64_t n = 0;
+            if (!value(v) || !parse_u64(v, n) || n == 0 || n > 1000000) return "--gray-windows needs a count >= 1";
+            o.analysis.gray.min_windows = static_cast<uint32_t>(n);
+        } else if (a == "--gray-fraction") {
+            if (!value(v) || !parse_fraction(v, o.analysis.gray.fraction)) return "--gray-fraction needs a number in (0, 1]";
+        } else if (a == "--gray-min-bytes") {
+            if (!value(v) || !parse_bytes(v, o.analysis.gray.min_bytes)) return "--gray-min-bytes needs a size (64KiB)";
+        } else if (a == "--incast-window") {
+            if (!value(v) || !parse_duration_ns(v, o.analysis.incast.window_ns)) return "--incast-window needs a duration (1ms)";
+            if (o.analysis.incast.window_ns < 1000) return "--incast-window must be at least 1us";
+        } else if (a == "--incast-senders") {
+            uint64_t n = 0;
+            if (!value(v) || !parse_u64(v, n) || n < 2 || n > 1000000) return "--incast-senders needs a count >= 2";
+            o.analysis.incast.min_senders = static_cast<uint32_t>(n);
+        } else if (a == "--incast-share") {
+            if (!value(v) || !parse_fraction(v, o.analysis.incast.share)) return "--incast-share needs a number in (0, 1]";
+        } else if (a == "--incast-min-bytes") {
+            if (!value(v) || !parse_bytes(v, o.analysis.incast.min_bytes)) return "--incast-min-bytes needs a size (1KiB)";
+        } else if (a == "--incast-min-duration") {
+            if (!value(v) || !parse_duration_ns(v, o.analysis.incast.min_duration_ns))
+                return "--incast-min-duration needs a duration (2ms)";
         } else if (a.starts_with("-") && a != "-") {
             return fmt::format("unknown option '{}'", a);
         } else if (o.dir.empty()) {
