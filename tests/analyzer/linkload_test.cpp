@@ -1,0 +1,292 @@
+// Link-level findings on the software fabric with an injected ground truth. Two recordings (`sigmatrace record`
+// of `mpirun -np 4 sigmatrace fabric --node rank --rails 2 --config ... -- st-linkload ...`), made once:
+//
+//   gray run      links at 2 Gbit/s (250 MB/s); the fabric slows node0/sfab_0 -> node1/sfab_0 by 4x from fabric
+//                 time 2.0 s to 2.6 s. st-linkload streams 256 KiB WRITEs (16 in flight per stream) on rail 0
+//                 only (both rails opened): a ring (rank r -> r+1) from fabric time 1.5 s for 1.4 s, then 0.5 s of
+//                 many-to-one (ranks 1..3 -> rank 0).
+//   balanced run  links at 400 Mbit/s, no fault; an all-to-all over both rails for 1.2 s.
+//
+// Expected, from the design: exactly one gray_link (the slowed link, start and end within kEdgeTolerance of the
+// fault's, slowdown within 10% of 4), one incast (node0/sfab_0, degree 3, starting within kEdgeTolerance of the
+// phase and lasting the phase plus the drain of the queued WRITEs), rail_imbalance 2.0x on every node of the gray
+// run; no gray_link, incast or rail_imbalance in the balanced run. Recording inside tests/support/sandbox.sh --lttng.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace sigmatrace::analyzer {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int64_t kMs = 1'000'000;
+// Fault and phases (fabric time, ms).
+constexpr int64_t kRingStart = 1500, kRingMs = 1400, kIncastMs = 500, kSlowFrom = 2000, kSlowTo = 2600;
+constexpr double kFactor = 4.0;
+constexpr double kRate = 250e6;              // 2 Gbit/s
+constexpr uint64_t kSize = 262144, kDepth = 16;
+// Measured on the 2-core VM (5 runs, 2 of them beside a -j2 build): gray start and end within 3 ms of the
+// fault's, slowdown 3.998-4.001, incast start within 0.3 ms of the phase. The tolerances leave room for a loaded CI
+// machine: 25 ms (half a gray window) plus the uncertainty of the fabric clock reading.
+constexpr int64_t kEdgeTolerance = 25 * kMs;
+
+struct Recording {
+    std::string problem;   // why the recording could not be made (the tests fail with it)
+    json truth, doc;
+    fs::path dir;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+int shell(const std::string& cmd) {
+    const int s = std::system(cmd.c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : 128;
+}
+
+// Records st-linkload on 4 nodes with `config` and `args`, and analyzes it. A run in which the traced mpirun
+// aborts at exit (lttng-ust's shm assertion in the launcher, a known issue of the tracer in mpirun, see
+// docs/interpose.md) is made again, twice at most.
+Recording record(const std::string& name, const std::string& config, const std::string& args) {
+    Recording r;
+    r.dir = fs::temp_directory_path() / ("st-linkload-" + std::to_string(getpid()) + "-" + name);
+    const std::string root = getuid() == 0 ? "--allow-run-as-root " : "";
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        fs::remove_all(r.dir);
+        fs::create_directories(r.dir);
+        std::ofstream(r.dir / "fabric.conf") << config;
+        // mpirun itself runs untraced (the preload library is handed to the ranks only): a traced mpirun sometimes
+        // aborts in lttng-ust's shm teardown (board 09:50, issue 4). The retry below covers what remains.
+        const std::string mpirun = "timeout 120 mpirun " + root + "--oversubscribe -np 4 --mca btl self,vader --mca pml ob1 " +
+                                   "env LD_PRELOAD=\"$P\" " + SIGMATRACE + " fabric --node rank --rails 2 --config " +
+                                   (r.dir / "fabric.conf").string() + " -- " + ST_LINKLOAD + " " + args + " --truth " +
+                                   (r.dir / "truth.json").string();
+        const std::string cmd = std::string(SIGMATRACE) + " record -o " + (r.dir / "trace").string() +
+                                " -- bash -c 'P=$LD_PRELOAD; exec env -u LD_PRELOAD " + mpirun + "' >" +
+                                (r.dir / "run.log").string() + " 2>&1";
+        const int rc = shell(cmd);
+        const std::string log = slurp(r.dir / "run.log");
+        if (rc == 0) break;
+        const bool launcher_abort = log.find("shmp_object_destroy") != std::string::npos;
+        if (!launcher_abort || attempt == 2) {
+            r.problem = "recording failed (exit " + std::to_string(rc) + "): " + cmd + "\n" + log;
+            return r;
+        }
+        std::fprintf(stderr, "note: the traced mpirun aborted at exit (lttng-ust shm assertion); recording again\n");
+    }
+    const std::string json_path = (r.dir / "analysis.json").string();
+    const int rc = shell(std::string(ANALYZER) + " " + (r.dir / "trace").string() + " --quiet --json " + json_path + " 2>" +
+                         (r.dir / "analyze.err").string());
+    if (rc != 0) {
+        r.problem = "sigmatrace-analyze failed (exit " + std::to_string(rc) + "): " + slurp(r.dir / "analyze.err");
+        return r;
+    }
+    r.truth = json::parse(slurp(r.dir / "truth.json"));
+    r.doc = json::parse(slurp(json_path));
+    return r;
+}
+
+std::vector<json> findings(const json& doc, const std::string& kind) {
+    std::vector<json> out;
+    for (const json& f : doc["findings"])
+        if (f["kind"] == kind) out.push_back(f);
+    return out;
+}
+
+class LinkFindingsOnTheFabric : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        if (!std::getenv("SIGMATRACE_SANDBOX_INNER")) skip_ = "needs tests/support/sandbox.sh --lttng";
+        else if (!std::string(SANITIZER_PRELOAD).empty())
+            skip_ = "records uninstrumented programs (mpirun) with the instrumented preload library: normal build only";
+        else if (shell("command -v mpirun >/dev/null 2>&1") != 0) skip_ = "mpirun is not installed (openmpi-bin)";
+        else if (!fs::exists(ST_LINKLOAD)) skip_ = "st-linkload was not built (no MPI development files)";
+        else if (shell(std::string(SIGMATRACE) + " fabric -- ibv_devices >/dev/null 2>&1") != 0)
+            skip_ = "the software fabric does not start here";
+    }
+    void SetUp() override {
+        if (!skip_.empty()) GTEST_SKIP() << skip_;
+    }
+    static void TearDownTestSuite() {
+        for (Recording* r : {gray_.get(), balanced_.get()}) {
+            if (!r) continue;
+            if (::testing::UnitTest::GetInstance()->Failed()) std::fprintf(stderr, "kept %s for inspection\n", r->dir.c_str());
+            else fs::remove_all(r->dir);
+        }
+    }
+
+    static const Recording& gray() {
+        if (!gray_) {
+            const std::string config = "bandwidth 2Gbit/s\nslow node0/0 -> node1/0 factor 4 from " + std::to_string(kSlowFrom) +
+                                       "ms to " + std::to_string(kSlowTo) + "ms\n";
+            gray_ = std::make_unique<Recording>(record(
+                "gray", config,
+                "--start-at-fabric " + std::to_string(kRingStart) + " --phase ring:" + std::to_string(kRingMs) +
+                    " --phase incast:" + std::to_string(kIncastMs) + " --rails-used 1 --size " + std::to_string(kSize) +
+                    " --depth " + std::to_string(kDepth)));
+        }
+        return *gray_;
+    }
+    static const Recording& balanced() {
+        if (!balanced_)
+            balanced_ = std::make_unique<Recording>(
+                record("balanced", "bandwidth 400Mbit/s\n", "--phase alltoall:1200 --rails-used 2 --depth 8"));
+        return *balanced_;
+    }
+    // The fabric's start in Unix time, and how well it is known.
+    static int64_t fabric_start(const Recording& r) { return r.truth["fabric_start_unix_ns"].get<int64_t>(); }
+    static int64_t clock_uncertainty(const Recording& r) { return r.truth["fabric_start_uncertainty_ns"].get<int64_t>() / 2; }
+
+    static inline std::string skip_;
+    static inline std::unique_ptr<Recording> gray_, balanced_;
+};
+
+#define REQUIRE_RUN(r)                       \
+    do {                                     \
+        ASSERT_EQ((r).problem, std::string()); \
+    } while (0)
+
+TEST_F(LinkFindingsOnTheFabric, TheSlowedLinkIsTheOnlyGrayLink) {
+    const Recording& r = gray();
+    REQUIRE_RUN(r);
+    // The ring phase covers the fault with healthy windows on both sides (else set-up was too slow here).
+    const json& ring = r.truth["phases"][0];
+    ASSERT_EQ(ring["pattern"], "ring");
+    ASSERT_LE(ring["begin_unix_ns"].get<int64_t>(), fabric_start(r) + (kSlowFrom - 300) * kMs) << "phases started late";
+    const std::vector<json> gray_links = findings(r.doc, "gray_link");
+    ASSERT_EQ(gray_links.size(), 1u) << r.doc["findings"].dump(1);
+    const json& e = gray_links[0]["evidence"];
+    EXPECT_EQ(e["link"]["src"], (json{{"node", "node0"}, {"device", "sfab_0"}}));
+    EXPECT_EQ(e["link"]["dst"], (json{{"node", "node1"}, {"device", "sfab_0"}}));
+    const int64_t tolerance = kEdgeTolerance + clock_uncertainty(r);
+    const int64_t t1 = fabric_start(r) + kSlowFrom * kMs, t2 = fabric_start(r) + kSlowTo * kMs;
+    EXPECT_NEAR(static_cast<double>(e["start_unix_ns"].get<int64_t>()), static_cast<double>(t1), static_cast<double>(tolerance))
+        << "start - fault start = " << (e["start_unix_ns"].get<int64_t>() - t1) / 1e6 << " ms";
+    EXPECT_NEAR(static_cast<double>(e["end_unix_ns"].get<int64_t>()), static_cast<double>(t2), static_cast<double>(tolerance))
+        << "end - fault end = " << (e["end_unix_ns"].get<int64_t>() - t2) / 1e6 << " ms";
+    std::printf("measured: gray link start - fault start %+.2f ms, end - fault end %+.2f ms, slowdown %.3f "
+                "(fabric clock known within %.1f ms)\n",
+                static_cast<double>(e["start_unix_ns"].get<int64_t>() - t1) / 1e6,
+                static_cast<double>(e["end_unix_ns"].get<int64_t>() - t2) / 1e6, e["slowdown"].get<double>(),
+                static_cast<double>(clock_uncertainty(r)) / 1e6);
+    EXPECT_FALSE(e["until_end"].get<bool>());
+    // The duration needs no clock alignment: start and end share the clock error.
+    EXPECT_NEAR(e["duration_ns"].get<double>(), static_cast<double>((kSlowTo - kSlowFrom) * kMs), static_cast<double>(kEdgeTolerance));
+    EXPECT_NEAR(e["slowdown"].get<double>(), kFactor, 0.1 * kFactor);
+    EXPECT_NEAR(e["own_earlier_bytes_per_s"].get<double>(), kRate, 0.05 * kRate);
+    EXPECT_NEAR(e["peers_bytes_per_s"].get<double>(), kRate, 0.05 * kRate);
+    EXPECT_NEAR(e["throughput_bytes_per_s"].get<double>(), kRate / kFactor, 0.1 * kRate / kFactor);
+    EXPECT_TRUE(e["below_own_earlier_level"].get<bool>());
+    EXPECT_TRUE(e["below_peers"].get<bool>());
+    EXPECT_EQ(e["window_ns"], 50 * kMs);
+    EXPECT_EQ(e["fraction"], 0.5);
+    // Every link's median throughput is the configured rate (the slowed one's too: it is slow 0.6 s of 1.4 s).
+    std::set<std::pair<std::string, std::string>> links;
+    for (const json& l : r.doc["links"]) {
+        links.insert({l["src"]["node"].get<std::string>(), l["dst"]["node"].get<std::string>()});
+        EXPECT_NEAR(l["throughput_bytes_per_s"]["p50"].get<double>(), kRate, 0.05 * kRate) << l.dump();
+    }
+    EXPECT_EQ(links, (std::set<std::pair<std::string, std::string>>{
+                         {"node0", "node1"}, {"node1", "node2"}, {"node2", "node3"}, {"node3", "node0"},
+                         {"node1", "node0"}, {"node2", "node0"}}));
+}
+
+TEST_F(LinkFindingsOnTheFabric, IncastOnTheReceiverOfTheManyToOnePhase) {
+    const Recording& r = gray();
+    REQUIRE_RUN(r);
+    const std::vector<json> incasts = findings(r.doc, "incast");
+    ASSERT_EQ(incasts.size(), 1u) << r.doc["findings"].dump(1);
+    const json& e = incasts[0]["evidence"];
+    EXPECT_EQ(e["receiver"], (json{{"node", "node0"}, {"device", "sfab_0"}}));
+    EXPECT_EQ(e["degree"], 3);
+    EXPECT_EQ(e["senders"], (json{"node1/sfab_0", "node2/sfab_0", "node3/sfab_0"}));
+    EXPECT_EQ(e["episodes"], 1);
+    const json& phase = r.truth["phases"][1];
+    ASSERT_EQ(phase["pattern"], "incast");
+    EXPECT_NEAR(static_cast<double>(e["start_unix_ns"].get<int64_t>()), phase["begin_unix_ns"].get<double>(),
+                static_cast<double>(kEdgeTolerance));
+    // The phase, then the senders' queued WRITEs drain: depth x size at the link's rate (16.8 ms).
+    const double drain = static_cast<double>(kDepth * kSize) / kRate * 1e9;
+    std::printf("measured: incast start - phase start %+.2f ms, duration - (phase + drain) %+.2f ms, mean degree %.2f\n",
+                (e["start_unix_ns"].get<double>() - phase["begin_unix_ns"].get<double>()) / 1e6,
+                (e["duration_ns"].get<double>() - static_cast<double>(kIncastMs * kMs) - drain) / 1e6,
+                e["mean_degree"].get<double>());
+    EXPECT_NEAR(e["duration_ns"].get<double>(), static_cast<double>(kIncastMs * kMs) + drain,
+                static_cast<double>(kEdgeTolerance));
+}
+
+TEST_F(LinkFindingsOnTheFabric, RailImbalanceWhereTrafficUsesOneRail) {
+    const Recording& r = gray();
+    REQUIRE_RUN(r);
+    // Every node opened sfab_0 and sfab_1 and moved everything on sfab_0: max/mean over its two NICs is 2.
+    std::map<std::string, json> by_node;
+    for (const json& f : findings(r.doc, "rail_imbalance")) by_node[f["evidence"]["node"]] = f["evidence"];
+    ASSERT_EQ(by_node.size(), 4u) << r.doc["findings"].dump(1);
+    for (const auto& [node, e] : by_node) {
+        EXPECT_DOUBLE_EQ(e["ratio"].get<double>(), 2.0) << node;
+        EXPECT_EQ(e["bytes_per_device"]["sfab_1"], 0) << node;
+        EXPECT_GT(e["bytes_per_device"]["sfab_0"].get<uint64_t>(), 0u) << node;
+    }
+    // Rails: exactly the bytes st-linkload wrote, both NICs listed.
+    std::map<std::pair<std::string, std::string>, uint64_t> tx, want;
+    for (const json& row : r.doc["rails"]) tx[{row["node"], row["device"]}] = row["bytes_tx"];
+    for (const json& t : r.truth["transfers"]) want[{t["src"], t["device"]}] += t["bytes"].get<uint64_t>();
+    for (const char* n : {"node0", "node1", "node2", "node3"}) want[{n, "sfab_1"}] += 0;
+    EXPECT_EQ(tx, want);
+}
+
+TEST_F(LinkFindingsOnTheFabric, BalancedRunHasNoLinkFindings) {
+    const Recording& r = balanced();
+    REQUIRE_RUN(r);
+    for (const char* kind : {"gray_link", "incast", "rail_imbalance", "traffic_skew"})
+        EXPECT_TRUE(findings(r.doc, kind).empty()) << kind << ": " << r.doc["findings"].dump(1);
+    // What the detectors looked at: 24 links (4 nodes x 3 peers x 2 rails), each measured, at the configured rate.
+    ASSERT_EQ(r.doc["links"].size(), 24u);
+    for (const json& l : r.doc["links"]) {
+        EXPECT_GE(l["measured_windows"].get<uint64_t>(), 15u) << l.dump();
+        EXPECT_NEAR(l["throughput_bytes_per_s"]["p50"].get<double>(), 50e6, 0.05 * 50e6) << l.dump();
+    }
+    // Both rails of every node carry the same bytes.
+    std::map<std::string, std::vector<uint64_t>> per_node;
+    for (const json& row : r.doc["rails"]) per_node[row["node"]].push_back(row["bytes_tx"].get<uint64_t>() + row["bytes_rx"].get<uint64_t>());
+    ASSERT_EQ(per_node.size(), 4u);
+    for (const auto& [node, v] : per_node) {
+        ASSERT_EQ(v.size(), 2u) << node;
+        EXPECT_NEAR(static_cast<double>(v[0]), static_cast<double>(v[1]), 0.05 * static_cast<double>(v[0])) << node;
+    }
+}
+
+// CI rules name the findings: findings.gray_link>0 (or findings[gray_link]>0) fails on the gray run, passes on the
+// balanced one.
+TEST_F(LinkFindingsOnTheFabric, FailOnRulesTargetTheFindings) {
+    const Recording& g = gray();
+    REQUIRE_RUN(g);
+    const Recording& b = balanced();
+    REQUIRE_RUN(b);
+    const std::string rules = " --quiet --fail-on 'findings.gray_link>0' --fail-on 'findings[incast]>0' 2>";
+    const fs::path err = g.dir / "rules.err";
+    EXPECT_EQ(shell(std::string(ANALYZER) + " " + (g.dir / "trace").string() + rules + err.string()), 1);
+    const std::string msg = slurp(err);
+    EXPECT_NE(msg.find("FAILED rule 'findings.gray_link>0': findings[gray_link] = 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("FAILED rule 'findings[incast]>0': findings[incast] = 1"), std::string::npos) << msg;
+    EXPECT_EQ(shell(std::string(ANALYZER) + " " + (b.dir / "trace").string() + rules + (b.dir / "rules.err").string()), 0)
+        << slurp(b.dir / "rules.err");
+}
+
+}  // namespace
+}  // namespace sigmatrace::analyzer
