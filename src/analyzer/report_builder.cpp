@@ -68,9 +68,17 @@ std::string ReportBuilder::proc_label(ProcId p) const {
     return fmt::format("pid {} ({})", pr.pid, node_name(pr.node));
 }
 
+std::vector<ProcId> ReportBuilder::active_processes() const {
+    std::vector<ProcId> out;
+    for (ProcId p = 0; p < a_.topo_.process_count(); ++p)
+        if (a_.topo_.rdma_active(p)) out.push_back(p);
+    return out;
+}
+
 std::vector<NodeId> ReportBuilder::trace_nodes() const {
     std::set<NodeId> ids;
-    for (ProcId p = 0; p < a_.topo_.process_count(); ++p) ids.insert(a_.topo_.node_of(p));
+    for (ProcId p = 0; p < a_.topo_.process_count(); ++p)
+        if (a_.topo_.rdma_active(p)) ids.insert(a_.topo_.node_of(p));
     for (const auto& [key, cell] : a_.traffic_.node_matrix()) {
         ids.insert(key.first);
         ids.insert(key.second);
@@ -90,7 +98,8 @@ json ReportBuilder::trace_section() const {
     return json{{"events", a_.events_},
                 {"discarded_events", discarded},
                 {"discarded_packets", discarded_packets},
-                {"processes", a_.topo_.process_count()},
+                {"processes", active_processes().size()},
+                {"processes_without_rdma", a_.topo_.process_count() - active_processes().size()},
                 {"nodes", nodes_with_processes},
                 {"duration_ns", a_.events_ ? a_.last_ts_ - a_.first_ts_ : 0},
                 {"start_ns", a_.first_ts_},
@@ -101,8 +110,7 @@ json ReportBuilder::trace_section() const {
 }
 
 json ReportBuilder::processes_section() const {
-    std::vector<ProcId> order(a_.topo_.process_count());
-    for (ProcId p = 0; p < order.size(); ++p) order[p] = p;
+    std::vector<ProcId> order = active_processes();
     std::sort(order.begin(), order.end(), [&](ProcId x, ProcId y) {
         const Process& a = a_.topo_.proc(x);
         const Process& b = a_.topo_.proc(y);

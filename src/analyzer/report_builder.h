@@ -41,7 +41,9 @@ private:
     std::string proc_label(ProcId p) const;     // "rank 3 (node3)" or "pid 1234 (node3)"
     std::string node_name(NodeId n) const;
 
-    // The nodes of the trace: those of its processes and those its transfers reach, by name.
+    // Processes that did anything RDMA (see Topology::rdma_active), in id order.
+    std::vector<ProcId> active_processes() const;
+    // The nodes of the trace: those of its RDMA processes and those its transfers reach, by name.
     std::vector<NodeId> trace_nodes() const;
 
     const Analysis& a_;

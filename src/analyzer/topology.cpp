@@ -108,6 +108,7 @@ QpId Topology::new_qp(ProcId p, uint64_t ctx, uint32_t qp_num) {
     q->qp_num = qp_num;
     const auto id = static_cast<QpId>(qps_.size());
     qps_.push_back(std::move(q));
+    procs_[p]->has_qp = true;
     if (qps_.back()->dev != kNoId) qp_by_dev_num_[DevQpKey{qps_.back()->dev, qp_num}] = id;
     return id;
 }

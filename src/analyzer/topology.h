@@ -75,6 +75,7 @@ struct Process {
     uint32_t schema_minor = 0;
     bool has_info = false;      // a process_info event was seen
     bool retired = false;       // a later incarnation (same vpid, new process_info) replaced it
+    bool has_qp = false;
     int64_t first_ts = 0;
     int64_t last_ts = 0;
     uint64_t events = 0;
@@ -146,6 +147,9 @@ public:
     const Node& node(NodeId n) const { return nodes_[n]; }
     const Device& device(DevId d) const { return devices_[d]; }
     std::size_t process_count() const { return procs_.size(); }
+    // Whether a process did anything RDMA (opened a device, or has a QP): launchers, shells and the
+    // incarnation before an exec also load the tracer and report themselves, and are left out of reports.
+    bool rdma_active(ProcId p) const { return !procs_[p]->ctx_dev.empty() || procs_[p]->has_qp; }
     std::size_t qp_count() const { return qps_.size(); }
     std::size_t node_count() const { return nodes_.size(); }
     std::size_t device_count() const { return devices_.size(); }

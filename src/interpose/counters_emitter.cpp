@@ -121,6 +121,9 @@ void counters_shutdown() noexcept {
         std::lock_guard<std::mutex> lock(e.mutex);
         e.running = false;
     }
+    // Only counters mode has anything to flush; in ops mode the exit path must not even take the registry
+    // mutex (another thread could be holding it in a blocked destroy call, and exit would hang).
+    if (config().mode != Mode::counters) return;
     Registry& reg = Registry::instance();
     std::lock_guard<std::mutex> lock(reg.mutex());
     for (QpState* s : reg.live_qps()) counters_flush_qp(*s);

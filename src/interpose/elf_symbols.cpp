@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstring>
 
 namespace sigmatrace::interpose {
 namespace {
@@ -99,7 +98,7 @@ template <typename Accept> long DynamicSymbolTable::lookup(const char* name, Acc
         if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC) continue;
         const unsigned bind = symbol_bind(s.st_info);
         if (bind != STB_GLOBAL && bind != STB_WEAK) continue;
-        if (std::strcmp(strtab_ + s.st_name, name) != 0) continue;
+        if (!same_string(strtab_ + s.st_name, name)) continue;
         const uint16_t v = versym_ != nullptr ? versym_[i] : 1;
         if (accept(version_name(static_cast<uint16_t>(v & 0x7fff)), (v & 0x8000) != 0)) return static_cast<long>(i);
     }
@@ -111,7 +110,7 @@ void* DynamicSymbolTable::find(const char* name, const char* version) const noex
     if (version == nullptr) {
         i = lookup(name, [](const char*, bool hidden) { return !hidden; });
     } else {
-        i = lookup(name, [version](const char* v, bool) { return v != nullptr && std::strcmp(v, version) == 0; });
+        i = lookup(name, [version](const char* v, bool) { return v != nullptr && same_string(v, version); });
     }
     if (i < 0) return nullptr;
     // IFUNC definitions would need their resolver called; no symbol this table is asked about is one.

@@ -51,6 +51,34 @@ private:
     const char* soname_ = nullptr;
 };
 
+// String helpers for the code that runs before sanitizer runtimes are initialised (the dlsym interposer and
+// its bootstrap): libc's strcmp and friends are intercepted by ASan/TSan, and their interceptors crash when
+// called before the runtime has resolved the real functions. Plain loops never reach them.
+inline bool same_string(const char* a, const char* b) noexcept {
+    while (*a != '\0' && *a == *b) {
+        ++a;
+        ++b;
+    }
+    return *a == *b;
+}
+inline bool starts_with(const char* s, const char* prefix) noexcept {
+    while (*prefix != '\0') {
+        if (*s++ != *prefix++) return false;
+    }
+    return true;
+}
+inline const char* after_last_slash(const char* path) noexcept {
+    const char* base = path;
+    for (const char* p = path; *p != '\0'; ++p)
+        if (*p == '/') base = p + 1;
+    return base;
+}
+inline unsigned long string_length(const char* s) noexcept {
+    unsigned long n = 0;
+    while (s[n] != '\0') ++n;
+    return n;
+}
+
 // The link map of the loaded object that contains `address`, or nullptr.
 const link_map* link_map_containing(const void* address) noexcept;
 

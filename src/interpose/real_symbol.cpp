@@ -24,7 +24,7 @@ using DlvsymFn = void* (*)(void*, const char*, const char*);
 
 // Writes a message with write(2): usable before libc's stdio is initialised and from the dlsym bootstrap.
 void write_stderr(const char* msg) noexcept {
-    const size_t len = std::strlen(msg);
+    const size_t len = string_length(msg);
     ssize_t ignored = ::write(STDERR_FILENO, msg, len);
     (void)ignored;
 }
@@ -73,10 +73,6 @@ constexpr LibraryNames kLibraries[] = {
     {WrappedLibrary::hsa, "libhsa-runtime64.so", {"libhsa-runtime64.so.1", "libhsa-runtime64.so", nullptr, nullptr}},
 };
 
-const char* base_name(const char* path) {
-    const char* slash = std::strrchr(path, '/');
-    return slash != nullptr ? slash + 1 : path;
-}
 
 bool in_object(const void* address, const link_map* object) {
     return object != nullptr && link_map_containing(address) == object;
@@ -104,9 +100,9 @@ void* real_dlvsym(void* handle, const char* name, const char* version) noexcept 
 
 bool is_wrapped_library_path(const char* path) noexcept {
     if (path == nullptr) return false;
-    const char* base = base_name(path);
+    const char* base = after_last_slash(path);
     for (const auto& l : kLibraries)
-        if (std::strncmp(base, l.file_prefix, std::strlen(l.file_prefix)) == 0) return true;
+        if (starts_with(base, l.file_prefix)) return true;
     return false;
 }
 

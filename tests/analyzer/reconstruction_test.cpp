@@ -485,7 +485,8 @@ TEST(Processes, ASecondProcessInfoStartsANewIncarnation) {
     pi.job_id = "";
     w.feed.emit(w.t++, World::vpid(0), pi);  // the pid is reused by a new process
     json doc = w.finish();
-    EXPECT_EQ(doc["trace"]["processes"], 3);
+    EXPECT_EQ(doc["trace"]["processes"], 2);               // the new incarnation has done no RDMA yet
+    EXPECT_EQ(doc["trace"]["processes_without_rdma"], 1);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 1);
 }
 

@@ -10,6 +10,8 @@ echo "$out"
 grep -qE 'sfab_0[[:space:]]+5346000000030000' <<<"$out" || fail "ibv_devices does not list sfab_0 of node3 with its GUID"
 grep -qE 'sfab_1[[:space:]]+5346000000030100' <<<"$out" || fail "ibv_devices does not list sfab_1 of node3 with its GUID"
 [[ $(grep -c sfab_ <<<"$out") -eq 2 ]] || fail "ibv_devices lists another number of NICs than 2"
+# Rail 0 comes first: programs without -d take the first device.
+[[ $(grep -m1 -o 'sfab_[0-9]' <<<"$out") == sfab_0 ]] || fail "sfab_0 is not the first device"
 
 info=$("$sigmatrace" fabric --node 3 --rails 2 -- ibv_devinfo -v -d sfab_1)
 grep -q 'node_guid:.*5346:0000:0003:0100' <<<"$info" || fail "ibv_devinfo node_guid"

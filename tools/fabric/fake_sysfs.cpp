@@ -36,7 +36,10 @@ void write_fake_sysfs(const std::filesystem::path& root, const std::string& fabr
                       uint32_t rails) {
     namespace sf = softfabric;
     put(root / "class/infiniband_verbs/abi_version", "6\n");
-    for (uint32_t rail = 0; rail < rails; ++rail) {
+    // Created last rail first: tmpfs lists a directory newest first, and libibverbs keeps that order, so
+    // ibv_get_device_list() returns sfab_0 first (programs that take the first device get rail 0).
+    for (uint32_t r = rails; r-- > 0;) {
+        const uint32_t rail = r;
         sf::NicId nic{node, rail};
         std::string dev = sf::device_name(rail);
         auto verbs = root / fmt::format("class/infiniband_verbs/uverbs{}", rail);

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/fabric_objects.h"
 #include "core/runtime.h"
 #include "core/transfer.h"
 
@@ -126,18 +127,14 @@ QueuePair::QueuePair(Runtime& rt, const QueuePairConfig& config)
     if (!shared_offset_) throw FabricError("Cannot create QP: the fabric arena of this process is full");
     shared_ = arena.at<SharedQp>(shared_offset_);
     if (config.rq_depth) {
-        uint32_t cap = std::bit_ceil(config.rq_depth);
-        uint32_t sge = std::max(config.max_recv_sge, 1u);
-        rq_bytes_ = RecvRing::bytes_for(cap, sge);
-        rq_offset_ = arena.allocate(rq_bytes_);
-        if (!rq_offset_) {
+        ArenaBlock rq = create_recv_ring(rt, config.rq_depth, config.max_recv_sge);
+        if (!rq.offset) {
             arena.release(shared_offset_, sizeof(SharedQp));
             throw FabricError("Cannot create QP: the fabric arena of this process is full");
         }
+        rq_offset_ = rq.offset;
+        rq_bytes_ = rq.bytes;
         rq_ = arena.at<RecvRing>(rq_offset_);
-        rq_->capacity = cap;
-        rq_->max_sge = sge;
-        rq_->stride = RecvRing::stride_for(sge);
     }
     if (config.recv_cq_offset) recv_cq_ = arena.at<SharedCq>(config.recv_cq_offset);
     capacity_ = std::bit_ceil(std::max(config.sq_depth, 1u));
@@ -668,14 +665,18 @@ void QueuePair::flush_receives_locked() {
     if (any) rt_.completed_into(recv_cq_, true);
 }
 
-void QueuePair::handle_flush_request() {
-    if (!shared_->flush_request.exchange(0, std::memory_order_acq_rel)) return;
-    {
-        std::lock_guard lock(sq_lock_);
-        enter_error_from(done_);
-        progress(now_ns());
-    }
+bool QueuePair::handle_flush_request() {
+    if (!shared_->flush_request.load(std::memory_order_acquire)) return false;
+    // The engine thread calls this while it walks the QP registry: never block on the send queue (an
+    // application thread may hold it across an ibv_wr_start..ibv_wr_complete batch); the next pass retries.
+    std::unique_lock sq(sq_lock_, std::try_to_lock);
+    if (!sq.owns_lock()) return true;
+    if (!shared_->flush_request.exchange(0, std::memory_order_acq_rel)) return false;
+    enter_error_from(done_);
+    progress(now_ns());
+    sq.unlock();
     flush_receives();
+    return false;
 }
 
 }  // namespace softfabric::engine

@@ -221,8 +221,9 @@ public:
     int post_receive(uint64_t wr_id, const ibv_sge* sges, uint32_t num_sge);
     // Completes every queued receive with IBV_WC_WR_FLUSH_ERR (the QP went to ERROR).
     void flush_receives();
-    // A peer moved this QP to ERROR (responder error): flush both queues.
-    void handle_flush_request();
+    // A peer moved this QP to ERROR (responder error): flush both queues. Returns true when it could not yet
+    // (the send queue was busy) and must be called again.
+    bool handle_flush_request();
 
 private:
     enum class Outcome { Done, Retry, Failed };

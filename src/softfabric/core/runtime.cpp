@@ -243,7 +243,7 @@ void Runtime::engine_pass(uint64_t now, uint64_t& next) {
     for (SharedCq* cq : event_cqs_)
         if (cq->event_pending.exchange(0, std::memory_order_acq_rel)) signal_channel(cq);
     for (engine::QueuePair* qp : qps_) {
-        qp->handle_flush_request();
+        if (qp->handle_flush_request()) next = std::min(next, now + kMinEngineSleepNs);
         uint64_t due = qp->next_due();
         if (due <= now) {
             uint64_t app_until = qp->app_progress_ns() + engine::kAppWindowNs;

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "core/clock.h"
+#include "core/fabric_objects.h"
 #include "provider/command_channel.h"
 #include "mlx5/frontend.h"
 #include "provider/objects.h"
@@ -36,27 +37,24 @@ CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel) {
         }
     }
     Runtime& rt = *context_of(ctx).rt;
-    uint32_t capacity = std::bit_ceil(static_cast<uint32_t>(cqe) + 1);
     auto impl = std::make_unique<CqImpl>();
-    impl->rt = &rt;
-    impl->bytes = SharedCq::bytes_for(capacity);
-    impl->offset = rt.arena().allocate(impl->bytes);
-    if (!impl->offset) {
+    auto obj = std::make_unique<CqObject>();
+    ArenaBlock block = create_shared_cq(rt, static_cast<uint32_t>(cqe), event_fd,
+                                        reinterpret_cast<uint64_t>(&obj->vcq.cq));
+    if (!block.offset) {
         errno = ENOMEM;
         return nullptr;
     }
-    auto* obj = new CqObject{};
-    SharedCq* s = rt.arena().at<SharedCq>(impl->offset);
-    s->capacity = capacity;
-    s->member = rt.member();
-    s->channel_wfd = event_fd;
-    s->owner_token = reinterpret_cast<uint64_t>(&obj->vcq.cq);
+    impl->rt = &rt;
+    impl->offset = block.offset;
+    impl->bytes = block.bytes;
+    SharedCq* s = rt.arena().at<SharedCq>(block.offset);
     impl->shared = s;
     impl->has_channel = channel != nullptr;
     if (channel) rt.add_event_cq(s);
     obj->impl = impl.release();
-    obj->vcq.cq.cqe = static_cast<int>(capacity - 1);
-    return obj;
+    obj->vcq.cq.cqe = static_cast<int>(s->capacity - 1);
+    return obj.release();
 }
 
 // ---- extended CQ: one completion at a time, read through the ibv_wc_read_* pointers

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <new>
 
+#include "core/fabric_objects.h"
 #include "provider/objects.h"
 
 namespace softfabric::provider {
@@ -30,24 +31,17 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
         return nullptr;
     }
     Runtime& rt = *context_of(pd->context).rt;
-    uint32_t key = rt.arena().claim_mr_key();
-    if (!key) {
-        errno = ENOMEM;
-        return nullptr;
-    }
     auto* mr = new (std::nothrow) MrObject{};
     if (!mr) {
-        rt.arena().release_mr_key(key);
         errno = ENOMEM;
         return nullptr;
     }
-    MrEntry& e = rt.arena().mr_table()[mr_slot_of(key)];
-    e.access = static_cast<uint32_t>(access);
-    e.pd_id = pd_of(pd).id;
-    e.addr = reinterpret_cast<uint64_t>(addr);
-    e.length = length;
-    e.iova = hca_va;
-    e.key.store(key, std::memory_order_release);  // published last: peers check the key first
+    uint32_t key = register_memory(rt, pd_of(pd).id, addr, length, hca_va, access);
+    if (!key) {
+        delete mr;
+        errno = ENOMEM;
+        return nullptr;
+    }
     mr->key = key;
     mr->vmr.ibv_mr.lkey = key;
     mr->vmr.ibv_mr.rkey = key;
@@ -59,9 +53,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
 
 int dereg_mr(pabi::verbs_mr* vmr) {
     auto* mr = reinterpret_cast<MrObject*>(vmr);
-    Runtime& rt = *context_of(vmr->ibv_mr.context).rt;
-    rt.arena().mr_table()[mr_slot_of(mr->key)].key.store(0, std::memory_order_release);
-    rt.arena().release_mr_key(mr->key);
+    deregister_memory(*context_of(vmr->ibv_mr.context).rt, mr->key);
     delete mr;
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <new>
 
+#include "core/fabric_objects.h"
 #include "provider/objects.h"
 
 namespace softfabric::provider {
@@ -15,24 +16,20 @@ ibv_srq* make_srq(ibv_context* ctx, ibv_srq_attr& attr) {
     }
     Runtime& rt = *context_of(ctx).rt;
     auto impl = std::make_unique<SrqImpl>();
-    uint32_t cap = std::bit_ceil(attr.max_wr);
-    uint32_t sge = std::max(attr.max_sge, 1u);
-    impl->rt = &rt;
-    impl->bytes = RecvRing::bytes_for(cap, sge);
-    impl->offset = rt.arena().allocate(impl->bytes);
-    if (!impl->offset) {
+    ArenaBlock block = create_recv_ring(rt, attr.max_wr, attr.max_sge);
+    if (!block.offset) {
         errno = ENOMEM;
         return nullptr;
     }
-    impl->ring = rt.arena().at<RecvRing>(impl->offset);
-    impl->ring->capacity = cap;
-    impl->ring->max_sge = sge;
-    impl->ring->stride = RecvRing::stride_for(sge);
+    impl->rt = &rt;
+    impl->offset = block.offset;
+    impl->bytes = block.bytes;
+    impl->ring = rt.arena().at<RecvRing>(block.offset);
     impl->ring->limit.store(attr.srq_limit);
-    impl->max_wr = cap;
-    impl->max_sge = sge;
-    attr.max_wr = cap;
-    attr.max_sge = sge;
+    impl->max_wr = impl->ring->capacity;
+    impl->max_sge = impl->ring->max_sge;
+    attr.max_wr = impl->max_wr;
+    attr.max_sge = impl->max_sge;
     auto* obj = new SrqObject{};
     obj->impl = impl.release();
     obj->ibv.handle = static_cast<uint32_t>(obj->impl->offset >> 6);

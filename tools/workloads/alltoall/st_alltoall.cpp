@@ -1,0 +1,353 @@
+// st-alltoall: the demo workload (`sigmatrace demo`), an MPI job of unmodified-looking verbs code with something
+// to see in its trace:
+//   1. an all-to-all of RDMA WRITEs with skewed destinations: every rank writes --iters rounds of --size bytes to
+//      every other rank, and --hot-factor times as many to rank --hot (an incast-like hot spot);
+//   2. --epochs rounds of an RDMA barrier: every rank adds 1 to a counter on rank 0 with ATOMIC_FETCH_AND_ADD
+//      (rank 0 through a QP connected to itself) and waits, polling the counter with 8-byte RDMA READs, until all
+//      ranks have arrived; rank --late sleeps --late-ms before arriving each time (a straggler).
+// MPI (over shared memory, never RDMA: run it with --mca btl self,vader) only exchanges the connection data. Every rank checks
+// what it received and prints one line; exit 0 when all data arrived intact and every barrier completed.
+//
+//   mpirun -np 4 --mca btl self,vader --mca pml ob1 sigmatrace fabric --node rank -- st-alltoall [options]
+#include <infiniband/verbs.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kMaxRanks = 64;
+constexpr int kPort = 1;
+
+struct Options {
+    uint64_t iters = 50;
+    uint32_t size = 65536;
+    int hot = 1;
+    uint32_t hot_factor = 4;
+    int epochs = 20;
+    int late = -1;          // default: the last rank
+    uint32_t late_ms = 3;
+    uint32_t signal_every = 8;
+};
+
+// What each rank publishes with MPI_Allgather.
+struct Info {
+    uint16_t lid;
+    uint8_t gid[16];
+    uint32_t qpn[kMaxRanks];   // qpn[p]: this rank's QP connected to rank p (qpn[rank]: rank 0's self QP)
+    uint64_t buf_addr;
+    uint32_t buf_rkey;
+    uint64_t counter_addr;
+    uint32_t counter_rkey;
+};
+
+[[noreturn]] void fail(int rank, const char* what) {
+    std::fprintf(stderr, "st-alltoall: rank %d: %s failed (errno %d: %s)\n", rank, what, errno, std::strerror(errno));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+}
+
+bool parse(int argc, char** argv, Options& o) {
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string_view a = argv[i];
+        uint64_t v = 0;
+        const char* s = argv[i + 1];
+        if (std::from_chars(s, s + std::strlen(s), v).ec != std::errc()) return false;
+        if (a == "--iters") o.iters = v;
+        else if (a == "--size") o.size = static_cast<uint32_t>(v);
+        else if (a == "--hot") o.hot = static_cast<int>(v);
+        else if (a == "--hot-factor") o.hot_factor = static_cast<uint32_t>(v);
+        else if (a == "--epochs") o.epochs = static_cast<int>(v);
+        else if (a == "--late") o.late = static_cast<int>(v);
+        else if (a == "--late-ms") o.late_ms = static_cast<uint32_t>(v);
+        else if (a == "--signal-every") o.signal_every = static_cast<uint32_t>(v ? v : 1);
+        else return false;
+    }
+    return argc % 2 == 1;
+}
+
+uint8_t pattern(int writer, uint64_t round, size_t i) { return static_cast<uint8_t>(writer * 37 + round * 11 + i * 3 + 1); }
+
+class Rank {
+public:
+    Rank(int rank, int size, const Options& o) : rank_(rank), size_(size), o_(o) {}
+
+    void setup() {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        for (int i = 0; list && i < n && !ctx_; ++i)
+            if (!std::strcmp(ibv_get_device_name(list[i]), "sfab_0")) ctx_ = ibv_open_device(list[i]);
+        if (!ctx_ && list && n > 0) ctx_ = ibv_open_device(list[0]);
+        if (list) ibv_free_device_list(list);
+        if (!ctx_) fail(rank_, "opening an RDMA device (run it under `sigmatrace fabric`)");
+        ibv_port_attr port{};
+        if (ibv_query_port(ctx_, kPort, &port)) fail(rank_, "ibv_query_port");
+        mine_.lid = port.lid;
+        ibv_gid gid{};
+        if (ibv_query_gid(ctx_, kPort, 0, &gid) == 0) std::memcpy(mine_.gid, gid.raw, 16);
+        pd_ = ibv_alloc_pd(ctx_);
+        cq_ = ibv_create_cq(ctx_, 4096, nullptr, nullptr, 0);
+        if (!pd_ || !cq_) fail(rank_, "ibv_alloc_pd/ibv_create_cq");
+        // One slot per writer; the send buffer is refilled each round.
+        recv_.assign(static_cast<size_t>(size_) * o_.size, 0);
+        send_.assign(o_.size, 0);
+        counter_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
+        *counter_ = 0;
+        const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC;
+        recv_mr_ = ibv_reg_mr(pd_, recv_.data(), recv_.size(), access);
+        send_mr_ = ibv_reg_mr(pd_, send_.data(), send_.size(), IBV_ACCESS_LOCAL_WRITE);
+        counter_mr_ = ibv_reg_mr(pd_, counter_, 64, access);
+        scratch_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
+        scratch_mr_ = ibv_reg_mr(pd_, scratch_, 64, IBV_ACCESS_LOCAL_WRITE);
+        if (!recv_mr_ || !send_mr_ || !counter_mr_ || !scratch_mr_) fail(rank_, "ibv_reg_mr");
+        mine_.buf_addr = reinterpret_cast<uint64_t>(recv_.data());
+        mine_.buf_rkey = recv_mr_->rkey;
+        mine_.counter_addr = reinterpret_cast<uint64_t>(counter_);
+        mine_.counter_rkey = counter_mr_->rkey;
+        qps_.assign(static_cast<size_t>(size_), nullptr);
+        for (int p = 0; p < size_; ++p) {
+            if (p == rank_ && rank_ != 0) continue;
+            qps_[p] = create_qp();
+            mine_.qpn[p] = qps_[p]->qp_num;
+        }
+        if (rank_ == 0) self_peer_ = create_qp();  // the other end of rank 0's self connection
+        all_.resize(static_cast<size_t>(size_));
+        MPI_Allgather(&mine_, sizeof mine_, MPI_BYTE, all_.data(), sizeof mine_, MPI_BYTE, MPI_COMM_WORLD);
+        for (int p = 0; p < size_; ++p)
+            if (qps_[p]) connect(qps_[p], p, p == rank_ ? self_peer_->qp_num : all_[p].qpn[rank_]);
+        if (self_peer_) connect(self_peer_, 0, qps_[0]->qp_num);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+
+    // Phase 1: skewed all-to-all.
+    void alltoall() {
+        for (uint64_t round = 0; round < o_.iters; ++round) {
+            for (size_t i = 0; i < send_.size(); ++i) send_[i] = pattern(rank_, round, i);
+            for (int k = 1; k < size_; ++k) {
+                const int p = (rank_ + k) % size_;  // staggered so ranks do not all start on the same peer
+                const uint32_t count = p == o_.hot ? o_.hot_factor : 1;
+                for (uint32_t c = 0; c < count; ++c) {
+                    const bool last = c + 1 == count;
+                    const bool sig = last || ++posted_ % o_.signal_every == 0;
+                    ibv_sge sge{reinterpret_cast<uint64_t>(send_.data()), o_.size, send_mr_->lkey};
+                    ibv_send_wr wr{};
+                    wr.wr_id = (round << 16) | static_cast<uint64_t>(p);
+                    wr.sg_list = &sge;
+                    wr.num_sge = 1;
+                    wr.opcode = IBV_WR_RDMA_WRITE;
+                    wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
+                    wr.wr.rdma.remote_addr = all_[p].buf_addr + static_cast<uint64_t>(rank_) * o_.size;
+                    wr.wr.rdma.rkey = all_[p].buf_rkey;
+                    post(qps_[p], wr);
+                    if (sig) wait_completions(1);
+                    bytes_written_ += o_.size;
+                }
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);  // every write has completed everywhere
+    }
+
+    // Phase 2: the RDMA barrier on rank 0's counter.
+    void barriers() {
+        ibv_qp* to_root = qps_[0];
+        for (int e = 0; e < o_.epochs; ++e) {
+            if (rank_ == late_rank()) std::this_thread::sleep_for(std::chrono::milliseconds(o_.late_ms));
+            ibv_sge sge{reinterpret_cast<uint64_t>(scratch_), 8, scratch_mr_->lkey};
+            ibv_send_wr wr{};
+            wr.wr_id = 0xba000000u + static_cast<uint64_t>(e);
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.atomic.remote_addr = all_[0].counter_addr;
+            wr.wr.atomic.rkey = all_[0].counter_rkey;
+            wr.wr.atomic.compare_add = 1;
+            post(to_root, wr);
+            wait_completions(1);
+            const uint64_t target = static_cast<uint64_t>(e + 1) * static_cast<uint64_t>(size_);
+            for (;;) {
+                uint64_t seen;
+                if (rank_ == 0) {
+                    seen = __atomic_load_n(counter_, __ATOMIC_ACQUIRE);
+                } else {
+                    ibv_send_wr rd{};
+                    rd.wr_id = 0x7ead0000u + static_cast<uint64_t>(e);
+                    rd.sg_list = &sge;
+                    rd.num_sge = 1;
+                    rd.opcode = IBV_WR_RDMA_READ;
+                    rd.send_flags = IBV_SEND_SIGNALED;
+                    rd.wr.rdma.remote_addr = all_[0].counter_addr;
+                    rd.wr.rdma.rkey = all_[0].counter_rkey;
+                    post(to_root, rd);
+                    wait_completions(1);
+                    seen = *scratch_;
+                }
+                if (seen >= target) break;
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+
+    // Checks the last round's data from every writer; returns the number of bad slots.
+    int check() const {
+        int bad = 0;
+        if (o_.iters == 0) return 0;
+        for (int p = 0; p < size_; ++p) {
+            if (p == rank_) continue;
+            for (size_t i = 0; i < o_.size; ++i)
+                if (recv_[static_cast<size_t>(p) * o_.size + i] != pattern(p, o_.iters - 1, i)) {
+                    ++bad;
+                    break;
+                }
+        }
+        return bad;
+    }
+
+    void report(int bad) const {
+        const char* node = std::getenv("SOFTFABRIC_NODE");
+        std::printf("rank %d on %s: wrote %llu bytes (x%u to rank %d), %d barrier(s)%s, %d of %d slots intact\n", rank_,
+                    node ? node : "?", static_cast<unsigned long long>(bytes_written_), o_.hot_factor, o_.hot,
+                    o_.epochs, rank_ == late_rank() ? " arriving late" : "", size_ - 1 - bad, size_ - 1);
+        std::fflush(stdout);
+    }
+
+    void teardown() {
+        for (ibv_qp* q : qps_)
+            if (q) ibv_destroy_qp(q);
+        if (self_peer_) ibv_destroy_qp(self_peer_);
+        ibv_dereg_mr(recv_mr_);
+        ibv_dereg_mr(send_mr_);
+        ibv_dereg_mr(counter_mr_);
+        ibv_dereg_mr(scratch_mr_);
+        ibv_destroy_cq(cq_);
+        ibv_dealloc_pd(pd_);
+        ibv_close_device(ctx_);
+        std::free(counter_);
+        std::free(scratch_);
+    }
+
+private:
+    int late_rank() const { return o_.late >= 0 ? o_.late : size_ - 1; }
+
+    ibv_qp* create_qp() {
+        ibv_qp_init_attr qa{};
+        qa.send_cq = qa.recv_cq = cq_;
+        qa.qp_type = IBV_QPT_RC;
+        qa.cap.max_send_wr = 256;
+        qa.cap.max_recv_wr = 1;
+        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+        ibv_qp* q = ibv_create_qp(pd_, &qa);
+        if (!q) fail(rank_, "ibv_create_qp");
+        return q;
+    }
+
+    void connect(ibv_qp* q, int peer, uint32_t dest_qpn) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = kPort;
+        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_REMOTE_ATOMIC;
+        if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+            fail(rank_, "modify to INIT");
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_4096;
+        a.dest_qp_num = dest_qpn;
+        a.ah_attr.dlid = all_[peer].lid;
+        a.ah_attr.port_num = kPort;
+        a.ah_attr.is_global = 1;
+        std::memcpy(a.ah_attr.grh.dgid.raw, all_[peer].gid, 16);
+        a.ah_attr.grh.hop_limit = 1;
+        a.max_dest_rd_atomic = 4;
+        a.min_rnr_timer = 12;
+        if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+            fail(rank_, "modify to RTR");
+        a = {};
+        a.qp_state = IBV_QPS_RTS;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.max_rd_atomic = 4;
+        if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                     IBV_QP_MAX_QP_RD_ATOMIC))
+            fail(rank_, "modify to RTS");
+    }
+
+    void post(ibv_qp* q, ibv_send_wr& wr) {
+        ibv_send_wr* bad = nullptr;
+        if (ibv_post_send(q, &wr, &bad)) fail(rank_, "ibv_post_send");
+    }
+
+    void wait_completions(int n) {
+        ibv_wc wc[16];
+        while (n > 0) {
+            const int got = ibv_poll_cq(cq_, 16, wc);
+            if (got < 0) fail(rank_, "ibv_poll_cq");
+            for (int i = 0; i < got; ++i)
+                if (wc[i].status != IBV_WC_SUCCESS) {
+                    std::fprintf(stderr, "st-alltoall: rank %d: completion error %s\n", rank_,
+                                 ibv_wc_status_str(wc[i].status));
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+            n -= got;
+        }
+    }
+
+    int rank_, size_;
+    Options o_;
+    ibv_context* ctx_ = nullptr;
+    ibv_pd* pd_ = nullptr;
+    ibv_cq* cq_ = nullptr;
+    std::vector<uint8_t> recv_, send_;
+    uint64_t* counter_ = nullptr;
+    uint64_t* scratch_ = nullptr;
+    ibv_mr *recv_mr_ = nullptr, *send_mr_ = nullptr, *counter_mr_ = nullptr, *scratch_mr_ = nullptr;
+    std::vector<ibv_qp*> qps_;
+    ibv_qp* self_peer_ = nullptr;
+    Info mine_{};
+    std::vector<Info> all_;
+    uint64_t posted_ = 0;
+    uint64_t bytes_written_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    Options o;
+    if (!parse(argc, argv, o) || size < 2 || size > kMaxRanks) {
+        if (rank == 0)
+            std::fprintf(stderr,
+                         "usage: mpirun -np N (2..64) st-alltoall [--iters K] [--size BYTES] [--hot RANK] "
+                         "[--hot-factor F] [--epochs E] [--late RANK] [--late-ms MS] [--signal-every N]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    if (o.hot >= size) o.hot = size - 1;
+    Rank r(rank, size, o);
+    r.setup();
+    r.alltoall();
+    r.barriers();
+    const int bad = r.check();
+    r.report(bad);
+    int total_bad = 0;
+    MPI_Allreduce(&bad, &total_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    r.teardown();
+    MPI_Finalize();
+    return total_bad == 0 ? 0 : 1;
+}
