@@ -310,10 +310,12 @@ private:
     Frontend() { pthread_atfork(nullptr, nullptr, [] { instance().after_fork_child(); }); }
 
     void after_fork_child() {
-        // The parent's queues are not the child's; its executor thread does not exist here.
+        // The parent's queues are not the child's; its executor thread does not exist here (its handle is
+        // meaningless: released without joining).
         new (&mu_) std::mutex();
         direct_.clear();
         running_ = false;
+        if (executor_.joinable()) new (&executor_) std::thread();
     }
 
     uint32_t pdn_of(uint64_t pd_id) {
@@ -527,7 +529,21 @@ private:
     void start_executor_locked() {
         if (running_) return;
         running_ = true;
-        std::thread([this] { run(); }).detach();
+        executor_ = std::thread([this] { run(); });
+        // Stopped before the runtime's own exit handler (registered earlier, so run later) tears the fabric down.
+        static bool registered = false;
+        if (!registered) {
+            registered = true;
+            std::atexit([] { instance().stop_executor(); });
+        }
+    }
+
+    void stop_executor() {
+        {
+            std::lock_guard lk(mu_);
+            running_ = false;
+        }
+        if (executor_.joinable()) executor_.join();
     }
 
     void run() {
@@ -573,6 +589,7 @@ private:
     std::vector<DirectQp*> direct_;
     void* uar_page_ = nullptr;
     bool running_ = false;
+    std::thread executor_;
 };
 
 // ------------------------------------------------------------------------------------------ the C table

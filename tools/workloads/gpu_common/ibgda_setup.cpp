@@ -231,6 +231,15 @@ PeInfo IbgdaTransport::local_info() const {
     return i;
 }
 
+std::vector<IbgdaTransport::Region> IbgdaTransport::shared_regions() const {
+    return {{wq_buf_, wq_bytes_}, {dbr_buf_, dbr_bytes_}, {cq_buf_, cq_bytes_}, {heap_, round_up(heap_bytes_, kGpuPage)}};
+}
+
+IbgdaTransport::Region IbgdaTransport::doorbell_page() const {
+    auto reg = reinterpret_cast<uintptr_t>(uar_->reg_addr);
+    return {reinterpret_cast<void*>(reg & ~uintptr_t{4095}), 4096};
+}
+
 void IbgdaTransport::set_truth(TruthLog* log) {
     for (auto& q : qps_) q->truth = log;
 }

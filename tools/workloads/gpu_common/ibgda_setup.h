@@ -51,6 +51,15 @@ public:
     std::vector<uint32_t> drain_receive_completions();
     void set_truth(TruthLog* log);
 
+    // The host memory the NIC and the "GPU" share (send rings, doorbell records, CQs, heap) and the doorbell
+    // page: what a CUDA program registers with cudaHostRegister to address it from kernels (NVSHMEM hostmem).
+    struct Region {
+        void* addr;
+        size_t bytes;
+    };
+    std::vector<Region> shared_regions() const;
+    Region doorbell_page() const;
+
 private:
     bool modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what);
 
