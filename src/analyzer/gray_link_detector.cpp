@@ -29,7 +29,7 @@ int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 
 GrayLinkDetector::GrayLinkDetector(GrayLinkOptions o) : o_(o), window_ns_(std::max<int64_t>(o.window_ns, 1000)) {}
 
 void GrayLinkDetector::add(const Operation& op, DataLink link) {
-    if (!link.known() || op.outcome != OpOutcome::Completed || op.bytes < o_.min_bytes) return;
+    if (!link.known() || op.outcome != OpOutcome::Completed || op.bytes < o_.min_bytes || !plausible_times(op)) return;
     auto [it, inserted] = index_.try_emplace(link.key(), links_.size());
     if (inserted) {
         links_.emplace_back();
@@ -88,7 +88,12 @@ void GrayLinkDetector::close_window(LinkState& s) {
         s.windows.push_back(s.cur);
     }
     s.cur = Window{s.cur.index, 0.0, 0, 0};
-    if (s.windows.size() > kMaxWindows) coarsen();
+    if (s.windows.size() > kMaxWindows) {
+        // Doubling merges neighbours; windows far apart (corrupt times) may need many doublings, so it stops at
+        // 2^40 ns (18 minutes) and the oldest windows are given up instead.
+        if (window_ns_ < (int64_t{1} << 40)) coarsen();
+        if (s.windows.size() > kMaxWindows) s.windows.erase(s.windows.begin());
+    }
 }
 
 void GrayLinkDetector::coarsen() {

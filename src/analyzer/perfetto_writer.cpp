@@ -28,6 +28,12 @@ bool two_sided_send(uint8_t opcode) {
            opcode == static_cast<uint8_t>(WrOpcode::RDMA_WRITE_WITH_IMM) ||
            opcode == static_cast<uint8_t>(WrOpcode::SEND_WITH_INV);
 }
+// One-sided operations: the target's CPU sees nothing, the target's QP is where the data lands (or is read).
+bool one_sided(uint8_t opcode) {
+    return opcode == static_cast<uint8_t>(WrOpcode::RDMA_WRITE) || opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ) ||
+           opcode == static_cast<uint8_t>(WrOpcode::ATOMIC_CMP_AND_SWP) ||
+           opcode == static_cast<uint8_t>(WrOpcode::ATOMIC_FETCH_AND_ADD);
+}
 }  // namespace
 
 PerfettoWriter::~PerfettoWriter() {
@@ -49,6 +55,21 @@ void PerfettoWriter::write_flow(const FlowEnd& from, const FlowEnd& to) {
                ",\n{{\"name\":\"transfer\",\"cat\":\"transfer\",\"ph\":\"f\",\"bp\":\"e\",\"id\":{},\"ts\":{:.3f},\"pid\":{},"
                "\"tid\":{}}}",
                id, us(to.ts), to.proc + 1, to.qp + 1);
+}
+
+void PerfettoWriter::write_marker(const RemoteMarker& m, const Peer& peer) {
+    qps_seen_.insert(peer.qp);
+    const Process& from = topo_.proc(m.proc);
+    nlohmann::json args = {{"bytes", m.bytes},
+                           {"from", from.rank >= 0 ? fmt::format("rank {}", from.rank) : fmt::format("pid {}", from.pid)},
+                           {"when", "at or before this point: the initiator's completion"}};
+    if (m.raddr) args["remote_addr"] = fmt::format("0x{:x}", m.raddr);
+    fmt::print(f_, "{}{{\"name\":\"{} (remote)\",\"cat\":\"remote\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":0.001,\"pid\":{},"
+               "\"tid\":{},\"args\":{}}}",
+               first_ ? "" : ",\n", opcode_name(m.opcode), us(m.done_ts), peer.proc + 1, peer.qp + 1, args.dump());
+    first_ = false;
+    ++remote_markers_;
+    write_flow(FlowEnd{m.proc, m.qp, m.post_ts}, FlowEnd{peer.proc, peer.qp, m.done_ts});
 }
 
 void PerfettoWriter::on_operation(const Operation& op) {
@@ -84,6 +105,17 @@ void PerfettoWriter::on_operation(const Operation& op) {
     // Flows: a two-sided send and the receive it consumed, matched in order per connection. The connection is
     // named by its two QP numbers (each side knows both from its RTR transition), so matching does not wait for
     // the peer to be resolved.
+    // One-sided transfers: a marker on the target QP's track at the initiator's completion (by then the data
+    // has been placed at, or read from, the target), and a flow from the operation to it. A target QP not known
+    // yet (its creation comes later in the trace) is looked up again at the end.
+    if (op.outcome == OpOutcome::Completed && one_sided(op.opcode)) {
+        const RemoteMarker m{op.proc, op.qp, op.opcode, op.post_ts, op.done_ts, op.bytes, op.raddr};
+        if (op.peer.qp != kNoId && op.peer.proc != kNoId) write_marker(m, op.peer);
+        else if (unresolved_markers_.size() < kMaxUnresolvedMarkers) unresolved_markers_.push_back(m);
+        else ++markers_dropped_;
+        return;
+    }
+
     const Qp& qp = topo_.qp(op.qp);
     if (!qp.has_remote || qp.dest_qpn == 0 || op.outcome != OpOutcome::Completed) return;
     if (op.is_recv()) {
@@ -111,6 +143,13 @@ void PerfettoWriter::on_operation(const Operation& op) {
 
 bool PerfettoWriter::close() {
     if (!f_) return false;
+    // Peers are resolved now (Analysis::finish ran): the markers whose target QP was not known while reading.
+    for (const RemoteMarker& m : unresolved_markers_) {
+        const Peer& peer = topo_.qp(m.qp).peer;
+        if (peer.qp != kNoId && peer.proc != kNoId) write_marker(m, peer);
+        else ++markers_dropped_;   // the target is not traced
+    }
+    unresolved_markers_.clear();
     std::set<ProcId> procs;
     for (QpId q : qps_seen_) procs.insert(topo_.qp(q).proc);
     for (ProcId p : procs) {
@@ -138,8 +177,10 @@ bool PerfettoWriter::close() {
         fmt::print(f_, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{}}}", qp.proc + 1, q + 1,
                    nlohmann::json{{"name", name}}.dump());
     }
-    fmt::print(f_, "\n],\"otherData\":{{\"generator\":\"sigmatrace-analyze\",\"operations_written\":{},\"operations_dropped\":{}}}}}\n",
-               written_, dropped_);
+    fmt::print(f_,
+               "\n],\"otherData\":{{\"generator\":\"sigmatrace-analyze\",\"operations_written\":{},\"operations_dropped\":{},"
+               "\"remote_markers\":{},\"remote_markers_without_target\":{}}}}}\n",
+               written_, dropped_, remote_markers_, markers_dropped_);
     const bool ok = std::ferror(f_) == 0;
     const bool closed = std::fclose(f_) == 0;
     f_ = nullptr;

@@ -618,6 +618,10 @@ json ReportBuilder::warnings() const {
     add(an.lost_wrs, "work requests dropped from a queue model that overflowed (their completions were not seen)");
     add(an.schema_mismatch, "processes were traced with an unknown schema major version");
     add(a_.traffic_.unresolved().ops, "transfers whose destination could not be resolved (peer not traced?)");
+    if (a_.incast_result_.clipped_bytes >= 1.0)
+        out.push_back(fmt::format("{} of transfers in flight longer than {} incast windows were left out of the incast "
+                                  "analysis (a larger --incast-window covers them)",
+                                  format_bytes(a_.incast_result_.clipped_bytes), IncastDetector::kSlackWindows));
     for (const std::string& p : a_.read_problems_) out.push_back(p);
     return out;
 }

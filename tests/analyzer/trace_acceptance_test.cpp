@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -124,7 +125,10 @@ void expect_matches_truth(const json& doc, const json& t) {
     for (const auto& c : t["node_matrix"]) want[{c["src"], c["dst"]}] = {c["bytes"], c["ops"]};
     EXPECT_EQ(got, want);
     std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> rails, want_rails;
-    for (const auto& r : doc["rails"]) rails[{r["node"], r["device"]}] = {r["bytes_tx"], r["bytes_rx"]};
+    for (const auto& r : doc["rails"]) {
+        if (r["bytes_tx"] == 0 && r["bytes_rx"] == 0) continue;  // NICs opened but idle (the truth lists busy ones)
+        rails[{r["node"], r["device"]}] = {r["bytes_tx"], r["bytes_rx"]};
+    }
     for (const auto& r : t["rails"]) want_rails[{r["node"], r["device"]}] = {r["bytes_tx"], r["bytes_rx"]};
     EXPECT_EQ(rails, want_rails);
     EXPECT_NEAR(doc["traffic"]["inbound_skew"].get<double>(), t["inbound_skew"].get<double>(),
@@ -236,10 +240,11 @@ TEST_F(TraceTest, PerfettoTimelineAndHtmlReport) {
     ASSERT_EQ(r.rc, 0) << r.err;
     const json doc = load(tmp_ / "a.json");
     const json p = load(tmp_ / "p.json");
-    uint64_t slices = 0, flow_starts = 0, flow_ends = 0, tracks = 0, procs = 0;
+    uint64_t slices = 0, remote = 0, flow_starts = 0, flow_ends = 0, tracks = 0, procs = 0;
     for (const auto& e : p["traceEvents"]) {
         const std::string ph = e["ph"];
-        slices += ph == "X";
+        slices += ph == "X" && e["cat"] != "remote";
+        remote += ph == "X" && e["cat"] == "remote";
         flow_starts += ph == "s";
         flow_ends += ph == "f";
         tracks += e.value("name", "") == "thread_name";
@@ -249,11 +254,27 @@ TEST_F(TraceTest, PerfettoTimelineAndHtmlReport) {
         }
     }
     EXPECT_EQ(slices, doc["ops"]["total"].get<uint64_t>());
-    // Every SEND is linked to the RECV it consumed.
-    EXPECT_EQ(flow_starts, doc["ops"]["by_opcode"]["SEND"]["count"].get<uint64_t>());
+    // Every completed one-sided operation has a marker on its target QP's track, or is counted as without one
+    // (st-synth connects some QPs to a rail where the peer's QP is not: their target QP is unknown).
+    uint64_t one_sided = 0;
+    for (const char* op : {"RDMA_WRITE", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD"})
+        if (doc["ops"]["by_opcode"].contains(op)) one_sided += doc["ops"]["by_opcode"][op]["completed"].get<uint64_t>();
+    EXPECT_GT(remote, 0u);
+    EXPECT_EQ(p["otherData"]["remote_markers"], remote);
+    EXPECT_EQ(remote + p["otherData"]["remote_markers_without_target"].get<uint64_t>(), one_sided);
+    // Every SEND is linked to the RECV it consumed, every marker to its operation; markers sit on named QP tracks.
+    EXPECT_EQ(flow_starts, doc["ops"]["by_opcode"]["SEND"]["count"].get<uint64_t>() + remote);
     EXPECT_EQ(flow_ends, flow_starts);
+    std::set<std::pair<int64_t, int64_t>> named;
+    for (const auto& e : p["traceEvents"])
+        if (e.value("name", "") == "thread_name") named.insert({e["pid"].get<int64_t>(), e["tid"].get<int64_t>()});
+    for (const auto& e : p["traceEvents"]) {
+        if (e.value("cat", "") == "remote") {
+            EXPECT_TRUE(named.count({e["pid"].get<int64_t>(), e["tid"].get<int64_t>()})) << e.dump();
+        }
+    }
     EXPECT_EQ(procs, 3u);
-    EXPECT_EQ(tracks, doc["qps"].size());
+    EXPECT_GE(tracks, doc["qps"].size());   // QPs with operations, and targets of one-sided ones
     std::ifstream h(tmp_ / "r.html");
     std::stringstream html;
     html << h.rdbuf();
@@ -318,10 +339,20 @@ TEST_F(TraceTest, DemoOnTheFabricMatchesItsDesign) {
     if (!fs::exists(fs::path(SIGMATRACE).parent_path().parent_path() / "libexec/sigmatrace/st-alltoall"))
         GTEST_SKIP() << "st-alltoall not built (no MPI development files)";
     constexpr int kIters = 30, kEpochs = 15, kLateMs = 4;
-    const CmdResult r = sigmatrace_in_sandbox(
-        "demo -o " + (tmp_ / "demo").string() + " --ranks 4 --iters " + std::to_string(kIters) + " --epochs " +
-            std::to_string(kEpochs) + " --late-ms " + std::to_string(kLateMs),
-        tmp_);
+    CmdResult r;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        r = sigmatrace_in_sandbox("demo -o " + (tmp_ / "demo").string() + " --ranks 4 --iters " + std::to_string(kIters) +
+                                      " --epochs " + std::to_string(kEpochs) + " --late-ms " + std::to_string(kLateMs),
+                                  tmp_);
+        // A traced mpirun sometimes aborts in lttng-ust's shm teardown (issue 4, board 09:50; ~1 run in 4 on the
+        // 2-core VM): not the analyzer's doing. Run again, twice at most, saying so.
+        const std::string all = r.out + r.err;
+        const bool launcher_abort = all.find("Forwarding signal 6") != std::string::npos ||
+                                    all.find("shmp_object_destroy") != std::string::npos;
+        if (r.rc == 0 || !launcher_abort) break;
+        std::fprintf(stderr, "note: the traced mpirun aborted (lttng-ust shm assertion); running the demo again\n");
+        fs::remove_all(tmp_ / "demo");
+    }
     ASSERT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("barrier_straggler: rank 3 (node3)"), std::string::npos) << r.out;
     const json doc = load(tmp_ / "demo/analysis.json");

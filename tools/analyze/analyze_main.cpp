@@ -83,6 +83,8 @@ bool parse_u64(std::string_view s, uint64_t& out, int base = 10) {
     return ec == std::errc() && p == s.data() + s.size() && !s.empty();
 }
 
+constexpr int64_t kMaxWindowNs = 3'600'000'000'000;   // an hour: window arithmetic stays far from overflow
+
 // "50ms", "2s", "1500us", "800ns" (a bare number is ns).
 bool parse_duration_ns(std::string_view s, int64_t& out) {
     double scale = 1.0;
@@ -168,7 +170,8 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
                 return "--rail-imbalance needs a number";
         } else if (a == "--gray-window") {
             if (!value(v) || !parse_duration_ns(v, o.analysis.gray.window_ns)) return "--gray-window needs a duration (50ms)";
-            if (o.analysis.gray.window_ns < 1000) return "--gray-window must be at least 1us";
+            if (o.analysis.gray.window_ns < 1000 || o.analysis.gray.window_ns > kMaxWindowNs)
+                return "--gray-window must be between 1us and 1h";
         } else if (a == "--gray-windows") {
             uint64_t n = 0;
             if (!value(v) || !parse_u64(v, n) || n == 0 || n > 1000000) return "--gray-windows needs a count >= 1";
@@ -179,7 +182,8 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             if (!value(v) || !parse_bytes(v, o.analysis.gray.min_bytes)) return "--gray-min-bytes needs a size (64KiB)";
         } else if (a == "--incast-window") {
             if (!value(v) || !parse_duration_ns(v, o.analysis.incast.window_ns)) return "--incast-window needs a duration (1ms)";
-            if (o.analysis.incast.window_ns < 1000) return "--incast-window must be at least 1us";
+            if (o.analysis.incast.window_ns < 1000 || o.analysis.incast.window_ns > kMaxWindowNs)
+                return "--incast-window must be between 1us and 1h";
         } else if (a == "--incast-senders") {
             uint64_t n = 0;
             if (!value(v) || !parse_u64(v, n) || n < 2 || n > 1000000) return "--incast-senders needs a count >= 2";
