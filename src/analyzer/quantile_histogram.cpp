@@ -1,10 +1,3 @@
-// GCC 12 with -fsanitize=address reports a false "may be used uninitialized" inside Boost.Histogram's
-// multi_index (boost/histogram/multi_index.hpp, an array filled element by element before use); the warning is
-// confined to this file, which only instantiates Boost.Histogram.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "analyzer/quantile_histogram.h"
 
 #include <algorithm>
