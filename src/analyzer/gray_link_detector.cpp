@@ -22,6 +22,16 @@ double median(std::vector<double> v) {
     return (lo + hi) / 2.0;
 }
 
+// The median of sorted `v` without one element equal to `self` (the link's own value): O(log n), so that the
+// peer comparison stays linear in the number of links per window.
+double median_without(const std::vector<double>& v, double self) {
+    if (v.size() < 2) return 0.0;
+    const auto skip = static_cast<std::size_t>(std::lower_bound(v.begin(), v.end(), self) - v.begin());
+    const std::size_t m = v.size() - 1;
+    auto at = [&](std::size_t j) { return v[j < skip ? j : j + 1]; };
+    return m % 2 == 1 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2.0;
+}
+
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 }  // namespace
@@ -132,14 +142,16 @@ GrayLinkResult GrayLinkDetector::finish() {
         double thr;
     };
     std::vector<std::vector<Measured>> measured(links_.size());
-    std::map<int64_t, std::vector<std::pair<std::size_t, double>>> by_window;
+    std::map<int64_t, std::vector<double>> by_window;   // every link's throughput in the window, sorted
     for (std::size_t i = 0; i < links_.size(); ++i)
         for (const Window& w : links_[i].windows)
             if (w.busy_ns > 0 && (w.ops >= kMinQueuedOps || w.busy_ns * 4 >= W)) {
                 const double thr = w.bytes * 1e9 / static_cast<double>(w.busy_ns);
                 measured[i].push_back({&w, thr});
-                by_window[w.index].push_back({i, thr});
+                by_window[w.index].push_back(thr);
             }
+
+    for (auto& [index, v] : by_window) std::sort(v.begin(), v.end());
 
     for (std::size_t i = 0; i < links_.size(); ++i) {
         const LinkState& s = links_[i];
@@ -162,10 +174,7 @@ GrayLinkResult GrayLinkDetector::finish() {
         std::vector<bool> slow(m.size(), false);
         std::deque<double> healthy;
         for (std::size_t k = 0; k < m.size(); ++k) {
-            std::vector<double> peers;
-            for (const auto& [j, thr] : by_window[m[k].w->index])
-                if (j != i) peers.push_back(thr);
-            peer_ref[k] = median(peers);
+            peer_ref[k] = median_without(by_window[m[k].w->index], m[k].thr);
             own_ref[k] = healthy.size() >= kOwnMinHistory ? median({healthy.begin(), healthy.end()}) : 0.0;
             const double ref = std::max(own_ref[k], peer_ref[k]);
             slow[k] = ref > 0.0 && m[k].thr < o_.fraction * ref;
