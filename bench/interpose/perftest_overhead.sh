@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # perftest_overhead.sh [BUILD_DIR] [ROUNDS]: perftest on the software fabric, traced vs untraced, in one run.
 #
-# Each round runs, back to back on the same fabric set-up, ib_write_bw (64 KiB) untraced then traced, and
-# ib_send_lat untraced then traced ("traced" = under `sigmatrace record`, both sides). Reported: the median
+# Each round runs, back to back, ib_write_bw (64 KiB) untraced and traced, and ib_send_lat untraced and traced
+# ("traced" = under `sigmatrace record`, both sides), alternating which goes first; server and client are
+# pinned to CPUs 0 and 1 (RUN_PAIR_PIN=0 to let them float). Reported: the median
 # over rounds of ib_write_bw's average bandwidth and of ib_send_lat's typical (median) latency, and the
 # traced/untraced ratios the issue sets goals for (bandwidth >= 0.98, latency <= 1.05).
 #
@@ -19,6 +20,7 @@ pair=$here/tests/interpose/support/run_pair.sh
 work=$(mktemp -d /tmp/perftest-overhead.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
+export RUN_PAIR_PIN=${RUN_PAIR_PIN:-1}  # server on CPU 0, client on CPU 1
 bw_iters=${BW_ITERS:-5000}
 lat_iters=${LAT_ITERS:-5000}
 
@@ -43,10 +45,15 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 : >"$work/bw_plain"; : >"$work/bw_traced"; : >"$work/lat_plain"; : >"$work/lat_traced"
 for r in $(seq "$rounds"); do
-  bw_of "$(run "bw-p$r" plain ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters")" >>"$work/bw_plain"
-  bw_of "$(run "bw-t$r" traced ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters")" >>"$work/bw_traced"
-  lat_of "$(run "lat-p$r" plain ib_send_lat -d sfab_0 -n "$lat_iters")" >>"$work/lat_plain"
-  lat_of "$(run "lat-t$r" traced ib_send_lat -d sfab_0 -n "$lat_iters")" >>"$work/lat_traced"
+  # Odd rounds run the untraced program first, even rounds the traced one: drift cancels out.
+  order=(plain traced)
+  (( r % 2 == 0 )) && order=(traced plain)
+  for mode in "${order[@]}"; do
+    bw_of "$(run "bw-$mode$r" "$mode" ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters")" >>"$work/bw_$mode"
+  done
+  for mode in "${order[@]}"; do
+    lat_of "$(run "lat-$mode$r" "$mode" ib_send_lat -d sfab_0 -n "$lat_iters")" >>"$work/lat_$mode"
+  done
   echo "round $r: write_bw MB/s $(tail -1 "$work/bw_plain") untraced, $(tail -1 "$work/bw_traced") traced;" \
        "send_lat us $(tail -1 "$work/lat_plain") untraced, $(tail -1 "$work/lat_traced") traced"
 done

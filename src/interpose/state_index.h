@@ -22,6 +22,12 @@ namespace sigmatrace::interpose {
 template <typename State, typename Key, typename Traits> class StateIndex {
 public:
     StateIndex() = default;
+    // Only for indexes with a scope (tests): the process-wide registry is never destroyed, because readers on
+    // other threads may still be probing its tables while the process exits.
+    ~StateIndex() {
+        for (Table* t : retired_) ::operator delete(t);
+        ::operator delete(table_.load(std::memory_order_relaxed));
+    }
     StateIndex(const StateIndex&) = delete;
     StateIndex& operator=(const StateIndex&) = delete;
 

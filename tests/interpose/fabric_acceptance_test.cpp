@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
+#include <cctype>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,12 +50,30 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 // Output with what legitimately varies between two runs masked: numbers (bandwidths, times, random PSNs,
-// addresses) and the padding printf puts around them.
+// addresses: decimal, hex, with decimals) become '#', and the padding printf puts around them one blank.
 std::string normalize(const std::string& text) {
-    static const std::regex hex("0x[0-9a-fA-F]+");
-    static const std::regex num("[0-9]+(\\.[0-9]+)?");
-    static const std::regex blanks("[ \t]+");
-    return std::regex_replace(std::regex_replace(std::regex_replace(text, hex, "#"), num, "#"), blanks, " ");
+    auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+    auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+    std::string out;
+    for (size_t i = 0; i < text.size();) {
+        const char c = text[i];
+        if (c == '0' && i + 2 < text.size() && text[i + 1] == 'x' && is_hex(text[i + 2])) {
+            for (i += 2; i < text.size() && is_hex(text[i]); ++i) {
+            }
+            out += '#';
+        } else if (is_digit(c)) {
+            while (i < text.size() && (is_digit(text[i]) || (text[i] == '.' && i + 1 < text.size() && is_digit(text[i + 1]))))
+                ++i;
+            out += '#';
+        } else if (c == ' ' || c == '\t') {
+            while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+            out += ' ';
+        } else {
+            out += c;
+            ++i;
+        }
+    }
+    return out;
 }
 
 struct PairRun {

@@ -48,5 +48,22 @@ if [[ $user_daemon == 1 ]]; then
   [[ $sessions == 0 ]] || fail "record left $sessions session(s) on the user's daemon"
   lttng list >/dev/null 2>&1 || fail "the user's daemon is gone after record"
 fi
+# 8. --relay: the trace goes to an lttng-relayd (here, one on this sandbox's loopback).
+if command -v lttng-relayd >/dev/null; then
+  mkdir -p "$work/relay"
+  lttng-relayd --output="$work/relay" >/dev/null 2>&1 &
+  relayd=$!
+  for _ in $(seq 100); do
+    awk '$4 == "0A" && substr($2, length($2) - 4) == ":14DF" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 && break
+    sleep 0.05
+  done
+  "$sigmatrace" record --relay net://localhost -- /bin/true 2>"$work/t8.err" || fail "--relay run failed: $(cat "$work/t8.err")"
+  grep -q "trace sent to the relay at net://localhost" "$work/t8.err" || fail "no relay report: $(cat "$work/t8.err")"
+  kill "$relayd"
+  wait "$relayd" 2>/dev/null
+  meta=$(find "$work/relay" -name metadata | head -1)
+  [[ -n $meta ]] && babeltrace2 "$(dirname "$meta")" 2>/dev/null | grep -q 'process_info.*procname = "true"' \
+    || fail "the relay received no trace of /bin/true"
+fi
 [[ $status == 0 ]] && echo "all checks passed (user daemon: $user_daemon)"
 exit $status

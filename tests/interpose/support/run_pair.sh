@@ -15,8 +15,13 @@ shift 3
 mkdir -p "$out"
 port=18515
 timeout_s=${RUN_PAIR_TIMEOUT:-120}
+# RUN_PAIR_PIN=1: server on CPU 0, client on CPU 1 (benchmarks: less variance from migrations).
+server_pin=() client_pin=()
+if [[ ${RUN_PAIR_PIN:-0} == 1 ]] && command -v taskset >/dev/null; then
+  server_pin=(taskset -c 0) client_pin=(taskset -c 1)
+fi
 
-timeout "$timeout_s" "$sigmatrace" fabric --name "$name" --node 0 -- "$@" >"$out/server.out" 2>&1 &
+timeout "$timeout_s" "${server_pin[@]}" "$sigmatrace" fabric --name "$name" --node 0 -- "$@" >"$out/server.out" 2>&1 &
 server=$!
 # Wait until the server LISTENs (state 0A): a TIME_WAIT entry left by the previous run on the same port must
 # not count, or the client would connect before the server is ready and both would hang.
@@ -29,7 +34,7 @@ for _ in $(seq 400); do
   kill -0 "$server" 2>/dev/null || break
   sleep 0.025
 done
-timeout "$timeout_s" "$sigmatrace" fabric --name "$name" --node 1 -- "$@" localhost >"$out/client.out" 2>&1
+timeout "$timeout_s" "${client_pin[@]}" "$sigmatrace" fabric --name "$name" --node 1 -- "$@" localhost >"$out/client.out" 2>&1
 echo $? >"$out/client.rc"
 wait "$server"
 echo $? >"$out/server.rc"
