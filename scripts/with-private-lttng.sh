@@ -36,5 +36,6 @@ trap cleanup EXIT
 
 lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 \
   || { echo "with-private-lttng.sh: cannot start lttng-sessiond (is lttng-tools installed?)" >&2; exit 2; }
+unset SIGMATRACE_PRIVATE_LTTNG_INNER   # a nested with-private-lttng.sh makes its own namespace
 export SIGMATRACE_TEST_LTTNG=1   # tests that need a daemon check this, and skip with a reason without it
 "$@"

@@ -69,6 +69,7 @@ TEST(RecordOptions, SizesAndSubBuffers) {
 TEST(TracedEnvironment, PreloadsTheTracerAfterAnExistingPreload) {
     TraceSetup s;
     s.preload_library = "/p/lib/libsigmatrace.so";
+    s.sanitizer_runtime = "";
     Environment env = traced_environment({"PATH=/bin"}, s);
     EXPECT_EQ(value(env, "LD_PRELOAD"), "/p/lib/libsigmatrace.so");
     EXPECT_EQ(value(env, "LTTNG_UST_REGISTER_TIMEOUT"), kRegisterTimeoutMs);
@@ -84,9 +85,22 @@ TEST(TracedEnvironment, PreloadsTheTracerAfterAnExistingPreload) {
     EXPECT_EQ(value(env, "LD_PRELOAD"), "/usr/lib/libasan.so.8:/p/lib/libsigmatrace.so") << "never twice";
 }
 
+TEST(TracedEnvironment, SanitizerBuildsPreloadTheirRuntimeFirst) {
+    TraceSetup s;
+    s.preload_library = "/p/lib/libsigmatrace.so";
+    s.sanitizer_runtime = "/gcc/libasan.so";
+    Environment env = traced_environment({"LD_PRELOAD=/x/libfoo.so"}, s);
+    EXPECT_EQ(value(env, "LD_PRELOAD"), "/gcc/libasan.so:/x/libfoo.so:/p/lib/libsigmatrace.so");
+    EXPECT_EQ(value(env, "ASAN_OPTIONS"), "detect_leaks=0");
+    env = traced_environment({"LD_PRELOAD=/gcc/libasan.so", "ASAN_OPTIONS=detect_leaks=1"}, s);
+    EXPECT_EQ(value(env, "LD_PRELOAD"), "/gcc/libasan.so:/p/lib/libsigmatrace.so") << "not added twice";
+    EXPECT_EQ(value(env, "ASAN_OPTIONS"), "detect_leaks=1") << "the caller's choice is kept";
+}
+
 TEST(TracedEnvironment, ModeBlockingAndOpenMpiForwarding) {
     TraceSetup s;
     s.preload_library = "/p/lib/libsigmatrace.so";
+    s.sanitizer_runtime = "";
     s.mode = "counters";
     s.blocking = true;
     const Environment env =

@@ -42,9 +42,15 @@ timeout "$timeout_s" "$sigmatrace" fabric --node "$server_node" $fabric_args -- 
 server_pid=$!
 
 # Wait until the server listens (it first opens the device and creates its QP).
-hexport=$(printf ':%04X ' "$port")
+# Only a socket in LISTEN state (st 0A) counts: a TIME_WAIT entry left by an earlier run on the same port would
+# otherwise start the client before the server is ready.
+hexport=$(printf '%04X' "$port")
+listening() {
+  awk -v p=":$hexport" 'substr($2, length($2) - 4) == p && $4 == "0A" { found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
 for _ in $(seq 200); do
-  grep -q "$hexport" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+  listening && break
   kill -0 "$server_pid" 2>/dev/null || break
   sleep 0.05
 done

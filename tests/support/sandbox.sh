@@ -65,6 +65,9 @@ if [[ $start_daemon == 1 ]]; then
   done
 fi
 
+# The marker only tells this script it already entered its namespaces; a sandbox.sh that CMD runs (nested
+# tests) must make namespaces of its own.
+unset SIGMATRACE_SANDBOX_INNER
 set +e
 "$@"
 status=$?

@@ -33,10 +33,22 @@ bool contains_entry(const std::string& list, const std::string& entry, const cha
 Environment traced_environment(Environment env, const TraceSetup& setup) {
     std::vector<std::string> forwarded;
 
-    const std::string preload = value_of(env, "LD_PRELOAD");
-    if (preload.empty()) set_variable(env, "LD_PRELOAD", setup.preload_library);
-    else if (!contains_entry(preload, setup.preload_library, ": ")) set_variable(env, "LD_PRELOAD", preload + ":" + setup.preload_library);
+    std::string preload = value_of(env, "LD_PRELOAD");
+    if (!setup.sanitizer_runtime.empty() && !contains_entry(preload, setup.sanitizer_runtime, ": "))
+        preload = preload.empty() ? setup.sanitizer_runtime : setup.sanitizer_runtime + ":" + preload;
+    if (preload.empty()) preload = setup.preload_library;
+    else if (!contains_entry(preload, setup.preload_library, ": ")) preload += ":" + setup.preload_library;
+    set_variable(env, "LD_PRELOAD", preload);
     forwarded.push_back("LD_PRELOAD");
+    // Sanitizer builds only: options the runtime needs in programs that were not built for it.
+    auto add_option = [&](const char* var, const char* key, const char* option) {
+        const std::string v = value_of(env, var);
+        if (v.find(key) == std::string::npos) set_variable(env, var, v.empty() ? option : v + ":" + option);
+    };
+    if (setup.sanitizer_runtime.find("libasan") != std::string::npos)
+        add_option("ASAN_OPTIONS", "detect_leaks", "detect_leaks=0");
+    if (setup.sanitizer_runtime.find("libtsan") != std::string::npos)  // lttng-ust restarts threads in a forked child
+        add_option("TSAN_OPTIONS", "die_after_fork", "die_after_fork=0");
 
     set_default(env, forwarded, "LTTNG_UST_REGISTER_TIMEOUT", kRegisterTimeoutMs);
     set_default(env, forwarded, "LTTNG_UST_WITHOUT_BADDR_STATEDUMP", "1");

@@ -8,8 +8,17 @@
 
 namespace sigmatrace::record {
 
+#ifdef SIGMATRACE_SANITIZER_PRELOAD
+inline constexpr const char* kSanitizerRuntime = SIGMATRACE_SANITIZER_PRELOAD;
+#else
+inline constexpr const char* kSanitizerRuntime = "";
+#endif
+
 struct TraceSetup {
     std::string preload_library;  // absolute path of libsigmatrace.so
+    // The sanitizer runtime libsigmatrace.so was built with ("" normally): a sanitizer build's tracer can only
+    // be preloaded into ordinary programs (mpirun, perftest, /bin/sh) when that runtime comes first.
+    std::string sanitizer_runtime = kSanitizerRuntime;
     std::string mode;             // SIGMATRACE_MODE to force ("" keeps the caller's)
     bool blocking = false;        // LTTNG_UST_ALLOW_BLOCKING=1 (the channel has an infinite blocking timeout)
 };
@@ -21,7 +30,11 @@ inline constexpr const char* kRegisterTimeoutMs = "30000";
 
 // `base` plus:
 //   LD_PRELOAD                 libsigmatrace.so appended (after an existing entry such as a sanitizer runtime,
-//                              which must stay first); not added twice
+//                              which must stay first); not added twice. In a sanitizer build, that build's
+//                              runtime first (and ASAN_OPTIONS gets detect_leaks=0 unless set: leaks of the
+//                              uninstrumented programs it is loaded into are not ours to report, and would
+//                              change their exit status; TSAN_OPTIONS gets die_after_fork=0: lttng-ust
+//                              starts threads again in a forked child)
 //   LTTNG_UST_REGISTER_TIMEOUT kRegisterTimeoutMs unless the caller set one
 //   LTTNG_UST_WITHOUT_BADDR_STATEDUMP / _PROCNAME_STATEDUMP = 1 unless set: the state dumps cost start-up
 //                              time and their events are not recorded

@@ -147,8 +147,9 @@ void GpuQp::write_nop(uint64_t idx, bool signaled) {
 }
 
 void GpuQp::submit(uint64_t base, uint32_t n) {
-    // DeepEP's ibgda_submit_requests: WQE writes first, then publish in reservation order.
-    std::atomic_thread_fence(std::memory_order_release);
+    // DeepEP's ibgda_submit_requests: WQE writes first, then publish in reservation order. The release half of
+    // the CAS below orders the WQE writes before the publication (the GPU code's membar; a separate fence would
+    // add nothing and is not modelled by ThreadSanitizer).
     uint64_t expected = base;
     while (!ready_head.compare_exchange_weak(expected, base + n, std::memory_order_acq_rel)) {
         expected = base;
