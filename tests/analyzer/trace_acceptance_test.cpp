@@ -322,19 +322,10 @@ CmdResult sigmatrace_in_sandbox(const std::string& args, const fs::path& dir) {
 
 bool have(const char* program) { return std::system((std::string("command -v ") + program + " >/dev/null").c_str()) == 0; }
 
-// These record uninstrumented programs (mpirun, bash, perftest) with libsigmatrace.so preloaded; in the sanitizer
-// build that library is instrumented and no traced process registers (issue 4's preload under ASan), so they
-// run in the normal build only (the analysis code they exercise is covered under ASan by the tests above).
-#define SKIP_IN_SANITIZER_BUILD()                                                                              \
-    do {                                                                                                       \
-        if (!std::string(SANITIZER_PRELOAD).empty())                                                           \
-            GTEST_SKIP() << "records uninstrumented programs with the instrumented preload library: normal build only"; \
-    } while (0)
 
 // The demo: 4 ranks on 4 fabric nodes, recorded by the real tracer. Every WRITE byte and operation of the designed
 // matrix, the barrier epochs, and the late rank as straggler.
 TEST_F(TraceTest, DemoOnTheFabricMatchesItsDesign) {
-    SKIP_IN_SANITIZER_BUILD();
     if (!have("mpirun")) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
     if (!fs::exists(fs::path(SIGMATRACE).parent_path().parent_path() / "libexec/sigmatrace/st-alltoall"))
         GTEST_SKIP() << "st-alltoall not built (no MPI development files)";
@@ -400,7 +391,6 @@ TEST_F(TraceTest, DemoOnTheFabricMatchesItsDesign) {
 // perftest's ib_write_bw signals one WR in every 100 (cq_mod) and gives all WRs of a QP the same wr_id: every
 // posted WR must come out completed, 99 in 100 through the next signaled completion.
 TEST_F(TraceTest, PerftestUnsignaledWritesAllComplete) {
-    SKIP_IN_SANITIZER_BUILD();
     if (!have("ib_write_bw")) GTEST_SKIP() << "perftest not installed";
     constexpr int kIters = 3000;
     const std::string bin = SIGMATRACE;
