@@ -13,12 +13,15 @@
 #include "fake_producer.h"
 #include "gpumem/mlx5_layout.h"
 #include "gpumem/watcher.h"
+#include "test_readers.h"
 #include "trace_capture.h"
 
 namespace sigmatrace::gpumem {
 namespace {
 
+using test::FailingReader;
 using test::FakeProducer;
+using test::InterferingReader;
 using test::TraceCapture;
 using test::WqeImage;
 namespace op = mlx5::op;
@@ -250,13 +253,6 @@ TEST(Watcher, NothingIsReadWhenNobodyRecords) {
     EXPECT_EQ(trace.lost_total(), 0u);
 }
 
-// A reader that refuses everything: GPU memory without a driver, or unmapped memory.
-class FailingReader final : public MemoryReader {
-public:
-    bool read(void*, uint64_t, size_t, MemType) override { return false; }
-    bool read_be32_acquire(uint64_t, MemType, uint32_t&) override { return false; }
-};
-
 TEST(Watcher, UnreadableMemoryIsCountedNotFatal) {
     TraceCapture trace;
     FakeProducer prod(16, 3);
@@ -311,27 +307,6 @@ TEST(Watcher, LearnsQueuesAtTheirCurrentProducerIndex) {
     EXPECT_EQ(w.sweep_once(), 1u);
     expect_write(trace.wqes().at(0), 5, 3);
 }
-
-// Copies the first 16 bytes of a ring read, lets a "writer" run, then copies the rest: a torn copy on demand.
-class InterferingReader final : public MemoryReader {
-public:
-    explicit InterferingReader(std::function<void()> writer) : writer_(std::move(writer)) {}
-    bool read(void* dst, uint64_t addr, size_t len, MemType mem) override {
-        if (len < 64 || !writer_) return inner_.read(dst, addr, len, mem);
-        inner_.read(dst, addr, 16, mem);
-        auto w = std::move(writer_);
-        writer_ = nullptr;
-        w();
-        return inner_.read(static_cast<uint8_t*>(dst) + 16, addr + 16, len - 16, mem);
-    }
-    bool read_be32_acquire(uint64_t addr, MemType mem, uint32_t& v) override {
-        return inner_.read_be32_acquire(addr, mem, v);
-    }
-
-private:
-    ProcessMemoryReader inner_;
-    std::function<void()> writer_;
-};
 
 TEST(Watcher, GuardKeepsATornCopyOfTheOldestSlotFromBeingDecoded) {
     // The ring is full (WQEs 0..15 in 16 slots, doorbell record at 16). While the watcher copies slot 0, the
