@@ -188,7 +188,7 @@ void Watcher::sync_locked() {
             ++it;
             continue;
         }
-        sweep_completion_queue(*it);
+        sweep_completion_queue(*it, /*final=*/true);
         it = cqs_.erase(it);
     }
     size_t ring_bytes = scratch_.size();
@@ -216,7 +216,13 @@ void Watcher::sync_locked() {
         if (contains_key(cqs_, q.key)) continue;
         CqState c;
         c.q = q;
-        cqs_.push_back(c);
+        c.held.reserve(kMaxHeldCqes);
+        cqs_.push_back(std::move(c));
+    }
+    for (auto& c : cqs_) {
+        c.dbr_less_sqs.clear();
+        for (size_t i = 0; i < sqs_.size(); ++i)
+            if (sqs_[i].q.dbr_less && sqs_[i].q.cqn == c.q.cqn && sqs_[i].q.ctx == c.q.ctx) c.dbr_less_sqs.push_back(i);
     }
     scratch_.resize(ring_bytes);
     cq_scratch_.resize(SIGMATRACE_MAX_BATCH * 128);
@@ -399,11 +405,40 @@ void Watcher::report_stats(SqState& s) {
 
 // ------------------------------------------------------------------------------------------ completion queues
 
-size_t Watcher::sweep_completion_queue(CqState& c) {
+bool Watcher::awaits_decode(const CqState& c, const Cqe64& e) const {
+    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return false;  // not a send queue's
+    for (size_t i : c.dbr_less_sqs) {
+        const SqState& s = sqs_[i];
+        if (s.q.qpn != e.qpn()) continue;
+        // WQE `counter` not behind the scanner's next: not decoded (or counted lost) yet.
+        return static_cast<uint16_t>(e.wqe_index() - static_cast<uint16_t>(s.scan.next)) < 0x8000;
+    }
+    return false;
+}
+
+void Watcher::emit_cqe(CqState& c, const Cqe64& e, CqeBatch& batch) {
+    if (c.held_head == c.held.size() && !awaits_decode(c, e)) {
+        batch.add(e);
+        return;
+    }
+    if (c.held.size() == kMaxHeldCqes) release_held(c, batch, /*all=*/true);  // never unbounded, never blocking
+    c.held.push_back(e);  // within the reserved capacity: no allocation
+}
+
+void Watcher::release_held(CqState& c, CqeBatch& batch, bool all) {
+    while (c.held_head < c.held.size() && (all || !awaits_decode(c, c.held[c.held_head]))) batch.add(c.held[c.held_head++]);
+    if (c.held_head == c.held.size()) {
+        c.held.clear();
+        c.held_head = 0;
+    }
+}
+
+size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
     if (c.q.ncqe == 0 || c.q.compressed || !ST_TRACE_ENABLED(gpu_cqe)) return 0;
     const uint32_t cqe_size = c.q.cqe_size == 128 ? 128 : 64;
     const uint32_t tail = cqe_size - 64;  // the 64-byte CQE is the last 64 bytes of a 128-byte one
     CqeBatch batch(c.q.cqn);
+    release_held(c, batch, final);
     size_t seen = 0;
 
     if (c.q.collapsed) {
@@ -421,7 +456,8 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
         if (c.have_last && std::memcmp(c.last, e, 64) == 0) return 0;
         std::memcpy(c.last, e, 64);
         c.have_last = true;
-        batch.add(cqe);
+        emit_cqe(c, cqe, batch);
+        if (final) release_held(c, batch, true);
         batch.flush();
         ++stats_.cqes_seen;
         return 1;
@@ -446,7 +482,7 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
             const bool valid = cqe.opcode() != cqe_op::INVALID && cqe.owner() == expected_owner &&
                                cqe.format() != kCqeFormatCompressed;
             if (valid) {
-                batch.add(cqe);
+                emit_cqe(c, cqe, batch);
                 ++c.ci;
                 ++seen;
                 continue;
@@ -469,6 +505,7 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
         budget -= used;
         if (used < count) break;
     }
+    if (final) release_held(c, batch, true);
     batch.flush();
     stats_.cqes_seen += seen;
     return seen;

@@ -26,10 +26,13 @@
 
 #include "gpumem/index_scanner.h"
 #include "gpumem/memory_reader.h"
+#include "gpumem/mlx5_layout.h"
 #include "gpumem/queue_registry.h"
 #include "gpumem/watcher_config.h"
 
 namespace sigmatrace::gpumem {
+
+class CqeBatch;
 
 struct WatcherStats {
     uint64_t sweeps = 0;
@@ -100,7 +103,14 @@ private:
         uint32_t ci = 0;           // the watcher's own consumer index (never written anywhere)
         uint8_t last[64] = {};     // collapsed CQs: the last CQE emitted
         bool have_last = false;
+        // Completions of DBR-less send queues whose WQEs the scanner has not decoded yet (it needs two sweeps) are
+        // held back, in order, so that the trace shows every WQE before its completion as it does for queues with
+        // a doorbell record. Capacity kMaxHeldCqes, reserved when the CQ is learned.
+        std::vector<mlx5::Cqe64> held;
+        size_t held_head = 0;
+        std::vector<size_t> dbr_less_sqs;  // indices into sqs_ of the DBR-less queues completing here (sync)
     };
+    static constexpr size_t kMaxHeldCqes = 256;
 
     static void* thread_main(void* self);
     void run();
@@ -108,7 +118,10 @@ private:
     size_t sweep_locked(Backlog& backlog, bool final = false);
     size_t sweep_send_queue(SqState& s, Backlog& backlog, bool final = false);
     size_t sweep_scanned_queue(SqState& s, Backlog& backlog, bool final);
-    size_t sweep_completion_queue(CqState& c);
+    size_t sweep_completion_queue(CqState& c, bool final = false);
+    bool awaits_decode(const CqState& c, const mlx5::Cqe64& e) const;
+    void emit_cqe(CqState& c, const mlx5::Cqe64& e, CqeBatch& batch);
+    void release_held(CqState& c, CqeBatch& batch, bool all);
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
     void report_stats(SqState& s);
 

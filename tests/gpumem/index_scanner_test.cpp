@@ -264,6 +264,30 @@ TEST(DbrLess, FollowsTheProducerWhileNobodyRecords) {
     EXPECT_EQ(trace.lost_total(), 0u) << "WQEs nobody recorded are not losses";
 }
 
+TEST(DbrLess, CompletionsWaitUntilTheWqesTheyCompleteAreDecoded) {
+    // The NIC completes WQE 0 before the scanner's second look at it: its CQE is held back one sweep, so the trace
+    // shows the WQE first, as for queues with a doorbell record.
+    ScanFixture f(16, 0x66);
+    std::vector<uint8_t> ring(4 * 64);
+    for (uint32_t i = 0; i < 4; ++i) ring[i * 64 + 63] = mlx5::cqe_op::INVALID << 4;
+    CompletionQueue cq;
+    cq.key = 2;
+    cq.ring_addr = reinterpret_cast<uint64_t>(ring.data());
+    cq.ncqe = 4;
+    f.reg.add_completion_queue(cq);  // cqn 0 and ctx 0, like the send queue's
+    f.prod.post_write(0, false);
+    test::write_cqe(&ring[0], mlx5::cqe_op::REQ, false, 0, 0x66, 64, 1);
+    f.watcher.sweep_once();
+    EXPECT_TRUE(f.trace.cqe_events().empty()) << "a completion before the WQE it completes";
+    EXPECT_EQ(f.watcher.sweep_once(), 1u);
+    ASSERT_EQ(f.trace.cqe_events().size(), 1u);
+    EXPECT_EQ(f.trace.cqe_events()[0].wqe_counter.at(0), 0);
+    // A completion of another QP on the same CQ is not held back.
+    test::write_cqe(&ring[64], mlx5::cqe_op::REQ, false, 9, 0x67, 64, 2);
+    f.watcher.sweep_once();
+    EXPECT_EQ(f.trace.cqe_events().size(), 2u);
+}
+
 TEST(DbrLessThread, ConcurrentWriterOutrunningAThrottledWatcherIsNeverDecodedWrong) {
     // A writer thread posts bursts of random length (up to twice the ring) with short pauses for 300 ms while the
     // watcher sweeps every 100 us: many WQEs are overwritten before two sweeps saw them, many are not. Every

@@ -24,6 +24,7 @@ using test::FakeProducer;
 using test::InterferingReader;
 using test::TraceCapture;
 using test::WqeImage;
+using test::write_cqe;
 namespace op = mlx5::op;
 
 WatcherConfig exact_config() {
@@ -340,17 +341,6 @@ TEST(Watcher, GuardKeepsATornCopyOfTheOldestSlotFromBeingDecoded) {
 }
 
 // ------------------------------------------------------------------------------------------ CQEs
-
-void write_cqe(uint8_t* slot, uint8_t opcode, bool owner, uint16_t wqe_counter, uint32_t qpn, uint32_t bytes,
-               uint64_t ts, uint8_t syndrome = 0) {
-    std::memset(slot, 0, 64);
-    test::put_be32(slot + 44, bytes);
-    test::put_be64(slot + 48, ts);
-    if (opcode == mlx5::cqe_op::REQ_ERR) slot[55] = syndrome;
-    test::put_be32(slot + 56, (0x08u << 24) | qpn);
-    test::put_be16(slot + 60, wqe_counter);
-    slot[63] = static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0));
-}
 
 TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     TraceCapture trace;
