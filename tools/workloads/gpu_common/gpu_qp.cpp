@@ -158,8 +158,8 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
     // ibgda_post_send: doorbell record (release), then the doorbell -- the first 8 bytes of a ctrl segment.
     std::lock_guard lk(doorbell_mu_);
     const uint64_t pi = ready_head.load(std::memory_order_acquire);
-    const uint32_t cur = __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
-    if (static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
+    const uint32_t cur = dbr_less ? 0 : __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
+    if (!dbr_less && static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
         const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
         __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
     }
@@ -173,7 +173,8 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
 
 GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
     if (cq_ncqe != 0) {
-        // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index.
+        // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index
+        // (DOCA's poll_one_cq_at only reads).
         std::lock_guard lk(cq_mu_);
         for (;;) {
             auto* e = const_cast<uint8_t*>(cqe) + ((cq_ci_ & (cq_ncqe - 1)) << 6);
@@ -187,8 +188,9 @@ GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
             }
             last_counter_ = mlx5::load_be16(e + 60);
             any_completion_ = true;
-            __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
             ++cq_ci_;
+            if (!cq_invalidate) continue;
+            __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
             __atomic_store_n(cq_dbrec, __builtin_bswap32(static_cast<uint32_t>(cq_ci_ & 0xffffff)), __ATOMIC_RELEASE);
         }
         counter = last_counter_;
