@@ -14,6 +14,7 @@
 #include "gpumem/watcher.h"
 #include "test_readers.h"
 #include "trace_capture.h"
+#include "watched_ring.h"
 
 namespace sigmatrace::gpumem {
 namespace {
@@ -21,6 +22,9 @@ namespace {
 using test::FakeProducer;
 using test::InterferingReader;
 using test::TraceCapture;
+using test::WatchedRing;
+using test::expect_exact_and_in_order;
+using test::expect_write;
 using test::WqeImage;
 using CtrlOrder = FakeProducer::CtrlOrder;
 namespace op = mlx5::op;
@@ -33,31 +37,11 @@ WatcherConfig scan_config() {
     return c;
 }
 
-void expect_write(const test::Wqe& w, uint64_t seq, uint32_t qpn) {
-    EXPECT_EQ(w.qpn, qpn);
-    EXPECT_EQ(w.index, static_cast<uint16_t>(seq));
-    EXPECT_EQ(w.opcode, op::RDMA_WRITE);
-    EXPECT_EQ(w.raddr, 0x100000000ull + seq * 64);
-    EXPECT_EQ(w.rkey, FakeProducer::rkey_for(seq));
-    EXPECT_EQ(w.bytes, FakeProducer::bytes_for(seq));
-}
-
-struct ScanFixture {
-    explicit ScanFixture(uint32_t wqebbs, uint32_t qpn, MemoryReader* reader = nullptr,
-                         WatcherConfig cfg = scan_config())
-        : prod(wqebbs, qpn), watcher(reg, reader ? *reader : mem, cfg) {
-        reg.add_send_queue(prod.dbr_less_queue());
-    }
-    TraceCapture trace;
-    FakeProducer prod;
-    QueueRegistry reg;
-    ProcessMemoryReader mem;
-    Watcher watcher;
-};
+constexpr auto kDbrLess = WatchedRing::Kind::DbrLess;
 
 TEST(DbrLess, DecodesEveryWqeOnceTwoSweepsAgreeInOrderAndExactly) {
-    ScanFixture f(64, 0x321);
-    auto& w = f.watcher;
+    WatchedRing f(64, 0x321, scan_config(), kDbrLess);
+    auto& w = f.w;
     EXPECT_EQ(w.sweep_once(), 0u);  // an empty (zeroed) ring holds nothing of this QP
     const uint32_t imm = 0xa1b2c3d4;
     f.prod.post(WqeImage(op::RDMA_WRITE_IMM, 0, 0x321, 0x08, 0, imm).raddr(0xaaa0, 11).data(64, 1, 2), false);
@@ -89,7 +73,7 @@ TEST(DbrLess, DecodesEveryWqeOnceTwoSweepsAgreeInOrderAndExactly) {
 }
 
 TEST(DbrLess, FollowsMultiBlockWqesAcrossTheRingEndAndThe16BitCounter) {
-    ScanFixture f(16, 9);
+    WatchedRing f(16, 9, scan_config(), kDbrLess);
     uint64_t posted = 0;
     std::vector<uint32_t> sizes;
     while (f.prod.pi() < 70000) {
@@ -105,12 +89,12 @@ TEST(DbrLess, FollowsMultiBlockWqesAcrossTheRingEndAndThe16BitCounter) {
         }
         ++posted;
         if (posted % 3 == 2) {
-            f.watcher.sweep_once();
-            f.watcher.sweep_once();
+            f.w.sweep_once();
+            f.w.sweep_once();
         }
     }
-    f.watcher.sweep_once();
-    f.watcher.sweep_once();
+    f.w.sweep_once();
+    f.w.sweep_once();
     const auto wqes = f.trace.wqes();
     ASSERT_EQ(wqes.size(), posted);
     for (size_t i = 0; i < wqes.size(); ++i) ASSERT_EQ(wqes[i].bytes, sizes[i]) << "WQE " << i;
@@ -120,8 +104,8 @@ TEST(DbrLess, FollowsMultiBlockWqesAcrossTheRingEndAndThe16BitCounter) {
 TEST(DbrLess, AHalfWrittenWqeIsNeverDecodedUntilItIsComplete) {
     // The control segment of WQE 1 lands first; its other segments still hold the zeros of a fresh ring (a GPU's
     // stores are unordered until its fence). Decoded now, it would be an RDMA WRITE of 0 bytes to address 0.
-    ScanFixture f(16, 0x31);
-    auto& w = f.watcher;
+    WatchedRing f(16, 0x31, scan_config(), kDbrLess);
+    auto& w = f.w;
     f.prod.post_write(0, false);
     f.prod.write_partially(f.prod.write_image(1), 2);  // the 16-byte control segment only
     EXPECT_EQ(w.sweep_once(), 0u);
@@ -155,14 +139,14 @@ TEST(DbrLess, ATornCopyIsNeverDecodedAndAWqeOverwrittenBeforeItSettlesIsLost) {
     // segment last, as it may): the copy holds WQE 0's control segment with WQE 16's remote address. The copy
     // differs from the first sweep's, so WQE 0 waits; the next sweep finds WQE 16 in its slot: WQE 0 was lost.
     InterferingReader reader;
-    ScanFixture f(16, 4, &reader);
+    WatchedRing f(16, 4, scan_config(), kDbrLess, &reader);
     for (uint64_t i = 0; i < 16; ++i) f.prod.post_write(i, false);
-    EXPECT_EQ(f.watcher.sweep_once(), 0u);
+    EXPECT_EQ(f.w.sweep_once(), 0u);
     reader.arm([&] { f.prod.post_write(16, false, CtrlOrder::Last); });
-    EXPECT_EQ(f.watcher.sweep_once(), 0u);  // WQE 0 torn in the copy: nothing after it is committed either
-    EXPECT_EQ(f.watcher.sweep_once(), 15u);
+    EXPECT_EQ(f.w.sweep_once(), 0u);  // WQE 0 torn in the copy: nothing after it is committed either
+    EXPECT_EQ(f.w.sweep_once(), 15u);
     EXPECT_EQ(f.trace.lost_total(), 1u);
-    EXPECT_EQ(f.watcher.sweep_once(), 1u);  // WQE 16 in slot 0, once it read the same twice
+    EXPECT_EQ(f.w.sweep_once(), 1u);  // WQE 16 in slot 0, once it read the same twice
     const auto wqes = f.trace.wqes();
     ASSERT_EQ(wqes.size(), 16u);
     for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i + 1, 4);
@@ -171,7 +155,7 @@ TEST(DbrLess, ATornCopyIsNeverDecodedAndAWqeOverwrittenBeforeItSettlesIsLost) {
 TEST(DbrLess, OverrunLossEqualsExactlyWhatWasOverwritten) {
     // Bursts of 64 + k WQEs into a 64-WQEBB ring while the watcher sleeps: exactly k were overwritten. Loss must
     // be k, the rest decoded exactly -- also when the writer got several laps ahead (k = 500).
-    ScanFixture f(64, 0x42);
+    WatchedRing f(64, 0x42, scan_config(), kDbrLess);
     uint64_t seq = 0, overwritten = 0;
     std::vector<uint64_t> expected;
     for (uint64_t k : {0u, 1u, 37u, 63u, 64u, 500u, 3u}) {
@@ -180,15 +164,15 @@ TEST(DbrLess, OverrunLossEqualsExactlyWhatWasOverwritten) {
             f.prod.post_write(seq++, false);
         }
         overwritten += k;
-        f.watcher.sweep_once();
-        f.watcher.sweep_once();
+        f.w.sweep_once();
+        f.w.sweep_once();
         EXPECT_EQ(f.trace.lost_total(), overwritten) << "after a burst overwriting " << k;
     }
     const auto wqes = f.trace.wqes();
     ASSERT_EQ(wqes.size(), expected.size());
     for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], expected[i], 0x42);
-    EXPECT_EQ(f.watcher.stats().wqes_lost, overwritten);
-    EXPECT_EQ(f.watcher.stats().wqes_decoded + overwritten, seq);
+    EXPECT_EQ(f.w.stats().wqes_lost, overwritten);
+    EXPECT_EQ(f.w.stats().wqes_decoded + overwritten, seq);
 }
 
 TEST(DbrLess, GuardCountsWqesCloseToBeingRewrittenAsLost) {
@@ -196,23 +180,23 @@ TEST(DbrLess, GuardCountsWqesCloseToBeingRewrittenAsLost) {
     // out of order: reported lost, never decoded (as on the doorbell-record path).
     WatcherConfig cfg = scan_config();
     cfg.guard_wqebbs = 8;
-    ScanFixture f(64, 1, nullptr, cfg);
+    WatchedRing f(64, 1, cfg, kDbrLess);
     for (uint64_t i = 0; i < 64; ++i) f.prod.post_write(i, false);
-    EXPECT_EQ(f.watcher.sweep_once(), 0u);
-    EXPECT_EQ(f.watcher.sweep_once(), 56u);
+    EXPECT_EQ(f.w.sweep_once(), 0u);
+    EXPECT_EQ(f.w.sweep_once(), 56u);
     EXPECT_EQ(f.trace.lost_total(), 8u);
     const auto wqes = f.trace.wqes();
     for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i + 8, 1);
 }
 
 TEST(DbrLess, MalformedWqesAreCountedAndSkipped) {
-    ScanFixture f(32, 5);
+    WatchedRing f(32, 5, scan_config(), kDbrLess);
     f.prod.post_write(0, false);
     f.prod.post(WqeImage(0x07, 1, 5).data(1, 1, 1), false);  // unknown opcode
     f.prod.post(WqeImage(op::RDMA_WRITE, 2, 5), false);       // no remote address segment
     f.prod.post_write(3, false);
-    f.watcher.sweep_once();
-    EXPECT_EQ(f.watcher.sweep_once(), 2u);
+    f.w.sweep_once();
+    EXPECT_EQ(f.w.sweep_once(), 2u);
     const auto wqes = f.trace.wqes();
     ASSERT_EQ(wqes.size(), 2u);
     expect_write(wqes[0], 0, 5);
@@ -224,24 +208,24 @@ TEST(DbrLess, MalformedWqesAreCountedAndSkipped) {
 TEST(DbrLess, TwoReadsMustBeAtLeastTheSettleTimeApart) {
     WatcherConfig cfg = scan_config();
     cfg.settle_ns = 30'000'000;
-    ScanFixture f(16, 6, nullptr, cfg);
+    WatchedRing f(16, 6, cfg, kDbrLess);
     f.prod.post_write(0, false);
     f.prod.post_write(1, false);
-    EXPECT_EQ(f.watcher.sweep_once(), 0u);
-    EXPECT_EQ(f.watcher.sweep_once(), 0u);  // read alike, but not 30 ms apart
+    EXPECT_EQ(f.w.sweep_once(), 0u);
+    EXPECT_EQ(f.w.sweep_once(), 0u);  // read alike, but not 30 ms apart
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
-    EXPECT_EQ(f.watcher.sweep_once(), 2u);
+    EXPECT_EQ(f.w.sweep_once(), 2u);
 }
 
 TEST(DbrLess, DestroyingTheQueueCommitsWhatItHoldsWithoutWaiting) {
     WatcherConfig cfg = scan_config();
     cfg.settle_ns = 10'000'000'000ull;  // sweeps alone would wait 10 s
     cfg.guard_wqebbs = 4;               // and hold back a full ring's 4 oldest
-    ScanFixture f(16, 7, nullptr, cfg);
+    WatchedRing f(16, 7, cfg, kDbrLess);
     for (uint64_t i = 0; i < 16; ++i) f.prod.post_write(i, false);
-    EXPECT_EQ(f.watcher.sweep_once(), 0u);
+    EXPECT_EQ(f.w.sweep_once(), 0u);
     ASSERT_TRUE(f.reg.remove_send_queue(1));
-    f.watcher.sync();  // what the destroy hook does: the producer is done with a queue being destroyed
+    f.w.sync();  // what the destroy hook does: the producer is done with a queue being destroyed
     const auto wqes = f.trace.wqes();
     ASSERT_EQ(wqes.size(), 16u);
     for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i, 7);
@@ -267,7 +251,7 @@ TEST(DbrLess, FollowsTheProducerWhileNobodyRecords) {
 TEST(DbrLess, CompletionsWaitUntilTheWqesTheyCompleteAreDecoded) {
     // The NIC completes WQE 0 before the scanner's second look at it: its CQE is held back one sweep, so the trace
     // shows the WQE first, as for queues with a doorbell record.
-    ScanFixture f(16, 0x66);
+    WatchedRing f(16, 0x66, scan_config(), kDbrLess);
     std::vector<uint8_t> ring(4 * 64);
     for (uint32_t i = 0; i < 4; ++i) ring[i * 64 + 63] = mlx5::cqe_op::INVALID << 4;
     CompletionQueue cq;
@@ -277,14 +261,14 @@ TEST(DbrLess, CompletionsWaitUntilTheWqesTheyCompleteAreDecoded) {
     f.reg.add_completion_queue(cq);  // cqn 0 and ctx 0, like the send queue's
     f.prod.post_write(0, false);
     test::write_cqe(&ring[0], mlx5::cqe_op::REQ, false, 0, 0x66, 64, 1);
-    f.watcher.sweep_once();
+    f.w.sweep_once();
     EXPECT_TRUE(f.trace.cqe_events().empty()) << "a completion before the WQE it completes";
-    EXPECT_EQ(f.watcher.sweep_once(), 1u);
+    EXPECT_EQ(f.w.sweep_once(), 1u);
     ASSERT_EQ(f.trace.cqe_events().size(), 1u);
     EXPECT_EQ(f.trace.cqe_events()[0].wqe_counter.at(0), 0);
     // A completion of another QP on the same CQ is not held back.
     test::write_cqe(&ring[64], mlx5::cqe_op::REQ, false, 9, 0x67, 64, 2);
-    f.watcher.sweep_once();
+    f.w.sweep_once();
     EXPECT_EQ(f.trace.cqe_events().size(), 2u);
 }
 
@@ -294,27 +278,16 @@ TEST(DbrLessThread, ConcurrentWriterOutrunningAThrottledWatcherIsNeverDecodedWro
     // decoded WQE must be exactly what was written at its index, in order, and decoded + lost must account for
     // every WQE. The writer lands each WQE's control segment last (the order GpuQp's writers use); it is never
     // more than one WQE beyond the last one it completed: a guard of 1.
-    TraceCapture trace;
-    FakeProducer prod(32, 0x55);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.dbr_less_queue());
-    ProcessMemoryReader mem;
     WatcherConfig cfg;
     cfg.guard_wqebbs = 1;
     cfg.min_period_ns = cfg.max_period_ns = 100'000;
-    Watcher w(reg, mem, cfg);
+    WatchedRing r(32, 0x55, cfg, kDbrLess);
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     ASSERT_TRUE(w.start());
-    uint64_t total = 0;
-    std::thread writer([&] {
-        std::mt19937 rng(11);
-        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-        while (std::chrono::steady_clock::now() < end) {
-            const uint32_t burst = 1 + rng() % 64;
-            for (uint32_t i = 0; i < burst; ++i) prod.post_write(total++, false, CtrlOrder::Last);
-            std::this_thread::sleep_for(std::chrono::microseconds(100 + rng() % 300));
-        }
-    });
-    writer.join();
+    const uint64_t total = test::run_bursty_writer(
+        11, [&](uint64_t seq) { prod.post_write(seq, false, CtrlOrder::Last); }, [](std::mt19937& rng) { return std::chrono::microseconds(100 + rng() % 300); });
     w.stop();
     const auto wqes = trace.wqes();
     const auto st = w.stats();
@@ -323,18 +296,7 @@ TEST(DbrLessThread, ConcurrentWriterOutrunningAThrottledWatcherIsNeverDecodedWro
     EXPECT_EQ(trace.lost_total(), st.wqes_lost);
     EXPECT_GT(st.wqes_lost, 0u) << "the watcher was not outrun: the test proves nothing";
     EXPECT_GT(st.wqes_decoded, 500u) << "too few WQEs decoded concurrently to prove anything";
-    uint64_t last_seq = 0;
-    bool first = true;
-    for (const auto& x : wqes) {
-        const uint64_t seq = (x.raddr - 0x100000000ull) / 64;
-        ASSERT_EQ(x.raddr, 0x100000000ull + seq * 64);
-        ASSERT_EQ(x.index, static_cast<uint16_t>(seq));
-        ASSERT_EQ(x.rkey, FakeProducer::rkey_for(seq));
-        ASSERT_EQ(x.bytes, FakeProducer::bytes_for(seq));
-        ASSERT_TRUE(first || seq > last_seq) << "out of order";
-        last_seq = seq;
-        first = false;
-    }
+    expect_exact_and_in_order(wqes);
 }
 
 }  // namespace

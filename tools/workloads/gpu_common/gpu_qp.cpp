@@ -33,6 +33,32 @@ void store_segment(uint8_t* dst, const uint8_t* src) {
     __atomic_store_n(reinterpret_cast<uint64_t*>(dst) + 1, w[1], __ATOMIC_RELAXED);
 }
 
+namespace {
+
+// struct mlx5_wqe_raddr_seg and struct mlx5_wqe_data_seg, stored as a GPU thread stores them.
+void store_raddr_segment(uint8_t* dst, uint64_t raddr, uint32_t rkey) {
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(dst, s);
+}
+void store_data_segment(uint8_t* dst, uint32_t bytes, uint32_t lkey, uint64_t laddr) {
+    uint8_t s[16] = {};
+    mlx5::store_be32(s, bytes);
+    mlx5::store_be32(s + 4, lkey);
+    mlx5::store_be64(s + 8, laddr);
+    store_segment(dst, s);
+}
+
+// What a GPU kernel does with an error CQE here: stop, saying which QP and why.
+void abort_on_error(GpuQp::Cqe c, uint32_t qpn, uint8_t syndrome) {
+    if (c != GpuQp::Cqe::Error) return;
+    std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
+    std::abort();
+}
+
+}  // namespace
+
 uint64_t GpuQp::reserve(uint32_t n) {
     const uint64_t base = resv_head.fetch_add(n, std::memory_order_relaxed);
     // NVSHMEM's ibgda_reserve_wqe_slots: wait until the ring has room for the whole reservation.
@@ -40,10 +66,7 @@ uint64_t GpuQp::reserve(uint32_t n) {
         uint16_t counter;
         uint8_t syndrome;
         const Cqe c = poll(counter, syndrome);
-        if (c == Cqe::Error) {
-            std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
-            std::abort();
-        }
+        abort_on_error(c, qpn, syndrome);
         if (c == Cqe::None) {
             std::this_thread::yield();
             continue;
@@ -73,31 +96,32 @@ void GpuQp::record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, 
     if (truth) truth->add({qpn, idx, opcode, opmod, bytes, raddr, rkey, imm, arg, signaled});
 }
 
+void GpuQp::write_rdma(uint64_t idx, uint8_t opcode, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                       uint32_t bytes, bool signaled) {
+    // ibgda_write_rdma_write_wqe / ibgda_write_rdma_read_wqe: ctrl + raddr + one data segment, ds = 3.
+    uint8_t* w = slot(idx);
+    store_raddr_segment(w + 16, raddr, rkey);
+    store_data_segment(w + 32, bytes, lkey, laddr);
+    write_ctrl(w, idx, opcode, 0, 3, signaled, 0);
+    record(idx, opcode, 0, bytes, raddr, rkey, 0, 0, signaled);
+}
+
 void GpuQp::write_rdma_write(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
                              uint32_t bytes, bool signaled) {
-    uint8_t* w = slot(idx);
-    uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
-    mlx5::store_be32(s, bytes);
-    mlx5::store_be32(s + 4, lkey);
-    mlx5::store_be64(s + 8, laddr);
-    store_segment(w + 32, s);
-    write_ctrl(w, idx, mlx5::op::RDMA_WRITE, 0, 3, signaled, 0);
-    record(idx, mlx5::op::RDMA_WRITE, 0, bytes, raddr, rkey, 0, 0, signaled);
+    write_rdma(idx, mlx5::op::RDMA_WRITE, laddr, lkey, raddr, rkey, bytes, signaled);
+}
+
+void GpuQp::write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                            uint32_t bytes, bool signaled) {
+    write_rdma(idx, mlx5::op::RDMA_READ, laddr, lkey, raddr, rkey, bytes, signaled);
 }
 
 void GpuQp::write_rdma_write_inline(uint64_t idx, uint32_t value, uint64_t raddr, uint32_t rkey, bool with_imm,
                                     uint32_t imm, bool signaled) {
     // DeepEP's ibgda_write_rdma_write_inl_wqe: 4 inline bytes, ds = 3, an immediate when asked for.
     uint8_t* w = slot(idx);
+    store_raddr_segment(w + 16, raddr, rkey);
     uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
     mlx5::store_be32(s, 4 | mlx5::kInlineSegFlag);
     std::memcpy(s + 4, &value, 4);
     store_segment(w + 32, s);
@@ -109,36 +133,13 @@ void GpuQp::write_rdma_write_inline(uint64_t idx, uint32_t value, uint64_t raddr
 void GpuQp::write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
                             bool signaled) {
     uint8_t* w = slot(idx);
+    store_raddr_segment(w + 16, raddr, rkey);
     uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
     mlx5::store_be64(s, add);
     store_segment(w + 32, s);
-    std::memset(s, 0, 16);
-    mlx5::store_be32(s, 8);
-    mlx5::store_be32(s + 4, lkey);
-    mlx5::store_be64(s + 8, laddr);
-    store_segment(w + 48, s);
+    store_data_segment(w + 48, 8, lkey, laddr);
     write_ctrl(w, idx, mlx5::op::ATOMIC_FA, 0, 4, signaled, 0);
     record(idx, mlx5::op::ATOMIC_FA, 0, 8, raddr, rkey, 0, add, signaled);
-}
-
-void GpuQp::write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
-                            uint32_t bytes, bool signaled) {
-    uint8_t* w = slot(idx);
-    uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
-    mlx5::store_be32(s, bytes);
-    mlx5::store_be32(s + 4, lkey);
-    mlx5::store_be64(s + 8, laddr);
-    store_segment(w + 32, s);
-    write_ctrl(w, idx, mlx5::op::RDMA_READ, 0, 3, signaled, 0);
-    record(idx, mlx5::op::RDMA_READ, 0, bytes, raddr, rkey, 0, 0, signaled);
 }
 
 void GpuQp::write_nop(uint64_t idx, bool signaled) {
@@ -217,10 +218,7 @@ void GpuQp::quiet(uint64_t idx) {
         uint16_t counter;
         uint8_t syndrome;
         const Cqe c = poll(counter, syndrome);
-        if (c == Cqe::Error) {
-            std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
-            std::abort();
-        }
+        abort_on_error(c, qpn, syndrome);
         if (c == Cqe::Ok && static_cast<uint16_t>(counter - static_cast<uint16_t>(idx - 1)) < 0x8000) break;
         std::this_thread::yield();
     }

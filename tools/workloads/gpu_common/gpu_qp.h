@@ -100,6 +100,8 @@ private:
     mutable bool any_completion_ = false;
     uint8_t* slot(uint64_t idx) const { return wqe + ((idx & (nwqes - 1)) << 6); }
     void write_ctrl(uint8_t* seg, uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t ds, bool signaled, uint32_t imm);
+    void write_rdma(uint64_t idx, uint8_t opcode, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                    uint32_t bytes, bool signaled);
     void record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, uint64_t raddr, uint32_t rkey, uint32_t imm,
                 uint64_t arg, bool signaled);
     std::mutex doorbell_mu_;  // the doorbell register is written by one thread at a time

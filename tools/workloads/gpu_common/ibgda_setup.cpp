@@ -38,6 +38,7 @@ IbgdaTransport::~IbgdaTransport() {
     for (auto* o : cq_objs_)
         if (o) mlx5dv_devx_obj_destroy(o);
     if (recv_cq_obj_) mlx5dv_devx_obj_destroy(recv_cq_obj_);
+    for (auto* u : qp_uars_) mlx5dv_devx_free_uar(u);
     if (uar_) mlx5dv_devx_free_uar(uar_);
     if (wq_umem_) mlx5dv_devx_umem_dereg(wq_umem_);
     if (dbr_umem_) mlx5dv_devx_umem_dereg(dbr_umem_);
@@ -158,12 +159,19 @@ bool IbgdaTransport::create_qps(std::string& error) {
         if (!cq) return error = errno_text("CREATE_CQ"), false;
         cq_objs_.push_back(cq);
 
+        // DBR-less QPs get a doorbell page each: their doorbells are the only sign of a post (docs/softfabric.md).
+        mlx5dv_devx_uar* qp_uar = uar_;
+        if (flavor_.dbr_less) {
+            qp_uar = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
+            if (!qp_uar) return error = errno_text("mlx5dv_devx_alloc_uar (DBR-less QP)"), false;
+            qp_uars_.push_back(qp_uar);
+        }
         std::vector<uint8_t> in(kCmdBytes, 0);
         uint8_t out[16] = {};
         set(in, f::opcode, prm::cmd::CREATE_QP);
         set(in, f::qpc_st, prm::st::RC);
         set(in, f::qpc_pd, pdn_);
-        set(in, f::qpc_uar_page, uar_->page_id);
+        set(in, f::qpc_uar_page, qp_uar->page_id);
         set(in, f::qpc_rq_type, 3);  // zero-size RQ: receives come from the auto-stocked queue (fabric) / SRQ
         set(in, f::qpc_log_sq_size, log_sq_size_);
         set(in, f::qpc_ts_format, 1);
@@ -188,8 +196,8 @@ bool IbgdaTransport::create_qps(std::string& error) {
         g->dbrec = reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{static_cast<uint32_t>(pe)} * 8 + 4);  // DBR[1]
         g->dbr_less = flavor_.dbr_less;
         // DOCA_VERBS_UAR_DBR_LESS_DB_OFFSET: producers of DBR-less QPs ring at UAR base + 0x600.
-        g->bf = flavor_.dbr_less ? reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(uar_->base_addr) + 0x600)
-                                 : static_cast<uint64_t*>(uar_->reg_addr);
+        g->bf = flavor_.dbr_less ? reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(qp_uar->base_addr) + 0x600)
+                                 : static_cast<uint64_t*>(qp_uar->reg_addr);
         g->cqe = cq_buf_ + cq_offset;
         if (flavor_.cq_per_wqe) {
             g->cq_ncqe = nwqes;

@@ -93,6 +93,7 @@ private:
     mlx5dv_devx_umem* dbr_umem_ = nullptr;
     mlx5dv_devx_umem* cq_umem_ = nullptr;
     mlx5dv_devx_uar* uar_ = nullptr;
+    std::vector<mlx5dv_devx_uar*> qp_uars_;  // DBR-less flavor: one doorbell page per QP
     std::vector<mlx5dv_devx_obj*> cq_objs_, qp_objs_;
     mlx5dv_devx_obj* recv_cq_obj_ = nullptr;
     uint32_t recv_cq_ci_ = 0;

@@ -26,6 +26,7 @@
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
+#include "gpu_common/workload_main.h"
 
 using namespace sigmatrace::workloads;
 
@@ -49,22 +50,16 @@ uint64_t load_u64(const uint8_t* p) { return __atomic_load_n(reinterpret_cast<co
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     size_t rounds = 48, channels = 2, slice = 1024;
     uint32_t log_sq = 8;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--rounds" && i + 1 < argc) rounds = std::stoul(argv[++i]);
-        else if (a == "--channels" && i + 1 < argc) channels = std::stoul(argv[++i]);
-        else if (a == "--bytes" && i + 1 < argc) slice = std::stoul(argv[++i]);
-        else if (a == "--log-sq" && i + 1 < argc) log_sq = static_cast<uint32_t>(std::stoul(argv[++i]));
-        else die("usage: gpu_gin_nodbr [--device D] [--truth DIR] [--rounds R] [--channels C] [--bytes B] [--log-sq L]");
-    }
+    const CommonOptions common = WorkloadOptions("gpu_gin_nodbr")
+                                     .add("--rounds", "R", rounds)
+                                     .add("--channels", "C", channels)
+                                     .add("--bytes", "B", slice)
+                                     .add("--log-sq", "L", log_sq)
+                                     .parse(argc, argv);
     if (npes < 2) die("gpu_gin_nodbr needs at least 2 PEs");
     const Layout lay{rounds, static_cast<size_t>(npes), channels, slice};
     IbgdaTransport t;
@@ -135,12 +130,8 @@ int main(int argc, char** argv) {
             ++bad;
         }
     }
-    if (!common.truth_dir.empty() && !truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt"))
-        die("Cannot write the ground truth into " + common.truth_dir);
+    write_truth(common, truth, me);
     std::printf("gpu_gin_nodbr PE %d: %zu WQEs posted on a DBR-less QP; %zu rounds gathered %s\n", me, truth.size(),
                 rounds, bad ? "WRONG" : "correctly");
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }
