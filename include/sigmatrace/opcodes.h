@@ -74,7 +74,9 @@ inline std::string_view wc_status_name(uint32_t st) {
     return st < std::size(names) ? names[st] : std::string_view("UNKNOWN");
 }
 
-// mlx5 WQE opcodes (ctrl segment bits [7:0]; providers/mlx5/mlx5dv.h MLX5_OPCODE_*).
+// mlx5 send WQE opcodes (ctrl segment bits [7:0]; providers/mlx5/mlx5dv.h MLX5_OPCODE_*): the one table of them,
+// used by the GPU watcher's decoder (src/gpumem/mlx5_layout.h names it mlx5::op), the software fabric and the
+// analyzer.
 namespace mlx5op {
 inline constexpr uint8_t NOP = 0x00;
 inline constexpr uint8_t SEND_INVAL = 0x01;
@@ -88,9 +90,15 @@ inline constexpr uint8_t ATOMIC_CS = 0x11;
 inline constexpr uint8_t ATOMIC_FA = 0x12;
 inline constexpr uint8_t ATOMIC_MASKED_CS = 0x14;
 inline constexpr uint8_t ATOMIC_MASKED_FA = 0x15;
+inline constexpr uint8_t FMR = 0x19;
 inline constexpr uint8_t LOCAL_INVAL = 0x1b;
+inline constexpr uint8_t CONFIG_CMD = 0x1f;
+inline constexpr uint8_t SET_PSV = 0x20;
 inline constexpr uint8_t DUMP = 0x23;  // NVSHMEM's IBGDA_MLX5_OPCODE_DUMP
 inline constexpr uint8_t UMR = 0x25;
+inline constexpr uint8_t TAG_MATCHING = 0x28;
+inline constexpr uint8_t FLOW_TBL_ACCESS = 0x2c;
+inline constexpr uint8_t MMO = 0x2f;
 }  // namespace mlx5op
 
 // The verbs opcode a GPU-posted mlx5 WQE corresponds to, or -1 when it moves no data (NOP, DUMP, UMR...).

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sigmatrace/opcodes.h"
+
 namespace sigmatrace::gpumem::mlx5 {
 
 // ------------------------------------------------------------------------------------------ byte order
@@ -51,30 +53,8 @@ inline constexpr uint32_t kMaxDs = kMaxWqeBasicBlocks * kWqeBasicBlock / kDsUnit
 inline constexpr uint32_t wqebbs_for_ds(uint32_t ds) { return (ds * kDsUnit + kWqeBasicBlock - 1) / kWqeBasicBlock; }
 
 // ------------------------------------------------------------------------------------------ opcodes
-// Send WQE opcodes, ctrl segment bits [7:0] (mlx5dv.h MLX5_OPCODE_*; DUMP is NVSHMEM's IBGDA opcode).
-namespace op {
-inline constexpr uint8_t NOP = 0x00;
-inline constexpr uint8_t SEND_INVAL = 0x01;
-inline constexpr uint8_t RDMA_WRITE = 0x08;
-inline constexpr uint8_t RDMA_WRITE_IMM = 0x09;
-inline constexpr uint8_t SEND = 0x0a;
-inline constexpr uint8_t SEND_IMM = 0x0b;
-inline constexpr uint8_t TSO = 0x0e;
-inline constexpr uint8_t RDMA_READ = 0x10;
-inline constexpr uint8_t ATOMIC_CS = 0x11;
-inline constexpr uint8_t ATOMIC_FA = 0x12;
-inline constexpr uint8_t ATOMIC_MASKED_CS = 0x14;
-inline constexpr uint8_t ATOMIC_MASKED_FA = 0x15;
-inline constexpr uint8_t FMR = 0x19;
-inline constexpr uint8_t LOCAL_INVAL = 0x1b;
-inline constexpr uint8_t CONFIG_CMD = 0x1f;
-inline constexpr uint8_t SET_PSV = 0x20;
-inline constexpr uint8_t DUMP = 0x23;
-inline constexpr uint8_t UMR = 0x25;
-inline constexpr uint8_t TAG_MATCHING = 0x28;
-inline constexpr uint8_t FLOW_TBL_ACCESS = 0x2c;
-inline constexpr uint8_t MMO = 0x2f;
-}  // namespace op
+// Send WQE opcodes, ctrl segment bits [7:0]: the project's one table (include/sigmatrace/opcodes.h).
+namespace op = ::sigmatrace::mlx5op;
 
 // Opcode modifier of the masked ("extended") atomics: bit 3 set means the argument size is
 // 4 << (opmod & 7) bytes (0x08 = 4 bytes, DeepEP's IBGDA_4_BYTE_EXT_AMO_OPMOD; 0x09 = 8 bytes, ...).

@@ -188,7 +188,6 @@ void SetupObserver::created_qp(uint64_t ctx, uint64_t obj, const void* in, size_
     }
     if (!why && (q.ring_mem == MemType::Unknown || (!q.dbr_less && q.dbr_mem == MemType::Unknown)))
         why = "its memory could not be classified (a GPU runtime is loaded that we cannot query)";
-    if (!why && q.dbr_less) why = "it is DBR-less (send_dbr_mode=NO_DBR): see docs/gpumem.md";
     if (why) {
         problem("QP 0x%x (DevX) is not watched: %s", qpn, why);
         return;

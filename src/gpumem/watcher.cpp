@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "gpumem/event_batches.h"
 #include "gpumem/mlx5_layout.h"
 #include "gpumem/wqe_decoder.h"
 #include "provider/trace.h"
@@ -17,75 +18,6 @@ namespace sigmatrace::gpumem {
 namespace {
 
 using namespace mlx5;
-
-// One gpu_wqe event's worth of decoded WQEs, on the stack of the sweeping thread.
-class WqeBatch {
-public:
-    WqeBatch(uint32_t qpn, bool redact_addr, bool redact_keys)
-        : qpn_(qpn), redact_addr_(redact_addr), redact_keys_(redact_keys) {}
-    ~WqeBatch() = default;
-
-    void add(uint64_t pi, const DecodedWqe& w, uint64_t pi_new) {
-        if (n_ == 0) first_pi_ = pi;
-        idx_[n_] = w.wqe_index;
-        opcode_[n_] = w.opcode;
-        opmod_[n_] = w.opmod;
-        fm_ce_se_[n_] = w.fm_ce_se;
-        bytes_[n_] = w.bytes;
-        raddr_[n_] = redact_addr_ ? 0 : w.raddr;
-        rkey_[n_] = redact_keys_ ? 0 : w.rkey;
-        imm_[n_] = w.imm;
-        arg_[n_] = w.atomic_arg;
-        pi_new_ = pi_new;
-        if (++n_ == SIGMATRACE_MAX_BATCH) flush();
-    }
-    void flush() {
-        if (n_ == 0) return;
-        st_gpu_wqe_rec rec{qpn_, static_cast<uint32_t>(first_pi_), static_cast<uint32_t>(pi_new_), n_, idx_,
-                           opcode_, opmod_, fm_ce_se_, bytes_, raddr_, rkey_, imm_, arg_};
-        ST_TRACE_EMIT(gpu_wqe, &rec);
-        n_ = 0;
-    }
-
-private:
-    uint32_t qpn_;
-    bool redact_addr_, redact_keys_;
-    uint32_t n_ = 0;
-    uint64_t first_pi_ = 0, pi_new_ = 0;
-    uint16_t idx_[SIGMATRACE_MAX_BATCH];
-    uint8_t opcode_[SIGMATRACE_MAX_BATCH], opmod_[SIGMATRACE_MAX_BATCH], fm_ce_se_[SIGMATRACE_MAX_BATCH];
-    uint32_t bytes_[SIGMATRACE_MAX_BATCH], rkey_[SIGMATRACE_MAX_BATCH], imm_[SIGMATRACE_MAX_BATCH];
-    uint64_t raddr_[SIGMATRACE_MAX_BATCH], arg_[SIGMATRACE_MAX_BATCH];
-};
-
-class CqeBatch {
-public:
-    explicit CqeBatch(uint32_t cqn) : cqn_(cqn) {}
-    void add(const Cqe64& e) {
-        counter_[n_] = e.wqe_index();
-        opcode_[n_] = e.opcode();
-        const bool error = e.opcode() == cqe_op::REQ_ERR || e.opcode() == cqe_op::RESP_ERR;
-        syndrome_[n_] = error ? e.syndrome() : 0;
-        bytes_[n_] = e.bytes();
-        qpn_[n_] = e.qpn();
-        ts_[n_] = error ? 0 : e.hw_timestamp();
-        if (++n_ == SIGMATRACE_MAX_BATCH) flush();
-    }
-    void flush() {
-        if (n_ == 0) return;
-        st_gpu_cqe_rec rec{cqn_, n_, counter_, opcode_, syndrome_, bytes_, qpn_, ts_};
-        ST_TRACE_EMIT(gpu_cqe, &rec);
-        n_ = 0;
-    }
-
-private:
-    uint32_t cqn_;
-    uint32_t n_ = 0;
-    uint16_t counter_[SIGMATRACE_MAX_BATCH];
-    uint8_t opcode_[SIGMATRACE_MAX_BATCH], syndrome_[SIGMATRACE_MAX_BATCH];
-    uint32_t bytes_[SIGMATRACE_MAX_BATCH], qpn_[SIGMATRACE_MAX_BATCH];
-    uint64_t ts_[SIGMATRACE_MAX_BATCH];
-};
 
 uint64_t monotonic_ns() {
     timespec ts{};
@@ -131,7 +63,10 @@ void Watcher::stop() {
     wake_cv_.notify_all();
     pthread_join(thread_, nullptr);
     running_.store(false, std::memory_order_release);
-    sweep_once();  // what was posted after the thread's last pass
+    std::lock_guard lk(sweep_mu_);  // what was posted after the thread's last pass
+    sync_locked();
+    Backlog ignored = Backlog::None;
+    sweep_locked(ignored, /*final=*/true);
 }
 
 void* Watcher::thread_main(void* self) {
@@ -244,7 +179,7 @@ void Watcher::sync_locked() {
             continue;
         }
         Backlog ignored = Backlog::None;
-        sweep_send_queue(*it, ignored);  // last look before the application frees the ring
+        sweep_send_queue(*it, ignored, /*final=*/true);  // last look before the application frees the ring
         report_stats(*it);
         it = sqs_.erase(it);
     }
@@ -253,7 +188,7 @@ void Watcher::sync_locked() {
             ++it;
             continue;
         }
-        sweep_completion_queue(*it);
+        sweep_completion_queue(*it, /*final=*/true);
         it = cqs_.erase(it);
     }
     size_t ring_bytes = scratch_.size();
@@ -264,7 +199,7 @@ void Watcher::sync_locked() {
         } else {
             if (existing != sqs_.end()) {  // reset (2RST): the old life's WQEs first, then start over
                 Backlog ignored = Backlog::None;
-                sweep_send_queue(*existing, ignored);
+                sweep_send_queue(*existing, ignored, /*final=*/true);
                 report_stats(*existing);
                 sqs_.erase(existing);
             }
@@ -272,7 +207,8 @@ void Watcher::sync_locked() {
             s.q = q;
             s.next = s.seen = q.initial_pi & kSendDbrMask;
             s.last16 = static_cast<uint16_t>(q.initial_pi);
-            sqs_.push_back(s);
+            if (q.dbr_less) s.scan.reset(q.wqebbs, q.initial_pi);
+            sqs_.push_back(std::move(s));
         }
         ring_bytes = std::max<size_t>(ring_bytes, size_t{q.wqebbs} * kWqeBasicBlock);
     }
@@ -280,7 +216,13 @@ void Watcher::sync_locked() {
         if (contains_key(cqs_, q.key)) continue;
         CqState c;
         c.q = q;
-        cqs_.push_back(c);
+        c.held.reserve(kMaxHeldCqes);
+        cqs_.push_back(std::move(c));
+    }
+    for (auto& c : cqs_) {
+        c.dbr_less_sqs.clear();
+        for (size_t i = 0; i < sqs_.size(); ++i)
+            if (sqs_[i].q.dbr_less && sqs_[i].q.cqn == c.q.cqn && sqs_[i].q.ctx == c.q.ctx) c.dbr_less_sqs.push_back(i);
     }
     scratch_.resize(ring_bytes);
     cq_scratch_.resize(SIGMATRACE_MAX_BATCH * 128);
@@ -297,10 +239,11 @@ uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog
     return std::min(cap, period * 2);
 }
 
-size_t Watcher::sweep_locked(Backlog& backlog) {
+size_t Watcher::sweep_locked(Backlog& backlog, bool final) {
     ++stats_.sweeps;
+    sweep_start_ns_ = monotonic_ns();
     size_t decoded = 0;
-    for (auto& s : sqs_) decoded += sweep_send_queue(s, backlog);
+    for (auto& s : sqs_) decoded += sweep_send_queue(s, backlog, final);
     for (auto& c : cqs_) sweep_completion_queue(c);
     return decoded;
 }
@@ -322,8 +265,16 @@ bool Watcher::copy_ring(const SqState& s, uint64_t from, uint64_t to) {
     return true;
 }
 
-size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog) {
-    if (s.q.dbr_less || s.q.wqebbs == 0 || s.q.dbr_addr == 0) return 0;  // nothing to follow (docs/gpumem.md)
+namespace {
+void note_backlog(Backlog& backlog, uint64_t pending, uint32_t ring) {
+    if (pending * 2 >= ring) backlog = Backlog::High;
+    else if (pending * 8 >= ring && backlog == Backlog::None) backlog = Backlog::Rising;
+}
+}  // namespace
+
+size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
+    if (s.q.dbr_less) return sweep_scanned_queue(s, backlog, final);
+    if (s.q.wqebbs == 0 || s.q.dbr_addr == 0) return 0;  // nothing to follow
     uint32_t raw = 0;
     if (!memory_.read_be32_acquire(s.q.dbr_addr, s.q.dbr_mem, raw)) {
         ++stats_.read_failures;
@@ -343,8 +294,7 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog) {
     uint64_t a = s.next;
     if (b <= a) return 0;
     const uint32_t n = s.q.wqebbs;
-    if ((b - a) * 2 >= n) backlog = Backlog::High;
-    else if ((b - a) * 8 >= n && backlog == Backlog::None) backlog = Backlog::Rising;
+    note_backlog(backlog, b - a, n);
 
     if (!ST_TRACE_ENABLED(gpu_wqe)) {
         s.next = b;  // nobody records: keep up without reading the ring
@@ -415,6 +365,35 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog) {
     return decoded;
 }
 
+size_t Watcher::sweep_scanned_queue(SqState& s, Backlog& backlog, bool final) {
+    if (s.q.wqebbs == 0) return 0;
+    WqeBatch batch(s.q.qpn, config_.redact_addresses, config_.redact_keys);
+    ScanParams params;
+    params.now_ns = final ? monotonic_ns() : sweep_start_ns_;
+    params.settle_ns = final ? 0 : config_.settle_ns;
+    params.guard = final ? 0 : config_.guard_for(s.q.wqebbs);  // a queue being destroyed has no producer left
+    params.record = ST_TRACE_ENABLED(gpu_wqe);
+    ScanResult total;
+    for (int pass = 0; pass < (final ? 2 : 1); ++pass) {
+        params.sweep = ++scan_pass_;
+        const ScanResult r = scan_dbr_less_queue(s.q, s.scan, memory_, scratch_.data(), params, batch);
+        total.decoded += r.decoded;
+        total.lost += r.lost;
+        total.malformed += r.malformed;
+        total.read_failed |= r.read_failed;
+    }
+    batch.flush();
+    if (total.read_failed) ++stats_.read_failures;
+    stats_.wqes_decoded += total.decoded;
+    stats_.wqes_lost += total.lost;
+    stats_.wqes_malformed += total.malformed;
+    s.lost_pending += total.lost;
+    s.malformed_pending += total.malformed;
+    note_backlog(backlog, s.scan.frontier - s.scan.next, s.q.wqebbs);
+    report_stats(s);
+    return total.decoded;
+}
+
 void Watcher::report_stats(SqState& s) {
     if (s.lost_pending == 0 && s.malformed_pending == 0) return;
     if (ST_TRACE_ENABLED(gpu_watch_stats)) {
@@ -426,11 +405,40 @@ void Watcher::report_stats(SqState& s) {
 
 // ------------------------------------------------------------------------------------------ completion queues
 
-size_t Watcher::sweep_completion_queue(CqState& c) {
+bool Watcher::awaits_decode(const CqState& c, const Cqe64& e) const {
+    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return false;  // not a send queue's
+    for (size_t i : c.dbr_less_sqs) {
+        const SqState& s = sqs_[i];
+        if (s.q.qpn != e.qpn()) continue;
+        // WQE `counter` not behind the scanner's next: not decoded (or counted lost) yet.
+        return static_cast<uint16_t>(e.wqe_index() - static_cast<uint16_t>(s.scan.next)) < 0x8000;
+    }
+    return false;
+}
+
+void Watcher::emit_cqe(CqState& c, const Cqe64& e, CqeBatch& batch) {
+    if (c.held_head == c.held.size() && !awaits_decode(c, e)) {
+        batch.add(e);
+        return;
+    }
+    if (c.held.size() == kMaxHeldCqes) release_held(c, batch, /*all=*/true);  // never unbounded, never blocking
+    c.held.push_back(e);  // within the reserved capacity: no allocation
+}
+
+void Watcher::release_held(CqState& c, CqeBatch& batch, bool all) {
+    while (c.held_head < c.held.size() && (all || !awaits_decode(c, c.held[c.held_head]))) batch.add(c.held[c.held_head++]);
+    if (c.held_head == c.held.size()) {
+        c.held.clear();
+        c.held_head = 0;
+    }
+}
+
+size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
     if (c.q.ncqe == 0 || c.q.compressed || !ST_TRACE_ENABLED(gpu_cqe)) return 0;
     const uint32_t cqe_size = c.q.cqe_size == 128 ? 128 : 64;
     const uint32_t tail = cqe_size - 64;  // the 64-byte CQE is the last 64 bytes of a 128-byte one
     CqeBatch batch(c.q.cqn);
+    release_held(c, batch, final);
     size_t seen = 0;
 
     if (c.q.collapsed) {
@@ -448,7 +456,8 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
         if (c.have_last && std::memcmp(c.last, e, 64) == 0) return 0;
         std::memcpy(c.last, e, 64);
         c.have_last = true;
-        batch.add(cqe);
+        emit_cqe(c, cqe, batch);
+        if (final) release_held(c, batch, true);
         batch.flush();
         ++stats_.cqes_seen;
         return 1;
@@ -473,7 +482,7 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
             const bool valid = cqe.opcode() != cqe_op::INVALID && cqe.owner() == expected_owner &&
                                cqe.format() != kCqeFormatCompressed;
             if (valid) {
-                batch.add(cqe);
+                emit_cqe(c, cqe, batch);
                 ++c.ci;
                 ++seen;
                 continue;
@@ -496,6 +505,7 @@ size_t Watcher::sweep_completion_queue(CqState& c) {
         budget -= used;
         if (used < count) break;
     }
+    if (final) release_held(c, batch, true);
     batch.flush();
     stats_.cqes_seen += seen;
     return seen;

@@ -3,6 +3,9 @@
 // emits gpu_wqe batches; reads CQEs where it can (gpu_cqe); reports WQEs overwritten before it could read them
 // and malformed ones (gpu_watch_stats). It only ever reads queue memory.
 //
+// DBR-less queues (send_dbr_mode = NO_DBR) have no doorbell record: they are read by index scanning instead
+// (index_scanner.h), with a commit rule of their own.
+//
 // Why a WQE is never decoded wrong: WQE i is decoded only if (1) its control segment in the snapshot carries
 // index i (mod 2^16), and (2) after the copy the producer index c satisfies i + ring >= c + guard, i.e. no
 // producer that writes at most `guard` WQEBBs ahead of its doorbell record can have started rewriting slot i
@@ -21,11 +24,15 @@
 #include <mutex>
 #include <vector>
 
+#include "gpumem/index_scanner.h"
 #include "gpumem/memory_reader.h"
+#include "gpumem/mlx5_layout.h"
 #include "gpumem/queue_registry.h"
 #include "gpumem/watcher_config.h"
 
 namespace sigmatrace::gpumem {
+
+class CqeBatch;
 
 struct WatcherStats {
     uint64_t sweeps = 0;
@@ -55,12 +62,14 @@ public:
 
     // Starts the background thread (idempotent). Returns false, with errno-style `error`, if it cannot.
     bool start();
-    // Stops the thread and sweeps one last time.
+    // Stops the thread and sweeps one last time (a final sweep: see sync()).
     void stop();
     bool running() const { return running_.load(std::memory_order_acquire); }
 
     // Applies registry changes now: removed queues get a final sweep and are dropped before this returns, so the
-    // caller may then free their memory. Called by the tear-down hooks.
+    // caller may then free their memory. Called by the tear-down hooks. A final sweep of a DBR-less queue reads
+    // its ring twice back to back and commits what did not change, without waiting out the settle time: the
+    // producer is done with a queue that is being destroyed.
     void sync();
     // Wakes the thread for an immediate sweep (new queue, or a test that just wrote).
     void wake();
@@ -87,20 +96,32 @@ private:
         uint16_t last16 = 0;       // its low 16 bits, as the doorbell record holds them
         uint64_t lost_pending = 0; // not yet reported in gpu_watch_stats
         uint64_t malformed_pending = 0;
+        ScanCursor scan;           // DBR-less queues only
     };
     struct CqState {
         CompletionQueue q;
         uint32_t ci = 0;           // the watcher's own consumer index (never written anywhere)
         uint8_t last[64] = {};     // collapsed CQs: the last CQE emitted
         bool have_last = false;
+        // Completions of DBR-less send queues whose WQEs the scanner has not decoded yet (it needs two sweeps) are
+        // held back, in order, so that the trace shows every WQE before its completion as it does for queues with
+        // a doorbell record. Capacity kMaxHeldCqes, reserved when the CQ is learned.
+        std::vector<mlx5::Cqe64> held;
+        size_t held_head = 0;
+        std::vector<size_t> dbr_less_sqs;  // indices into sqs_ of the DBR-less queues completing here (sync)
     };
+    static constexpr size_t kMaxHeldCqes = 256;
 
     static void* thread_main(void* self);
     void run();
     void sync_locked();
-    size_t sweep_locked(Backlog& backlog);
-    size_t sweep_send_queue(SqState& s, Backlog& backlog);
-    size_t sweep_completion_queue(CqState& c);
+    size_t sweep_locked(Backlog& backlog, bool final = false);
+    size_t sweep_send_queue(SqState& s, Backlog& backlog, bool final = false);
+    size_t sweep_scanned_queue(SqState& s, Backlog& backlog, bool final);
+    size_t sweep_completion_queue(CqState& c, bool final = false);
+    bool awaits_decode(const CqState& c, const mlx5::Cqe64& e) const;
+    void emit_cqe(CqState& c, const mlx5::Cqe64& e, CqeBatch& batch);
+    void release_held(CqState& c, CqeBatch& batch, bool all);
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
     void report_stats(SqState& s);
 
@@ -116,6 +137,8 @@ private:
     std::vector<uint8_t> cq_scratch_;
     uint64_t seen_generation_ = ~uint64_t{0};
     WatcherStats stats_;
+    uint64_t sweep_start_ns_ = 0;      // when the current sweep started (the scanner's clock)
+    uint64_t scan_pass_ = 0;           // numbers the scanner's passes (a WQE must look the same in two)
 
     std::mutex wake_mu_;
     std::condition_variable wake_cv_;

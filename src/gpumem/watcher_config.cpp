@@ -48,6 +48,9 @@ WatcherConfig WatcherConfig::from_environment() {
     if (const char* g = std::getenv("SIGMATRACE_GPU_WATCH_GUARD"); g && std::strcmp(g, "auto") != 0)
         read_int("SIGMATRACE_GPU_WATCH_GUARD", c.guard_wqebbs, 0, 1 << 20);
     read_int("SIGMATRACE_GPU_WATCH_CPU", c.cpu, -1, 1 << 16);
+    long long settle_us = static_cast<long long>(c.settle_ns / 1000);
+    read_int("SIGMATRACE_GPU_WATCH_SETTLE_US", settle_us, 0, 10'000'000);
+    c.settle_ns = static_cast<uint64_t>(settle_us) * 1000;
     if (const char* r = std::getenv("SIGMATRACE_REDACT")) {
         c.redact_addresses = std::strstr(r, "addr") != nullptr || std::strcmp(r, "1") == 0 || std::strstr(r, "all");
         c.redact_keys = std::strstr(r, "key") != nullptr || std::strcmp(r, "1") == 0 || std::strstr(r, "all");

@@ -19,6 +19,10 @@ struct WatcherConfig {
     // copies a ring. WQEs that close to being overwritten are counted lost instead of decoded, so a torn copy
     // can never be decoded wrong. -1 = auto: 1/16 of the ring.
     int64_t guard_wqebbs = -1;
+    // SIGMATRACE_GPU_WATCH_SETTLE_US: DBR-less queues (no doorbell record to read up to) are read by index
+    // scanning, and a WQE found there is decoded only once two sweeps at least this far apart read it
+    // byte-identical (index_scanner.h): a WQE still being written is never decoded.
+    uint64_t settle_ns = 10'000;
     int cpu = -1;                        // SIGMATRACE_GPU_WATCH_CPU: pin the watcher to this CPU (-1: no pinning)
     bool redact_addresses = false;       // SIGMATRACE_REDACT contains "addr": raddr recorded as 0
     bool redact_keys = false;            // SIGMATRACE_REDACT contains "keys": rkey recorded as 0

@@ -13,14 +13,22 @@
 #include "fake_producer.h"
 #include "gpumem/mlx5_layout.h"
 #include "gpumem/watcher.h"
+#include "test_readers.h"
 #include "trace_capture.h"
+#include "watched_ring.h"
 
 namespace sigmatrace::gpumem {
 namespace {
 
+using test::FailingReader;
 using test::FakeProducer;
+using test::InterferingReader;
 using test::TraceCapture;
+using test::WatchedRing;
+using test::expect_exact_and_in_order;
+using test::expect_write;
 using test::WqeImage;
+using test::write_cqe;
 namespace op = mlx5::op;
 
 WatcherConfig exact_config() {
@@ -29,23 +37,11 @@ WatcherConfig exact_config() {
     return c;
 }
 
-// Checks that `w` is the WQE FakeProducer::post_write(seq) wrote.
-void expect_write(const test::Wqe& w, uint64_t seq, uint32_t qpn) {
-    EXPECT_EQ(w.qpn, qpn);
-    EXPECT_EQ(w.index, static_cast<uint16_t>(seq));
-    EXPECT_EQ(w.opcode, op::RDMA_WRITE);
-    EXPECT_EQ(w.raddr, 0x100000000ull + seq * 64);
-    EXPECT_EQ(w.rkey, FakeProducer::rkey_for(seq));
-    EXPECT_EQ(w.bytes, FakeProducer::bytes_for(seq));
-}
-
 TEST(Watcher, DecodesEveryPostedWqeExactlyAndInOrder) {
-    TraceCapture trace;
-    FakeProducer prod(64, 0x123);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, exact_config());
+    WatchedRing r(64, 0x123, exact_config());
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
 
     EXPECT_EQ(w.sweep_once(), 0u);  // nothing posted yet
     const uint32_t imm = 0xa1b2c3d4;
@@ -84,12 +80,10 @@ TEST(Watcher, DecodesEveryPostedWqeExactlyAndInOrder) {
 }
 
 TEST(Watcher, SplitsLongRunsIntoBatchesOfAtMost32) {
-    TraceCapture trace;
-    FakeProducer prod(256, 7);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, exact_config());
+    WatchedRing r(256, 7, exact_config());
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     for (uint64_t i = 0; i < 100; ++i) prod.post_write(i);
     EXPECT_EQ(w.sweep_once(), 100u);
     const auto events = trace.wqe_events();
@@ -104,12 +98,10 @@ TEST(Watcher, SplitsLongRunsIntoBatchesOfAtMost32) {
 }
 
 TEST(Watcher, FollowsMultiBlockWqesAcrossTheRingEndAndThe16BitCounter) {
-    TraceCapture trace;
-    FakeProducer prod(16, 9);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, exact_config());
+    WatchedRing r(16, 9, exact_config());
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     // 3-block WQEs (ctrl + raddr + 9 data segments = 11 units) interleaved with 1-block ones, for more than
     // 2^16 WQEBBs, sweeping every few posts: every one decoded, none lost.
     uint64_t posted = 0, bytes_expected = 0;
@@ -145,12 +137,10 @@ TEST(Watcher, FollowsMultiBlockWqesAcrossTheRingEndAndThe16BitCounter) {
 TEST(Watcher, OverrunLossEqualsExactlyWhatWasOverwritten) {
     // The writer outruns a watcher throttled to one sweep per burst: each burst of 64 + k WQEs into a 64-WQEBB
     // ring overwrites exactly k of them before the watcher reads. Loss must be k, the rest decoded exactly.
-    TraceCapture trace;
-    FakeProducer prod(64, 0x42);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, exact_config());
+    WatchedRing r(64, 0x42, exact_config());
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     uint64_t seq = 0, overwritten = 0;
     std::vector<uint64_t> expected_decoded;
     for (uint64_t k : {0u, 1u, 37u, 63u, 64u, 500u, 3u}) {
@@ -173,14 +163,12 @@ TEST(Watcher, OverrunLossEqualsExactlyWhatWasOverwritten) {
 TEST(Watcher, GuardCountsWqesCloseToBeingOverwrittenAsLost) {
     // With a guard of 8 WQEBBs, a full ring has its 8 oldest WQEs within reach of a producer writing ahead of its
     // doorbell record: they are reported lost, never decoded.
-    TraceCapture trace;
-    FakeProducer prod(64, 1);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
     WatcherConfig cfg;
     cfg.guard_wqebbs = 8;
-    Watcher w(reg, mem, cfg);
+    WatchedRing r(64, 1, cfg);
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     for (uint64_t i = 0; i < 64; ++i) prod.post_write(i);
     EXPECT_EQ(w.sweep_once(), 56u);
     EXPECT_EQ(trace.lost_total(), 8u);
@@ -192,12 +180,10 @@ TEST(Watcher, GuardCountsWqesCloseToBeingOverwrittenAsLost) {
 }
 
 TEST(Watcher, MalformedWqesAreCountedAndSkipped) {
-    TraceCapture trace;
-    FakeProducer prod(32, 5);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, exact_config());
+    WatchedRing r(32, 5, exact_config());
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     prod.post_write(0);
     prod.post(WqeImage(0x07, 1, 5).data(1, 1, 1));                    // unknown opcode
     prod.post(WqeImage(op::RDMA_WRITE, 2, 5));                          // no remote address segment
@@ -214,12 +200,10 @@ TEST(Watcher, MalformedWqesAreCountedAndSkipped) {
 TEST(Watcher, WaitsForTheRestOfAWqeTheDoorbellRecordHasNotCoveredYet) {
     // A doorbell record that stops inside a multi-block WQE (a producer publishing block by block): the WQE is
     // decoded once the record covers all of it, not before, and not as garbage.
-    TraceCapture trace;
-    FakeProducer prod(16, 3);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, exact_config());
+    WatchedRing r(16, 3, exact_config());
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     WqeImage img(op::SEND, 0, 3);
     for (int s = 0; s < 5; ++s) img.data(2, 1, 0);  // 6 units: 2 blocks
     prod.post(img, false);
@@ -249,13 +233,6 @@ TEST(Watcher, NothingIsReadWhenNobodyRecords) {
     expect_write(trace.wqes()[0], 10, 3);
     EXPECT_EQ(trace.lost_total(), 0u);
 }
-
-// A reader that refuses everything: GPU memory without a driver, or unmapped memory.
-class FailingReader final : public MemoryReader {
-public:
-    bool read(void*, uint64_t, size_t, MemType) override { return false; }
-    bool read_be32_acquire(uint64_t, MemType, uint32_t&) override { return false; }
-};
 
 TEST(Watcher, UnreadableMemoryIsCountedNotFatal) {
     TraceCapture trace;
@@ -312,27 +289,6 @@ TEST(Watcher, LearnsQueuesAtTheirCurrentProducerIndex) {
     expect_write(trace.wqes().at(0), 5, 3);
 }
 
-// Copies the first 16 bytes of a ring read, lets a "writer" run, then copies the rest: a torn copy on demand.
-class InterferingReader final : public MemoryReader {
-public:
-    explicit InterferingReader(std::function<void()> writer) : writer_(std::move(writer)) {}
-    bool read(void* dst, uint64_t addr, size_t len, MemType mem) override {
-        if (len < 64 || !writer_) return inner_.read(dst, addr, len, mem);
-        inner_.read(dst, addr, 16, mem);
-        auto w = std::move(writer_);
-        writer_ = nullptr;
-        w();
-        return inner_.read(static_cast<uint8_t*>(dst) + 16, addr + 16, len - 16, mem);
-    }
-    bool read_be32_acquire(uint64_t addr, MemType mem, uint32_t& v) override {
-        return inner_.read_be32_acquire(addr, mem, v);
-    }
-
-private:
-    ProcessMemoryReader inner_;
-    std::function<void()> writer_;
-};
-
 TEST(Watcher, GuardKeepsATornCopyOfTheOldestSlotFromBeingDecoded) {
     // The ring is full (WQEs 0..15 in 16 slots, doorbell record at 16). While the watcher copies slot 0, the
     // producer writes WQE 16 into it without ringing yet. The copy holds WQE 0's control segment with WQE 16's
@@ -365,17 +321,6 @@ TEST(Watcher, GuardKeepsATornCopyOfTheOldestSlotFromBeingDecoded) {
 }
 
 // ------------------------------------------------------------------------------------------ CQEs
-
-void write_cqe(uint8_t* slot, uint8_t opcode, bool owner, uint16_t wqe_counter, uint32_t qpn, uint32_t bytes,
-               uint64_t ts, uint8_t syndrome = 0) {
-    std::memset(slot, 0, 64);
-    test::put_be32(slot + 44, bytes);
-    test::put_be64(slot + 48, ts);
-    if (opcode == mlx5::cqe_op::REQ_ERR) slot[55] = syndrome;
-    test::put_be32(slot + 56, (0x08u << 24) | qpn);
-    test::put_be16(slot + 60, wqe_counter);
-    slot[63] = static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0));
-}
 
 TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     TraceCapture trace;
@@ -529,27 +474,16 @@ TEST(WatcherThread, ConcurrentWriterOutrunningAThrottledWatcherIsNeverDecodedWro
     // while the watcher sweeps only every 100 us: many WQEs are overwritten before they are read, many are not.
     // Whatever is decoded must be exactly what was written at that index, and decoded + lost must account for
     // every WQE. The writer writes one WQE ahead of its doorbell record, so a guard of 1 WQEBB is its window.
-    TraceCapture trace;
-    FakeProducer prod(32, 0x55);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
     WatcherConfig cfg;
     cfg.guard_wqebbs = 1;
     cfg.min_period_ns = cfg.max_period_ns = 100'000;
-    Watcher w(reg, mem, cfg);
+    WatchedRing r(32, 0x55, cfg);
+    auto& trace = r.trace;
+    auto& prod = r.prod;
+    auto& w = r.w;
     ASSERT_TRUE(w.start());
-    uint64_t total = 0;
-    std::thread writer([&] {
-        std::mt19937 rng(7);
-        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-        while (std::chrono::steady_clock::now() < end) {
-            const uint32_t burst = 1 + rng() % 64;
-            for (uint32_t i = 0; i < burst; ++i) prod.post_write(total++);
-            std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60));
-        }
-    });
-    writer.join();
+    const uint64_t total = test::run_bursty_writer(
+        7, [&](uint64_t seq) { prod.post_write(seq); }, [](std::mt19937& rng) { return std::chrono::microseconds(rng() % 60); });
     w.stop();
     const uint64_t kTotal = total;
     const auto wqes = trace.wqes();
@@ -559,19 +493,7 @@ TEST(WatcherThread, ConcurrentWriterOutrunningAThrottledWatcherIsNeverDecodedWro
     EXPECT_EQ(trace.lost_total(), st.wqes_lost);
     EXPECT_GT(st.wqes_lost, 0u) << "the watcher was not outrun: the test proves nothing";
     EXPECT_GT(st.wqes_decoded, 1000u) << "too few WQEs decoded concurrently to prove anything";
-    // Every decoded WQE carries its own sequence in raddr; check it against its index and fields.
-    uint64_t last_seq = 0;
-    bool first = true;
-    for (const auto& x : wqes) {
-        const uint64_t seq = (x.raddr - 0x100000000ull) / 64;
-        ASSERT_EQ(x.raddr, 0x100000000ull + seq * 64);
-        ASSERT_EQ(x.index, static_cast<uint16_t>(seq));
-        ASSERT_EQ(x.rkey, FakeProducer::rkey_for(seq));
-        ASSERT_EQ(x.bytes, FakeProducer::bytes_for(seq));
-        ASSERT_TRUE(first || seq > last_seq) << "out of order";
-        last_seq = seq;
-        first = false;
-    }
+    expect_exact_and_in_order(wqes);  // each decoded WQE carries its own sequence in raddr
 }
 
 }  // namespace

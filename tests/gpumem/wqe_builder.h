@@ -1,6 +1,7 @@
 // Test-side WQE images: builds mlx5 send WQEs byte by byte from the documented layouts (mlx5dv.h struct
 // mlx5_wqe_*_seg offsets, written out here as literal byte offsets rather than through the decoder's structs, so
-// a wrong struct in src/gpumem/mlx5_layout.h fails the tests), and places them into a ring with wrap-around.
+// a wrong struct in src/gpumem/mlx5_layout.h fails the tests), and places them into a ring with wrap-around; and
+// 64-byte CQE images.
 #pragma once
 
 #include <cstdint>
@@ -112,6 +113,19 @@ inline void place(uint8_t* ring, uint32_t wqebbs, uint32_t slot, const std::vect
     const size_t ring_bytes = size_t{wqebbs} * 64;
     const size_t start = size_t{slot % wqebbs} * 64;
     for (size_t u = 0; u * 16 < wqe.size(); ++u) std::memcpy(ring + (start + u * 16) % ring_bytes, &wqe[u * 16], 16);
+}
+
+// A 64-byte requester CQE (struct mlx5_cqe64): byte_cnt at 44, timestamp at 48 (error CQEs: syndrome at 55),
+// sop_drop_qpn at 56 (WQE opcode RDMA_WRITE, QPN), wqe_counter at 60, op_own at 63.
+inline void write_cqe(uint8_t* slot, uint8_t opcode, bool owner, uint16_t wqe_counter, uint32_t qpn, uint32_t bytes,
+               uint64_t ts, uint8_t syndrome = 0) {
+    std::memset(slot, 0, 64);
+    put_be32(slot + 44, bytes);
+    put_be64(slot + 48, ts);
+    if (opcode == 13) slot[55] = syndrome;  // REQ_ERR: struct mlx5_err_cqe's syndrome
+    put_be32(slot + 56, (0x08u << 24) | qpn);
+    put_be16(slot + 60, wqe_counter);
+    slot[63] = static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0));
 }
 
 }  // namespace sigmatrace::gpumem::test

@@ -55,7 +55,29 @@ void DirectQp::enable_auto_receive(SharedCq* recv_cq, CqeRing* cq) {
     recv_cq_ = cq;
 }
 
+bool DirectQp::published_index(uint16_t& index) const {
+    if (!g_.doorbell) {
+        const uint32_t raw = __atomic_load_n(g_.send_dbr, __ATOMIC_ACQUIRE);  // pairs with the producer's release
+        index = static_cast<uint16_t>(__builtin_bswap32(raw));
+        return true;
+    }
+    const uint64_t word = __atomic_load_n(g_.doorbell, __ATOMIC_ACQUIRE);
+    uint8_t db[8];
+    std::memcpy(db, &word, sizeof db);
+    if ((gm::mlx5::load_be32(db + 4) >> 8) != qpn_) return false;  // another QP's doorbell on a shared page, or none
+    index = static_cast<uint16_t>(gm::mlx5::load_be32(db) >> 8);
+    return true;
+}
+
 void DirectQp::reset_cursor() {
+    if (g_.doorbell) {
+        // Its last doorbell would read as WQEs posted in the new life: gone, unless another QP rang since.
+        uint64_t word = __atomic_load_n(g_.doorbell, __ATOMIC_ACQUIRE);
+        uint8_t db[8];
+        std::memcpy(db, &word, sizeof db);
+        if ((gm::mlx5::load_be32(db + 4) >> 8) == qpn_)
+            __atomic_compare_exchange_n(g_.doorbell, &word, uint64_t{0}, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
     std::lock_guard lock(qp_.sq_lock());
     next_ = seen_ = 0;
     last16_ = 0;
@@ -68,11 +90,13 @@ void DirectQp::reset_cursor() {
 bool DirectQp::pump(uint64_t now) {
     const ibv_qp_state state = qp_.state();
     if (state != IBV_QPS_RTS && state != IBV_QPS_ERR) return false;
-    const uint32_t raw = __atomic_load_n(g_.send_dbr, __ATOMIC_ACQUIRE);  // pairs with the producer's release
-    const auto d16 = static_cast<uint16_t>(__builtin_bswap32(raw));
+    uint16_t d16 = 0;
+    const bool published = published_index(d16);
     std::lock_guard lock(qp_.sq_lock());
-    seen_ += static_cast<uint16_t>(d16 - last16_);
-    last16_ = d16;
+    if (published) {
+        seen_ += static_cast<uint16_t>(d16 - last16_);
+        last16_ = d16;
+    }
     bool did = false;
     const gm::RingView ring{g_.sq, g_.wqebbs};
     while (next_ < seen_ && !failed_) {

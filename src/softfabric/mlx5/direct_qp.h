@@ -1,7 +1,10 @@
 // A fabric QP driven directly through an mlx5 send ring, as a GPU drives a ConnectX QP: threads write mlx5 WQEs
 // into the ring and the producer index into the doorbell record; the fabric notices the record move, decodes the
 // WQEs (src/gpumem/wqe_decoder.h), submits them to the engine (core/engine.h) and writes mlx5 CQEs for their
-// completions into the QP's send CQ ring. Two origins:
+// completions into the QP's send CQ ring. A DBR-less QP (send_dbr_mode = NO_DBR, DOCA's GPU_SM_NO_DBR) has no
+// doorbell record: its producer index is the WQE index of the last doorbell -- the 8-byte control-segment copy
+// the producer writes into the UAR page -- that names this QP. (The fabric's UAR page is ordinary memory, so it
+// can read what a NIC receives as an MMIO write.) Two origins:
 //   - a DevX QP (mlx5dv_devx_obj_create CREATE_QP on UMEMs): the engine QP is ours;
 //   - a verbs QP whose rings were exported with mlx5dv_init_obj: the engine QP is the provider's.
 //
@@ -25,7 +28,8 @@ public:
     struct Geometry {
         uint8_t* sq = nullptr;        // first WQEBB
         uint32_t wqebbs = 0;          // power of two
-        uint32_t* send_dbr = nullptr; // DBR[1], big-endian
+        uint32_t* send_dbr = nullptr; // DBR[1], big-endian; null for a DBR-less QP
+        uint64_t* doorbell = nullptr; // DBR-less QPs: the doorbell register in the UAR page
         sigmatrace::gpumem::Transport transport = sigmatrace::gpumem::Transport::Rc;
     };
     // `owned` is null for a verbs QP (its engine QP belongs to the provider's QpImpl).
@@ -47,7 +51,7 @@ public:
     void enter_error_if_failed();
     // Receive completions to CQEs, and receives topped up. Returns true when it did something.
     bool pump_receives(uint64_t now);
-    // A reset QP starts again at WQE 0.
+    // A reset QP starts again at WQE 0 (a DBR-less QP's last doorbell, still in the UAR page, is cleared).
     void reset_cursor();
 
     // engine::CompletionSink: called under the engine QP's send-queue lock.
@@ -64,6 +68,9 @@ private:
         bool signaled;
     };
     bool submit_one(const sigmatrace::gpumem::DecodedWqe& w, const sigmatrace::gpumem::WqePayload& p, uint64_t now);
+    // The producer index last published, modulo 2^16; false when there is none for this QP (a DBR-less QP whose
+    // UAR page holds no doorbell of its own).
+    bool published_index(uint16_t& index) const;
     void fail_locked(uint16_t index, uint8_t opcode);
 
     engine::QueuePair& qp_;

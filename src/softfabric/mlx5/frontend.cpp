@@ -38,6 +38,8 @@ constexpr uint32_t kMaxInline = 256;
 constexpr uint32_t kAutoReceiveDepth = 64;
 constexpr size_t kUarPage = 4096;
 constexpr size_t kUarRegisterOffset = 0x800;  // MLX5_BF_OFFSET: where a ConnectX's doorbell register sits
+// Where producers of DBR-less QPs ring (DOCA GPUNetIO's DOCA_VERBS_UAR_DBR_LESS_DB_OFFSET: UAR base + 0x600).
+constexpr size_t kDbrLessDoorbellOffset = 0x600;
 
 // ------------------------------------------------------------------------------------------ objects
 struct Umem {
@@ -50,6 +52,8 @@ struct Umem {
 struct Uar {
     mlx5dv_devx_uar pub;
     void* page;
+    int users = 0;       // DBR-less QPs whose doorbells the executor reads in this page
+    bool freed = false;  // freed by the application while QPs still used it: unmapped with the last of them
 };
 
 // Memory we allocate for rings exported by mlx5dv_init_obj (the application does not free it).
@@ -71,6 +75,7 @@ struct DevxObject {
     std::unique_ptr<DirectQp> qp;       // Kind::Qp
     uint64_t recv_cq_offset = 0, recv_cq_bytes = 0;
     Runtime* rt = nullptr;
+    Uar* uar = nullptr;                 // Kind::Qp, DBR-less: the page its doorbells are read from
 };
 
 struct ExportedCq {
@@ -159,9 +164,10 @@ public:
         std::lock_guard lk(mu_);
         auto it = uars_.find(pub);
         if (it == uars_.end()) return;
-        munmap(it->second->page, kUarPage);
-        delete it->second;
+        Uar* u = it->second;
         uars_.erase(it);
+        u->freed = true;
+        if (u->users == 0) delete_uar(u);  // else the executor still reads a QP's doorbells there
     }
     bool owns(const void* p) {
         std::lock_guard lk(mu_);
@@ -264,6 +270,10 @@ public:
         }
         if (o->qp) o->qp.reset();
         if (o->recv_cq_offset) o->rt->arena().release(o->recv_cq_offset, o->recv_cq_bytes);
+        if (o->uar) {
+            std::lock_guard lk(mu_);
+            release_uar_user_locked(o->uar);
+        }
         return 0;
     }
 
@@ -327,6 +337,19 @@ private:
         return pdn;
     }
 
+    static void delete_uar(Uar* u) {
+        munmap(u->page, kUarPage);
+        delete u;
+    }
+    void release_uar_user_locked(Uar* u) {
+        if (--u->users == 0 && u->freed) delete_uar(u);
+    }
+    Uar* uar_by_page(uint32_t page_id) {
+        for (auto& [pub, u] : uars_)
+            if (pub->page_id == page_id) return u;
+        return nullptr;
+    }
+
     const Umem* umem_by_id(uint32_t id) {
         for (auto& [pub, u] : umems_)
             if (pub->umem_id == id) return u;
@@ -373,21 +396,27 @@ private:
             errno = EINVAL;
             return nullptr;
         }
-        if (c.st != prm::st::RC || c.send_dbr_mode != 0) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: only RC QPs with a doorbell record are emulated (st %u, "
-                                 "send_dbr_mode %u)\n", c.st, c.send_dbr_mode);
+        if (c.st != prm::st::RC || c.send_dbr_mode > prm::kSendDbrModeNoDbr) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: only RC QPs are emulated, with a doorbell record or "
+                                 "DBR-less (st %u, send_dbr_mode %u)\n", c.st, c.send_dbr_mode);
             errno = EOPNOTSUPP;
             return nullptr;
         }
+        const bool dbr_less = c.send_dbr_mode == prm::kSendDbrModeNoDbr;
         provider::ContextImpl& cimpl = provider::context_of(ctx);
         std::lock_guard lk(mu_);
         const Umem* wq = c.wq_umem_valid ? umem_by_id(c.wq_umem_id) : nullptr;
         const Umem* dbr = c.dbr_umem_valid ? umem_by_id(c.dbr_umem_id) : nullptr;
         const uint32_t wqebbs = c.sq_wqebbs();
+        Uar* uar = dbr_less ? uar_by_page(c.uar_page) : nullptr;
         auto pd = pdns_.find(c.pd);
         const char* why = nullptr;
         if (!wq || c.sq_umem_offset() + uint64_t{wqebbs} * 64 > wq->size) why = "its send queue must lie in a UMEM";
-        else if (!dbr || c.dbr_addr + 8 > dbr->size || (c.dbr_addr & 3)) why = "its doorbell record must lie in a UMEM";
+        else if (!dbr_less && (!dbr || c.dbr_addr + 8 > dbr->size || (c.dbr_addr & 3)))
+            why = "its doorbell record must lie in a UMEM";
+        else if (dbr_less && !uar)
+            why = "a DBR-less QP's uar_page must name a UAR from mlx5dv_devx_alloc_uar on this context (its doorbells "
+                  "are read there)";
         else if (pd == pdns_.end()) why = "its pd is not a pdn returned by mlx5dv_init_obj(MLX5DV_OBJ_PD)";
         else if (wqebbs == 0 || wqebbs > engine::kMaxQueueDepth) why = "its send queue size is not supported";
         if (why) {
@@ -441,7 +470,13 @@ private:
         DirectQp::Geometry g;
         g.sq = reinterpret_cast<uint8_t*>(wq->addr + c.sq_umem_offset());
         g.wqebbs = wqebbs;
-        g.send_dbr = reinterpret_cast<uint32_t*>(dbr->addr + c.send_dbr_umem_offset());
+        if (dbr_less) {
+            g.doorbell = reinterpret_cast<uint64_t*>(static_cast<char*>(uar->page) + kDbrLessDoorbellOffset);
+            ++uar->users;
+            o->uar = uar;
+        } else {
+            g.send_dbr = reinterpret_cast<uint32_t*>(dbr->addr + c.send_dbr_umem_offset());
+        }
         engine::QueuePair& ref = *qp;
         o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
         if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);

@@ -25,6 +25,7 @@
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
+#include "gpu_common/workload_main.h"
 
 using namespace sigmatrace::workloads;
 
@@ -51,24 +52,19 @@ uint64_t load(const uint8_t* p) { return __atomic_load_n(reinterpret_cast<const 
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     size_t levels = 10;
     int late = npes - 1;
     int delay_ms = 20;
-    bool odd_only = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--levels" && i + 1 < argc) levels = std::stoul(argv[++i]);
-        else if (a == "--late" && i + 1 < argc) late = std::stoi(argv[++i]);
-        else if (a == "--delay-ms" && i + 1 < argc) delay_ms = std::stoi(argv[++i]);
-        else if (a == "--late-levels" && i + 1 < argc) odd_only = std::string(argv[++i]) == "odd";
-        else die("usage: gpu_bfs_levels [--device D] [--truth DIR] [--levels L] [--late PE] [--delay-ms D] [--late-levels all|odd]");
-    }
+    std::string late_levels = "all";
+    const CommonOptions common = WorkloadOptions("gpu_bfs_levels")
+                                     .add("--levels", "L", levels)
+                                     .add("--late", "PE", late)
+                                     .add("--delay-ms", "D", delay_ms)
+                                     .add("--late-levels", "all|odd", late_levels)
+                                     .parse(argc, argv);
+    const bool odd_only = late_levels == "odd";
     const size_t n = static_cast<size_t>(npes);
     // Heap: [send chunk][inbox: two banks (level parity) of one chunk per source][barrier word (PE 0)]
     // [release word][fetch result]. Two banks: a PE already in level l + 1 never overwrites what a slower PE is
@@ -140,7 +136,7 @@ int main(int argc, char** argv) {
     MPI_Gather(my_arrivals.data(), static_cast<int>(levels), MPI_UINT64_T, all.data(), static_cast<int>(levels),
                MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (!common.truth_dir.empty()) {
-        if (!truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt")) die("Cannot write " + common.truth_dir);
+        write_truth(common, truth, me);
         if (me == 0) {
             FILE* f = std::fopen((common.truth_dir + "/barrier.txt").c_str(), "w");
             if (!f) die("Cannot write " + common.truth_dir + "/barrier.txt");
@@ -163,8 +159,5 @@ int main(int argc, char** argv) {
     }
     std::printf("gpu_bfs_levels PE %d: %zu levels, %zu WQEs posted; frontiers %s\n", me, levels, truth.size(),
                 bad ? "WRONG" : "correct");
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }

@@ -33,6 +33,32 @@ void store_segment(uint8_t* dst, const uint8_t* src) {
     __atomic_store_n(reinterpret_cast<uint64_t*>(dst) + 1, w[1], __ATOMIC_RELAXED);
 }
 
+namespace {
+
+// struct mlx5_wqe_raddr_seg and struct mlx5_wqe_data_seg, stored as a GPU thread stores them.
+void store_raddr_segment(uint8_t* dst, uint64_t raddr, uint32_t rkey) {
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, raddr);
+    mlx5::store_be32(s + 8, rkey);
+    store_segment(dst, s);
+}
+void store_data_segment(uint8_t* dst, uint32_t bytes, uint32_t lkey, uint64_t laddr) {
+    uint8_t s[16] = {};
+    mlx5::store_be32(s, bytes);
+    mlx5::store_be32(s + 4, lkey);
+    mlx5::store_be64(s + 8, laddr);
+    store_segment(dst, s);
+}
+
+// What a GPU kernel does with an error CQE here: stop, saying which QP and why.
+void abort_on_error(GpuQp::Cqe c, uint32_t qpn, uint8_t syndrome) {
+    if (c != GpuQp::Cqe::Error) return;
+    std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
+    std::abort();
+}
+
+}  // namespace
+
 uint64_t GpuQp::reserve(uint32_t n) {
     const uint64_t base = resv_head.fetch_add(n, std::memory_order_relaxed);
     // NVSHMEM's ibgda_reserve_wqe_slots: wait until the ring has room for the whole reservation.
@@ -40,10 +66,7 @@ uint64_t GpuQp::reserve(uint32_t n) {
         uint16_t counter;
         uint8_t syndrome;
         const Cqe c = poll(counter, syndrome);
-        if (c == Cqe::Error) {
-            std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
-            std::abort();
-        }
+        abort_on_error(c, qpn, syndrome);
         if (c == Cqe::None) {
             std::this_thread::yield();
             continue;
@@ -73,31 +96,32 @@ void GpuQp::record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, 
     if (truth) truth->add({qpn, idx, opcode, opmod, bytes, raddr, rkey, imm, arg, signaled});
 }
 
+void GpuQp::write_rdma(uint64_t idx, uint8_t opcode, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                       uint32_t bytes, bool signaled) {
+    // ibgda_write_rdma_write_wqe / ibgda_write_rdma_read_wqe: ctrl + raddr + one data segment, ds = 3.
+    uint8_t* w = slot(idx);
+    store_raddr_segment(w + 16, raddr, rkey);
+    store_data_segment(w + 32, bytes, lkey, laddr);
+    write_ctrl(w, idx, opcode, 0, 3, signaled, 0);
+    record(idx, opcode, 0, bytes, raddr, rkey, 0, 0, signaled);
+}
+
 void GpuQp::write_rdma_write(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
                              uint32_t bytes, bool signaled) {
-    uint8_t* w = slot(idx);
-    uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
-    mlx5::store_be32(s, bytes);
-    mlx5::store_be32(s + 4, lkey);
-    mlx5::store_be64(s + 8, laddr);
-    store_segment(w + 32, s);
-    write_ctrl(w, idx, mlx5::op::RDMA_WRITE, 0, 3, signaled, 0);
-    record(idx, mlx5::op::RDMA_WRITE, 0, bytes, raddr, rkey, 0, 0, signaled);
+    write_rdma(idx, mlx5::op::RDMA_WRITE, laddr, lkey, raddr, rkey, bytes, signaled);
+}
+
+void GpuQp::write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                            uint32_t bytes, bool signaled) {
+    write_rdma(idx, mlx5::op::RDMA_READ, laddr, lkey, raddr, rkey, bytes, signaled);
 }
 
 void GpuQp::write_rdma_write_inline(uint64_t idx, uint32_t value, uint64_t raddr, uint32_t rkey, bool with_imm,
                                     uint32_t imm, bool signaled) {
     // DeepEP's ibgda_write_rdma_write_inl_wqe: 4 inline bytes, ds = 3, an immediate when asked for.
     uint8_t* w = slot(idx);
+    store_raddr_segment(w + 16, raddr, rkey);
     uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
     mlx5::store_be32(s, 4 | mlx5::kInlineSegFlag);
     std::memcpy(s + 4, &value, 4);
     store_segment(w + 32, s);
@@ -109,36 +133,13 @@ void GpuQp::write_rdma_write_inline(uint64_t idx, uint32_t value, uint64_t raddr
 void GpuQp::write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
                             bool signaled) {
     uint8_t* w = slot(idx);
+    store_raddr_segment(w + 16, raddr, rkey);
     uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
     mlx5::store_be64(s, add);
     store_segment(w + 32, s);
-    std::memset(s, 0, 16);
-    mlx5::store_be32(s, 8);
-    mlx5::store_be32(s + 4, lkey);
-    mlx5::store_be64(s + 8, laddr);
-    store_segment(w + 48, s);
+    store_data_segment(w + 48, 8, lkey, laddr);
     write_ctrl(w, idx, mlx5::op::ATOMIC_FA, 0, 4, signaled, 0);
     record(idx, mlx5::op::ATOMIC_FA, 0, 8, raddr, rkey, 0, add, signaled);
-}
-
-void GpuQp::write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
-                            uint32_t bytes, bool signaled) {
-    uint8_t* w = slot(idx);
-    uint8_t s[16] = {};
-    mlx5::store_be64(s, raddr);
-    mlx5::store_be32(s + 8, rkey);
-    store_segment(w + 16, s);
-    std::memset(s, 0, 16);
-    mlx5::store_be32(s, bytes);
-    mlx5::store_be32(s + 4, lkey);
-    mlx5::store_be64(s + 8, laddr);
-    store_segment(w + 32, s);
-    write_ctrl(w, idx, mlx5::op::RDMA_READ, 0, 3, signaled, 0);
-    record(idx, mlx5::op::RDMA_READ, 0, bytes, raddr, rkey, 0, 0, signaled);
 }
 
 void GpuQp::write_nop(uint64_t idx, bool signaled) {
@@ -158,8 +159,8 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
     // ibgda_post_send: doorbell record (release), then the doorbell -- the first 8 bytes of a ctrl segment.
     std::lock_guard lk(doorbell_mu_);
     const uint64_t pi = ready_head.load(std::memory_order_acquire);
-    const uint32_t cur = __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
-    if (static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
+    const uint32_t cur = dbr_less ? 0 : __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
+    if (!dbr_less && static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
         const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
         __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
     }
@@ -173,7 +174,8 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
 
 GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
     if (cq_ncqe != 0) {
-        // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index.
+        // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index
+        // (DOCA's poll_one_cq_at only reads).
         std::lock_guard lk(cq_mu_);
         for (;;) {
             auto* e = const_cast<uint8_t*>(cqe) + ((cq_ci_ & (cq_ncqe - 1)) << 6);
@@ -187,8 +189,9 @@ GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
             }
             last_counter_ = mlx5::load_be16(e + 60);
             any_completion_ = true;
-            __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
             ++cq_ci_;
+            if (!cq_invalidate) continue;
+            __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
             __atomic_store_n(cq_dbrec, __builtin_bswap32(static_cast<uint32_t>(cq_ci_ & 0xffffff)), __ATOMIC_RELEASE);
         }
         counter = last_counter_;
@@ -215,10 +218,7 @@ void GpuQp::quiet(uint64_t idx) {
         uint16_t counter;
         uint8_t syndrome;
         const Cqe c = poll(counter, syndrome);
-        if (c == Cqe::Error) {
-            std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
-            std::abort();
-        }
+        abort_on_error(c, qpn, syndrome);
         if (c == Cqe::Ok && static_cast<uint16_t>(counter - static_cast<uint16_t>(idx - 1)) < 0x8000) break;
         std::this_thread::yield();
     }

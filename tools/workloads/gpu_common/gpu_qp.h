@@ -2,7 +2,8 @@
 // (nvshmemi_ibgda_device_qp: ring, doorbell record, doorbell register, collapsed CQ, and the mvars counters
 // several GPU threads share), executed here by CPU threads standing in for GPU threads. Every WQE is written
 // with relaxed stores, published with release order in the doorbell record, then the doorbell rung with an
-// 8-byte store to the UAR register -- the same sequence ibgda_post_send performs.
+// 8-byte store to the UAR register -- the same sequence ibgda_post_send performs. A DBR-less QP (DOCA GPUNetIO's
+// GPU_SM_NO_DBR, NCCL GIN) skips the doorbell record: doca_gpu_dev_verbs_submit_db_no_dbr only rings.
 //
 // Everything a producer writes is also appended to a TruthLog, the ground truth the acceptance tests compare
 // the trace against.
@@ -53,13 +54,17 @@ struct GpuQp {
     uint8_t* wqe = nullptr;        // the send ring
     uint32_t nwqes = 0;            // WQEBBs, a power of two
     uint32_t* dbrec = nullptr;     // DBR[1]
-    uint64_t* bf = nullptr;        // the doorbell register in the UAR page
+    uint64_t* bf = nullptr;        // the doorbell register in the UAR page (DBR-less: UAR base + 0x600)
+    bool dbr_less = false;         // send_dbr_mode = NO_DBR: the doorbell record is never written
     const uint8_t* cqe = nullptr;  // the collapsed CQE, or the first CQE of a normal CQ ring
     TruthLog* truth = nullptr;
     // A normal CQ (rocSHMEM): ring of cq_ncqe CQEs walked by owner bit; consumed CQEs are invalidated and the
     // consumer index published in cq_dbrec[0]. cq_ncqe == 0: collapsed (NVSHMEM/DeepEP).
     uint32_t cq_ncqe = 0;
     uint32_t* cq_dbrec = nullptr;
+    // rocSHMEM hands consumed CQEs back as INVALID and publishes its consumer index; DOCA's poll_one_cq_at only
+    // reads (every WQE signalled, CQE i in slot i).
+    bool cq_invalidate = true;
     bool dbr_full_counter = false;  // rocSHMEM writes the whole 32-bit counter into the doorbell record
 
     // mvars: shared by the posting threads.
@@ -95,6 +100,8 @@ private:
     mutable bool any_completion_ = false;
     uint8_t* slot(uint64_t idx) const { return wqe + ((idx & (nwqes - 1)) << 6); }
     void write_ctrl(uint8_t* seg, uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t ds, bool signaled, uint32_t imm);
+    void write_rdma(uint64_t idx, uint8_t opcode, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                    uint32_t bytes, bool signaled);
     void record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, uint64_t raddr, uint32_t rkey, uint32_t imm,
                 uint64_t arg, bool signaled);
     std::mutex doorbell_mu_;  // the doorbell register is written by one thread at a time

@@ -38,6 +38,7 @@ IbgdaTransport::~IbgdaTransport() {
     for (auto* o : cq_objs_)
         if (o) mlx5dv_devx_obj_destroy(o);
     if (recv_cq_obj_) mlx5dv_devx_obj_destroy(recv_cq_obj_);
+    for (auto* u : qp_uars_) mlx5dv_devx_free_uar(u);
     if (uar_) mlx5dv_devx_free_uar(uar_);
     if (wq_umem_) mlx5dv_devx_umem_dereg(wq_umem_);
     if (dbr_umem_) mlx5dv_devx_umem_dereg(dbr_umem_);
@@ -51,8 +52,13 @@ IbgdaTransport::~IbgdaTransport() {
     std::free(heap_);
 }
 
+size_t IbgdaTransport::recv_cq_offset() const {
+    return round_up(static_cast<size_t>(npes_) * send_cq_bytes(), 4096);
+}
+
 bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32_t log_sq_size, size_t heap_bytes,
-                          std::string& error) {
+                          std::string& error, const QpFlavor& flavor) {
+    flavor_ = flavor;
     npes_ = npes;
     me_ = my_pe;
     log_sq_size_ = log_sq_size;
@@ -96,7 +102,7 @@ bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32
     // ibgda_nic_control_alloc + ibgda_mobject_nic_map: one UMEM per kind of buffer.
     wq_bytes_ = round_up(static_cast<size_t>(npes) * (size_t{1} << log_sq_size) * 64, kGpuPage);
     dbr_bytes_ = kGpuPage;
-    cq_bytes_ = round_up(static_cast<size_t>(npes) * 64 + 4096 + kRecvCqes * 64, kGpuPage);
+    cq_bytes_ = round_up(recv_cq_offset() + kRecvCqes * 64, kGpuPage);
     wq_buf_ = nic_alloc(wq_bytes_);
     dbr_buf_ = nic_alloc(dbr_bytes_);
     cq_buf_ = nic_alloc(cq_bytes_);
@@ -140,31 +146,40 @@ bool IbgdaTransport::create_qps(std::string& error) {
         return o;
     };
     // One normal CQ for the responder completions (RDMA WRITE with immediate), like NVSHMEM's recv CQ.
-    const uint64_t recv_cq_offset = round_up(size_t{static_cast<uint32_t>(npes_)} * 64, 4096);
     uint32_t recv_cqn = 0;
-    recv_cq_obj_ = create_cq(recv_cq_offset, size_t{2} * static_cast<size_t>(npes_) * 8, false, 10, recv_cqn);
+    recv_cq_obj_ = create_cq(recv_cq_offset(), size_t{2} * static_cast<size_t>(npes_) * 8, false, 10, recv_cqn);
     if (!recv_cq_obj_) return error = errno_text("CREATE_CQ (receive)"), false;
 
     const uint32_t nwqes = 1u << log_sq_size_;
     for (int pe = 0; pe < npes_; ++pe) {
         uint32_t cqn = 0;
-        mlx5dv_devx_obj* cq = create_cq(uint64_t{static_cast<uint32_t>(pe)} * 64, (npes_ + pe) * 8, true, 0, cqn);
+        const uint64_t cq_offset = uint64_t{static_cast<uint32_t>(pe)} * send_cq_bytes();
+        mlx5dv_devx_obj* cq = flavor_.cq_per_wqe ? create_cq(cq_offset, (npes_ + pe) * 8, false, log_sq_size_, cqn)
+                                                 : create_cq(cq_offset, (npes_ + pe) * 8, true, 0, cqn);
         if (!cq) return error = errno_text("CREATE_CQ"), false;
         cq_objs_.push_back(cq);
 
+        // DBR-less QPs get a doorbell page each: their doorbells are the only sign of a post (docs/softfabric.md).
+        mlx5dv_devx_uar* qp_uar = uar_;
+        if (flavor_.dbr_less) {
+            qp_uar = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
+            if (!qp_uar) return error = errno_text("mlx5dv_devx_alloc_uar (DBR-less QP)"), false;
+            qp_uars_.push_back(qp_uar);
+        }
         std::vector<uint8_t> in(kCmdBytes, 0);
         uint8_t out[16] = {};
         set(in, f::opcode, prm::cmd::CREATE_QP);
         set(in, f::qpc_st, prm::st::RC);
         set(in, f::qpc_pd, pdn_);
-        set(in, f::qpc_uar_page, uar_->page_id);
+        set(in, f::qpc_uar_page, qp_uar->page_id);
         set(in, f::qpc_rq_type, 3);  // zero-size RQ: receives come from the auto-stocked queue (fabric) / SRQ
         set(in, f::qpc_log_sq_size, log_sq_size_);
         set(in, f::qpc_ts_format, 1);
         set(in, f::qpc_user_index, static_cast<uint32_t>(pe));
         set(in, f::qpc_cqn_snd, cqn);
         set(in, f::qpc_cqn_rcv, recv_cqn);
-        set(in, f::qpc_dbr_umem_valid, 1);
+        set(in, f::qpc_send_dbr_mode, flavor_.dbr_less ? prm::kSendDbrModeNoDbr : 0);
+        set(in, f::qpc_dbr_umem_valid, 1);  // the receive side's record (DOCA sets it for DBR-less QPs too)
         set(in, f::qpc_dbr_umem_id, dbr_umem_->umem_id);
         set(in, f::qpc_dbr_addr, uint64_t{static_cast<uint32_t>(pe)} * 8);
         set(in, f::qp_wq_umem_id, wq_umem_->umem_id);
@@ -179,8 +194,15 @@ bool IbgdaTransport::create_qps(std::string& error) {
         g->wqe = wq_buf_ + size_t{static_cast<uint32_t>(pe)} * nwqes * 64;
         g->nwqes = nwqes;
         g->dbrec = reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{static_cast<uint32_t>(pe)} * 8 + 4);  // DBR[1]
-        g->bf = static_cast<uint64_t*>(uar_->reg_addr);
-        g->cqe = cq_buf_ + size_t{static_cast<uint32_t>(pe)} * 64;
+        g->dbr_less = flavor_.dbr_less;
+        // DOCA_VERBS_UAR_DBR_LESS_DB_OFFSET: producers of DBR-less QPs ring at UAR base + 0x600.
+        g->bf = flavor_.dbr_less ? reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(qp_uar->base_addr) + 0x600)
+                                 : static_cast<uint64_t*>(qp_uar->reg_addr);
+        g->cqe = cq_buf_ + cq_offset;
+        if (flavor_.cq_per_wqe) {
+            g->cq_ncqe = nwqes;
+            g->cq_invalidate = false;
+        }
         qps_.push_back(std::move(g));
     }
     return true;
@@ -246,7 +268,7 @@ void IbgdaTransport::set_truth(TruthLog* log) {
 
 std::vector<uint32_t> IbgdaTransport::drain_receive_completions() {
     std::vector<uint32_t> imms;
-    uint8_t* ring = cq_buf_ + round_up(size_t{static_cast<uint32_t>(npes_)} * 64, 4096);
+    uint8_t* ring = cq_buf_ + recv_cq_offset();
     for (;;) {
         uint8_t* cqe = ring + size_t{recv_cq_ci_ & (kRecvCqes - 1)} * 64;
         const uint8_t op_own = __atomic_load_n(cqe + 63, __ATOMIC_ACQUIRE);

@@ -26,6 +26,14 @@ struct PeInfo {
     uint32_t heap_rkey = 0;
 };
 
+// The kind of QP and send CQ: NVSHMEM/DeepEP's (doorbell record, collapsed CQ, the default) or DOCA GPUNetIO's
+// as NCCL GIN sets it up for GPU_SM_NO_DBR (send_dbr_mode = NO_DBR, the doorbell at UAR base + 0x600, a normal
+// send CQ as deep as the send queue, every WQE signalled).
+struct QpFlavor {
+    bool dbr_less = false;
+    bool cq_per_wqe = false;
+};
+
 class IbgdaTransport {
 public:
     IbgdaTransport() = default;
@@ -36,8 +44,8 @@ public:
     // Opens `device` (e.g. "sfab_0"), the PD, the heap (heap_bytes, zeroed) and the NIC buffers for npes QPs
     // of 2^log_sq_size WQEBBs. False with a message in `error`.
     bool open(const std::string& device, int npes, int my_pe, uint32_t log_sq_size, size_t heap_bytes,
-              std::string& error);
-    // Creates, per peer (including itself: a loopback QP), a collapsed CQ and an RC QP.
+              std::string& error, const QpFlavor& flavor = {});
+    // Creates, per peer (including itself: a loopback QP), a send CQ and an RC QP of the flavor given to open().
     bool create_qps(std::string& error);
     // Connects our QP for `pe` to the peer's QP for us.
     bool connect(int pe, const PeInfo& peer, std::string& error);
@@ -62,7 +70,11 @@ public:
 
 private:
     bool modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what);
+    // CQ buffer layout: per-QP send CQs first, then (page-aligned) the receive CQ.
+    size_t send_cq_bytes() const { return flavor_.cq_per_wqe ? (size_t{1} << log_sq_size_) * 64 : 64; }
+    size_t recv_cq_offset() const;
 
+    QpFlavor flavor_;
     int npes_ = 0, me_ = 0;
     uint32_t log_sq_size_ = 0;
     ibv_context* ctx_ = nullptr;
@@ -81,6 +93,7 @@ private:
     mlx5dv_devx_umem* dbr_umem_ = nullptr;
     mlx5dv_devx_umem* cq_umem_ = nullptr;
     mlx5dv_devx_uar* uar_ = nullptr;
+    std::vector<mlx5dv_devx_uar*> qp_uars_;  // DBR-less flavor: one doorbell page per QP
     std::vector<mlx5dv_devx_obj*> cq_objs_, qp_objs_;
     mlx5dv_devx_obj* recv_cq_obj_ = nullptr;
     uint32_t recv_cq_ci_ = 0;

@@ -22,9 +22,10 @@ namespace sigmatrace::workloads {
 
 // Opens the transport, creates the QPs and connects every PE to every PE (itself included, on a loopback QP).
 inline std::vector<PeInfo> connect_all(IbgdaTransport& t, const std::string& device, int npes, int me,
-                                       uint32_t log_sq_size, size_t heap_bytes) {
+                                       uint32_t log_sq_size, size_t heap_bytes, const QpFlavor& flavor = {}) {
     std::string err;
-    if (!t.open(device, npes, me, log_sq_size, heap_bytes, err) || !t.create_qps(err)) die("PE " + std::to_string(me) + ": " + err);
+    if (!t.open(device, npes, me, log_sq_size, heap_bytes, err, flavor) || !t.create_qps(err))
+        die("PE " + std::to_string(me) + ": " + err);
     PeInfo mine = t.local_info();
     std::vector<PeInfo> all(static_cast<size_t>(npes));
     MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);

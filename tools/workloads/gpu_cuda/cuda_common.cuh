@@ -14,6 +14,7 @@
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
+#include "gpu_common/workload_main.h"
 
 namespace sigmatrace::workloads::cuda {
 
@@ -36,6 +37,15 @@ struct DeviceQps {
     DeviceRecord* records = nullptr;       // npes x max_records
     size_t max_records = 0;
 };
+
+// False (MPI finalized, "SKIP" said once) when this machine has no CUDA device: the caller exits 77.
+inline bool have_cuda_device(int me) {
+    int ngpu = 0;
+    if (cudaGetDeviceCount(&ngpu) == cudaSuccess && ngpu > 0) return true;
+    if (me == 0) std::printf("SKIP: no CUDA device\n");
+    MPI_Finalize();
+    return false;
+}
 
 template <typename T> T* device_pointer(T* host) {
     void* d = nullptr;

@@ -94,26 +94,15 @@ __global__ void bfs_kernel(Args a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     int levels = 8, late = npes - 1, delay_ms = 20;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--levels" && i + 1 < argc) levels = std::stoi(argv[++i]);
-        else if (a == "--late" && i + 1 < argc) late = std::stoi(argv[++i]);
-        else if (a == "--delay-ms" && i + 1 < argc) delay_ms = std::stoi(argv[++i]);
-        else die("usage: gpu_bfs_levels_cuda [--device D] [--truth DIR] [--levels L] [--late PE] [--delay-ms D]");
-    }
-    int ngpu = 0;
-    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
-        if (me == 0) std::printf("SKIP: no CUDA device\n");
-        MPI_Finalize();
-        return 77;
-    }
+    const CommonOptions common = WorkloadOptions("gpu_bfs_levels_cuda")
+                                     .add("--levels", "L", levels)
+                                     .add("--late", "PE", late)
+                                     .add("--delay-ms", "D", delay_ms)
+                                     .parse(argc, argv);
+    if (!have_cuda_device(me)) return 77;
     const size_t n = static_cast<size_t>(npes);
     const uint64_t inbox = kChunk, barrier = inbox + 2 * n * kChunk, release = barrier + 64, release_src = release + 64,
                    fetch = release_src + 64;
@@ -171,7 +160,7 @@ int main(int argc, char** argv) {
     TruthLog truth;
     collect_truth(d, posted, truth);
     if (!common.truth_dir.empty()) {
-        if (!truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt")) die("Cannot write " + common.truth_dir);
+        write_truth(common, truth, me);
         if (me == 0) {
             FILE* f = std::fopen((common.truth_dir + "/barrier.txt").c_str(), "w");
             if (!f) die("Cannot write barrier.txt");
@@ -191,8 +180,5 @@ int main(int argc, char** argv) {
     }
     std::printf("gpu_bfs_levels_cuda PE %d: %d levels, %zu WQEs posted by the GPU; frontiers %s\n", me, levels,
                 truth.size(), bad ? "WRONG" : "correct");
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }

@@ -40,26 +40,15 @@ __global__ void put_kernel(gpu::DeviceQp* qps, DeviceRecord* records, size_t max
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     size_t iters = 16, threads = 32, bytes = 4096;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--iters" && i + 1 < argc) iters = std::stoul(argv[++i]);
-        else if (a == "--threads" && i + 1 < argc) threads = std::stoul(argv[++i]);
-        else if (a == "--bytes" && i + 1 < argc) bytes = std::stoul(argv[++i]);
-        else die("usage: gpu_ibgda_put_cuda [--device D] [--truth DIR] [--iters N] [--threads T] [--bytes B]");
-    }
-    int ngpu = 0;
-    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
-        if (me == 0) std::printf("SKIP: no CUDA device\n");
-        MPI_Finalize();
-        return 77;
-    }
+    const CommonOptions common = WorkloadOptions("gpu_ibgda_put_cuda")
+                                     .add("--iters", "N", iters)
+                                     .add("--threads", "T", threads)
+                                     .add("--bytes", "B", bytes)
+                                     .parse(argc, argv);
+    if (!have_cuda_device(me)) return 77;
     const size_t n = static_cast<size_t>(npes);
     const size_t recv_off = bytes, signal_off = recv_off + n * bytes, fetch_off = signal_off + n * 8;
     const size_t heap_bytes = fetch_off + threads * 8 + 64;
@@ -109,12 +98,8 @@ int main(int argc, char** argv) {
     }
     TruthLog truth;
     collect_truth(d, posted, truth);
-    if (!common.truth_dir.empty() && !truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt"))
-        die("Cannot write the ground truth into " + common.truth_dir);
+    write_truth(common, truth, me);
     std::printf("gpu_ibgda_put_cuda PE %d: %zu WQEs posted by the GPU on %d QPs; signals and data %s\n", me, truth.size(),
                 npes, bad ? "WRONG" : "correct");
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }

@@ -23,6 +23,7 @@
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
+#include "gpu_common/workload_main.h"
 
 using namespace sigmatrace::workloads;
 
@@ -46,22 +47,16 @@ uint32_t imm_of(int pe, size_t t, size_t i) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     size_t iters = 64, threads = 4, bytes = 4096;
     uint32_t log_sq = 10;  // NVSHMEM_QP_DEPTH default: 1024 WQEBBs
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--iters" && i + 1 < argc) iters = std::stoul(argv[++i]);
-        else if (a == "--threads" && i + 1 < argc) threads = std::stoul(argv[++i]);
-        else if (a == "--bytes" && i + 1 < argc) bytes = std::stoul(argv[++i]);
-        else if (a == "--log-sq" && i + 1 < argc) log_sq = static_cast<uint32_t>(std::stoul(argv[++i]));
-        else die("usage: gpu_ibgda_put [--device D] [--truth DIR] [--iters N] [--threads T] [--bytes B] [--log-sq L]");
-    }
+    const CommonOptions common = WorkloadOptions("gpu_ibgda_put")
+                                     .add("--iters", "N", iters)
+                                     .add("--threads", "T", threads)
+                                     .add("--bytes", "B", bytes)
+                                     .add("--log-sq", "L", log_sq)
+                                     .parse(argc, argv);
     const Layout lay{bytes, static_cast<size_t>(npes), threads};
     IbgdaTransport t;
     TruthLog truth;
@@ -134,12 +129,8 @@ int main(int argc, char** argv) {
                      expected.size());
         ++bad;
     }
-    if (!common.truth_dir.empty() && !truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt"))
-        die("Cannot write the ground truth into " + common.truth_dir);
+    write_truth(common, truth, me);
     std::printf("gpu_ibgda_put PE %d: %zu WQEs posted on %d QPs; signals, data and %zu immediates %s\n", me,
                 truth.size(), npes, imms.size(), bad ? "WRONG" : "correct");
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }

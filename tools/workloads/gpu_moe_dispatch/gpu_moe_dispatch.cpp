@@ -26,6 +26,7 @@
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
+#include "gpu_common/workload_main.h"
 
 using namespace sigmatrace::workloads;
 
@@ -38,22 +39,16 @@ uint8_t token_byte(size_t src, size_t token, size_t i) { return static_cast<uint
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     size_t tokens = 256, hidden = 1024, experts_per_pe = 4;
     double zipf = 1.2;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--tokens" && i + 1 < argc) tokens = std::stoul(argv[++i]);
-        else if (a == "--hidden" && i + 1 < argc) hidden = std::stoul(argv[++i]);
-        else if (a == "--experts-per-pe" && i + 1 < argc) experts_per_pe = std::stoul(argv[++i]);
-        else if (a == "--zipf" && i + 1 < argc) zipf = std::stod(argv[++i]);
-        else die("usage: gpu_moe_dispatch [--device D] [--truth DIR] [--tokens T] [--hidden H] [--experts-per-pe E] [--zipf S]");
-    }
+    const CommonOptions common = WorkloadOptions("gpu_moe_dispatch")
+                                     .add("--tokens", "T", tokens)
+                                     .add("--hidden", "H", hidden)
+                                     .add("--experts-per-pe", "E", experts_per_pe)
+                                     .add("--zipf", "S", zipf)
+                                     .parse(argc, argv);
     const size_t n = static_cast<size_t>(npes), experts = experts_per_pe * n;
 
     // Routing: the top-2 distinct experts of each token, from a Zipf popularity (seeded per PE: reproducible).
@@ -150,7 +145,7 @@ int main(int argc, char** argv) {
     std::vector<uint64_t> matrix(n * n);
     MPI_Gather(bytes_to.data(), npes, MPI_UINT64_T, matrix.data(), npes, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (!common.truth_dir.empty()) {
-        if (!truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt")) die("Cannot write " + common.truth_dir);
+        write_truth(common, truth, me);
         if (me == 0) {
             FILE* f = std::fopen((common.truth_dir + "/traffic.txt").c_str(), "w");
             if (!f) die("Cannot write " + common.truth_dir + "/traffic.txt");
@@ -173,8 +168,5 @@ int main(int argc, char** argv) {
     std::printf("gpu_moe_dispatch PE %d: sent %zu tokens (%zu WQEs), received %llu; tokens and counters %s\n", me,
                 [&] { size_t s = 0; for (auto& v : to) s += v.size(); return s; }(), truth.size(),
                 static_cast<unsigned long long>(recv_total), bad ? "WRONG" : "correct");
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }

@@ -23,6 +23,7 @@
 
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/mpi_boot.h"
+#include "gpu_common/workload_main.h"
 
 using namespace sigmatrace::workloads;
 
@@ -40,20 +41,14 @@ uint8_t pattern(size_t src, size_t i) { return static_cast<uint8_t>(src * 13 + i
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int me = 0, npes = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &npes);
-    CommonOptions common;
+    const PeIdentity id = start_pe(&argc, &argv);
+    const int me = id.me, npes = id.npes;
     size_t iters = 32, threads = 2, bytes = 2048;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (common_option(common, i, argc, argv)) continue;
-        if (a == "--iters" && i + 1 < argc) iters = std::stoul(argv[++i]);
-        else if (a == "--threads" && i + 1 < argc) threads = std::stoul(argv[++i]);
-        else if (a == "--bytes" && i + 1 < argc) bytes = std::stoul(argv[++i]);
-        else die("usage: gpu_rocshmem_verbs [--device D] [--truth DIR] [--iters N] [--threads T] [--bytes B]");
-    }
+    const CommonOptions common = WorkloadOptions("gpu_rocshmem_verbs")
+                                     .add("--iters", "N", iters)
+                                     .add("--threads", "T", threads)
+                                     .add("--bytes", "B", bytes)
+                                     .parse(argc, argv);
     if (npes > PeInfo::kMaxPes) die("too many PEs");
     const size_t n = static_cast<size_t>(npes);
     // Heap: [send chunk][recv slot per source][counter per source][read-back area per thread][fetch results]
@@ -198,8 +193,7 @@ int main(int argc, char** argv) {
                 break;
             }
     }
-    if (!common.truth_dir.empty() && !truth.write(common.truth_dir + "/truth-" + std::to_string(me) + ".txt"))
-        die("Cannot write the ground truth into " + common.truth_dir);
+    write_truth(common, truth, me);
     std::printf("gpu_rocshmem_verbs PE %d: %zu WQEs posted on %d QPs; counters and data %s\n", me, truth.size(), npes,
                 bad ? "WRONG" : "correct");
     for (size_t pe = 0; pe < n; ++pe) {
@@ -210,8 +204,5 @@ int main(int argc, char** argv) {
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
     if (list) ibv_free_device_list(list);
-    int all_bad = 0;
-    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return job_exit_status(bad);
 }

@@ -1,0 +1,42 @@
+// Memory readers for watcher tests: one that refuses everything, and one that tears a copy on demand.
+#pragma once
+
+#include <functional>
+#include <utility>
+
+#include "gpumem/memory_reader.h"
+
+namespace sigmatrace::gpumem::test {
+
+// A reader that refuses everything: GPU memory without a driver, or unmapped memory.
+class FailingReader final : public MemoryReader {
+public:
+    bool read(void*, uint64_t, size_t, MemType) override { return false; }
+    bool read_be32_acquire(uint64_t, MemType, uint32_t&) override { return false; }
+};
+
+// Copies the first 16 bytes of a ring read, lets a "writer" run, then copies the rest: a torn copy on demand.
+class InterferingReader final : public MemoryReader {
+public:
+    InterferingReader() = default;
+    explicit InterferingReader(std::function<void()> writer) : writer_(std::move(writer)) {}
+    // Tears the next read of 64 bytes or more with `writer`.
+    void arm(std::function<void()> writer) { writer_ = std::move(writer); }
+    bool read(void* dst, uint64_t addr, size_t len, MemType mem) override {
+        if (len < 64 || !writer_) return inner_.read(dst, addr, len, mem);
+        inner_.read(dst, addr, 16, mem);
+        auto w = std::move(writer_);
+        writer_ = nullptr;
+        w();
+        return inner_.read(static_cast<uint8_t*>(dst) + 16, addr + 16, len - 16, mem);
+    }
+    bool read_be32_acquire(uint64_t addr, MemType mem, uint32_t& v) override {
+        return inner_.read_be32_acquire(addr, mem, v);
+    }
+
+private:
+    ProcessMemoryReader inner_;
+    std::function<void()> writer_;
+};
+
+}  // namespace sigmatrace::gpumem::test
