@@ -1,5 +1,6 @@
 // Decode throughput of the WQE decoder on one core, and of a whole watcher sweep (doorbell read, ring copy,
-// decode, batch emission through a no-op trace callback). Results: docs/PERFORMANCE.md ("GPU watcher").
+// decode, batch emission through a no-op trace callback); the same for DBR-less queues read by index scanning
+// (two reads and a compare per WQE). Results: docs/PERFORMANCE.md ("GPU watcher").
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -93,6 +94,53 @@ void BM_IdleSweepPerQueue(benchmark::State& state) {
     set_trace_callback(nullptr, nullptr);
 }
 BENCHMARK(BM_IdleSweepPerQueue)->Arg(1)->Arg(256);
+
+// A DBR-less queue (index scanning): `batch` new WQEs, found by one sweep and committed by the next (two reads of
+// each WQE, a compare, decode, emission). Items are WQEs; the time covers both sweeps.
+void BM_ScanTwoSweeps(benchmark::State& state) {
+    const auto batch = static_cast<uint64_t>(state.range(0));
+    set_trace_callback(&ignore_event, nullptr);
+    test::FakeProducer prod(1024, 7);
+    QueueRegistry reg;
+    reg.add_send_queue(prod.dbr_less_queue());
+    ProcessMemoryReader mem;
+    WatcherConfig cfg;
+    cfg.guard_wqebbs = 0;
+    cfg.settle_ns = 0;
+    Watcher w(reg, mem, cfg);
+    w.sweep_once();
+    uint64_t decoded = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        fill_mix(prod, batch);
+        state.ResumeTiming();
+        w.sweep_once();
+        decoded += w.sweep_once();
+    }
+    if (decoded != batch * state.iterations()) state.SkipWithError("the scanner missed WQEs");
+    state.SetItemsProcessed(static_cast<int64_t>(decoded));
+    set_trace_callback(nullptr, nullptr);
+}
+BENCHMARK(BM_ScanTwoSweeps)->Arg(1)->Arg(32)->Arg(512);
+
+// Idle DBR-less queues: one 64-byte read of the next slot each.
+void BM_IdleScanPerQueue(benchmark::State& state) {
+    const auto queues = static_cast<size_t>(state.range(0));
+    set_trace_callback(&ignore_event, nullptr);
+    std::vector<std::unique_ptr<test::FakeProducer>> prods;
+    QueueRegistry reg;
+    for (size_t i = 0; i < queues; ++i) {
+        prods.push_back(std::make_unique<test::FakeProducer>(64, static_cast<uint32_t>(i + 1)));
+        reg.add_send_queue(prods.back()->dbr_less_queue(i + 1));
+    }
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, WatcherConfig{});
+    w.sweep_once();
+    for (auto _ : state) benchmark::DoNotOptimize(w.sweep_once());
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * queues));
+    set_trace_callback(nullptr, nullptr);
+}
+BENCHMARK(BM_IdleScanPerQueue)->Arg(1)->Arg(256);
 
 }  // namespace
 }  // namespace sigmatrace::gpumem

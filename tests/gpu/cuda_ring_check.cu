@@ -8,6 +8,9 @@
 //                   decoded WQE is exactly the one written at its index (the ordering of WQE stores, fence and
 //                   doorbell record as seen through copies from GPU memory)
 //   mapped-exact / mapped-overrun   the same with the ring in host memory mapped into the GPU (NVSHMEM hostmem)
+//   *-dbrless-*     the four above with a DBR-less queue (DOCA GPU_SM_NO_DBR: no doorbell record, read by index
+//                   scanning, src/gpumem/index_scanner.h): checks on hardware that real GPU stores never make the
+//                   two-read rule commit a torn WQE, and that loss is accounted exactly under overrun
 //
 // Prints one line per check: "CHECK <name> PASS|FAIL <details>". Exit 0 when all pass, 1 otherwise, 77 without a GPU.
 #include <cuda_runtime.h>
@@ -89,7 +92,7 @@ void report(const char* name, bool ok, const std::string& detail) {
 
 // One ring, one kernel, one watcher thread; returns true when the capture is consistent.
 void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int blocks, int threads, uint64_t per_thread,
-                unsigned spin_ns, bool expect_no_loss) {
+                unsigned spin_ns, bool expect_no_loss, bool dbr_less = false) {
     const size_t ring_bytes = size_t{wqebbs} * 64;
     uint8_t* ring_host = nullptr;  // what the watcher reads
     uint8_t* ring_dev = nullptr;   // what the kernel writes
@@ -121,8 +124,9 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
     q.ring_addr = reinterpret_cast<uint64_t>(ring_host);
     q.wqebbs = wqebbs;
     q.ring_mem = device_memory ? MemType::Device : MemType::HostMapped;
-    q.dbr_addr = reinterpret_cast<uint64_t>(dbr_host + 1);
+    q.dbr_addr = dbr_less ? 0 : reinterpret_cast<uint64_t>(dbr_host + 1);
     q.dbr_mem = q.ring_mem;
+    q.dbr_less = dbr_less;
     reg.add_send_queue(q);
     ProcessMemoryReader mem;
     WatcherConfig cfg;
@@ -137,7 +141,8 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
     set_trace_callback(&on_event, nullptr);
     if (!w.start()) return report(name, false, "cannot start the watcher thread");
 
-    gpu::DeviceQp dq{0x1234, ring_dev, wqebbs, dbr_dev + 1, nullptr, mvars, mvars + 1, reinterpret_cast<int*>(mvars + 2)};
+    gpu::DeviceQp dq{0x1234, ring_dev, wqebbs, dbr_less ? nullptr : dbr_dev + 1, nullptr, mvars, mvars + 1,
+                     reinterpret_cast<int*>(mvars + 2)};
     const auto t0 = std::chrono::steady_clock::now();
     post_kernel<<<blocks, threads>>>(dq, per_thread, spin_ns);
     CUDA_OK(cudaGetLastError());
@@ -210,5 +215,9 @@ int main() {
     ring_check("device-overrun", true, 256, 8, 32, 2000, 0, false);
     ring_check("mapped-exact", false, 4096, 1, 32, 64, 200'000, true);
     ring_check("mapped-overrun", false, 256, 8, 32, 2000, 0, false);
+    ring_check("device-dbrless-exact", true, 4096, 1, 32, 64, 200'000, true, true);
+    ring_check("device-dbrless-overrun", true, 256, 8, 32, 2000, 0, false, true);
+    ring_check("mapped-dbrless-exact", false, 4096, 1, 32, 64, 200'000, true, true);
+    ring_check("mapped-dbrless-overrun", false, 256, 8, 32, 2000, 0, false, true);
     return failures ? 1 : 0;
 }

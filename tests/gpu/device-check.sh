@@ -55,7 +55,8 @@ else
   ok=1
   for src in src/gpumem/wqe_decoder.cpp src/gpumem/prm_commands.cpp src/gpumem/queue_registry.cpp \
              src/gpumem/memory_reader.cpp src/gpumem/cuda_driver.cpp src/gpumem/memory_classifier.cpp \
-             src/gpumem/watcher_config.cpp src/gpumem/watcher.cpp src/provider/trace_callback.cpp; do
+             src/gpumem/watcher_config.cpp src/gpumem/index_scanner.cpp src/gpumem/watcher.cpp \
+             src/provider/trace_callback.cpp; do
     o=$work/$(basename "$src" .cpp).o
     if ! g++ -std=c++20 -O2 -DSIGMATRACE_TRACE_CALLBACK -I"$here/include" -I"$here/src" -c "$here/$src" -o "$o" \
          2>>"$work/build.log"; then ok=0; break; fi

@@ -12,7 +12,7 @@ struct DeviceQp {
     uint32_t qpn;
     uint8_t* wqe;                     // the send ring, as the GPU addresses it
     uint32_t nwqes;                   // WQEBBs, power of two
-    uint32_t* dbrec;                  // DBR[1]
+    uint32_t* dbrec;                  // DBR[1]; null for a DBR-less QP (DOCA's GPU_SM_NO_DBR: never written)
     unsigned long long* bf;           // doorbell register (may be null: no NIC to ring)
     unsigned long long* resv_head;    // mvars, in GPU memory
     unsigned long long* ready_head;
@@ -69,7 +69,7 @@ __device__ inline void submit(const DeviceQp& q, uint64_t base, uint32_t n) {
     }
     __threadfence_system();
     const unsigned long long head = atomicAdd(q.ready_head, 0ull);
-    *reinterpret_cast<volatile uint32_t*>(q.dbrec) = bswap32(static_cast<uint32_t>(head & 0xffff));
+    if (q.dbrec) *reinterpret_cast<volatile uint32_t*>(q.dbrec) = bswap32(static_cast<uint32_t>(head & 0xffff));
     __threadfence_system();
     if (q.bf)
         *reinterpret_cast<volatile unsigned long long*>(q.bf) =

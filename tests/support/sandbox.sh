@@ -66,7 +66,7 @@ if [[ $start_daemon == 1 ]]; then
 fi
 
 # The marker only tells this script it already entered its namespaces; a sandbox.sh that CMD runs (nested
-# tests) must make namespaces of its own. What CMD may test instead: SIGMATRACE_SANDBOXED=1 (never read here).
+# tests) must make namespaces of its own. Tests that need isolation check SIGMATRACE_SANDBOXED instead.
 unset SIGMATRACE_SANDBOX_INNER
 export SIGMATRACE_SANDBOXED=1
 set +e
