@@ -159,9 +159,11 @@ TEST_F(TraceTest, DesignedTrafficMatrixTwoRanksPerNodeThreeRails) {
 }
 
 TEST_F(TraceTest, BarrierWithALateRank) {
-    // Rank 1 enters each of 12 barriers 5 ms after the others (every rank aims at the same absolute times).
-    constexpr double kDelayNs = 5e6;
-    RECORD_OR_SKIP("b", "barrier --ranks 4 --epochs 12 --delay-rank 1 --delay-us 5000 --period-us 15000");
+    // Rank 1 enters each of 12 barriers 40 ms after the others (every rank aims at the same absolute times). The
+    // delay is large against the scheduling noise of a loaded 2-core CI machine (ctest -j2 beside fabric tests:
+    // single epochs off by up to 15 ms were seen), so the 10% rule on the median holds.
+    constexpr double kDelayNs = 40e6;
+    RECORD_OR_SKIP("b", "barrier --ranks 4 --epochs 12 --delay-rank 1 --delay-us 40000 --period-us 100000");
     const json doc = analyze("b");
     const json& b = doc["barriers"];
     SCOPED_TRACE("barriers: " + b.dump());  // the per-epoch samples explain a failure on a loaded machine
@@ -170,7 +172,7 @@ TEST_F(TraceTest, BarrierWithALateRank) {
     // Spread = the delay plus the scheduling noise of waking at an absolute time (measured: docs/analyzer.md).
     EXPECT_NEAR(p50, kDelayNs, 0.10 * kDelayNs);
     RecordProperty("spread_p50_minus_delay_ns", std::to_string(static_cast<int64_t>(p50 - kDelayNs)));
-    RecordProperty("spread_max_minus_delay_ns", std::to_string(b["spread_ns"]["max"].get<int64_t>() - 5000000));
+    RecordProperty("spread_max_minus_delay_ns", std::to_string(b["spread_ns"]["max"].get<int64_t>() - 40000000));
     ASSERT_FALSE(b["stragglers"].empty());
     EXPECT_EQ(b["stragglers"][0]["rank"], 1);
     // Last in every epoch but those where another rank was descheduled for longer than the delay (a loaded
