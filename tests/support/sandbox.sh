@@ -66,8 +66,9 @@ if [[ $start_daemon == 1 ]]; then
 fi
 
 # The marker only tells this script it already entered its namespaces; a sandbox.sh that CMD runs (nested
-# tests) must make namespaces of its own.
+# tests) must make namespaces of its own. Tests that need isolation check SIGMATRACE_SANDBOXED instead.
 unset SIGMATRACE_SANDBOX_INNER
+export SIGMATRACE_SANDBOXED=1
 set +e
 "$@"
 status=$?
