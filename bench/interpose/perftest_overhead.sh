@@ -12,7 +12,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:-$here/build}" && pwd)
 rounds=${2:-5}
-if [[ ${SIGMATRACE_SANDBOX_INNER:-0} != 1 ]]; then
+if [[ ${SIGMATRACE_SANDBOXED:-0} != 1 ]]; then
   exec "$here/tests/support/sandbox.sh" "$0" "$build" "$rounds"
 fi
 sigmatrace=$build/stage/bin/sigmatrace

@@ -93,6 +93,8 @@ Config parse_config(const char* (*get)(const char*), std::string* errors) {
         if (s == "1") c.debug = true;
         else if (s != "0") note(errors, "SIGMATRACE_DEBUG", s, "0 or 1");
     }
+    if (const char* v = get("SIGMATRACE_PROVIDER"); v != nullptr) c.provider_path = v;
+    if (const char* v = get("SIGMATRACE_RECORD_REPORT"); v != nullptr) c.record_report = v;
     return c;
 }
 

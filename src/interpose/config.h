@@ -39,6 +39,12 @@ struct Config {
     uint32_t redact = 0;
     uint32_t counters_interval_ms = 1000;
     bool debug = false;  // SIGMATRACE_DEBUG=1: say on stderr what gets wrapped
+    // SIGMATRACE_PROVIDER: the LTTng provider library to load on first RDMA use (empty: lib/sigmatrace/
+    // libsigmatrace-lttng.so beside libsigmatrace.so).
+    std::string provider_path;
+    // SIGMATRACE_RECORD_REPORT: set by `sigmatrace record`, the file each process that used RDMA appends one
+    // line to (traced or not, and why): see activation.cpp.
+    std::string record_report;
 };
 
 // Parses the SIGMATRACE_* variables through `get` (getenv in the library). Unknown values keep the default and

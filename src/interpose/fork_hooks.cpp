@@ -4,14 +4,16 @@
 // lttng-ust must be told about a fork (lttng_ust_before_fork / after_fork_parent / after_fork_child, the same
 // calls liblttng-ust-fork.so makes): without that the child keeps the parent's vpid context and its exit
 // handler can crash (machine-facts.md §2.4). Wrapping here means users preload one library, not two.
+// liblttng-ust is loaded only once the process used RDMA (activation.h): before that a fork is a plain fork
+// (the child loads its own provider if it ever uses RDMA), and the hooks are looked up, not linked.
 //
 // Not wrapped: vfork (its child may only exec or _exit, and exec reloads the preload), clone (thread-like
 // uses are not forks; process-like uses are rare in RDMA programs) and posix_spawn (always execs).
-#include <lttng/ust-fork.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include "interpose/activation.h"
 #include "interpose/elf_symbols.h"
 #include "interpose/export.h"
 #include "interpose/process_identity.h"
@@ -20,10 +22,13 @@ using namespace sigmatrace::interpose;
 
 namespace {
 
-// lttng-ust forks internally (a helper child that creates its wait shm, then _exits). Its hooks already
-// ignore that fork (they check lttng-ust's own nesting count); our child-side work must be skipped too.
-bool called_from_lttng_ust(const void* return_address) {
-    static const link_map* lttng = link_map_containing(reinterpret_cast<const void*>(&lttng_ust_before_fork));
+// lttng-ust forks internally (a helper child that creates its wait shm, then _exits), while it starts (on the
+// thread loading the provider) and later (on its listener threads). Its hooks already ignore that fork (they
+// check lttng-ust's own nesting count); our child-side work must be skipped too.
+bool called_from_lttng_ust(const LttngForkHooks* hooks, const void* return_address) {
+    if (activating_on_this_thread()) return true;
+    if (hooks == nullptr) return false;
+    static const link_map* lttng = link_map_containing(reinterpret_cast<const void*>(hooks->before_fork));
     return lttng != nullptr && link_map_containing(return_address) == lttng;
 }
 
@@ -40,18 +45,19 @@ ST_EXPORT pid_t fork(void) {
     static RealFunction<pid_t (*)()> real{"fork", nullptr, WrappedLibrary::libc};
     auto fn = real.get();
     if (fn == nullptr) return missing_real_errno<pid_t>("fork", nullptr, ENOSYS, -1);
-    if (called_from_lttng_ust(__builtin_return_address(0))) return fn();
+    const LttngForkHooks* hooks = lttng_fork_hooks();
+    if (hooks == nullptr || called_from_lttng_ust(hooks, __builtin_return_address(0))) return fn();
     sigset_t saved_mask;
     int saved_errno = errno;
-    lttng_ust_before_fork(&saved_mask);
+    hooks->before_fork(&saved_mask);
     errno = saved_errno;
     const pid_t pid = fn();
     saved_errno = errno;
     if (pid == 0) {
-        lttng_ust_after_fork_child(&saved_mask);
+        hooks->after_fork_child(&saved_mask);
         child_identifies_itself();
     } else {
-        lttng_ust_after_fork_parent(&saved_mask);
+        hooks->after_fork_parent(&saved_mask);
     }
     errno = saved_errno;
     return pid;
@@ -61,18 +67,20 @@ ST_EXPORT int daemon(int nochdir, int noclose) {
     static RealFunction<int (*)(int, int)> real{"daemon", nullptr, WrappedLibrary::libc};
     auto fn = real.get();
     if (fn == nullptr) return missing_real_errno<int>("daemon", nullptr, ENOSYS, -1);
+    const LttngForkHooks* hooks = lttng_fork_hooks();
+    if (hooks == nullptr) return fn(nochdir, noclose);
     sigset_t saved_mask;
     int saved_errno = errno;
-    lttng_ust_before_fork(&saved_mask);
+    hooks->before_fork(&saved_mask);
     errno = saved_errno;
     // daemon() returns only in the grandchild (success) or in the caller (failure).
     const int ret = fn(nochdir, noclose);
     saved_errno = errno;
     if (ret == 0) {
-        lttng_ust_after_fork_child(&saved_mask);
+        hooks->after_fork_child(&saved_mask);
         child_identifies_itself();
     } else {
-        lttng_ust_after_fork_parent(&saved_mask);
+        hooks->after_fork_parent(&saved_mask);
     }
     errno = saved_errno;
     return ret;

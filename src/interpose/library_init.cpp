@@ -1,14 +1,15 @@
 // libsigmatrace.so start-up and shutdown.
 //
-// The LTTng probe object is linked first (src/interpose/CMakeLists.txt), so by the time this constructor runs
-// the provider is registered and lttng-ust has already waited for the session daemon's registration
-// (LTTNG_UST_REGISTER_TIMEOUT): process_info emitted here reaches an active session.
+// Start-up reads the configuration and installs the provider loader; it does not start tracing: that waits
+// for the process's first RDMA use (activation.h), so launchers, shells and other processes that never touch
+// verbs never load liblttng-ust.
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "interpose/activation.h"
 #include "interpose/config.h"
 #include "interpose/counters_emitter.h"
 #include "interpose/object_state.h"
@@ -33,6 +34,7 @@ void after_fork_parent() {
 void after_fork_child() {
     Registry::instance().mutex().unlock();
     counters_after_fork_child();
+    activation_after_fork_child();
     reset_process_info_after_fork();
 }
 
@@ -44,7 +46,7 @@ __attribute__((constructor)) void sigmatrace_library_init() {
         (void)ignored;
     }
     pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
-    emit_process_info_once();
+    install_lttng_provider_loader();
 }
 
 __attribute__((destructor)) void sigmatrace_library_fini() {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "interpose/activation.h"
 #include "interpose/config.h"
 #include "interpose/context_ops.h"
 #include "interpose/counters_emitter.h"
@@ -204,7 +205,7 @@ QpState* register_qp_locked(ibv_context* ctx, ibv_qp* qp) {
 // ------------------------------------------------------------------ contexts
 
 void on_context_opened(ibv_context* ctx, OpenVia via) {
-    emit_process_info_once();
+    activate_tracing();
     if (ctx == nullptr || tracing_off()) return;
     {
         std::lock_guard<std::mutex> lock(Registry::instance().mutex());
@@ -215,6 +216,7 @@ void on_context_opened(ibv_context* ctx, OpenVia via) {
 
 void ensure_context_known(ibv_context* ctx) {
     if (ctx == nullptr || tracing_off()) return;
+    activate_tracing();
     {
         std::lock_guard<std::mutex> lock(Registry::instance().mutex());
         if (!adopt_context_locked(ctx)) return;
@@ -238,7 +240,7 @@ void on_context_closed(ibv_context* ctx, int ret) {
 // ------------------------------------------------------------------ queue pairs
 
 void on_qp_created(ibv_context* ctx, ibv_qp* qp, const ibv_qp_init_attr* attr, CreateKind kind, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ensure_context_known(ctx);
     if (qp != nullptr) {
@@ -249,7 +251,7 @@ void on_qp_created(ibv_context* ctx, ibv_qp* qp, const ibv_qp_init_attr* attr, C
 }
 
 void on_qp_created_ex(ibv_context* ctx, ibv_qp* qp, const ibv_qp_init_attr_ex* attr, CreateKind kind, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ensure_context_known(ctx);
     if (qp != nullptr) {
@@ -335,7 +337,7 @@ int destroy_qp(ibv_qp* qp, int (*real)(ibv_qp*)) {
 // ------------------------------------------------------------------ completion queues
 
 void on_cq_created(ibv_context* ctx, ibv_cq* cq, int cqe, ibv_comp_channel* channel, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ensure_context_known(ctx);
     st_cq_create_rec r{};
@@ -349,7 +351,7 @@ void on_cq_created(ibv_context* ctx, ibv_cq* cq, int cqe, ibv_comp_channel* chan
 }
 
 void on_cq_ex_created(ibv_context* ctx, ibv_cq_ex* cq, const ibv_cq_init_attr_ex* attr, CreateKind kind, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ensure_context_known(ctx);
     if (cq != nullptr) {
@@ -390,7 +392,7 @@ int destroy_cq(ibv_cq* cq, int (*real)(ibv_cq*)) {
 // ------------------------------------------------------------------ SRQ, MR, AH, events
 
 void on_srq_created(ibv_context* ctx, ibv_srq* srq, uint32_t max_wr, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ensure_context_known(ctx);
     st_srq_create_rec r{};
@@ -411,7 +413,7 @@ void on_srq_destroyed(ibv_srq* srq, int ret) {
 
 void on_mr_registered(ibv_pd* pd, ibv_mr* mr, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access,
                       MrKind kind, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ibv_context* ctx = pd != nullptr ? pd->context : nullptr;
     ensure_context_known(ctx);
@@ -438,7 +440,7 @@ void on_mr_deregistered(ibv_mr* mr, int ret) {
 }
 
 void on_ah_created(ibv_pd* pd, ibv_ah* ah, const ibv_ah_attr* attr, int err) {
-    emit_process_info_once();
+    activate_tracing();
     if (tracing_off()) return;
     ibv_context* ctx = pd != nullptr ? pd->context : nullptr;
     ensure_context_known(ctx);

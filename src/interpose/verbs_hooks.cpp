@@ -11,6 +11,7 @@
 
 #include <cerrno>
 
+#include "interpose/activation.h"
 #include "interpose/export.h"
 #include "interpose/hook_scope.h"
 #include "interpose/lifecycle.h"
@@ -43,6 +44,20 @@ ibv_context* context_of(ibv_pd* pd) {
 }  // namespace
 
 // ------------------------------------------------------------------ devices
+
+// Listing devices is the first thing an RDMA program does: tracing starts here (activation.h), so that the
+// provider's registration with the session daemon happens before the program opens anything.
+ST_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+    auto real = ST_REAL_IBVERBS(ibv_get_device_list, "IBVERBS_1.1");
+    if (real == nullptr) return missing_real_errno<ibv_device**>("ibv_get_device_list", "IBVERBS_1.1", ENOSYS);
+    HookScope scope;
+    ibv_device** list = real(num_devices);
+    if (scope.outermost()) {
+        KeepErrno keep;
+        activate_tracing();
+    }
+    return list;
+}
 
 ST_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     auto real = ST_REAL_IBVERBS(ibv_open_device, "IBVERBS_1.1");

@@ -40,9 +40,13 @@ TEST_F(EnvTest, EveryKnobIsParsed) {
              {"SIGMATRACE_EVENTS", "send, poll"},
              {"SIGMATRACE_REDACT", "keys"},
              {"SIGMATRACE_COUNTERS_INTERVAL_MS", "250"},
-             {"SIGMATRACE_DEBUG", "1"}};
+             {"SIGMATRACE_DEBUG", "1"},
+             {"SIGMATRACE_PROVIDER", "/opt/p.so"},
+             {"SIGMATRACE_RECORD_REPORT", "/tmp/r/processes"}};
     std::string errors;
     const interpose::Config c = parse_config(&fake_getenv, &errors);
+    EXPECT_EQ(c.provider_path, "/opt/p.so");
+    EXPECT_EQ(c.record_report, "/tmp/r/processes");
     EXPECT_EQ(c.mode, interpose::Mode::counters);
     EXPECT_EQ(c.categories, static_cast<uint32_t>(interpose::kCategorySend | interpose::kCategoryPoll));
     EXPECT_EQ(c.redact, static_cast<uint32_t>(interpose::kRedactKeys));

@@ -1,9 +1,12 @@
 // `sigmatrace record`: its command line and the environment it gives the recorded command.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "record/process_report.h"
 #include "record/record_options.h"
 #include "record/traced_environment.h"
 
@@ -113,6 +116,48 @@ TEST(TracedEnvironment, ModeBlockingAndOpenMpiForwarding) {
                           "SIGMATRACE_REDACT"})
         EXPECT_NE(list.find(v), std::string::npos) << v << " not forwarded: " << list;
     EXPECT_EQ(list.find("LTTNG_HOME"), std::string::npos) << "a private LTTNG_HOME exists on this node only";
+    EXPECT_EQ(value(env, "SIGMATRACE_RECORD_REPORT"), "<unset>");
+}
+
+TEST(TracedEnvironment, TheReportFileIsThisRecordingsOwn) {
+    TraceSetup s;
+    s.preload_library = "/p/lib/libsigmatrace.so";
+    s.sanitizer_runtime = "";
+    s.report_file = "/tmp/sigmatrace-record.abc/processes";
+    const Environment env = traced_environment({"SIGMATRACE_RECORD_REPORT=/tmp/outer/processes"}, s);
+    EXPECT_EQ(value(env, "SIGMATRACE_RECORD_REPORT"), "/tmp/sigmatrace-record.abc/processes");
+    EXPECT_NE(value(env, "OMPI_MCA_mca_base_env_list").find("SIGMATRACE_RECORD_REPORT"), std::string::npos);
+}
+
+TEST(ProcessReport, CountsTracedAndListsTheOthers) {
+    const ProcessReport r = parse_process_report(
+        "traced pid=10 comm=ib_write_bw\n"
+        "not-traced pid=11 comm=ib_write_bw reason=provider: dlopen(/x.so): gone\n"
+        "traced pid=12 comm=ib_write_bw\n"
+        "some future line\n"
+        "not-traced pid=13 comm=a.out reason=no recording session reached this process");
+    EXPECT_EQ(r.traced, 2);
+    ASSERT_EQ(r.not_traced.size(), 2u);
+    EXPECT_EQ(r.not_traced[0], "pid=11 comm=ib_write_bw reason=provider: dlopen(/x.so): gone");
+    EXPECT_EQ(r.not_traced[1], "pid=13 comm=a.out reason=no recording session reached this process");
+    EXPECT_EQ(parse_process_report("").traced, 0);
+}
+
+TEST(ProcessReport, TheFileIsCreatedEmptyWritableAndRemoved) {
+    std::string dir;
+    {
+        const ReportFile f;
+        ASSERT_TRUE(f.error().empty()) << f.error();
+        ASSERT_FALSE(f.path().empty());
+        dir = f.path().substr(0, f.path().rfind('/'));
+        EXPECT_EQ(f.read().traced, 0);
+        {
+            std::ofstream out(f.path(), std::ios::app);
+            out << "traced pid=1 comm=x\n";
+        }
+        EXPECT_EQ(f.read().traced, 1);
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir)) << "removed with the recording";
 }
 
 }  // namespace

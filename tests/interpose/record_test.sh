@@ -11,12 +11,34 @@ fail() { echo "FAILED: $*"; status=1; }
 user_daemon=0
 lttng list >/dev/null 2>&1 && user_daemon=1
 
-# 1. The command's exit status, the report, a readable trace with the command's process_info.
-"$sigmatrace" record -o "$work/t1" -- sh -c 'exit 5' 2>"$work/t1.err"; rc=$?
+# 1. The command's exit status, the report, a readable trace with the process_info of the process that used
+#    RDMA (ibv_devinfo on the software fabric) and of no other (the shell, the `sigmatrace fabric` front end:
+#    tracing starts at a process's first RDMA use).
+"$sigmatrace" record -o "$work/t1" -- sh -c "\"$sigmatrace\" fabric -- ibv_devinfo >/dev/null; exit 5" 2>"$work/t1.err"; rc=$?
 [[ $rc == 5 ]] || fail "exit status $rc, expected 5"
 grep -q "sigmatrace record: trace: $work/t1" "$work/t1.err" || fail "no trace path in: $(cat "$work/t1.err")"
 grep -q "sigmatrace record: discarded events: 0" "$work/t1.err" || fail "no discarded count in: $(cat "$work/t1.err")"
-babeltrace2 "$work/t1" 2>/dev/null | grep -q 'sigmatrace:process_info.*procname = "sh"' || fail "no process_info of sh in the trace"
+grep -q "sigmatrace record: traced processes: 1$" "$work/t1.err" || fail "not 1 traced process: $(cat "$work/t1.err")"
+infos=$(babeltrace2 "$work/t1" 2>/dev/null | grep 'sigmatrace:process_info')
+grep -q 'procname = "ibv_devinfo"' <<<"$infos" || fail "no process_info of ibv_devinfo in the trace"
+[[ $(grep -c . <<<"$infos") == 1 ]] || fail "processes without RDMA are in the trace: $infos"
+
+# 1b. A command that never uses RDMA: an empty trace, said plainly, and the command's status.
+"$sigmatrace" record -o "$work/t1b" -- sh -c 'exit 3' 2>"$work/t1b.err"; rc=$?
+[[ $rc == 3 ]] || fail "exit status $rc, expected 3"
+grep -q "note: the trace is empty: no process of the command used RDMA" "$work/t1b.err" \
+  || fail "no note about the empty trace: $(cat "$work/t1b.err")"
+grep -q "error" "$work/t1b.err" && fail "an error reported for a command without RDMA: $(cat "$work/t1b.err")"
+
+# 1c. A process that uses RDMA but cannot be traced (its provider library cannot be loaded) is reported by
+#     record, and says so itself; the command still runs and keeps its status.
+SIGMATRACE_PROVIDER=/nonexistent/libsigmatrace-lttng.so \
+  "$sigmatrace" record -o "$work/t1c" -- "$sigmatrace" fabric -- ibv_devinfo >/dev/null 2>"$work/t1c.err"; rc=$?
+[[ $rc == 0 ]] || fail "untraceable ibv_devinfo: status $rc, expected 0"
+grep -q "a process used RDMA but is NOT in the trace: pid=[0-9]* comm=ibv_devinfo reason=provider: dlopen(/nonexistent/libsigmatrace-lttng.so)" "$work/t1c.err" \
+  || fail "record did not report the untraced process: $(cat "$work/t1c.err")"
+grep -q "sigmatrace: cannot load the LTTng provider" "$work/t1c.err" \
+  || fail "the process did not say it is not traced: $(cat "$work/t1c.err")"
 
 # 2. Killed by a signal: 128 + signal, like a shell.
 "$sigmatrace" record -o "$work/t2" -- sh -c 'kill -TERM $$' 2>/dev/null; rc=$?
@@ -39,7 +61,8 @@ grep -q "not an empty directory" "$work/t4.err" || fail "no reason given: $(cat 
 "$sigmatrace" record --help | grep -q "usage: sigmatrace record" || fail "--help prints no usage"
 
 # 6. Counters mode reaches the traced processes.
-"$sigmatrace" record --mode counters -o "$work/t6" -- /bin/true 2>/dev/null || fail "--mode counters run failed"
+"$sigmatrace" record --mode counters -o "$work/t6" -- "$sigmatrace" fabric -- ibv_devinfo >/dev/null 2>&1 \
+  || fail "--mode counters run failed"
 babeltrace2 "$work/t6" 2>/dev/null | grep -q 'process_info.*mode = 1' || fail "process_info does not say counters mode"
 
 # 7. With a daemon already running (sandbox --lttng), record uses it and leaves no session behind.
@@ -57,13 +80,14 @@ if command -v lttng-relayd >/dev/null; then
     awk '$4 == "0A" && substr($2, length($2) - 4) == ":14DF" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 && break
     sleep 0.05
   done
-  "$sigmatrace" record --relay net://localhost -- /bin/true 2>"$work/t8.err" || fail "--relay run failed: $(cat "$work/t8.err")"
+  "$sigmatrace" record --relay net://localhost -- "$sigmatrace" fabric -- ibv_devinfo >/dev/null 2>"$work/t8.err" \
+    || fail "--relay run failed: $(cat "$work/t8.err")"
   grep -q "trace sent to the relay at net://localhost" "$work/t8.err" || fail "no relay report: $(cat "$work/t8.err")"
   kill "$relayd"
   wait "$relayd" 2>/dev/null
   meta=$(find "$work/relay" -name metadata | head -1)
-  [[ -n $meta ]] && babeltrace2 "$(dirname "$meta")" 2>/dev/null | grep -q 'process_info.*procname = "true"' \
-    || fail "the relay received no trace of /bin/true"
+  [[ -n $meta ]] && babeltrace2 "$(dirname "$meta")" 2>/dev/null | grep -q 'process_info.*procname = "ibv_devinfo"' \
+    || fail "the relay received no trace of ibv_devinfo"
 fi
 [[ $status == 0 ]] && echo "all checks passed (user daemon: $user_daemon)"
 exit $status

@@ -21,6 +21,7 @@
 
 #include "common/install_layout.h"
 #include "record/lttng_control.h"
+#include "record/process_report.h"
 #include "record/record_options.h"
 #include "record/subprocess.h"
 #include "record/traced_environment.h"
@@ -107,6 +108,11 @@ int cmd_record(Args args) {
         error(daemon_error + "; the command was not run");
         return kUsageError;
     }
+    // Where traced processes say whether their events reach the session (process_report.h).
+    const ReportFile report_file;
+    if (!report_file.error().empty())
+        fmt::print(stderr, "sigmatrace record: warning: {}; processes that cannot be traced will not be listed\n",
+                   report_file.error());
     int status = 0;
     bool traced_something = true;
     std::optional<RecordingSession::Loss> loss;
@@ -126,6 +132,7 @@ int cmd_record(Args args) {
         setup.preload_library = library.string();
         setup.mode = opt.mode;
         setup.blocking = opt.blocking;
+        setup.report_file = report_file.path();
         const Environment env = traced_environment(current_environment(), setup);
         std::string spawn_error;
         status = run_foreground(opt.command, env, &spawn_error);
@@ -152,9 +159,18 @@ int cmd_record(Args args) {
     } else {
         error(loss_error);
     }
-    if (!traced_something)
-        error("no traced process registered with the session daemon: the trace is empty. Is the command "
-              "dynamically linked, and can " + library.string() + " be preloaded (ld.so prints why not)?");
+    // Tracing starts in a process at its first RDMA use: processes that never touch RDMA are not in the trace.
+    const ProcessReport report = report_file.read();
+    if (!report_file.path().empty()) fmt::print(stderr, "sigmatrace record: traced processes: {}\n", report.traced);
+    for (const std::string& p : report.not_traced) error("a process used RDMA but is NOT in the trace: " + p);
+    if (!traced_something && report.traced > 0)
+        error(std::to_string(report.traced) + " process(es) started tracing, but the trace is empty");
+    else if (!traced_something && report.not_traced.empty())
+        fmt::print(stderr,
+                   "sigmatrace record: note: the trace is empty: no process of the command used RDMA through the "
+                   "tracer (a statically linked program, or one {} cannot be preloaded into, is not seen: ld.so "
+                   "prints why)\n",
+                   library.string());
     return status;
 }
 

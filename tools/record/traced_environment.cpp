@@ -58,6 +58,7 @@ Environment traced_environment(Environment env, const TraceSetup& setup) {
         forwarded.push_back("LTTNG_UST_ALLOW_BLOCKING");
     }
     if (!setup.mode.empty()) set_variable(env, "SIGMATRACE_MODE", setup.mode);
+    if (!setup.report_file.empty()) set_variable(env, "SIGMATRACE_RECORD_REPORT", setup.report_file);
     for (const auto& e : env) {
         if (e.rfind("SIGMATRACE_", 0) != 0) continue;
         const std::string name = e.substr(0, e.find('='));

@@ -21,6 +21,7 @@ struct TraceSetup {
     std::string sanitizer_runtime = kSanitizerRuntime;
     std::string mode;             // SIGMATRACE_MODE to force ("" keeps the caller's)
     bool blocking = false;        // LTTNG_UST_ALLOW_BLOCKING=1 (the channel has an infinite blocking timeout)
+    std::string report_file;      // SIGMATRACE_RECORD_REPORT ("" leaves it unset): see process_report.h
 };
 
 // How long a starting process waits for its registration with the session daemon before it runs on, in ms.
@@ -40,6 +41,8 @@ inline constexpr const char* kRegisterTimeoutMs = "30000";
 //                              time and their events are not recorded
 //   LTTNG_UST_ALLOW_BLOCKING   1 with --blocking
 //   SIGMATRACE_MODE            the --mode value, when given
+//   SIGMATRACE_RECORD_REPORT   the report file, when given (always this recording's: a nested record
+//                              replaces its parent's for its own command)
 //   OMPI_MCA_mca_base_env_list the variables above (and every SIGMATRACE_*) appended, so that Open MPI's
 //                              mpirun forwards them to ranks it starts on other nodes without the user's -x
 //                              (local ranks inherit the environment anyway)

@@ -10,6 +10,7 @@
 
 #include "gpumem/gpumem_runtime.h"
 #include "gpumem/init_obj_observer.h"
+#include "interpose/activation.h"
 #include "interpose/export.h"
 #include "interpose/hook_scope.h"
 
@@ -21,9 +22,11 @@ namespace {
 
 uint64_t u64(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
-// Runs `observe` with errno preserved.
+// Runs `observe` with errno preserved. A DevX or init_obj set-up call is RDMA use: tracing starts here if
+// nothing started it before (interpose/activation.h).
 template <typename F> void observe(F&& f) {
     const int saved = errno;
+    sigmatrace::interpose::activate_tracing();
     f(GpuMemRuntime::instance().observer());
     errno = saved;
 }

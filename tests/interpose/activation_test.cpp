@@ -1,0 +1,154 @@
+// When tracing starts: at the first set-up hook, through the loader libsigmatrace.so installs (here a fake one),
+// once per process, with process_info after the load; what `sigmatrace record` is told.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "interpose/activation.h"
+#include "support/shim_fixture.h"
+
+namespace sigmatrace::testing {
+namespace {
+
+std::atomic<int> g_loads{0};
+std::atomic<int> g_events_seen_during_load{-1};
+EventCapture* g_capture = nullptr;
+
+interpose::ProviderLoad slow_successful_loader() {
+    g_loads.fetch_add(1);
+    g_events_seen_during_load.store(static_cast<int>(g_capture->total()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // as a registration with a daemon would
+    return {true, {}};
+}
+
+interpose::ProviderLoad failing_loader() {
+    g_loads.fetch_add(1);
+    return {false, "dlopen(/x/libsigmatrace-lttng.so): no such file"};
+}
+
+class ActivationTest : public ShimTest {
+protected:
+    void SetUp() override {
+        ShimTest::SetUp();
+        interpose::reset_activation_for_testing();
+        g_loads = 0;
+        g_events_seen_during_load = -1;
+        g_capture = capture_.get();
+    }
+    void TearDown() override {
+        interpose::reset_activation_for_testing();
+        g_capture = nullptr;
+        ShimTest::TearDown();
+    }
+};
+
+TEST_F(ActivationTest, NothingLoadsBeforeTheFirstRdmaUse) {
+    interpose::set_provider_loader(&slow_successful_loader);
+    EXPECT_FALSE(interpose::tracing_activated());
+    EXPECT_EQ(g_loads.load(), 0);
+    EXPECT_TRUE(events().process_info.empty()) << "no identity before RDMA use";
+}
+
+TEST_F(ActivationTest, FirstSetUpHookLoadsOnceThenIdentifies) {
+    interpose::set_provider_loader(&slow_successful_loader);
+    FakeDevice dev("fake_0");
+    open(dev);
+    EXPECT_TRUE(interpose::tracing_activated());
+    EXPECT_EQ(g_loads.load(), 1);
+    EXPECT_EQ(g_events_seen_during_load.load(), 0) << "nothing is emitted before the provider is loaded";
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.process_info.size(), 1u);
+    ASSERT_GE(ev.order.size(), 2u);
+    EXPECT_EQ(ev.order[0], EventId::process_info) << "identity first, then the device";
+    EXPECT_EQ(ev.device_open.size(), 1u);
+    FakeCq* cq = dev.make_cq(16);
+    create_qp(dev, cq, cq);
+    interpose::activate_tracing();
+    EXPECT_EQ(g_loads.load(), 1) << "loaded once per process";
+    EXPECT_EQ(events().process_info.size(), 1u);
+}
+
+TEST_F(ActivationTest, ConcurrentFirstUsesWaitForTheOneLoad) {
+    interpose::set_provider_loader(&slow_successful_loader);
+    std::vector<std::thread> threads;
+    std::atomic<int> done_before_load{0};
+    for (int i = 0; i < 4; ++i)
+        threads.emplace_back([&] {
+            interpose::activate_tracing();
+            // Whoever returns must find the provider loaded (the loader ran to completion).
+            if (g_loads.load() != 1 || !interpose::tracing_activated()) done_before_load.fetch_add(1);
+        });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(g_loads.load(), 1);
+    EXPECT_EQ(done_before_load.load(), 0);
+    EXPECT_EQ(events().process_info.size(), 1u);
+}
+
+TEST_F(ActivationTest, ModeOffLoadsNothing) {
+    interpose::Config c;
+    c.mode = interpose::Mode::off;
+    interpose::set_config(c);
+    interpose::set_provider_loader(&slow_successful_loader);
+    interpose::activate_tracing();
+    EXPECT_EQ(g_loads.load(), 0);
+    EXPECT_TRUE(events().process_info.empty());
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+TEST_F(ActivationTest, RecordIsToldWhetherTheProcessIsTraced) {
+    char dir[] = "/tmp/activation-test.XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string report = std::string(dir) + "/processes";
+    std::ofstream(report).close();
+    interpose::Config c;
+    c.record_report = report;
+    interpose::set_config(c);
+
+    // Loaded, and the (callback) session has the events enabled: traced.
+    interpose::set_provider_loader(&slow_successful_loader);
+    interpose::activate_tracing();
+    const std::string me = "pid=" + std::to_string(getpid()) + " comm=";
+    EXPECT_EQ(slurp(report).rfind("traced " + me, 0), 0u) << slurp(report);
+
+    // The provider cannot be loaded: not traced, and why.
+    interpose::reset_activation_for_testing();
+    std::ofstream(report, std::ios::trunc).close();
+    interpose::set_provider_loader(&failing_loader);
+    ::testing::internal::CaptureStderr();
+    interpose::activate_tracing();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("cannot load the LTTng provider: dlopen(/x/libsigmatrace-lttng.so): no such file"),
+              std::string::npos) << err;
+    EXPECT_NE(err.find("is NOT traced"), std::string::npos) << err;
+    const std::string text = slurp(report);
+    EXPECT_EQ(text.rfind("not-traced " + me, 0), 0u) << text;
+    EXPECT_NE(text.find("reason=provider: dlopen(/x/libsigmatrace-lttng.so): no such file\n"), std::string::npos) << text;
+
+    // Loaded, but no session enabled the events (registration did not complete): not traced.
+    interpose::reset_activation_for_testing();
+    std::ofstream(report, std::ios::trunc).close();
+    capture_.reset();  // the callback backend: no callback = events disabled
+    g_capture = nullptr;
+    interpose::set_provider_loader([]() -> interpose::ProviderLoad { return {true, {}}; });
+    interpose::activate_tracing();
+    EXPECT_NE(slurp(report).find("reason=no recording session reached this process"), std::string::npos)
+        << slurp(report);
+    std::remove(report.c_str());
+    rmdir(dir);
+}
+
+}  // namespace
+}  // namespace sigmatrace::testing
