@@ -56,7 +56,12 @@ struct RecvRing {
         auto* base = reinterpret_cast<unsigned char*>(this + 1);
         return reinterpret_cast<RecvEntry*>(base + (index & (capacity - 1)) * stride);
     }
-    uint64_t size() const { return tail.load(std::memory_order_acquire) - head.load(std::memory_order_acquire); }
+    // head first: head only grows and never passes tail, so a tail read after it is >= it (the other order can
+    // see peers consume past a stale tail and underflow).
+    uint64_t size() const {
+        const uint64_t h = head.load(std::memory_order_acquire);
+        return tail.load(std::memory_order_acquire) - h;
+    }
 
     // Peer side: takes the oldest entry into `out` (which must hold max_sge SGEs). False when empty.
     bool consume(RecvEntry* out) {
@@ -98,15 +103,23 @@ struct SharedCq {
     static uint64_t bytes_for(uint32_t capacity) { return sizeof(SharedCq) + uint64_t{capacity} * sizeof(CqeSlot); }
     CqeSlot* slot(uint64_t index) { return reinterpret_cast<CqeSlot*>(this + 1) + (index & (capacity - 1)); }
 
+    // Whether a producer that read `tail_seen` and then `head_seen` must call the CQ full. The tail it read may be
+    // older than the head: other producers pushed and the owner consumed after it read it. Then tail - head
+    // underflows, which must not read as "full" (it did: a spurious CQ overrun under load that failed
+    // ibv_srq_pingpong); the CAS in push() fails on such a stale tail and refreshes it.
+    static bool full(uint64_t tail_seen, uint64_t head_seen, uint32_t capacity) {
+        return tail_seen >= head_seen && tail_seen - head_seen >= capacity;
+    }
     // Producer side. Returns false (and sets overflow) when the CQ is full.
     bool push(const ibv_wc& wc, uint64_t timestamp_ns) {
-        uint64_t t = tail.load(std::memory_order_relaxed);
-        do {
-            if (t - head.load(std::memory_order_acquire) >= capacity) {
+        uint64_t t = tail.load(std::memory_order_acquire);
+        for (;;) {
+            if (full(t, head.load(std::memory_order_acquire), capacity)) {
                 overflow.store(1, std::memory_order_release);
                 return false;
             }
-        } while (!tail.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel));
+            if (tail.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) break;
+        }
         CqeSlot* s = slot(t);
         s->wc = wc;
         s->timestamp_ns = timestamp_ns;
