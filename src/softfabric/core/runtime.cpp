@@ -238,23 +238,33 @@ void Runtime::remove_event_cq(SharedCq* cq) {
     event_cqs_.erase(std::remove(event_cqs_.begin(), event_cqs_.end(), cq), event_cqs_.end());
 }
 
+namespace {
+
+// When the engine thread must next look at `qp`. While an application thread progresses the QP (it posted or
+// polled within kAppWindowNs) and nobody waits on its CQs through a channel, the application will execute what
+// falls due: the engine leaves it alone until that window ends rather than compete with it for the CPU and the
+// send-queue lock. Waking at each operation's due time instead (a few us after every post) woke the engine
+// twice per ib_send_lat iteration, and each wake preempted the busy-polling thread pinned to the same CPU:
+// 7.8 us instead of 2.2 us per message, in long streaks.
+uint64_t engine_due(const engine::QueuePair& qp, uint64_t now) {
+    const uint64_t due = qp.next_due();
+    if (due == kNever || qp.waited_on()) return due;
+    const uint64_t app_until = qp.app_progress_ns() + engine::kAppWindowNs;
+    return app_until > now ? std::max(due, app_until) : due;
+}
+
+}  // namespace
+
 void Runtime::engine_pass(uint64_t now, uint64_t& next) {
     std::lock_guard lock(registry_mutex_);
     for (SharedCq* cq : event_cqs_)
         if (cq->event_pending.exchange(0, std::memory_order_acq_rel)) signal_channel(cq);
     for (engine::QueuePair* qp : qps_) {
         if (qp->handle_flush_request()) next = std::min(next, now + kMinEngineSleepNs);
-        uint64_t due = qp->next_due();
+        uint64_t due = engine_due(*qp, now);
         if (due <= now) {
-            uint64_t app_until = qp->app_progress_ns() + engine::kAppWindowNs;
-            if (app_until > now && !qp->waited_on()) {
-                // An application thread progresses this QP (it posted or polled just now): leave it alone
-                // rather than compete with it for the CPU and the send-queue lock.
-                due = app_until;
-            } else {
-                std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
-                due = sq.owns_lock() ? qp->progress(now) : now + kMinEngineSleepNs;
-            }
+            std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
+            due = sq.owns_lock() ? qp->progress(now) : now + kMinEngineSleepNs;
         }
         next = std::min(next, due);
     }
@@ -274,7 +284,7 @@ void Runtime::engine_main() {
         {
             // A post that raced with the pass saw the engine awake and did not wake it: look again.
             std::lock_guard lock(registry_mutex_);
-            for (engine::QueuePair* qp : qps_) next = std::min(next, qp->next_due());
+            for (engine::QueuePair* qp : qps_) next = std::min(next, engine_due(*qp, now));
         }
         if (stopping_.load()) break;
         if (next == kNever) {
