@@ -51,58 +51,20 @@ BENCHMARK(BM_DecodeWqe)->Arg(1024);
 
 void ignore_event(EventId, const void*, void*) {}
 
-// One sweep that finds `batch` new WQEs: doorbell read, copy, guard check, decode, gpu_wqe emission.
-void BM_WatcherSweep(benchmark::State& state) {
+// A queue read through its doorbell record, or a DBR-less one read by index scanning (two reads of each WQE
+// and a compare: a WQE found by one sweep is committed by the next).
+SendQueue queue_of(const test::FakeProducer& prod, bool dbr_less, uint64_t key) {
+    return dbr_less ? prod.dbr_less_queue(key) : prod.queue(key);
+}
+
+// Sweeps that find `batch` new WQEs: doorbell read (or slot scan), copy, guard check, decode, gpu_wqe emission.
+// Items are WQEs; with `dbr_less` the time covers the two sweeps a WQE needs.
+void BM_WatcherSweep(benchmark::State& state, bool dbr_less) {
     const auto batch = static_cast<uint64_t>(state.range(0));
     set_trace_callback(&ignore_event, nullptr);
     test::FakeProducer prod(1024, 7);
     QueueRegistry reg;
-    reg.add_send_queue(prod.queue());
-    ProcessMemoryReader mem;
-    WatcherConfig cfg;
-    cfg.guard_wqebbs = 0;
-    Watcher w(reg, mem, cfg);
-    w.sweep_once();
-    uint64_t decoded = 0;
-    for (auto _ : state) {
-        state.PauseTiming();
-        fill_mix(prod, batch);
-        state.ResumeTiming();
-        decoded += w.sweep_once();
-    }
-    if (decoded != batch * state.iterations()) state.SkipWithError("the watcher missed WQEs");
-    state.SetItemsProcessed(static_cast<int64_t>(decoded));
-    set_trace_callback(nullptr, nullptr);
-}
-BENCHMARK(BM_WatcherSweep)->Arg(1)->Arg(32)->Arg(512);
-
-// A sweep over many idle queues: the cost of watching QPs that post nothing (one doorbell read each).
-void BM_IdleSweepPerQueue(benchmark::State& state) {
-    const auto queues = static_cast<size_t>(state.range(0));
-    set_trace_callback(&ignore_event, nullptr);
-    std::vector<std::unique_ptr<test::FakeProducer>> prods;
-    QueueRegistry reg;
-    for (size_t i = 0; i < queues; ++i) {
-        prods.push_back(std::make_unique<test::FakeProducer>(64, static_cast<uint32_t>(i)));
-        reg.add_send_queue(prods.back()->queue(i + 1));
-    }
-    ProcessMemoryReader mem;
-    Watcher w(reg, mem, WatcherConfig{});
-    w.sweep_once();
-    for (auto _ : state) benchmark::DoNotOptimize(w.sweep_once());
-    state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * queues));
-    set_trace_callback(nullptr, nullptr);
-}
-BENCHMARK(BM_IdleSweepPerQueue)->Arg(1)->Arg(256);
-
-// A DBR-less queue (index scanning): `batch` new WQEs, found by one sweep and committed by the next (two reads of
-// each WQE, a compare, decode, emission). Items are WQEs; the time covers both sweeps.
-void BM_ScanTwoSweeps(benchmark::State& state) {
-    const auto batch = static_cast<uint64_t>(state.range(0));
-    set_trace_callback(&ignore_event, nullptr);
-    test::FakeProducer prod(1024, 7);
-    QueueRegistry reg;
-    reg.add_send_queue(prod.dbr_less_queue());
+    reg.add_send_queue(queue_of(prod, dbr_less, 1));
     ProcessMemoryReader mem;
     WatcherConfig cfg;
     cfg.guard_wqebbs = 0;
@@ -114,24 +76,26 @@ void BM_ScanTwoSweeps(benchmark::State& state) {
         state.PauseTiming();
         fill_mix(prod, batch);
         state.ResumeTiming();
-        w.sweep_once();
+        if (dbr_less) w.sweep_once();
         decoded += w.sweep_once();
     }
-    if (decoded != batch * state.iterations()) state.SkipWithError("the scanner missed WQEs");
+    if (decoded != batch * state.iterations()) state.SkipWithError("the watcher missed WQEs");
     state.SetItemsProcessed(static_cast<int64_t>(decoded));
     set_trace_callback(nullptr, nullptr);
 }
-BENCHMARK(BM_ScanTwoSweeps)->Arg(1)->Arg(32)->Arg(512);
+BENCHMARK_CAPTURE(BM_WatcherSweep, doorbell, false)->Arg(1)->Arg(32)->Arg(512);
+BENCHMARK_CAPTURE(BM_WatcherSweep, dbr_less, true)->Arg(1)->Arg(32)->Arg(512);
 
-// Idle DBR-less queues: one 64-byte read of the next slot each.
-void BM_IdleScanPerQueue(benchmark::State& state) {
+// A sweep over many idle queues: the cost of watching QPs that post nothing (one doorbell read each, or one
+// 64-byte read of the next slot for DBR-less queues).
+void BM_IdleSweepPerQueue(benchmark::State& state, bool dbr_less) {
     const auto queues = static_cast<size_t>(state.range(0));
     set_trace_callback(&ignore_event, nullptr);
     std::vector<std::unique_ptr<test::FakeProducer>> prods;
     QueueRegistry reg;
     for (size_t i = 0; i < queues; ++i) {
         prods.push_back(std::make_unique<test::FakeProducer>(64, static_cast<uint32_t>(i + 1)));
-        reg.add_send_queue(prods.back()->dbr_less_queue(i + 1));
+        reg.add_send_queue(queue_of(*prods.back(), dbr_less, i + 1));
     }
     ProcessMemoryReader mem;
     Watcher w(reg, mem, WatcherConfig{});
@@ -140,7 +104,8 @@ void BM_IdleScanPerQueue(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * queues));
     set_trace_callback(nullptr, nullptr);
 }
-BENCHMARK(BM_IdleScanPerQueue)->Arg(1)->Arg(256);
+BENCHMARK_CAPTURE(BM_IdleSweepPerQueue, doorbell, false)->Arg(1)->Arg(256);
+BENCHMARK_CAPTURE(BM_IdleSweepPerQueue, dbr_less, true)->Arg(1)->Arg(256);
 
 }  // namespace
 }  // namespace sigmatrace::gpumem
