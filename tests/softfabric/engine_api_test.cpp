@@ -169,5 +169,82 @@ TEST_F(EngineApi, WriteAndSendThroughTheEngineWithoutVerbs) {
     release_block(r, rcq_block);
 }
 
+// An application thread that posts and polls in a loop (what ibv_post_send and ibv_poll_cq do) progresses its QP
+// itself: the engine thread must stay out of its way, looking once per application window (200 us) at most,
+// not at every operation's due time (it did: a wake every few us preempted busy-polling threads pinned to its
+// CPU; docs/PERFORMANCE.md, "Software fabric"). The bound is relative to the elapsed time, so a slow machine
+// does not fail it: one pass per 100 us is twice what the window allows; the old engine made one per ~50 us
+// here (its shortest sleep is 20 us): 98-186 passes in 6-10 ms, against 8-30 now.
+TEST_F(EngineApi, EngineLeavesAQpItsApplicationProgressesAlone) {
+    Runtime& r = rt();
+    uint64_t pd = r.new_pd_id();
+    engine::QueuePairConfig a_cfg;
+    a_cfg.type = IBV_QPT_RC;
+    a_cfg.nic = {0, 0};
+    a_cfg.pd_id = pd;
+    a_cfg.sq_depth = 16;
+    a_cfg.max_inline = 64;
+    engine::QueuePairConfig b_cfg = a_cfg;
+    b_cfg.nic = {0, 1};
+    engine::QueuePair a(r, a_cfg), b(r, b_cfg);
+    RecordingSink sink;
+    a.set_completion_sink(&sink);
+    std::vector<unsigned char> dst(64);
+    uint32_t rkey = register_memory(r, pd, dst.data(), dst.size(), reinterpret_cast<uint64_t>(dst.data()),
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(rkey, 0u);
+    a.transport().dest_nic = b.nic();
+    a.transport().dest_qpn = b.qpn();
+    b.transport().dest_nic = a.nic();
+    b.transport().dest_qpn = a.qpn();
+    for (engine::QueuePair* q : {&a, &b}) {
+        q->shared().access_flags = IBV_ACCESS_REMOTE_WRITE;
+        q->set_state(IBV_QPS_RTS);
+    }
+
+    // Two operations in flight at all times, so that something is always due a few us ahead.
+    constexpr uint64_t kOps = 5000;
+    const uint64_t passes_before = r.engine_passes();
+    const uint64_t t0 = now_ns();
+    uint64_t posted = 0, completed = 0;
+    while (completed < kOps) {
+        while (posted < kOps && posted - completed < 2) {
+            std::lock_guard lock(a.sq_lock());  // ibv_post_send
+            const uint64_t now = now_ns();
+            a.note_app_progress(now);
+            engine::Wqe* w = a.reserve();
+            ASSERT_NE(w, nullptr);
+            w->id = posted;
+            w->opcode = engine::Opcode::RdmaWrite;
+            w->flags = engine::kSignaled | engine::kInline;
+            std::memcpy(w->inline_data(a.config().max_send_sge), &posted, sizeof posted);
+            w->inline_length = sizeof posted;
+            w->remote_addr = reinterpret_cast<uint64_t>(dst.data());
+            w->rkey = rkey;
+            a.commit(now);
+            a.progress(now);
+            ++posted;
+        }
+        const uint64_t now = now_ns();  // ibv_poll_cq
+        a.note_app_progress(now);
+        if (a.next_due() <= now) {
+            std::unique_lock sq(a.sq_lock(), std::try_to_lock);
+            if (sq.owns_lock()) a.progress(now);
+        }
+        std::lock_guard lock(sink.mutex);
+        completed = sink.got.size();
+    }
+    const uint64_t elapsed_ns = now_ns() - t0;
+    const uint64_t passes = r.engine_passes() - passes_before;
+    {
+        std::lock_guard lock(sink.mutex);
+        ASSERT_EQ(sink.got.size(), kOps);
+        EXPECT_EQ(sink.got.back().id, kOps - 1);
+        EXPECT_EQ(sink.got.back().status, IBV_WC_SUCCESS);
+    }
+    EXPECT_LE(passes, elapsed_ns / 100'000 + 5) << kOps << " operations in " << elapsed_ns / 1000 << " us";
+    deregister_memory(r, rkey);
+}
+
 }  // namespace
 }  // namespace softfabric

@@ -277,6 +277,7 @@ void Runtime::engine_main() {
     while (!stopping_.load(std::memory_order_acquire)) {
         uint32_t seq = wake.load(std::memory_order_acquire);
         engine_sleep_until_.store(0, std::memory_order_seq_cst);
+        engine_passes_.fetch_add(1, std::memory_order_relaxed);
         uint64_t now = now_ns();
         uint64_t next = kNever;
         engine_pass(now, next);

@@ -54,6 +54,8 @@ public:
     // Local work becomes due at `due_ns`: wake the engine thread if it would not look in time. `urgent`: no
     // application thread will progress it (the application waits for a completion event).
     void kick(uint64_t due_ns, bool urgent);
+    // How many times the engine thread has walked its QPs (tests: it must not compete with application threads).
+    uint64_t engine_passes() const { return engine_passes_.load(std::memory_order_relaxed); }
 
     // Registries the engine thread walks.
     void add_qp(engine::QueuePair* qp);
@@ -96,6 +98,7 @@ private:
 
     std::atomic<bool> stopping_{false};
     std::atomic<uint64_t> engine_sleep_until_{0};
+    std::atomic<uint64_t> engine_passes_{0};
     std::thread engine_;
 };
 
