@@ -47,6 +47,30 @@ protected:
     static inline std::string name = "engine-api-" + std::to_string(getpid());
     static void TearDownTestSuite() { shm_unlink(Fabric::shm_name(name).c_str()); }
     static Runtime& rt() { return Runtime::attach(name, 0); }
+
+    // An RC QP on rail `rail` of node 0.
+    static engine::QueuePairConfig rc_config(uint64_t pd, uint32_t rail) {
+        engine::QueuePairConfig cfg;
+        cfg.type = IBV_QPT_RC;
+        cfg.nic = {0, rail};
+        cfg.pd_id = pd;
+        cfg.sq_depth = 16;
+        cfg.max_inline = 64;
+        return cfg;
+    }
+    // Connects a -> b and b -> a, accepting remote writes, and moves both to RTS (what modify_qp does for verbs
+    // QPs).
+    static void connect(engine::QueuePair& a, engine::QueuePair& b) {
+        a.transport().dest_nic = b.nic();
+        a.transport().dest_qpn = b.qpn();
+        b.transport().dest_nic = a.nic();
+        b.transport().dest_qpn = a.qpn();
+        for (engine::QueuePair* q : {&a, &b}) {
+            q->shared().access_flags = IBV_ACCESS_REMOTE_WRITE;
+            q->shared().min_rnr_timer = 1;  // 10 us (the IB encoding's 0 would be 655 ms)
+            q->set_state(IBV_QPS_RTS);
+        }
+    }
 };
 
 TEST_F(EngineApi, WriteAndSendThroughTheEngineWithoutVerbs) {
@@ -56,12 +80,7 @@ TEST_F(EngineApi, WriteAndSendThroughTheEngineWithoutVerbs) {
     ASSERT_NE(rcq_block.offset, 0u);
     SharedCq* rcq = r.arena().at<SharedCq>(rcq_block.offset);
 
-    engine::QueuePairConfig a_cfg;
-    a_cfg.type = IBV_QPT_RC;
-    a_cfg.nic = {0, 0};
-    a_cfg.pd_id = pd;
-    a_cfg.sq_depth = 16;
-    a_cfg.max_inline = 64;
+    engine::QueuePairConfig a_cfg = rc_config(pd, 0);
     a_cfg.rq_depth = 4;
     a_cfg.recv_cq_offset = rcq_block.offset;
     engine::QueuePairConfig b_cfg = a_cfg;
@@ -79,16 +98,7 @@ TEST_F(EngineApi, WriteAndSendThroughTheEngineWithoutVerbs) {
     ASSERT_NE(lkey, 0u);
     ASSERT_NE(rkey, 0u);
 
-    // Connect a -> b and b -> a (what modify_qp does for verbs QPs).
-    a.transport().dest_nic = b.nic();
-    a.transport().dest_qpn = b.qpn();
-    b.transport().dest_nic = a.nic();
-    b.transport().dest_qpn = a.qpn();
-    for (engine::QueuePair* q : {&a, &b}) {
-        q->shared().access_flags = IBV_ACCESS_REMOTE_WRITE;
-        q->shared().min_rnr_timer = 1;  // 10 us (the IB encoding's 0 would be 655 ms)
-        q->set_state(IBV_QPS_RTS);
-    }
+    connect(a, b);
 
     {
         std::lock_guard lock(a.sq_lock());
@@ -178,29 +188,14 @@ TEST_F(EngineApi, WriteAndSendThroughTheEngineWithoutVerbs) {
 TEST_F(EngineApi, EngineLeavesAQpItsApplicationProgressesAlone) {
     Runtime& r = rt();
     uint64_t pd = r.new_pd_id();
-    engine::QueuePairConfig a_cfg;
-    a_cfg.type = IBV_QPT_RC;
-    a_cfg.nic = {0, 0};
-    a_cfg.pd_id = pd;
-    a_cfg.sq_depth = 16;
-    a_cfg.max_inline = 64;
-    engine::QueuePairConfig b_cfg = a_cfg;
-    b_cfg.nic = {0, 1};
-    engine::QueuePair a(r, a_cfg), b(r, b_cfg);
+    engine::QueuePair a(r, rc_config(pd, 0)), b(r, rc_config(pd, 1));
     RecordingSink sink;
     a.set_completion_sink(&sink);
     std::vector<unsigned char> dst(64);
     uint32_t rkey = register_memory(r, pd, dst.data(), dst.size(), reinterpret_cast<uint64_t>(dst.data()),
                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ASSERT_NE(rkey, 0u);
-    a.transport().dest_nic = b.nic();
-    a.transport().dest_qpn = b.qpn();
-    b.transport().dest_nic = a.nic();
-    b.transport().dest_qpn = a.qpn();
-    for (engine::QueuePair* q : {&a, &b}) {
-        q->shared().access_flags = IBV_ACCESS_REMOTE_WRITE;
-        q->set_state(IBV_QPS_RTS);
-    }
+    connect(a, b);
 
     // Two operations in flight at all times, so that something is always due a few us ahead.
     constexpr uint64_t kOps = 5000;
