@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "interpose/config.h"
+#include "interpose/wr_fields.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose {
@@ -21,35 +22,6 @@ public:
 private:
     int saved_;
 };
-
-// Index of `bad` in the chain starting at `first`, -1 when absent (or when the call succeeded).
-template <typename Wr> int32_t index_in_chain(const Wr* first, const Wr* bad) noexcept {
-    if (bad == nullptr) return -1;
-    int32_t i = 0;
-    for (const Wr* w = first; w != nullptr; w = w->next, ++i)
-        if (w == bad) return i;
-    return -1;
-}
-
-template <typename Wr> int32_t bad_index_of(const Wr* first, int ret, Wr* const* bad_wr) noexcept {
-    return (ret != 0 && bad_wr != nullptr) ? index_in_chain<Wr>(first, *bad_wr) : -1;
-}
-
-uint32_t sge_bytes(const ibv_sge* sg, int n) noexcept {
-    uint32_t sum = 0;
-    for (int i = 0; i < n; ++i) sum += sg[i].length;
-    return sum;
-}
-
-bool is_rdma(ibv_wr_opcode op) noexcept {
-    return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
-}
-bool is_atomic(ibv_wr_opcode op) noexcept {
-    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-bool has_imm(ibv_wr_opcode op) noexcept {
-    return op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_IMM;
-}
 
 // Out-of-line emitters: each expands the (large) tracepoint body once.
 __attribute__((noinline)) void emit(const st_post_send_rec* r) noexcept { ST_TRACE_EMIT(post_send, r); }
@@ -148,19 +120,9 @@ void trace_post_send(ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* co
         b.send_flags[n] = w->send_flags;
         b.num_sge[n] = static_cast<uint16_t>(w->num_sge);
         b.bytes[n] = sge_bytes(w->sg_list, w->num_sge);
-        uint64_t raddr = 0;
-        uint32_t rkey = 0;
-        if (!ud && is_rdma(w->opcode)) {
-            raddr = w->wr.rdma.remote_addr;
-            rkey = w->wr.rdma.rkey;
-        } else if (!ud && is_atomic(w->opcode)) {
-            raddr = w->wr.atomic.remote_addr;
-            rkey = w->wr.atomic.rkey;
-        } else if (w->opcode == IBV_WR_SEND_WITH_INV || w->opcode == IBV_WR_LOCAL_INV) {
-            rkey = w->invalidate_rkey;
-        }
-        b.raddr[n] = (redact & kRedactAddresses) ? 0 : raddr;
-        b.rkey[n] = (redact & kRedactKeys) ? 0 : rkey;
+        const RemoteTarget target = remote_target(*w, ud);
+        b.raddr[n] = (redact & kRedactAddresses) ? 0 : target.raddr;
+        b.rkey[n] = (redact & kRedactKeys) ? 0 : target.rkey;
         b.imm[n] = has_imm(w->opcode) ? w->imm_data : 0;
         b.remote_qpn[n] = ud ? w->wr.ud.remote_qpn : 0;
         b.ah[n] = ud ? reinterpret_cast<uint64_t>(w->wr.ud.ah) : 0;

@@ -90,6 +90,7 @@ void emit_process_info_once() noexcept {
     r.redact = config().redact;
     r.hostname = id.hostname.c_str();
     r.job_id = id.job_id.c_str();
+    r.defer_us = (config().mode == Mode::ops && config().defer) ? config().defer_max_age_us : 0;
     ST_TRACE_EMIT(process_info, &r);
     g_emitted.store(true, std::memory_order_release);
     errno = saved;
