@@ -29,6 +29,9 @@ __attribute__((noinline)) void emit(const st_post_recv_rec* r) noexcept { ST_TRA
 __attribute__((noinline)) void emit(const st_post_srq_recv_rec* r) noexcept { ST_TRACE_EMIT(post_srq_recv, r); }
 __attribute__((noinline)) void emit(const st_poll_cq_rec* r) noexcept { ST_TRACE_EMIT(poll_cq, r); }
 
+// Immediate emission: every element's `ts` is 0 (the event's own timestamp is the capture time).
+constexpr uint64_t kNoCaptureTime[kBatch] = {};
+
 // Sequence storage for one post_send event.
 struct SendBatch {
     uint64_t wr_id[kBatch];
@@ -43,6 +46,7 @@ struct SendBatch {
     uint64_t ah[kBatch];
 
     void attach(st_post_send_rec& r) const noexcept {
+        r.ts = kNoCaptureTime;
         r.wr_id = wr_id;
         r.opcode = opcode;
         r.send_flags = send_flags;
@@ -68,6 +72,7 @@ void trace_recv_chain(Handle* handle, uint32_t qp_num, const ibv_recv_wr* wr, in
     ErrnoKeeper keep;
     RecvBatch b;
     Rec r{};
+    r.ts = kNoCaptureTime;
     if constexpr (requires { r.qp; }) {
         r.qp = reinterpret_cast<uint64_t>(handle);
         r.qp_num = qp_num;
@@ -192,6 +197,7 @@ void trace_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
     r.cq = reinterpret_cast<uint64_t>(cq);
     r.ret = ret;
     r.api = kApiPollCq;
+    r.ts = kNoCaptureTime;
     r.wr_id = b.wr_id;
     r.status = b.status;
     r.opcode = b.opcode;
@@ -234,6 +240,7 @@ void trace_completion_batch(const void* cq, const CompletionBatch& b) noexcept {
     r.cq = reinterpret_cast<uint64_t>(cq);
     r.ret = static_cast<int32_t>(b.n);
     r.api = kApiCqEx;
+    r.ts = kNoCaptureTime;
     r.n = b.n;
     r.wr_id = b.wr_id;
     r.status = b.status;

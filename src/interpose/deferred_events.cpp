@@ -54,7 +54,9 @@ void emit_post_send(const RecordHeader* h) noexcept {
     r.imm = imm;
     r.remote_qpn = remote_qpn;
     r.ah = ah;
-    r.ts = h->ts;
+    uint64_t ts[kBatch];
+    for (uint32_t i = 0; i < n; ++i) ts[i] = h->ts;
+    r.ts = ts;
     emit(&r);
 }
 
@@ -84,7 +86,9 @@ template <typename Rec> void emit_recv(const RecordHeader* h) noexcept {
     r.wr_id = wr_id;
     r.num_sge = num_sge;
     r.bytes = bytes;
-    r.ts = h->ts;
+    uint64_t ts[kBatch];
+    for (uint32_t i = 0; i < n; ++i) ts[i] = h->ts;
+    r.ts = ts;
     emit(&r);
 }
 
@@ -122,7 +126,9 @@ void emit_poll(const RecordHeader* h) noexcept {
     r.wc_flags = wc_flags;
     r.imm = imm;
     r.hw_ts = hw_ts;
-    r.ts = h->ts;
+    uint64_t ts[kBatch];
+    for (uint32_t i = 0; i < n; ++i) ts[i] = h->ts;
+    r.ts = ts;
     emit(&r);
 }
 
