@@ -32,7 +32,7 @@ template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_
     const uint32_t f = data_path_flags();
     if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]] {
         if (f & kFlagDefer) {
-            const uint64_t ts = capture_clock_ns();
+            const uint64_t ts = capture_ticks();
             const int ret = g_slots[S].post_send(qp, wr, bad_wr);
             defer_post_send(ts, qp, wr, ret, bad_wr);
             return ret;
@@ -51,7 +51,7 @@ template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]] {
         if (f & kFlagDefer) {
-            const uint64_t ts = capture_clock_ns();
+            const uint64_t ts = capture_ticks();
             const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
             defer_post_recv(ts, qp, wr, ret, bad_wr);
             return ret;
@@ -71,7 +71,7 @@ template <int S> int post_srq_recv_w(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr*
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]] {
         if (f & kFlagDefer) {
-            const uint64_t ts = capture_clock_ns();
+            const uint64_t ts = capture_ticks();
             const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
             defer_post_srq_recv(ts, srq, wr, ret, bad_wr);
             return ret;

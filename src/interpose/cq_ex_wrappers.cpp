@@ -97,7 +97,7 @@ int w_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
         else if (f & kFlagCounting) s.pass_mode = kPassCounting;
         if (s.pass_mode != kPassNothing) {
             const int saved = errno;
-            if (s.pass_mode == kPassRecording && (f & kFlagDefer)) s.batch.ts = capture_clock_ns();
+            if (s.pass_mode == kPassRecording && (f & kFlagDefer)) s.batch.ts = capture_ticks();
             record_current(s, cq);
             errno = saved;
         }

@@ -12,16 +12,21 @@ using namespace deferred;
 
 constexpr uint32_t kBatch = SIGMATRACE_MAX_BATCH;
 constexpr uint64_t kEverything = UINT64_MAX;
-// Records an idle point drains at most: an empty poll returns to the application within ~2-3 µs (an event
-// costs ~0.1-0.2 µs), and a message arriving meanwhile waits at most that long.
-constexpr uint32_t kIdleChunk = 16;
+// An idle point (an empty poll) drains the ring only once this much waits, or once the oldest record is half
+// the age bound old, and then drains all of it: a message that arrives during a drain waits for it, so few
+// long drains disturb few messages (about one in 16 round trips of ib_send_lat, ~250 bytes each) where a drain
+// at every idle point would delay most of them a little; and a long run of records merges into few events
+// (deferred_events.h).
+constexpr uint64_t kIdleDrainBytes = 4096;
 
 // The producer's estimate of its ring's oldest record (capture time); its age decides when the data path
 // drains its own ring (a busy thread that never idles still gets its events out within the bound).
 __thread uint64_t tls_oldest_hint __attribute__((tls_model("initial-exec"))) = 0;
 
-uint64_t max_age_ns() noexcept {
-    return static_cast<uint64_t>(config().defer_max_age_us) * 1000;
+uint64_t max_age_ticks() noexcept {
+    // Computed once (the configuration and the clock's rate are set by the library constructor).
+    static const uint64_t ticks = capture_clock::ticks_for_ns(static_cast<uint64_t>(config().defer_max_age_us) * 1000);
+    return ticks;
 }
 
 // Room for one record in the calling thread's ring. Full: the thread drains its own ring (the data path pays,
@@ -52,7 +57,7 @@ inline RecordHeader* reserve(uint32_t size) noexcept {
 __attribute__((noinline)) void age_check(uint64_t now) noexcept {
     Ring* r = tls_ring;
     uint64_t oldest = r->oldest_ts();
-    if (oldest != 0 && now > oldest && now - oldest > max_age_ns()) {
+    if (oldest != 0 && now > oldest && now - oldest > max_age_ticks()) {
         drain_own(kEverything, UINT32_MAX, Wait::no);
         oldest = r->oldest_ts();
     }
@@ -61,7 +66,7 @@ __attribute__((noinline)) void age_check(uint64_t now) noexcept {
 
 inline void commit(RecordHeader* h) noexcept {
     tls_ring->commit(h);
-    if (h->ts - tls_oldest_hint > max_age_ns()) [[unlikely]] age_check(h->ts);
+    if (h->ts - tls_oldest_hint > max_age_ticks()) [[unlikely]] age_check(h->ts);
 }
 
 template <typename Fixed, typename Entry>
@@ -195,7 +200,7 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
 }
 
 void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
-    const uint64_t ts = capture_clock_ns();
+    const uint64_t ts = capture_ticks();
     const int total = ret > 0 ? ret : 0;
     int done = 0;
     do {  // a failed poll (ret < 0) is one record of n = 0, as when immediate
@@ -251,9 +256,11 @@ void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& 
 }
 
 void deferred_idle_drain() noexcept {
-    drain_own(kEverything, kIdleChunk, Wait::no);
+    const uint64_t now = capture_ticks();
+    if (tls_ring->pending_bytes() < kIdleDrainBytes && now - tls_oldest_hint < max_age_ticks() / 2) return;
+    drain_own(kEverything, UINT32_MAX, Wait::no);
     // Emptied: the next record will be the oldest, and it is captured after now.
-    if (!tls_ring->has_pending()) tls_oldest_hint = capture_clock_ns();
+    if (!tls_ring->has_pending()) tls_oldest_hint = now;
 }
 
 void deferred_flush_own() noexcept {

@@ -12,17 +12,15 @@
 
 #include <cstdint>
 
+#include "interpose/capture_clock.h"
 #include "interpose/deferred_rings.h"
 #include "interpose/object_state.h"
 
 namespace sigmatrace::interpose {
 
-// The trace clock: lttng-ust timestamps events with CLOCK_MONOTONIC (its default clock,
-// src/common/clock.h), so `ts` and event timestamps compare directly. Through the vDSO: ~20 ns here.
-inline uint64_t capture_clock_ns() noexcept {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+// The capture time of a record (capture_clock.h: TSC ticks where invariant).
+inline uint64_t capture_ticks() noexcept {
+    return capture_clock::now_ticks();
 }
 
 // Posts: `ts` taken before the real call; the rest after it (ret, bad_wr).

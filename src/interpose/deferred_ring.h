@@ -161,6 +161,10 @@ public:
     bool has_pending() const noexcept {
         return head_.load(std::memory_order_relaxed) != tail_.load(std::memory_order_relaxed);
     }
+    // Bytes of records waiting (producer side: its own head, the consumer's last published tail).
+    uint64_t pending_bytes() const noexcept {
+        return head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_relaxed);
+    }
     // Capture time of the oldest record not yet consumed, 0 when none. Producer or consumer: the record at
     // `tail` stays intact until a consumer frees it, and the producer never writes over unfreed space.
     uint64_t oldest_ts() const noexcept {
@@ -200,6 +204,18 @@ public:
             tail_.store(t, std::memory_order_release);
         }
         return done;
+    }
+
+    // The producer itself, holding the consumer lock, after it emptied the ring: the next record starts at
+    // offset 0 again. A thread that drains at its idle points then writes the same few KiB over and over, which
+    // stay in its L1 cache, instead of streaming through the whole ring (a cache miss per record).
+    void rewind_if_empty_by_producer() noexcept {
+        const uint64_t h = head_.load(std::memory_order_relaxed);
+        if ((h & mask_) == 0 || tail_.load(std::memory_order_relaxed) != h) return;
+        const uint64_t start = (h | mask_) + 1;
+        tail_.store(start, std::memory_order_release);
+        head_.store(start, std::memory_order_release);
+        tail_cache_ = start;
     }
 
     // In a forked child: the parent's records are the parent's to emit. Only the forking thread exists, so

@@ -49,12 +49,6 @@ std::atomic<bool> g_emitter_needed_after_fork{false};
 pthread_key_t g_exit_key;
 std::atomic<bool> g_exit_key_made{false};
 
-uint64_t now_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 pid_t this_tid() noexcept {
     return static_cast<pid_t>(syscall(SYS_gettid));
 }
@@ -88,7 +82,12 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
             nanosleep(&pause, nullptr);
         }
     }
-    const uint32_t n = r.consume(cutoff, max_records, [](const RecordHeader* h) { emit_record(h); });
+    uint32_t n = 0;
+    {
+        EventBuilder events(capture_clock::anchor_now());
+        n = r.consume(cutoff, max_records, [&events](const RecordHeader* h) { events.add(h); });
+    }  // the last event goes out before another consumer may take the ring
+    if (&slot == tls_slot) r.rewind_if_empty_by_producer();
     r.unlock_consumer();
     return n;
 }
@@ -100,14 +99,15 @@ void* emitter_main(void*) {
     if (LttngInitThread init = lttng_init_thread()) init();
     Emitter& e = emitter();
     const uint64_t half_age_ns = static_cast<uint64_t>(config().defer_max_age_us) * 500;
+    const uint64_t half_age_ticks = capture_clock::ticks_for_ns(half_age_ns);
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(e.mutex);
             e.wake.wait_for(lock, std::chrono::nanoseconds(half_age_ns), [&] { return e.stop; });
             if (e.stop) return nullptr;
         }
-        const uint64_t now = now_ns();
-        const uint64_t cutoff = now > half_age_ns ? now - half_age_ns : 0;
+        const uint64_t now = capture_clock::now_ticks();
+        const uint64_t cutoff = now > half_age_ticks ? now - half_age_ticks : 0;
         for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire))
             drain_slot(*s, cutoff, kAll, Wait::no);
     }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "interpose/capture_clock.h"
 #include "interpose/activation.h"
 #include "interpose/config.h"
 #include "interpose/counters_emitter.h"
@@ -48,6 +49,7 @@ __attribute__((constructor)) void sigmatrace_library_init() {
         (void)ignored;
     }
     pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
+    capture_clock::calibrate();
     deferred::init();
     install_lttng_provider_loader();
 }

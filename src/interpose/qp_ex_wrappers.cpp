@@ -44,7 +44,7 @@ inline QpState& state_of(ibv_qp_ex* q) {
 // reported with ret 0; wr_complete's event carries the list's real result.
 __attribute__((noinline)) void flush_early(QpState& s) noexcept {
     if (data_path_flags() & kFlagDefer)
-        defer_wr_list(capture_clock_ns(), s, s.pending.data(), static_cast<uint32_t>(s.pending.size()),
+        defer_wr_list(capture_ticks(), s, s.pending.data(), static_cast<uint32_t>(s.pending.size()),
                       s.pending_emitted, 0);
     else
         trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, 0);
@@ -207,7 +207,7 @@ int w_complete(ibv_qp_ex* q) {
     QpState& s = state_of(q);
     if (s.build_mode == kBuildRecording && (data_path_flags() & kFlagDefer)) {
         // The doorbell: the list's time is taken before it rings (deferred_capture.h).
-        const uint64_t ts = capture_clock_ns();
+        const uint64_t ts = capture_ticks();
         const int ret = s.orig.wr_complete(q);
         defer_wr_list(ts, s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, ret);
         s.build_mode = kBuildNothing;
