@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "interpose/capture_clock.h"
 #include "interpose/config.h"
 #include "interpose/deferred_capture.h"
 #include "interpose/deferred_rings.h"
@@ -43,6 +44,7 @@ inline void drain_deferred() {
 class ShimTest : public ::testing::Test {
 protected:
     void SetUp() override {
+        interpose::capture_clock::calibrate();  // as libsigmatrace.so's constructor: capture times are TSC ticks
         interpose::set_config(test_config());
         interpose::set_verbs_queries(fake_verbs_queries());
         interpose::reset_process_info_after_fork();  // each test sees the process identify itself
