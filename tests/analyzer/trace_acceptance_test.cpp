@@ -407,11 +407,13 @@ TEST_F(TraceTest, PerftestUnsignaledWritesAllComplete) {
     ReadSummary s = read_traces(tmp_ / "pt", a);
     ASSERT_FALSE(s.fatal);
     const json doc = a.finish();
-    const uint64_t posted = doc["trace"]["events_by_type"]["post_send"];  // one WR per post_send call
+    // ib_write_bw -n N posts exactly N writes, one WR per call (deferred emission merges up to 32 calls into
+    // one post_send event, so the event count is no measure of them).
+    const uint64_t posted = kIters;
+    EXPECT_GE(doc["trace"]["events_by_type"]["post_send"].get<uint64_t>(), posted / SIGMATRACE_MAX_BATCH);
     const json& w = doc["ops"]["by_opcode"]["RDMA_WRITE"];
     EXPECT_EQ(w["count"].get<uint64_t>(), posted);
     EXPECT_EQ(w["completed"].get<uint64_t>(), posted);
-    EXPECT_GE(w["count"].get<uint64_t>(), static_cast<uint64_t>(kIters));
     EXPECT_GT(w["implied"].get<uint64_t>(), w["count"].get<uint64_t>() / 2);  // most were unsignaled
     EXPECT_EQ(w["bytes"].get<uint64_t>(), posted * 4096);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
