@@ -6,12 +6,12 @@
 //
 // Records become LTTng events (drained):
 //   - by their own thread when it is idle: an empty poll (ibv_poll_cq returning 0, an empty start_poll) drains
-//     a bounded chunk; before blocking in ibv_get_cq_event, and before destroying a QP/CQ or closing a device,
-//     everything;
+//     everything once 4 KiB wait or the oldest record is half the age bound old; before blocking in
+//     ibv_get_cq_event, and before destroying a QP/CQ or closing a device, everything;
 //   - by their own thread on the data path when the ring is full, or when its oldest record is older than the
 //     age bound (SIGMATRACE_DEFER_MAX_AGE_US) at the next capture;
-//   - by the emitter thread (low priority), every half age bound, for records older than half the bound: a
-//     thread that stops posting still gets its events out;
+//   - by the emitter thread (SCHED_IDLE), every age bound, for records older than half the bound: a thread
+//     that stops posting still gets its events out;
 //   - at thread exit (that thread's ring), at process exit, before exec* and _exit (every ring), before fork
 //     (the forking thread's ring; a forked child drops what it inherited), and from fatal-signal handlers
 //     (fatal_signals.h).
