@@ -74,10 +74,16 @@ enum DataPathFlag : uint32_t {
 namespace detail {
 // Written by set_config only (process start, tests); read relaxed on every wrapped call.
 inline std::atomic<uint32_t> g_data_path_flags{kFlagSendEvents | kFlagRecvEvents | kFlagPollEvents | kFlagNotifyEvents};
+// SIGMATRACE_DEFER_MAX_AGE_US in capture-clock ticks (capture_clock.h), for the data path's age checks;
+// set with the flags (the clock is calibrated before the configuration is set).
+inline std::atomic<uint64_t> g_defer_max_age_ticks{0};
 }  // namespace detail
 
 inline uint32_t data_path_flags() noexcept {
     return detail::g_data_path_flags.load(std::memory_order_relaxed);
+}
+inline uint64_t defer_max_age_ticks() noexcept {
+    return detail::g_defer_max_age_ticks.load(std::memory_order_relaxed);
 }
 
 }  // namespace sigmatrace::interpose

@@ -12,23 +12,14 @@ using namespace deferred;
 
 constexpr uint32_t kBatch = SIGMATRACE_MAX_BATCH;
 constexpr uint64_t kEverything = UINT64_MAX;
-// An idle point (an empty poll) drains the ring only once this much waits, or once the oldest record is half
-// the age bound old, and then drains all of it: a message that arrives during a drain waits for it, so few
-// long drains disturb few messages (about one in 16 round trips of ib_send_lat, ~250 bytes each) where a drain
-// at every idle point would delay most of them a little; and a long run of records merges into few events
-// (deferred_events.h).
-constexpr uint64_t kIdleDrainBytes = 4096;
 
 // The producer's estimate of its ring's oldest record (capture time); its age decides when the data path
 // drains its own ring (a busy thread that never idles still gets its events out within the bound).
 __thread uint64_t tls_oldest_hint __attribute__((tls_model("initial-exec"))) = 0;
 
 uint64_t max_age_ticks() noexcept {
-    // Computed once (the configuration and the clock's rate are set by the library constructor).
-    static const uint64_t ticks = capture_clock::ticks_for_ns(static_cast<uint64_t>(config().defer_max_age_us) * 1000);
-    return ticks;
+    return defer_max_age_ticks();
 }
-
 // Room for one record in the calling thread's ring. Full: the thread drains its own ring (the data path pays,
 // rarely: a ring holds thousands of records). nullptr only without memory for a ring (counted).
 __attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noexcept {
@@ -117,6 +108,8 @@ void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_
 }
 
 }  // namespace
+
+__thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec"))) = 0;
 
 void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
     const uint32_t total = chain_length(wr);
@@ -256,11 +249,17 @@ void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& 
 }
 
 void deferred_idle_drain() noexcept {
+    // Reached once per kIdleAgeCheckEvery empty polls with records waiting (deferred_idle): is the oldest half
+    // the age bound old?
     const uint64_t now = capture_ticks();
-    if (tls_ring->pending_bytes() < kIdleDrainBytes && now - tls_oldest_hint < max_age_ticks() / 2) return;
+    if (now - tls_oldest_hint < max_age_ticks() / 2) return;
+    deferred_idle_drain_all(now);
+}
+
+void deferred_idle_drain_all(uint64_t now) noexcept {
     drain_own(kEverything, UINT32_MAX, Wait::no);
     // Emptied: the next record will be the oldest, and it is captured after now.
-    if (!tls_ring->has_pending()) tls_oldest_hint = now;
+    if (!tls_ring->has_pending()) tls_oldest_hint = now != 0 ? now : capture_ticks();
 }
 
 void deferred_flush_own() noexcept {

@@ -36,12 +36,26 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
 void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept;
 void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& b) noexcept;
 
-// Idle points of the calling thread: an empty poll. Cheap when nothing waits (one TLS load, two loads of the
-// ring's positions); else a bounded chunk of its records becomes events.
+// Idle points of the calling thread: an empty poll. The ring is drained (all of it) once kIdleDrainBytes
+// wait, or once the oldest record is half the age bound old (looked at every kIdleAgeCheckEvery empty polls:
+// the clock read is the costly part). Why so rarely: a message that arrives while its thread drains waits
+// for the drain, so a few long drains disturb few messages (ib_send_lat: ~250 bytes a round trip, one in ~60
+// round trips) where a drain at every idle point would delay most of them a little; the ring's used part
+// stays in L1 (it rewinds when emptied); and long runs of records merge into few events (deferred_events.h).
+// The common empty poll costs a TLS load, two loads of the ring's positions and a counter.
+inline constexpr uint64_t kIdleDrainBytes = 16384;
+inline constexpr uint32_t kIdleAgeCheckEvery = 64;
+extern __thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec")));
 void deferred_idle_drain() noexcept;
+void deferred_idle_drain_all(uint64_t now = 0) noexcept;
 inline void deferred_idle() noexcept {
     deferred::Ring* r = deferred::tls_ring;
-    if (r != nullptr && r->has_pending()) [[unlikely]] deferred_idle_drain();
+    if (r == nullptr || !r->has_pending()) return;
+    if (r->pending_bytes() >= kIdleDrainBytes) [[unlikely]] {
+        deferred_idle_drain_all();
+        return;
+    }
+    if (++tls_idle_polls % kIdleAgeCheckEvery == 0) [[unlikely]] deferred_idle_drain();
 }
 
 // The calling thread is about to block (ibv_get_cq_event) or to tear an object down: all of its records.

@@ -42,6 +42,7 @@ void after_fork_child() {
 }
 
 __attribute__((constructor)) void sigmatrace_library_init() {
+    capture_clock::calibrate();  // before the configuration: its age bound is kept in clock ticks
     std::string errors;
     set_config(parse_config(&env, &errors));
     if (!errors.empty()) {
@@ -49,7 +50,6 @@ __attribute__((constructor)) void sigmatrace_library_init() {
         (void)ignored;
     }
     pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
-    capture_clock::calibrate();
     deferred::init();
     install_lttng_provider_loader();
 }

@@ -155,17 +155,18 @@ TEST_F(DeferredEmissionTest, PollsThatReturnedCompletionsMergeAndSayTheirTotal) 
 
 TEST_F(DeferredEmissionTest, AnEmptyPollDrainsOnlyOnceEnoughWaits) {
     ASSERT_EQ(post(qp_a_, 1), 0);
-    ASSERT_EQ(poll(4), 0);  // an idle point, with one small record waiting: it stays captured
-    EXPECT_EQ(capture_->total(), 0u);
-    // ~96 bytes a record: 64 more records pass the idle threshold (4 KiB).
-    for (uint64_t id = 2; id <= 65; ++id) ASSERT_EQ(post(qp_a_, id), 0);
+    for (uint32_t i = 0; i < 2 * interpose::kIdleAgeCheckEvery; ++i) ASSERT_EQ(poll(4), 0);
+    EXPECT_EQ(capture_->total(), 0u);  // idle points with one young record waiting: it stays captured
+    // Post until the threshold is passed (96-byte records), and a little more.
+    const uint64_t posts = interpose::kIdleDrainBytes / 96 + 8;
+    for (uint64_t id = 2; id <= posts; ++id) ASSERT_EQ(post(qp_a_, id), 0);
     EXPECT_EQ(capture_->total(), 0u);  // posting alone never drains below the age bound
     ASSERT_EQ(poll(4), 0);
     const CapturedEvents ev = capture_->snapshot();  // no drain of our own: what the idle point emitted
-    uint32_t wrs = 0;
+    uint64_t wrs = 0;
     for (const cap_post_send& e : ev.post_send) wrs += e.n;
-    EXPECT_EQ(wrs, 65u);
-    EXPECT_EQ(ev.post_send.size(), 3u);  // 32 + 32 + 1
+    EXPECT_EQ(wrs, posts);
+    EXPECT_EQ(ev.post_send.size(), (posts + SIGMATRACE_MAX_BATCH - 1) / SIGMATRACE_MAX_BATCH);
 }
 
 // The ring alone: after its own thread emptied it, the next record starts at the buffer's beginning again.
