@@ -104,12 +104,12 @@ void* emitter_main(void*) {
         (void)setpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()), 19);
     if (LttngInitThread init = lttng_init_thread()) init();
     Emitter& e = emitter();
-    // Every age bound, records older than half of it: a thread that stopped calling verbs gets its events out
-    // within ~1.5 bounds while a CPU is free (process_info.defer_us announces 2 bounds). Busy threads drain
-    // their own rings (deferred_capture.h), so this thread usually finds nothing and wakes 1000 times a
-    // second at most.
+    // Every age bound, records older than two: a thread that stopped calling verbs gets its events out within
+    // three bounds while a CPU is free (process_info.defer_us announces that). A thread that keeps calling verbs
+    // drains its own ring at one bound (deferred_capture.h) before this thread would, so its events carry its
+    // own vtid; this thread usually finds nothing and wakes 1000 times a second at most.
     const uint64_t age_ns = static_cast<uint64_t>(config().defer_max_age_us) * 1000;
-    const uint64_t half_age_ticks = capture_clock::ticks_for_ns(age_ns / 2);
+    const uint64_t stale_ticks = capture_clock::ticks_for_ns(2 * age_ns);
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(e.mutex);
@@ -117,7 +117,7 @@ void* emitter_main(void*) {
             if (e.stop) return nullptr;
         }
         const uint64_t now = capture_clock::now_ticks();
-        const uint64_t cutoff = now > half_age_ticks ? now - half_age_ticks : 0;
+        const uint64_t cutoff = now > stale_ticks ? now - stale_ticks : 0;
         for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire))
             drain_slot(*s, cutoff, kAll, Wait::no);
     }

@@ -10,8 +10,9 @@
 //     ibv_get_cq_event, and before destroying a QP/CQ or closing a device, everything;
 //   - by their own thread on the data path when the ring is full, or when its oldest record is older than the
 //     age bound (SIGMATRACE_DEFER_MAX_AGE_US) at the next capture;
-//   - by the emitter thread (SCHED_IDLE), every age bound, for records older than half the bound: a thread
-//     that stops posting still gets its events out;
+//   - by the emitter thread (SCHED_IDLE), every age bound, for records older than two bounds: a thread that
+//     stops posting still gets its events out (with the emitter's vtid: an event's vtid context is the thread
+//     that emitted it, which is the capturing thread unless that thread stopped calling verbs or exited);
 //   - at thread exit (that thread's ring), at process exit, before exec* and _exit (every ring), before fork
 //     (the forking thread's ring; a forked child drops what it inherited), and from fatal-signal handlers
 //     (fatal_signals.h).
