@@ -20,6 +20,7 @@
 #include "interpose/activation.h"
 #include "interpose/config.h"
 #include "interpose/deferred_events.h"
+#include "interpose/periodic_thread.h"
 
 namespace sigmatrace::interpose::deferred {
 
@@ -56,16 +57,8 @@ pid_t this_tid() noexcept {
 
 // ------------------------------------------------------------------ the emitter thread
 
-struct Emitter {
-    std::mutex mutex;
-    std::condition_variable wake;
-    bool running = false;
-    bool stop = false;
-    pthread_t thread{};
-};
-
-Emitter& emitter() {
-    static Emitter* e = new Emitter();  // never destroyed: threads may still capture while the process exits
+PeriodicThread& emitter() {
+    static PeriodicThread* e = new PeriodicThread();  // never destroyed: threads may still capture while the process exits
     return *e;
 }
 
@@ -103,54 +96,23 @@ void* emitter_main(void*) {
     if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
         (void)setpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()), 19);
     if (LttngInitThread init = lttng_init_thread()) init();
-    Emitter& e = emitter();
     // Every age bound, records older than two: a thread that stopped calling verbs gets its events out within
     // three bounds while a CPU is free (process_info.defer_us announces that). A thread that keeps calling verbs
     // drains its own ring at one bound (deferred_capture.h) before this thread would, so its events carry its
     // own vtid; this thread usually finds nothing and wakes 1000 times a second at most.
     const uint64_t age_ns = static_cast<uint64_t>(config().defer_max_age_us) * 1000;
     const uint64_t stale_ticks = capture_clock::ticks_for_ns(2 * age_ns);
-    for (;;) {
-        {
-            std::unique_lock<std::mutex> lock(e.mutex);
-            e.wake.wait_for(lock, std::chrono::nanoseconds(age_ns), [&] { return e.stop; });
-            if (e.stop) return nullptr;
-        }
+    while (emitter().sleep(std::chrono::nanoseconds(age_ns))) {
         const uint64_t now = capture_clock::now_ticks();
         const uint64_t cutoff = now > stale_ticks ? now - stale_ticks : 0;
         for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire))
             drain_slot(*s, cutoff, kAll, Wait::no);
     }
+    return nullptr;
 }
 
 void start_emitter() noexcept {
-    Emitter& e = emitter();
-    std::lock_guard<std::mutex> lock(e.mutex);
-    if (e.running) return;
-    // The thread must not take the application's signals (its handlers would run on our thread).
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    e.stop = false;
-    e.running = pthread_create(&e.thread, nullptr, &emitter_main, nullptr) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-}
-
-void stop_emitter() noexcept {
-    Emitter& e = emitter();
-    bool join = false;
-    {
-        std::lock_guard<std::mutex> lock(e.mutex);
-        if (e.running) {
-            e.stop = true;
-            join = true;
-        }
-    }
-    if (!join) return;
-    e.wake.notify_all();
-    pthread_join(e.thread, nullptr);
-    std::lock_guard<std::mutex> lock(e.mutex);
-    e.running = false;
+    emitter().start(&emitter_main);
 }
 
 // ------------------------------------------------------------------ rings
@@ -261,7 +223,7 @@ void before_fork() noexcept {
 void after_fork_child() noexcept {
     // Only the forking thread exists here. Every inherited record was captured by the parent (which emits
     // it); the other threads' rings are free for this process's future threads; the emitter is gone.
-    new (&emitter()) Emitter();
+    emitter().reset_after_fork();
     new (&g_list_mutex) std::mutex();
     const pid_t me = this_tid();
     bool mine = false;
@@ -286,7 +248,7 @@ void init() noexcept {
 }
 
 void shutdown() noexcept {
-    stop_emitter();
+    emitter().stop();
     drain_all(Wait::yes);
     const uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
     if (dropped != 0) {
@@ -309,9 +271,7 @@ RingStats ring_stats() noexcept {
         if (s->owner.load(std::memory_order_relaxed) != 0) ++st.owned;
     }
     {
-        Emitter& e = emitter();
-        std::lock_guard<std::mutex> lock(e.mutex);
-        st.emitter_running = e.running;
+        st.emitter_running = emitter().running();
     }
     st.dropped_records = g_dropped.load(std::memory_order_relaxed);
     return st;
