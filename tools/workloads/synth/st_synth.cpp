@@ -199,6 +199,10 @@ struct Wr {
     uint32_t rkey;
 };
 
+// Schema minor 2's per-element capture times: st-synth emits inside the "call", like the tracer's immediate
+// mode, so every element reads 0 ("the event's timestamp"). LTTng copies `n` elements: never leave it null.
+constexpr std::array<uint64_t, SIGMATRACE_MAX_BATCH> kNoCaptureTimes{};
+
 void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32_t ret = 0, int32_t bad = -1) {
     for (std::size_t off = 0; off < wrs.size(); off += SIGMATRACE_MAX_BATCH) {
         const std::size_t n = std::min<std::size_t>(SIGMATRACE_MAX_BATCH, wrs.size() - off);
@@ -233,6 +237,7 @@ void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32
         r.imm = imm.data();
         r.remote_qpn = rqpn.data();
         r.ah = ah.data();
+        r.ts = kNoCaptureTimes.data();
         ST_TRACE(post_send, &r);
     }
 }
@@ -275,6 +280,7 @@ void emit_poll(uint64_t cq, const std::vector<Wc>& wcs) {
         r.wc_flags = flags.data();
         r.imm = imm.data();
         r.hw_ts = ts.data();
+        r.ts = kNoCaptureTimes.data();
         ST_TRACE(poll_cq, &r);
     }
 }
@@ -299,6 +305,7 @@ void emit_post_recv(uint64_t qp, uint32_t qpn, uint64_t first_wr_id, uint32_t co
         r.wr_id = wr_id.data();
         r.num_sge = nsge.data();
         r.bytes = len.data();
+        r.ts = kNoCaptureTimes.data();
         ST_TRACE(post_recv, &r);
     }
 }
@@ -526,6 +533,7 @@ void rank_ud(const Params& p) {
         r.imm = imm.data();
         r.remote_qpn = rqpn.data();
         r.ah = ahv.data();
+        r.ts = kNoCaptureTimes.data();
         ST_TRACE(post_send, &r);
         emit_poll(cq_handle(rail), {{0xdd000 + i, 0, kWcSend, 0, c.qp_num}});
     }
