@@ -55,9 +55,12 @@ struct DecodedEvent {
     // Babeltrace2 consumer converts the tracer's CLOCK_MONOTONIC values with the event's clock class; tests and
     // the fuzzer write converted values directly). 0, a missing element, or a trace without the field (schema
     // minor < 2) means "captured at the event's timestamp": immediate-mode events are emitted inside the call.
+    // Values above kMaxCaptureNs (year 2116 from the Unix epoch) are corrupt: they read as 0 too, which keeps
+    // every difference of two times within int64 (latencies, windows).
+    static constexpr uint64_t kMaxCaptureNs = uint64_t{INT64_MAX} / 2;
     int64_t element_ts(int ts_field, uint32_t k) const {
         const uint64_t t = at(ts_field, k);
-        return t != 0 ? static_cast<int64_t>(t) : ts_ns;
+        return t != 0 && t <= kMaxCaptureNs ? static_cast<int64_t>(t) : ts_ns;
     }
     // The number of batch elements to process: `n`, bounded by the longest sequence actually present and by
     // kMaxSequenceLength. Sets `malformed` when the sequences disagree with `n`. The sequence at `optional_field`

@@ -39,7 +39,11 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
     if (key < released_key_) {
         // Emitted later than its process promised: an event of its time was already released.
         ++summary_.late_events;
-        summary_.max_lateness_ns = std::max(summary_.max_lateness_ns, released_key_ - key);
+        // Saturating: keys of a corrupt trace may lie anywhere in int64.
+        const int64_t lateness = key < released_key_ - std::numeric_limits<int64_t>::max()
+                                     ? std::numeric_limits<int64_t>::max()
+                                     : released_key_ - key;
+        summary_.max_lateness_ns = std::max(summary_.max_lateness_ns, lateness);
         out_.on_event(ev);
         return;
     }
