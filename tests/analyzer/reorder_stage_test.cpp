@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
+#include "analyzer/ci_rules.h"
 #include "analyzer/reorder_stage.h"
 #include "analyzer/text_report.h"
 #include "record_feeder.h"
@@ -176,6 +177,10 @@ TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     EXPECT_EQ((*late)["evidence"]["late_events"], 1);
     EXPECT_NE(render_text_report(doc).find("(0 discarded, 1 out of capture order)"), std::string::npos)
         << render_text_report(doc);
+    std::string error;
+    const auto rule = parse_rule("late>0", error);
+    ASSERT_TRUE(rule) << error;
+    EXPECT_TRUE(evaluate_rule(*rule, doc, nullptr).failed);
 }
 
 TEST(ReorderStage, ImmediateTracesPassStraightThrough) {
