@@ -107,8 +107,7 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
                 }
                 info.member[i] = idx;
                 info.kind[i] = k;
-                if (fs.kind == FieldKind::Sequence && fs.name == "ts" && capture_fields(info.schema->id).ts == static_cast<int>(i))
-                    info.ts_field = static_cast<int>(i);
+                if (capture_fields(info.schema->id).ts == static_cast<int>(i)) info.ts_field = static_cast<int>(i);
             }
         }
         bt_event_class_get_ref(ec);
