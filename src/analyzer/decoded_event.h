@@ -39,6 +39,9 @@ struct DecodedEvent {
     std::string_view procname;   // procname context, empty when absent
     std::string_view trace_hostname;  // the trace environment's hostname, empty when absent
     std::array<FieldValue, kMaxEventFields> f{};
+    // An element view after the first of a data event the reordering stage released element by element
+    // (reorder_stage.h): the trace's event was already counted with its first view.
+    bool continued = false;
 
     uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
     int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }

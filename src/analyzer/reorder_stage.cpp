@@ -7,12 +7,30 @@ namespace sigmatrace::analyzer {
 
 namespace F = fields;
 
+namespace {
+
+// Whether a data event's elements were captured at different times (merged calls), so that it must be released
+// element by element. Only well-formed events are split (every sequence exactly `n` long): a malformed one moves
+// whole and is counted once as malformed.
+bool spans_capture_times(const DecodedEvent& ev) {
+    const CaptureFields c = capture_fields(ev.id);
+    if (c.ts < 0) return false;
+    const uint64_t n = ev.u(c.n);
+    if (n < 2 || n > kMaxSequenceLength) return false;
+    for (const FieldValue& v : ev.f)
+        if (v.is_sequence && v.seq_len != n) return false;
+    const int64_t first = ev.element_ts(c.ts, 0);
+    for (uint32_t k = 1; k < n; ++k)
+        if (ev.element_ts(c.ts, k) != first) return true;
+    return false;
+}
+
+}  // namespace
+
 int64_t order_key(const DecodedEvent& ev) {
     const CaptureFields c = capture_fields(ev.id);
-    if (c.ts < 0) return ev.ts_ns;
-    const uint64_t n = std::min<uint64_t>(ev.u(c.n), kMaxSequenceLength);
-    if (n == 0) return ev.ts_ns;
-    return ev.element_ts(c.ts, ev.id == EventId::poll_cq ? static_cast<uint32_t>(n - 1) : 0);
+    if (c.ts < 0 || ev.u(c.n) == 0) return ev.ts_ns;
+    return ev.element_ts(c.ts, 0);
 }
 
 void ReorderStage::on_event(const DecodedEvent& ev) {
@@ -47,7 +65,8 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
         out_.on_event(ev);
         return;
     }
-    heap_.push_back(Entry{key, arrivals_++, copy_into_slot(ev)});
+    const uint32_t element = spans_capture_times(ev) ? 0 : kWhole;
+    heap_.push_back(Entry{key, arrivals_++, copy_into_slot(ev), element});
     std::push_heap(heap_.begin(), heap_.end(), later);
     summary_.max_held = std::max<uint64_t>(summary_.max_held, heap_.size());
     // Released: key + window < watermark, i.e. key < watermark - window (no overflow near INT64_MIN/MAX).
@@ -68,9 +87,42 @@ void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
         const Entry e = heap_.back();
         heap_.pop_back();
         released_key_ = std::max(released_key_, e.key);
-        out_.on_event(slots_[e.slot].ev);
+        const Slot& s = slots_[e.slot];
+        if (e.element == kWhole) {
+            out_.on_event(s.ev);
+        } else if (!release_element(s, e.element)) {
+            // The event's next element waits for its own time (its storage stays held until then).
+            const uint32_t next = e.element + 1;
+            heap_.push_back(Entry{s.ev.element_ts(capture_fields(s.ev.id).ts, next), e.arrival, e.slot, next});
+            std::push_heap(heap_.begin(), heap_.end(), later);
+            continue;
+        }
         free_slots_.push_back(e.slot);
     }
+}
+
+bool ReorderStage::release_element(const Slot& s, uint32_t k) {
+    const CaptureFields c = capture_fields(s.ev.id);
+    const auto n = static_cast<uint32_t>(s.ev.u(c.n));
+    DecodedEvent& v = view_;
+    v = s.ev;
+    v.continued = k > 0;
+    for (FieldValue& f : v.f) {
+        if (!f.is_sequence) continue;
+        f.seq += k;   // spans_capture_times() checked every sequence holds n elements
+        f.seq_len = 1;
+    }
+    v.f[static_cast<std::size_t>(c.n)].u = 1;
+    // The view stands for one call: a post's element k is WR batch_offset + k of its chain, a poll returned 1.
+    switch (v.id) {
+    case EventId::post_send: v.f[F::post_send::batch_offset].u += k; break;
+    case EventId::post_recv: v.f[F::post_recv::batch_offset].u += k; break;
+    case EventId::post_srq_recv: v.f[F::post_srq_recv::batch_offset].u += k; break;
+    case EventId::poll_cq: v.f[F::poll_cq::ret].u = 1; break;
+    default: break;
+    }
+    out_.on_event(v);
+    return k + 1 >= n;
 }
 
 uint32_t ReorderStage::copy_into_slot(const DecodedEvent& ev) {

@@ -7,6 +7,13 @@
 // (order_key) and releases one once the watermark (the newest event timestamp seen) is past key + window,
 // window = 2 x the largest defer_us any process announced + kReorderMarginNs. Any event captured before a
 // released one had to be emitted within defer_us of its capture, i.e. before the watermark got that far.
+//
+// A deferred event may merge several calls of one thread, its elements captured at different times. Such an
+// event is released ELEMENT by element, each when its own capture time is due: as a view with n = 1 and every
+// sequence advanced to that element (batch_offset + k for posts, ret = 1 for polls; `continued` set after the
+// first, so the event is counted once). Event-level keys cannot order it: thread B's poll [c0@1, c1@3] and
+// thread A's post [p1@2], c1 completing p1, need c0, p1, c1. Events whose elements share one capture time (one
+// call, immediate mode) move whole.
 // An event that still comes older than what was released ("late": the tracer missed its bound) is processed
 // at once, never dropped, and counted: the report says ordering was not guaranteed.
 //
@@ -31,10 +38,8 @@ inline constexpr int64_t kReorderMarginNs = 1'000'000;
 // late events.
 inline constexpr int64_t kAssumedDeferNs = 1'000'000;
 
-// The time an event is ordered by: for a post, its first element's capture time (a merged event's WRs were
-// posted no earlier); for a poll, its last element's (its completions may complete WRs posted up to then,
-// and matching a completion later than its poll is harmless: send and receive queues are FIFO per wr_id);
-// ev.ts_ns for every other event, and for data events without elements or capture times.
+// The time an event is ordered by: its first element's capture time for a data event (elements' times are
+// non-decreasing), ev.ts_ns for every other event and for data events without elements or capture times.
 int64_t order_key(const DecodedEvent& ev);
 
 class ReorderStage final : public EventSink {
@@ -56,16 +61,20 @@ private:
         std::vector<uint64_t> seqs;   // every sequence of ev, back to back
         std::string strs;             // every string of ev, back to back
     };
+    static constexpr uint32_t kWhole = UINT32_MAX;
     struct Entry {
         int64_t key;
-        uint64_t arrival;   // ties keep arrival order
+        uint64_t arrival;   // ties keep arrival order (every element of an event shares its event's)
         uint32_t slot;
+        uint32_t element;   // the next element to release, or kWhole
     };
     // std::push_heap builds a max-heap: "less" is "released later".
     static bool later(const Entry& a, const Entry& b) { return a.key != b.key ? a.key > b.key : a.arrival > b.arrival; }
 
     uint32_t copy_into_slot(const DecodedEvent& ev);
     void release(int64_t upto_key_exclusive, bool all);
+    // Releases element k of a held split event; returns whether it was the last.
+    bool release_element(const Slot& s, uint32_t k);
 
     EventSink& out_;
     int64_t margin_ns_;
@@ -75,6 +84,7 @@ private:
     std::vector<Entry> heap_;
     std::deque<Slot> slots_;          // a deque: slots never move, so views into SSO strings stay valid
     std::vector<uint32_t> free_slots_;
+    DecodedEvent view_;               // the element view being delivered (kept: 1 KiB, not on every call's stack)
     OrderingSummary summary_;
     bool finished_ = false;
 };

@@ -178,6 +178,32 @@ TEST(DeferredReconstruction, MergedPostAndPollTimeEachElementByItsCall) {
     EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["latency_ns"]["max"], 2400);   // 6'003'100 - 6'000'700
     // The trace starts at the first capture, not at the first post event's emission.
     EXPECT_EQ(doc["trace"]["start_ns"], 1'000'000);
+    // Released element by element, but each counted as the one event the trace holds.
+    EXPECT_EQ(doc["trace"]["events_by_type"]["post_send"], 1);
+    EXPECT_EQ(doc["trace"]["events_by_type"]["poll_cq"], 1);
+    EXPECT_EQ(doc["trace"]["events"], 4 + 2);
+}
+
+TEST(DeferredReconstruction, MergedPollSpanningAnotherThreadsPostIsOrderedPerElement) {
+    // Thread B's merged poll [c0@1, c1@3] and thread A's post [p1@2], c1 completing p1 (us after kT): ordering
+    // whole events by their first element would process c1 before p1.
+    constexpr int64_t kT = 5'000'000;
+    DeferredWorld w;
+    w.setup();
+    w.post(kT + 100, {20}, {uint64_t(kT)});                       // p0@0, completed by c0
+    w.poll(kT + 3'100, {20, 21}, {uint64_t(kT + 1'000), uint64_t(kT + 3'000)});
+    w.post(kT + 3'200, {21}, {uint64_t(kT + 2'000)});             // p1@2, emitted after the poll
+    const nlohmann::json doc = w.finish();
+    ASSERT_EQ(w.ops.ops.size(), 2u);
+    for (const Operation& op : w.ops.ops) EXPECT_EQ(op.outcome, OpOutcome::Completed) << "wr_id " << op.wr_id;
+    EXPECT_EQ(w.ops.ops[0].wr_id, 20u);
+    EXPECT_EQ(w.ops.ops[0].done_ts - w.ops.ops[0].post_ts, 1'000);
+    EXPECT_EQ(w.ops.ops[1].wr_id, 21u);
+    EXPECT_EQ(w.ops.ops[1].post_ts, kT + 2'000);
+    EXPECT_EQ(w.ops.ops[1].done_ts, kT + 3'000);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    for (const auto& warning : doc["warnings"])   // (the peer is not traced here: that warning is expected)
+        EXPECT_EQ(warning.get<std::string>().find("matched no posted"), std::string::npos) << warning;
 }
 
 TEST(DeferredReconstruction, ZeroCaptureTimesMeanTheEventTimestamp) {

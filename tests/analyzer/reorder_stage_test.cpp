@@ -59,16 +59,16 @@ void process_info(RecordFeeder& feed, int64_t t, uint32_t defer_us) {
     feed.emit(t, kVpid, pi);
 }
 
-// A post_send event of `n` WRs captured at `capture`, capture+10, ... (0: immediate, no capture times),
+// A post_send event of `n` WRs captured at `capture`, capture + spread, ... (0: immediate, no capture times),
 // emitted at `t`; wr_ids start at `first_id`; procname set so string copies can be checked.
-void post(RecordFeeder& feed, int64_t t, int64_t capture, uint64_t first_id, uint32_t n = 1) {
+void post(RecordFeeder& feed, int64_t t, int64_t capture, uint64_t first_id, uint32_t n = 1, int64_t spread = 0) {
     std::vector<uint64_t> ids(n), ts(n, 0), zero64(n, 0);
     std::vector<uint8_t> op(n, 0);
     std::vector<uint32_t> flags(n, 2), len(n, 64), zero32(n, 0);
     std::vector<uint16_t> sge(n, 1);
     for (uint32_t k = 0; k < n; ++k) {
         ids[k] = first_id + k;
-        if (capture) ts[k] = static_cast<uint64_t>(capture + 10 * k);
+        if (capture) ts[k] = static_cast<uint64_t>(capture + spread * k);
     }
     st_post_send_rec r{};
     r.qp = 0x1000;
@@ -95,7 +95,8 @@ TEST(ReorderStage, EventsShuffledWithinTheWindowComeOutInCaptureOrderWithTheirDa
     ReorderStage stage(out, /*margin_ns=*/0);   // window = 2 x 100 us
     RecordFeeder feed(stage);
     process_info(feed, 1'000'000, 100);
-    // 200 events captured 1 us apart, each emitted up to 100 us later; the muxer delivers by emission time.
+    // 200 events (chains of 3 WRs of one call: one capture time) captured 1 us apart, each emitted up to 100 us
+    // later; the muxer delivers by emission time.
     struct Ev {
         int64_t capture, emitted;
         uint64_t id;
@@ -127,7 +128,7 @@ TEST(ReorderStage, EventsShuffledWithinTheWindowComeOutInCaptureOrderWithTheirDa
         const int64_t capture = 2'000'000 + static_cast<int64_t>(id / 20) * 1000;
         // Data intact after the copy: the feeder overwrote its buffers 200 times since.
         EXPECT_EQ(s.wr_ids, (std::vector<uint64_t>{id, id + 1, id + 2}));
-        EXPECT_EQ(s.ts, (std::vector<uint64_t>{uint64_t(capture), uint64_t(capture + 10), uint64_t(capture + 20)}));
+        EXPECT_EQ(s.ts, (std::vector<uint64_t>(3, uint64_t(capture))));
         EXPECT_EQ(s.procname, "rank-" + std::to_string(id));
         EXPECT_EQ(s.key, capture);
         if (i > 1) {
@@ -138,6 +139,29 @@ TEST(ReorderStage, EventsShuffledWithinTheWindowComeOutInCaptureOrderWithTheirDa
             }
         }
     }
+}
+
+TEST(ReorderStage, MergedCallsAreReleasedElementByElementAtTheirOwnTimes) {
+    Capture out;
+    ReorderStage stage(out, 0);
+    RecordFeeder feed(stage);
+    process_info(feed, 1'000'000, 100);
+    // One event merging 3 calls captured at 2.000, 2.030, 2.060 ms (wr_ids 10..12), emitted at 2.090 ms; another
+    // thread's single call captured at 2.045 ms (wr_id 50), emitted at 2.095 ms.
+    post(feed, 2'090'000, 2'000'000, 10, 3, 30'000);
+    post(feed, 2'095'000, 2'045'000, 50);
+    stage.finish();
+    ASSERT_EQ(out.seen.size(), 5u);
+    const std::vector<uint64_t> ids = {10, 11, 50, 12};
+    const std::vector<uint64_t> times = {2'000'000, 2'030'000, 2'045'000, 2'060'000};
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const Seen& s = out.seen[i + 1];
+        EXPECT_EQ(s.wr_ids, std::vector<uint64_t>{ids[i]}) << "release " << i;
+        EXPECT_EQ(s.ts, std::vector<uint64_t>{times[i]}) << "release " << i;
+        EXPECT_EQ(s.key, static_cast<int64_t>(times[i]));
+        EXPECT_EQ(s.procname, ids[i] == 50 ? "rank-50" : "rank-10");
+    }
+    EXPECT_EQ(out.summary.late_events, 0u);
 }
 
 TEST(ReorderStage, EventOlderThanWhatWasReleasedIsProcessedAndCounted) {
