@@ -54,6 +54,14 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
     }
     watermark_ = std::max(watermark_, ev.ts_ns);
     const int64_t key = order_key(ev);
+    // The announced bound is a promise the emitter may not keep (descheduled on a busy machine): an event that
+    // came later than it widens the window for what follows, up to kMaxReorderWindowNs (memory: the events of
+    // one window are held).
+    if (capture_fields(ev.id).ts >= 0 && key < ev.ts_ns) {
+        const int64_t delay = ev.ts_ns - key;
+        if (delay < kMaxReorderWindowNs && 2 * delay + margin_ns_ > summary_.window_ns)
+            summary_.window_ns = std::min(kMaxReorderWindowNs, 2 * delay + margin_ns_);
+    }
     if (key < released_key_) {
         // Emitted later than its process promised: an event of its time was already released.
         ++summary_.late_events;

@@ -15,7 +15,9 @@
 // thread A's post [p1@2], c1 completing p1, need c0, p1, c1. Events whose elements share one capture time (one
 // call, immediate mode) move whole.
 // An event that still comes older than what was released ("late": the tracer missed its bound) is processed
-// at once, never dropped, and counted: the report says ordering was not guaranteed.
+// at once, never dropped, and counted: the report says ordering was not guaranteed. A data event emitted later
+// after its capture than the window allows (late or not) widens the window to twice that delay for what
+// follows, up to kMaxReorderWindowNs: on a busy machine an emitter is descheduled for milliseconds.
 //
 // Immediate traces (every defer_us 0) pass straight through: no key, no copy, no heap.
 // Held events are deep copies (DecodedEvent points at the producer's storage, valid for one call) in pooled
@@ -37,6 +39,8 @@ inline constexpr int64_t kReorderMarginNs = 1'000'000;
 // events carry capture times: the tracer's default SIGMATRACE_DEFER_MAX_AGE_US. A larger setting shows up as
 // late events.
 inline constexpr int64_t kAssumedDeferNs = 1'000'000;
+// The most the window grows to when events come later than their process announced (see on_event).
+inline constexpr int64_t kMaxReorderWindowNs = 100'000'000;
 
 // The time an event is ordered by: its first element's capture time for a data event (elements' times are
 // non-decreasing), ev.ts_ns for every other event and for data events without elements or capture times.

@@ -182,6 +182,24 @@ TEST(ReorderStage, EventOlderThanWhatWasReleasedIsProcessedAndCounted) {
     EXPECT_EQ(out.summary.max_lateness_ns, 500'000);
 }
 
+TEST(ReorderStage, AnEventLaterThanItsBoundWidensTheWindowForWhatFollows) {
+    Capture out;
+    ReorderStage stage(out, 0);
+    RecordFeeder feed(stage);
+    process_info(feed, 1'000'000, 10);          // announced window 20 us
+    post(feed, 2'000'000, 2'000'000, 1);
+    post(feed, 3'000'000, 3'000'000, 2);        // releases 1
+    post(feed, 3'000'100, 1'500'000, 3);        // late by 1.5 ms: processed, counted, window -> 3.0002 ms
+    post(feed, 4'000'000, 4'000'000, 4);
+    post(feed, 4'500'000, 2'500'000, 5);        // 2 ms late for the announced window, in time for the wider one
+    stage.finish();
+    std::vector<uint64_t> order;
+    for (std::size_t i = 1; i < out.seen.size(); ++i) order.push_back(out.seen[i].wr_ids.at(0));
+    EXPECT_EQ(order, (std::vector<uint64_t>{1, 3, 5, 2, 4}));
+    EXPECT_EQ(out.summary.late_events, 1u);
+    EXPECT_EQ(out.summary.window_ns, 2 * 2'000'000);
+}
+
 TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     Analysis analysis;
     ReorderStage stage(analysis, 0);
@@ -193,7 +211,7 @@ TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     stage.finish();
     const nlohmann::json doc = analysis.finish();
     EXPECT_EQ(doc["trace"]["late_events"], 1);
-    EXPECT_EQ(doc["trace"]["reorder_window_ns"], 20'000);
+    EXPECT_EQ(doc["trace"]["reorder_window_ns"], 2 * 1'500'100);   // widened by the late event's 1.5 ms delay
     EXPECT_EQ(doc["trace"]["events"], 4);
     const auto late = std::find_if(doc["findings"].begin(), doc["findings"].end(),
                                    [](const nlohmann::json& f) { return f["kind"] == "late_events"; });

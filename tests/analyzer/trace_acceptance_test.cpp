@@ -320,7 +320,8 @@ TEST_F(TraceTest, DeferredEmissionIsReorderedAndTimedByCaptureTimes) {
     EXPECT_EQ(w["implied"], 0);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
     EXPECT_EQ(doc["trace"]["late_events"], 0);
-    EXPECT_EQ(doc["trace"]["reorder_window_ns"], 2 * 5'000'000 + 1'000'000);
+    // 2 x defer_us + 1 ms, or wider if a rank was descheduled between a capture and its emission for longer.
+    EXPECT_GE(doc["trace"]["reorder_window_ns"].get<int64_t>(), 2 * 5'000'000 + 1'000'000);
     EXPECT_TRUE(doc["warnings"].empty()) << doc["warnings"].dump();
     // Posts 5 us apart, polls 5 us apart 300 us after the last post: every WRITE takes 310 us from its own post
     // to its own poll (busy waits only ever run long; the median stays close). Event timestamps would give
