@@ -75,7 +75,7 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
     }
     const uint32_t element = spans_capture_times(ev) ? 0 : kWhole;
     heap_.push_back(Entry{key, arrivals_++, copy_into_slot(ev), element});
-    std::push_heap(heap_.begin(), heap_.end(), later);
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
     summary_.max_held = std::max<uint64_t>(summary_.max_held, heap_.size());
     // Released: key + window < watermark, i.e. key < watermark - window (no overflow near INT64_MIN/MAX).
     if (watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns)
@@ -91,46 +91,50 @@ void ReorderStage::finish() {
 
 void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
     while (!heap_.empty() && (all || heap_.front().key < upto_key_exclusive)) {
-        std::pop_heap(heap_.begin(), heap_.end(), later);
+        std::pop_heap(heap_.begin(), heap_.end(), Later{});
         const Entry e = heap_.back();
         heap_.pop_back();
         released_key_ = std::max(released_key_, e.key);
-        const Slot& s = slots_[e.slot];
+        Slot& s = slots_[e.slot];
         if (e.element == kWhole) {
             out_.on_event(s.ev);
-        } else if (!release_element(s, e.element)) {
+        } else if (const int64_t next = release_element(s, e.element); next != kNoNext) {
             // The event's next element waits for its own time (its storage stays held until then).
-            const uint32_t next = e.element + 1;
-            heap_.push_back(Entry{s.ev.element_ts(capture_fields(s.ev.id).ts, next), e.arrival, e.slot, next});
-            std::push_heap(heap_.begin(), heap_.end(), later);
+            heap_.push_back(Entry{next, e.arrival, e.slot, e.element + 1});
+            std::push_heap(heap_.begin(), heap_.end(), Later{});
             continue;
         }
         free_slots_.push_back(e.slot);
     }
 }
 
-bool ReorderStage::release_element(const Slot& s, uint32_t k) {
-    const CaptureFields c = capture_fields(s.ev.id);
-    const auto n = static_cast<uint32_t>(s.ev.u(c.n));
-    DecodedEvent& v = view_;
-    v = s.ev;
-    v.continued = k > 0;
-    for (FieldValue& f : v.f) {
-        if (!f.is_sequence) continue;
-        f.seq += k;   // spans_capture_times() checked every sequence holds n elements
-        f.seq_len = 1;
-    }
-    v.f[static_cast<std::size_t>(c.n)].u = 1;
-    // The view stands for one call: a post's element k is WR batch_offset + k of its chain, a poll returned 1.
-    switch (v.id) {
-    case EventId::post_send: v.f[F::post_send::batch_offset].u += k; break;
-    case EventId::post_recv: v.f[F::post_recv::batch_offset].u += k; break;
-    case EventId::post_srq_recv: v.f[F::post_srq_recv::batch_offset].u += k; break;
-    case EventId::poll_cq: v.f[F::poll_cq::ret].u = 1; break;
-    default: break;
+int64_t ReorderStage::release_element(Slot& s, uint32_t k) {
+    // The slot's event becomes the view of element k in place (no copy per element): at k = 0 every sequence is
+    // cut to one element (spans_capture_times() checked they all hold n), then each step advances them by one.
+    DecodedEvent& v = s.ev;
+    const CaptureFields c = capture_fields(v.id);
+    if (k == 0) {
+        s.elements = static_cast<uint32_t>(v.u(c.n));
+        v.f[static_cast<std::size_t>(c.n)].u = 1;
+        for (FieldValue& f : v.f)
+            if (f.is_sequence) f.seq_len = 1;
+        if (v.id == EventId::poll_cq) v.f[F::poll_cq::ret].u = 1;   // the view stands for one poll
+    } else {
+        v.continued = true;
+        for (FieldValue& f : v.f)
+            if (f.is_sequence) ++f.seq;
+        // A post's element k is WR batch_offset + k of its chain.
+        switch (v.id) {
+        case EventId::post_send: ++v.f[F::post_send::batch_offset].u; break;
+        case EventId::post_recv: ++v.f[F::post_recv::batch_offset].u; break;
+        case EventId::post_srq_recv: ++v.f[F::post_srq_recv::batch_offset].u; break;
+        default: break;
+        }
     }
     out_.on_event(v);
-    return k + 1 >= n;
+    if (k + 1 >= s.elements) return kNoNext;
+    const uint64_t t = v.f[static_cast<std::size_t>(c.ts)].seq[1];   // element k + 1, before the view moves on
+    return t != 0 && t <= DecodedEvent::kMaxCaptureNs ? static_cast<int64_t>(t) : v.ts_ns;
 }
 
 uint32_t ReorderStage::copy_into_slot(const DecodedEvent& ev) {
@@ -144,6 +148,7 @@ uint32_t ReorderStage::copy_into_slot(const DecodedEvent& ev) {
     }
     Slot& s = slots_[idx];
     s.ev = ev;
+    s.elements = 0;
     std::size_t nseq = 0, nstr = ev.procname.size() + ev.trace_hostname.size();
     for (const FieldValue& v : ev.f) {
         nseq += v.seq_len;

@@ -64,6 +64,7 @@ private:
         DecodedEvent ev;
         std::vector<uint64_t> seqs;   // every sequence of ev, back to back
         std::string strs;             // every string of ev, back to back
+        uint32_t elements = 0;        // a split event's element count (its `n` field then reads 1)
     };
     static constexpr uint32_t kWhole = UINT32_MAX;
     struct Entry {
@@ -72,13 +73,18 @@ private:
         uint32_t slot;
         uint32_t element;   // the next element to release, or kWhole
     };
-    // std::push_heap builds a max-heap: "less" is "released later".
-    static bool later(const Entry& a, const Entry& b) { return a.key != b.key ? a.key > b.key : a.arrival > b.arrival; }
+    // std::push_heap builds a max-heap: "less" is "released later". A functor, so that it is inlined.
+    struct Later {
+        bool operator()(const Entry& a, const Entry& b) const {
+            return a.key != b.key ? a.key > b.key : a.arrival > b.arrival;
+        }
+    };
+    static constexpr int64_t kNoNext = INT64_MIN;
 
     uint32_t copy_into_slot(const DecodedEvent& ev);
     void release(int64_t upto_key_exclusive, bool all);
-    // Releases element k of a held split event; returns whether it was the last.
-    bool release_element(const Slot& s, uint32_t k);
+    // Releases element k of a held split event; returns element k + 1's capture time, kNoNext after the last.
+    int64_t release_element(Slot& s, uint32_t k);
 
     EventSink& out_;
     int64_t margin_ns_;
@@ -88,7 +94,6 @@ private:
     std::vector<Entry> heap_;
     std::deque<Slot> slots_;          // a deque: slots never move, so views into SSO strings stay valid
     std::vector<uint32_t> free_slots_;
-    DecodedEvent view_;               // the element view being delivered (kept: 1 KiB, not on every call's stack)
     OrderingSummary summary_;
     bool finished_ = false;
 };
