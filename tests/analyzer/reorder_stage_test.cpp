@@ -9,6 +9,7 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/ci_rules.h"
+#include "analyzer/html_report.h"
 #include "analyzer/reorder_stage.h"
 #include "analyzer/text_report.h"
 #include "record_feeder.h"
@@ -219,6 +220,7 @@ TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     EXPECT_EQ((*late)["evidence"]["late_events"], 1);
     EXPECT_NE(render_text_report(doc).find("(0 discarded, 1 out of capture order)"), std::string::npos)
         << render_text_report(doc);
+    EXPECT_NE(render_html_report(doc).find("<b>1</b> out of capture order"), std::string::npos);
     std::string error;
     const auto rule = parse_rule("late>0", error);
     ASSERT_TRUE(rule) << error;
