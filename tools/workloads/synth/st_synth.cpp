@@ -53,10 +53,6 @@ extern char** environ;
 
 namespace {
 
-// Every element is stamped by its event (ts 0): a synthetic trace has no capture clock of its own.
-constexpr std::array<uint64_t, SIGMATRACE_MAX_BATCH> kEventTime{};
-
-
 constexpr uint8_t kWrWrite = 0, kWrSend = 2, kWrRead = 4, kWrFaa = 6;
 constexpr uint8_t kWcSend = 0, kWcWrite = 1, kWcRead = 2, kWcFaa = 4, kWcRecv = 128;
 constexpr uint32_t kSignaled = 2;
@@ -233,7 +229,6 @@ void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32
             nsge[i] = 1;
         }
         st_post_send_rec r{};
-        r.ts = kEventTime.data();
         r.qp = qp;
         r.qp_num = qpn;
         r.ret = ret;
@@ -280,7 +275,6 @@ void emit_poll(uint64_t cq, const std::vector<Wc>& wcs, const uint64_t* capture 
             src[i] = w.src_qp;
         }
         st_poll_cq_rec r{};
-        r.ts = kEventTime.data();
         r.cq = cq;
         r.ret = static_cast<int32_t>(n);
         r.n = static_cast<uint32_t>(n);
@@ -311,7 +305,6 @@ void emit_post_recv(uint64_t qp, uint32_t qpn, uint64_t first_wr_id, uint32_t co
             len[i] = bytes;
         }
         st_post_recv_rec r{};
-        r.ts = kEventTime.data();
         r.qp = qp;
         r.qp_num = qpn;
         r.bad_index = -1;
@@ -534,7 +527,6 @@ void rank_ud(const Params& p) {
         std::array<uint32_t, 1> flags{0}, bytes{512}, rkey{0}, imm{0}, rqpn{ud_qpn_of(next)};
         std::array<uint16_t, 1> nsge{1};
         st_post_send_rec r{};
-        r.ts = kEventTime.data();
         r.qp = c.qp;
         r.qp_num = c.qp_num;
         r.bad_index = -1;
@@ -587,7 +579,7 @@ void rank_srq(const Params& p) {
             len[static_cast<std::size_t>(i)] = 4096;
         }
         st_post_srq_recv_rec r{};
-        r.ts = kEventTime.data();
+        r.ts = kNoCaptureTimes.data();
         r.srq = srq;
         r.bad_index = -1;
         r.n = 8;
