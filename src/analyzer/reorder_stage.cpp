@@ -27,6 +27,15 @@ bool spans_capture_times(const DecodedEvent& ev) {
 
 }  // namespace
 
+int ReorderStage::batch_offset_field(EventId id) {
+    switch (id) {
+    case EventId::post_send: return F::post_send::batch_offset;
+    case EventId::post_recv: return F::post_recv::batch_offset;
+    case EventId::post_srq_recv: return F::post_srq_recv::batch_offset;
+    default: return -1;
+    }
+}
+
 int64_t order_key(const DecodedEvent& ev) {
     const CaptureFields c = capture_fields(ev.id);
     if (c.ts < 0 || ev.u(c.n) == 0) return ev.ts_ns;
@@ -98,43 +107,54 @@ void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
         Slot& s = slots_[e.slot];
         if (e.element == kWhole) {
             out_.on_event(s.ev);
-        } else if (const int64_t next = release_element(s, e.element); next != kNoNext) {
-            // The event's next element waits for its own time (its storage stays held until then).
-            heap_.push_back(Entry{next, e.arrival, e.slot, e.element + 1});
-            std::push_heap(heap_.begin(), heap_.end(), Later{});
-            continue;
+        } else {
+            // The run of this event's elements that nothing held comes between (captured before the next held
+            // key, and due) goes out as one view: one call per run, not per element, when calls do not interleave.
+            int64_t limit = all ? std::numeric_limits<int64_t>::max() : upto_key_exclusive;
+            if (!heap_.empty()) limit = std::min(limit, heap_.front().key);
+            const auto [next_element, next_key] = release_run(s, e.element, limit);
+            if (next_key != kNoNext) {
+                // The event's next element waits for its own time (its storage stays held until then).
+                heap_.push_back(Entry{next_key, e.arrival, e.slot, next_element});
+                std::push_heap(heap_.begin(), heap_.end(), Later{});
+                continue;
+            }
         }
         free_slots_.push_back(e.slot);
     }
 }
 
-int64_t ReorderStage::release_element(Slot& s, uint32_t k) {
-    // The slot's event becomes the view of element k in place (no copy per element): at k = 0 every sequence is
-    // cut to one element (spans_capture_times() checked they all hold n), then each step advances them by one.
+int64_t ReorderStage::element_key(const Slot& s, uint32_t j) const {
+    const CaptureFields c = capture_fields(s.ev.id);
+    const uint64_t t = s.ev.f[static_cast<std::size_t>(c.ts)].seq[j];
+    return t != 0 && t <= DecodedEvent::kMaxCaptureNs ? static_cast<int64_t>(t) : s.ev.ts_ns;
+}
+
+std::pair<uint32_t, int64_t> ReorderStage::release_run(Slot& s, uint32_t k, int64_t limit_exclusive) {
+    // The slot's event becomes the view of elements [k, k + m) in place (no copy): every sequence starts at
+    // element k (the view advances them after each run) and is cut to m; `n` reads m.
     DecodedEvent& v = s.ev;
     const CaptureFields c = capture_fields(v.id);
     if (k == 0) {
         s.elements = static_cast<uint32_t>(v.u(c.n));
-        v.f[static_cast<std::size_t>(c.n)].u = 1;
-        for (FieldValue& f : v.f)
-            if (f.is_sequence) f.seq_len = 1;
-        if (v.id == EventId::poll_cq) v.f[F::poll_cq::ret].u = 1;   // the view stands for one poll
-    } else {
-        v.continued = true;
-        for (FieldValue& f : v.f)
-            if (f.is_sequence) ++f.seq;
-        // A post's element k is WR batch_offset + k of its chain.
-        switch (v.id) {
-        case EventId::post_send: ++v.f[F::post_send::batch_offset].u; break;
-        case EventId::post_recv: ++v.f[F::post_recv::batch_offset].u; break;
-        case EventId::post_srq_recv: ++v.f[F::post_srq_recv::batch_offset].u; break;
-        default: break;
-        }
+        s.first_batch_offset = batch_offset_field(v.id) >= 0 ? v.u(batch_offset_field(v.id)) : 0;
     }
+    // Element k is due (its entry was popped); the next ones join while they precede the limit.
+    uint32_t m = 1;
+    while (k + m < s.elements && element_key(s, m) < limit_exclusive) ++m;
+    v.continued = k > 0;
+    v.f[static_cast<std::size_t>(c.n)].u = m;
+    for (FieldValue& f : v.f)
+        if (f.is_sequence) f.seq_len = m;
+    if (v.id == EventId::poll_cq) v.f[F::poll_cq::ret].u = m;   // the view stands for one poll of m completions
+    // A post's element k is WR batch_offset + k of its chain.
+    if (const int b = batch_offset_field(v.id); b >= 0) v.f[static_cast<std::size_t>(b)].u = s.first_batch_offset + k;
     out_.on_event(v);
-    if (k + 1 >= s.elements) return kNoNext;
-    const uint64_t t = v.f[static_cast<std::size_t>(c.ts)].seq[1];   // element k + 1, before the view moves on
-    return t != 0 && t <= DecodedEvent::kMaxCaptureNs ? static_cast<int64_t>(t) : v.ts_ns;
+    if (k + m >= s.elements) return {k + m, kNoNext};
+    const int64_t next = element_key(s, m);
+    for (FieldValue& f : v.f)
+        if (f.is_sequence) f.seq += m;
+    return {k + m, next};
 }
 
 uint32_t ReorderStage::copy_into_slot(const DecodedEvent& ev) {

@@ -9,11 +9,12 @@
 // released one had to be emitted within defer_us of its capture, i.e. before the watermark got that far.
 //
 // A deferred event may merge several calls of one thread, its elements captured at different times. Such an
-// event is released ELEMENT by element, each when its own capture time is due: as a view with n = 1 and every
-// sequence advanced to that element (batch_offset + k for posts, ret = 1 for polls; `continued` set after the
-// first, so the event is counted once). Event-level keys cannot order it: thread B's poll [c0@1, c1@3] and
-// thread A's post [p1@2], c1 completing p1, need c0, p1, c1. Events whose elements share one capture time (one
-// call, immediate mode) move whole.
+// event is released element by element, each when its own capture time is due, as a view: every sequence
+// advanced to the element, batch_offset + k for posts, `continued` set after the first view (the event is
+// counted once). Consecutive elements that no other held event comes between go out as one view of n > 1
+// (ret = n for polls), so an event that interleaves with nothing costs one call. Event-level keys cannot order
+// it: thread B's poll [c0@1, c1@3] and thread A's post [p1@2], c1 completing p1, need c0, p1, c1. Events whose
+// elements share one capture time (one call, immediate mode) move whole.
 // An event that still comes older than what was released ("late": the tracer missed its bound) is processed
 // at once, never dropped, and counted: the report says ordering was not guaranteed. A data event emitted later
 // after its capture than the window allows (late or not) widens the window to twice that delay for what
@@ -27,6 +28,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyzer/event_sink.h"
@@ -64,7 +66,8 @@ private:
         DecodedEvent ev;
         std::vector<uint64_t> seqs;   // every sequence of ev, back to back
         std::string strs;             // every string of ev, back to back
-        uint32_t elements = 0;        // a split event's element count (its `n` field then reads 1)
+        uint32_t elements = 0;        // a split event's element count (its `n` field then reads a run's length)
+        uint64_t first_batch_offset = 0;
     };
     static constexpr uint32_t kWhole = UINT32_MAX;
     struct Entry {
@@ -83,8 +86,12 @@ private:
 
     uint32_t copy_into_slot(const DecodedEvent& ev);
     void release(int64_t upto_key_exclusive, bool all);
-    // Releases element k of a held split event; returns element k + 1's capture time, kNoNext after the last.
-    int64_t release_element(Slot& s, uint32_t k);
+    // Releases elements k.. of a held split event that are captured before `limit_exclusive` (element k at least)
+    // as one view; returns the next element and its capture time, kNoNext after the last.
+    std::pair<uint32_t, int64_t> release_run(Slot& s, uint32_t k, int64_t limit_exclusive);
+    // Capture time of element j counted from the view's current start.
+    int64_t element_key(const Slot& s, uint32_t j) const;
+    static int batch_offset_field(EventId id);
 
     EventSink& out_;
     int64_t margin_ns_;

@@ -152,17 +152,32 @@ TEST(ReorderStage, MergedCallsAreReleasedElementByElementAtTheirOwnTimes) {
     post(feed, 2'090'000, 2'000'000, 10, 3, 30'000);
     post(feed, 2'095'000, 2'045'000, 50);
     stage.finish();
-    ASSERT_EQ(out.seen.size(), 5u);
-    const std::vector<uint64_t> ids = {10, 11, 50, 12};
-    const std::vector<uint64_t> times = {2'000'000, 2'030'000, 2'045'000, 2'060'000};
+    // 10 and 11 precede 50: one view of both; then 50; then 12.
+    ASSERT_EQ(out.seen.size(), 4u);
+    const std::vector<std::vector<uint64_t>> ids = {{10, 11}, {50}, {12}};
+    const std::vector<std::vector<uint64_t>> times = {{2'000'000, 2'030'000}, {2'045'000}, {2'060'000}};
     for (std::size_t i = 0; i < ids.size(); ++i) {
         const Seen& s = out.seen[i + 1];
-        EXPECT_EQ(s.wr_ids, std::vector<uint64_t>{ids[i]}) << "release " << i;
-        EXPECT_EQ(s.ts, std::vector<uint64_t>{times[i]}) << "release " << i;
-        EXPECT_EQ(s.key, static_cast<int64_t>(times[i]));
-        EXPECT_EQ(s.procname, ids[i] == 50 ? "rank-50" : "rank-10");
+        EXPECT_EQ(s.wr_ids, ids[i]) << "release " << i;
+        EXPECT_EQ(s.ts, times[i]) << "release " << i;
+        EXPECT_EQ(s.key, static_cast<int64_t>(times[i][0]));
+        EXPECT_EQ(s.procname, ids[i][0] == 50 ? "rank-50" : "rank-10");
     }
     EXPECT_EQ(out.summary.late_events, 0u);
+}
+
+TEST(ReorderStage, AMergedEventNothingComesBetweenGoesOutAsOneView) {
+    Capture out;
+    ReorderStage stage(out, 0);
+    RecordFeeder feed(stage);
+    process_info(feed, 1'000'000, 100);
+    post(feed, 2'090'000, 2'000'000, 10, 3, 30'000);   // 2.000, 2.030, 2.060 ms
+    post(feed, 2'095'000, 2'070'000, 50);               // after all of them
+    stage.finish();
+    ASSERT_EQ(out.seen.size(), 3u);
+    EXPECT_EQ(out.seen[1].wr_ids, (std::vector<uint64_t>{10, 11, 12}));
+    EXPECT_EQ(out.seen[1].ts, (std::vector<uint64_t>{2'000'000, 2'030'000, 2'060'000}));
+    EXPECT_EQ(out.seen[2].wr_ids, std::vector<uint64_t>{50});
 }
 
 TEST(ReorderStage, EventOlderThanWhatWasReleasedIsProcessedAndCounted) {
