@@ -18,11 +18,15 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 #include "bench_provider.h"
+#include "interpose/capture_clock.h"
 #include "interpose/config.h"
 #include "interpose/counters_emitter.h"
+#include "interpose/deferred_rings.h"
 #include "interpose/lifecycle.h"
 #include "provider/trace.h"
 
@@ -35,7 +39,7 @@ BenchDevice* g_plain = nullptr;    // never wrapped
 BenchDevice* g_wrapped = nullptr;  // wrapped by the shim
 
 constexpr int kChain = 16;
-constexpr int64_t kTracedIterations = 200000;
+const int64_t kTracedIterations = std::getenv("INTERPOSE_BENCH_TRACED_ITERATIONS") ? std::atoll(std::getenv("INTERPOSE_BENCH_TRACED_ITERATIONS")) : 200000;
 
 struct Chains {
     ibv_sge sge{0x1000, 4096, 0x11};
@@ -59,46 +63,79 @@ struct Chains {
 };
 Chains g_wrs;
 
-void set_mode(interpose::Mode m) {
+// How a traced run emits its data events (interpose/deferred_capture.h).
+enum class Emission {
+    deferred,   // the default: captured into the thread's ring; the loop drains it when full (no idle points here)
+    immediate,  // SIGMATRACE_DEFER=0: one LTTng event inside each call
+    captured,   // deferred, with the drains outside the timed region: the data path's own cost
+};
+
+struct Setup {
+    interpose::Mode mode = interpose::Mode::ops;
+    Emission emission = Emission::deferred;
+};
+
+void set_mode(const Setup& s) {
     interpose::Config c;
-    c.mode = m;
+    c.mode = s.mode;
+    c.defer = s.emission != Emission::immediate;
     c.counters_interval_ms = 3600000;  // no periodic emission during a measurement
     interpose::set_config(c);
 }
 
-void post_one(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
-    set_mode(mode);
+// The captured variant drains every this many iterations, untimed (well within a default ring).
+constexpr int64_t kUntimedDrainEvery = 512;
+
+template <typename Body> void run_loop(benchmark::State& state, const Setup& s, Body&& body) {
+    if (s.emission != Emission::captured) {
+        for (auto _ : state) body();
+        return;
+    }
+    int64_t i = 0;
+    for (auto _ : state) {
+        body();
+        if (++i % kUntimedDrainEvery == 0) {
+            state.PauseTiming();
+            interpose::deferred::drain_all(interpose::deferred::Wait::yes);
+            state.ResumeTiming();
+        }
+    }
+    interpose::deferred::drain_all(interpose::deferred::Wait::yes);
+}
+
+void post_one(benchmark::State& state, BenchDevice* d, Setup setup) {
+    set_mode(setup);
     ibv_send_wr* bad = nullptr;
-    for (auto _ : state) benchmark::DoNotOptimize(ibv_post_send(d->qp(), &g_wrs.one, &bad));
+    run_loop(state, setup, [&] { benchmark::DoNotOptimize(ibv_post_send(d->qp(), &g_wrs.one, &bad)); });
     state.SetItemsProcessed(state.iterations());
 }
 
-void post_chain(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
-    set_mode(mode);
+void post_chain(benchmark::State& state, BenchDevice* d, Setup setup) {
+    set_mode(setup);
     ibv_send_wr* bad = nullptr;
-    for (auto _ : state) benchmark::DoNotOptimize(ibv_post_send(d->qp(), g_wrs.chain, &bad));
+    run_loop(state, setup, [&] { benchmark::DoNotOptimize(ibv_post_send(d->qp(), g_wrs.chain, &bad)); });
     state.SetItemsProcessed(state.iterations() * kChain);
 }
 
-void poll16(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
-    set_mode(mode);
+void poll16(benchmark::State& state, BenchDevice* d, Setup setup) {
+    set_mode(setup);
     sigmatrace::bench::set_completions_per_poll(16);
     ibv_wc wc[16];
-    for (auto _ : state) benchmark::DoNotOptimize(ibv_poll_cq(d->cq(), 16, wc));
+    run_loop(state, setup, [&] { benchmark::DoNotOptimize(ibv_poll_cq(d->cq(), 16, wc)); });
     state.SetItemsProcessed(state.iterations() * 16);
 }
 
-void wr_api_one(benchmark::State& state, BenchDevice* d, interpose::Mode mode) {
-    set_mode(mode);
+void wr_api_one(benchmark::State& state, BenchDevice* d, Setup setup) {
+    set_mode(setup);
     ibv_qp_ex* q = d->qpx();
-    for (auto _ : state) {
+    run_loop(state, setup, [&] {
         ibv_wr_start(q);
         q->wr_id = 7;
         q->wr_flags = IBV_SEND_SIGNALED;
         ibv_wr_rdma_write(q, 0x22, 0xabc000);
         ibv_wr_set_sge(q, 0x11, 0x1000, 4096);
         benchmark::DoNotOptimize(ibv_wr_complete(q));
-    }
+    });
     state.SetItemsProcessed(state.iterations());
 }
 
@@ -108,7 +145,9 @@ void bare_event(benchmark::State& state) {
     uint8_t opcode = IBV_WR_RDMA_WRITE;
     uint32_t flags = IBV_SEND_SIGNALED, bytes = 4096, rkey = 0x22, imm = 0, rqpn = 0;
     uint16_t sges = 1;
+    uint64_t ts = 0;
     st_post_send_rec r{};
+    r.ts = &ts;
     r.qp = 0x1234;
     r.qp_num = 0x100;
     r.bad_index = -1;
@@ -202,20 +241,20 @@ public:
 
 // `iterations` 0: Google Benchmark chooses. Traced runs use a fixed count, so that the events they emit fit the
 // session's buffers (a discarded event costs less than a recorded one and would flatter the result).
-void register_all(const std::string& phase, interpose::Mode wrapped_mode, const char* wrapped_name, int64_t iterations) {
-    const std::string w = wrapped_name;
-    auto reg = [&](const std::string& name, auto fn, BenchDevice* d, interpose::Mode m) {
-        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark((phase + name).c_str(), fn, d, m);
+// `wrapped`: the wrapped variants to run next to the unwrapped one, by name.
+void register_all(const std::string& phase, const std::vector<std::pair<std::string, Setup>>& wrapped, int64_t iterations) {
+    auto reg = [&](const std::string& name, auto fn, BenchDevice* d, Setup s) {
+        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark((phase + name).c_str(), fn, d, s);
         if (iterations > 0) b->Iterations(iterations);
     };
-    reg("post_send_1/unwrapped", post_one, g_plain, interpose::Mode::ops);
-    reg("post_send_1/" + w, post_one, g_wrapped, wrapped_mode);
-    reg("post_send_16_chain/unwrapped", post_chain, g_plain, interpose::Mode::ops);
-    reg("post_send_16_chain/" + w, post_chain, g_wrapped, wrapped_mode);
-    reg("poll_cq_16/unwrapped", poll16, g_plain, interpose::Mode::ops);
-    reg("poll_cq_16/" + w, poll16, g_wrapped, wrapped_mode);
-    reg("wr_api_1/unwrapped", wr_api_one, g_plain, interpose::Mode::ops);
-    reg("wr_api_1/" + w, wr_api_one, g_wrapped, wrapped_mode);
+    auto each = [&](const std::string& verb, auto fn) {
+        reg(verb + "/unwrapped", fn, g_plain, Setup{});
+        for (const auto& [name, setup] : wrapped) reg(verb + "/" + name, fn, g_wrapped, setup);
+    };
+    each("post_send_1", post_one);
+    each("post_send_16_chain", post_chain);
+    each("poll_cq_16", poll16);
+    each("wr_api_1", wr_api_one);
 }
 
 ibv_qp_ex* bench_qp_to_qp_ex(ibv_qp* qp) {
@@ -241,7 +280,8 @@ int main(int argc, char** argv) {
     g_plain = &plain;
     g_wrapped = &wrapped;
     interpose::set_verbs_queries(&kQueries);
-    set_mode(interpose::Mode::ops);
+    interpose::capture_clock::calibrate();  // what libsigmatrace.so's constructor does
+    set_mode(Setup{});
     interpose::on_context_opened(wrapped.ctx(), interpose::OpenVia::open_device);
     ibv_qp_init_attr_ex attr{};
     attr.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -252,21 +292,28 @@ int main(int argc, char** argv) {
 
     Collector out;
     std::printf("== phase 1: no tracing session ==\n");
-    register_all("1:", interpose::Mode::ops, "wrapped_no_session", 0);
-    RegisterBenchmark("1:post_send_1/counters", post_one, g_wrapped, interpose::Mode::counters);
-    RegisterBenchmark("1:post_send_16_chain/counters", post_chain, g_wrapped, interpose::Mode::counters);
-    RegisterBenchmark("1:poll_cq_16/counters", poll16, g_wrapped, interpose::Mode::counters);
-    benchmark::RunSpecifiedBenchmarks(&out, "^1:");
+    register_all("1:", {{"wrapped_no_session", Setup{}}}, 0);
+    const Setup counters{interpose::Mode::counters, Emission::deferred};
+    RegisterBenchmark("1:post_send_1/counters", post_one, g_wrapped, counters);
+    RegisterBenchmark("1:post_send_16_chain/counters", post_chain, g_wrapped, counters);
+    RegisterBenchmark("1:poll_cq_16/counters", poll16, g_wrapped, counters);
+    // INTERPOSE_BENCH_SKIP_PHASE1=1: only the traced phase (profiling it with perf).
+    if (const char* skip = std::getenv("INTERPOSE_BENCH_SKIP_PHASE1"); skip == nullptr || std::string(skip) != "1")
+        benchmark::RunSpecifiedBenchmarks(&out, "^1:");
 
     std::printf("\n== phase 2: traced (session recording sigmatrace:*) ==\n");
     if (!start_session()) {
         std::printf("No session daemon answered or the session could not start: phase 2 skipped "
                     "(run under scripts/with-private-lttng.sh)\n");
     } else {
-        register_all("2:", interpose::Mode::ops, "traced", kTracedIterations);
+        register_all("2:",
+                     {{"traced", Setup{interpose::Mode::ops, Emission::deferred}},
+                      {"traced_captured", Setup{interpose::Mode::ops, Emission::captured}},
+                      {"traced_immediate", Setup{interpose::Mode::ops, Emission::immediate}}},
+                     kTracedIterations);
         benchmark::RegisterBenchmark("2:event/bare_post_send", bare_event)->Iterations(kTracedIterations);
         benchmark::RegisterBenchmark("2:event/bare_3_integers", bare_small_event)->Iterations(kTracedIterations);
-        benchmark::RunSpecifiedBenchmarks(&out, "^2:");
+        benchmark::RunSpecifiedBenchmarks(&out, std::getenv("INTERPOSE_BENCH_PHASE2_FILTER") ? std::getenv("INTERPOSE_BENCH_PHASE2_FILTER") : "^2:");
         std::printf("discarded events during phase 2: %s\n", stop_session().c_str());
     }
 
@@ -288,12 +335,19 @@ int main(int argc, char** argv) {
         const double bare = at("2:event/bare_post_send");
         std::printf("bare LTTng event (post_send, n=1)    : %6.2f ns\n", bare);
         std::printf("bare LTTng event (3 integers)        : %6.2f ns\n", at("2:event/bare_3_integers"));
-        std::printf("traced 1 WR - bare event             : %6.2f ns  (goal <= 20 ns)\n",
-                    at("2:post_send_1/traced") - at("2:post_send_1/unwrapped") - bare);
-        std::printf("traced 16-WR chain, per WR           : %6.2f ns  (goal < 40 ns)\n", at("2:post_send_16_chain/traced"));
-        std::printf("traced 16-completion poll, per compl.: %6.2f ns  (goal < 40 ns)\n", at("2:poll_cq_16/traced"));
-        std::printf("traced ibv_wr_* list of 1            : %6.2f ns  (bare event + %.2f ns)\n", at("2:wr_api_1/traced"),
-                    at("2:wr_api_1/traced") - at("2:wr_api_1/unwrapped") - bare);
+        // Per WR or completion, less the unwrapped verb: deferred (the default; its drains included, the loop
+        // has no idle point so they run on the data path), its data path alone (captured), and immediate.
+        auto row = [&](const char* what, const std::string& verb, double per, const char* goal) {
+            const double base = at("2:" + verb + "/unwrapped");
+            std::printf("%-37s: deferred %6.2f ns, captured %6.2f ns, immediate %6.2f ns  %s\n", what,
+                        (at("2:" + verb + "/traced") - base) / per, (at("2:" + verb + "/traced_captured") - base) / per,
+                        (at("2:" + verb + "/traced_immediate") - base) / per, goal);
+        };
+        // Google Benchmark's items are WRs/completions already for the chain and the poll (ns per item).
+        row("traced 1 WR", "post_send_1", 1, "(goal: <= bare event + 20 ns)");
+        row("traced 16-WR chain, per WR", "post_send_16_chain", 1, "(goal < 40 ns)");
+        row("traced 16-completion poll, per compl.", "poll_cq_16", 1, "(goal < 40 ns)");
+        row("traced ibv_wr_* list of 1", "wr_api_1", 1, "");
     }
     interpose::counters_shutdown();
     benchmark::Shutdown();

@@ -1,5 +1,7 @@
 #include "analyzer/analysis.h"
 
+#include <algorithm>
+
 #include "analyzer/data_link.h"
 #include "analyzer/report_builder.h"
 
@@ -17,15 +19,22 @@ void Analysis::on_event(const DecodedEvent& ev) {
         ++topo_.anomalies().unknown_events;
         return;
     }
-    if (events_ == 0 || ev.ts_ns < first_ts_) first_ts_ = ev.ts_ns;
+    // A deferred data event was emitted after its elements were captured: the trace starts at the earliest
+    // capture (elements' times are non-decreasing, so the first one).
+    int64_t begin = ev.ts_ns;
+    if (const CaptureFields c = capture_fields(ev.id); c.ts >= 0 && ev.u(c.n) > 0)
+        begin = std::min(begin, ev.element_ts(c.ts, 0));
+    if (events_ == 0 || begin < first_ts_) first_ts_ = begin;
     if (ev.ts_ns > last_ts_ || events_ == 0) last_ts_ = ev.ts_ns;
-    ++events_;
-    ++events_by_id_[static_cast<std::size_t>(ev.id)];
+    if (!ev.continued) {
+        ++events_;
+        ++events_by_id_[static_cast<std::size_t>(ev.id)];
+    }
 
     ProcId p = topo_.process_of(ev);
     {
         Process& pr = topo_.proc(p);
-        ++pr.events;
+        if (!ev.continued) ++pr.events;
         pr.last_ts = std::max(pr.last_ts, ev.ts_ns);
     }
     switch (ev.id) {

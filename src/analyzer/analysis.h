@@ -12,6 +12,7 @@
 
 #include "analyzer/barrier_detector.h"
 #include "analyzer/decoded_event.h"
+#include "analyzer/event_sink.h"
 #include "analyzer/gray_link_detector.h"
 #include "analyzer/incast_detector.h"
 #include "analyzer/op_reconstruction.h"
@@ -52,7 +53,7 @@ struct ErrorSample {
     uint64_t wr_id = 0;
 };
 
-class Analysis : public OpListener {
+class Analysis : public EventSink, public OpListener {
 public:
     explicit Analysis(AnalysisOptions options = {});
     Analysis(const Analysis&) = delete;
@@ -61,7 +62,9 @@ public:
     // Observers of every operation (the Perfetto writer); not owned, must outlive finish().
     void add_listener(OpListener* l) { listeners_.push_back(l); }
 
-    void on_event(const DecodedEvent& ev);
+    void on_event(const DecodedEvent& ev) override;
+    // From the reordering stage in front of this analysis (reorder_stage.h), at the end of the stream.
+    void on_ordering(const OrderingSummary& s) override { ordering_ = s; }
     void on_discarded(const DiscardRecord& d);
     // A trace that could not be read (whole or in part); the analysis continues with the rest.
     void on_read_problem(std::string message) { read_problems_.push_back(std::move(message)); }
@@ -91,6 +94,7 @@ private:
     IncastResult incast_result_;
     std::vector<OpListener*> listeners_;
     std::vector<DiscardRecord> discards_;
+    OrderingSummary ordering_;
     std::vector<std::string> read_problems_;
     std::vector<std::string> trace_paths_;
     std::vector<ErrorSample> first_errors_;

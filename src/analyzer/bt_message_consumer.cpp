@@ -65,7 +65,13 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
         const char* name = bt_event_class_get_name(ec);
         info.schema = name ? find_event_schema(name) : nullptr;
         const bt_stream_class* sc = bt_event_class_borrow_stream_class_const(ec);
-        info.has_clock = bt_stream_class_borrow_default_clock_class_const(sc) != nullptr;
+        info.clock = bt_stream_class_borrow_default_clock_class_const(sc);
+        info.has_clock = info.clock != nullptr;
+        if (info.clock) {
+            info.clock_is_ns = bt_clock_class_get_frequency(info.clock) == 1'000'000'000ULL &&
+                               bt_clock_class_cycles_to_ns_from_origin(info.clock, 0, &info.clock_origin_ns) ==
+                                   BT_CLOCK_CLASS_CYCLES_TO_NS_FROM_ORIGIN_STATUS_OK;
+        }
         const bt_field_class* ctx = bt_stream_class_borrow_event_common_context_field_class_const(sc);
         info.vpid = member_index(ctx, "vpid");
         info.vtid = member_index(ctx, "vtid");
@@ -101,6 +107,7 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
                 }
                 info.member[i] = idx;
                 info.kind[i] = k;
+                if (capture_fields(info.schema->id).ts == static_cast<int>(i)) info.ts_field = static_cast<int>(i);
             }
         }
         bt_event_class_get_ref(ec);
@@ -195,6 +202,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
             if (buf.size() < len) buf.resize(len);
             const bool s = ci.kind[i] == Kind::SeqSigned;
             for (uint64_t k = 0; k < len; ++k) buf[k] = read_int(bt_field_array_borrow_element_field_by_index_const(f, k), s);
+            if (static_cast<int>(i) == ci.ts_field) convert_capture_times(ci, buf, len);
             v.seq = buf.data();
             v.seq_len = static_cast<uint32_t>(len);
             break;
@@ -203,7 +211,26 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         }
     }
     for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
-    analysis_.on_event(ev);
+    reorder_.on_event(ev);
+}
+
+// Capture times are cycles of the trace's clock (lttng-ust's monotonic clock); nonzero ones become ns from
+// origin like the event timestamp. The common 1 GHz case is one addition per element (origin computed once per
+// class); other frequencies go through babeltrace2's conversion. A value it cannot convert (no clock,
+// overflow) becomes 0: the element is then timed by its event.
+void BtMessageConsumer::convert_capture_times(const ClassInfo& ci, std::vector<uint64_t>& buf, uint64_t len) {
+    for (uint64_t k = 0; k < len; ++k) {
+        const uint64_t cycles = buf[k];
+        if (cycles == 0) continue;
+        int64_t ns = 0;
+        if (ci.clock_is_ns && cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(ci.clock_origin_ns, 0)))
+            ns = ci.clock_origin_ns + static_cast<int64_t>(cycles);
+        else if (ci.clock == nullptr || bt_clock_class_cycles_to_ns_from_origin(ci.clock, cycles, &ns) !=
+                                            BT_CLOCK_CLASS_CYCLES_TO_NS_FROM_ORIGIN_STATUS_OK)
+            ns = 0;
+        // ns 0 or before the origin cannot be told from "no capture time": the event's timestamp is as good.
+        buf[k] = ns > 0 ? static_cast<uint64_t>(ns) : 0;
+    }
 }
 
 void BtMessageConsumer::on_discarded(const bt_message* msg, bool packets) {

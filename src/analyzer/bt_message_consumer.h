@@ -6,6 +6,11 @@
 // also writes `_<seq>_length` members, which are skipped) and checks its kind and signedness; events then read
 // members by index. Classes and traces are kept referenced while cached: babeltrace2 frees a class when its
 // trace ends, and a new class could reuse the address (machine-facts.md §3.1).
+//
+// Data events' per-element capture times (`ts`, CLOCK_MONOTONIC ns = the LTTng clock's cycles) are converted to
+// ns from origin (DecodedEvent::ts_ns's base) with the event's clock class, the offset computed once per class;
+// 0 stays 0 ("the event's timestamp"). Events then go through a ReorderStage (capture order for deferred
+// emission, pass-through otherwise): call finish() once the stream has ended.
 #pragma once
 
 #include <babeltrace2/babeltrace.h>
@@ -18,17 +23,20 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/decoded_event.h"
+#include "analyzer/reorder_stage.h"
 
 namespace sigmatrace::analyzer {
 
 class BtMessageConsumer {
 public:
-    explicit BtMessageConsumer(Analysis& analysis) : analysis_(analysis) {}
+    explicit BtMessageConsumer(Analysis& analysis) : analysis_(analysis), reorder_(analysis) {}
     ~BtMessageConsumer();
     BtMessageConsumer(const BtMessageConsumer&) = delete;
     BtMessageConsumer& operator=(const BtMessageConsumer&) = delete;
 
     void consume(const bt_message* msg);
+    // End of the stream (or of what could be read): releases the events the reordering stage still holds.
+    void finish() { reorder_.finish(); }
 
     uint64_t events_read() const { return events_read_; }
     uint64_t foreign_events() const { return foreign_events_; }
@@ -42,6 +50,10 @@ private:
         std::array<Kind, kMaxEventFields> kind{};
         int64_t vpid = -1, vtid = -1, procname = -1;   // common context member indexes
         bool has_clock = false;
+        int ts_field = -1;                     // schema index of the capture-time sequence, -1 if none
+        const bt_clock_class* clock = nullptr; // borrowed: the class is kept referenced
+        int64_t clock_origin_ns = 0;           // ns from origin of cycle 0
+        bool clock_is_ns = false;              // 1 GHz: ns from origin = clock_origin_ns + cycles
     };
     struct TraceInfo {
         uint32_t index = 0;
@@ -53,8 +65,10 @@ private:
     const TraceInfo& trace_info(const bt_trace* trace);
     void on_event(const bt_message* msg);
     void on_discarded(const bt_message* msg, bool packets);
+    static void convert_capture_times(const ClassInfo& ci, std::vector<uint64_t>& buf, uint64_t len);
 
     Analysis& analysis_;
+    ReorderStage reorder_;
     DecodedEvent ev_;
     std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;
     std::unordered_map<const bt_event_class*, ClassInfo> classes_;

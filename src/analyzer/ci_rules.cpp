@@ -40,6 +40,7 @@ std::optional<std::vector<std::string>> expand_metric(const std::string& m, std:
         return std::vector<std::string>{"#findings:" + name.substr(9)};
     if (name.find('.') != std::string::npos && arg.empty()) return std::vector<std::string>{name};
     if (name == "discarded") return std::vector<std::string>{"trace.discarded_events", "trace.discarded_packets"};
+    if (name == "late") return std::vector<std::string>{"trace.late_events"};
     if (name == "errors") return std::vector<std::string>{"ops.errors"};
     if (name == "in_flight") return std::vector<std::string>{"ops.in_flight_at_end"};
     if (name == "ops") return std::vector<std::string>{"ops.total"};
@@ -53,7 +54,7 @@ std::optional<std::vector<std::string>> expand_metric(const std::string& m, std:
     if (name == "spread_max") return std::vector<std::string>{"barriers.spread_ns.max"};
     if (name == "epochs") return std::vector<std::string>{"barriers.epochs"};
     if (name == "findings") return std::vector<std::string>{arg.empty() ? "#findings" : "#findings:" + arg};
-    error = fmt::format("unknown metric '{}' (aliases: discarded errors in_flight ops skew inbound_skew "
+    error = fmt::format("unknown metric '{}' (aliases: discarded late errors in_flight ops skew inbound_skew "
                         "outbound_skew p50 p99 max count bytes spread spread_p50 spread_max epochs findings, or a "
                         "dotted path into the JSON)",
                         name);

@@ -39,6 +39,9 @@ struct DecodedEvent {
     std::string_view procname;   // procname context, empty when absent
     std::string_view trace_hostname;  // the trace environment's hostname, empty when absent
     std::array<FieldValue, kMaxEventFields> f{};
+    // An element view after the first of a data event the reordering stage released element by element
+    // (reorder_stage.h): the trace's event was already counted with its first view.
+    bool continued = false;
 
     uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
     int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }
@@ -50,14 +53,29 @@ struct DecodedEvent {
         const FieldValue& v = f[static_cast<std::size_t>(i)];
         return k < v.seq_len ? v.seq[k] : 0;
     }
+    // The capture time of batch element k (ns from origin, the time base of ts_ns), read from the data event's
+    // `ts` sequence (field index ts_field). The sequence holds times ALREADY converted to ns from origin (the
+    // Babeltrace2 consumer converts the tracer's CLOCK_MONOTONIC values with the event's clock class; tests and
+    // the fuzzer write converted values directly). 0, a missing element, or a trace without the field (schema
+    // minor < 2) means "captured at the event's timestamp": immediate-mode events are emitted inside the call.
+    // Values above kMaxCaptureNs (year 2116 from the Unix epoch) are corrupt: they read as 0 too, which keeps
+    // every difference of two times within int64 (latencies, windows).
+    static constexpr uint64_t kMaxCaptureNs = uint64_t{INT64_MAX} / 2;
+    int64_t element_ts(int ts_field, uint32_t k) const {
+        const uint64_t t = at(ts_field, k);
+        return t != 0 && t <= kMaxCaptureNs ? static_cast<int64_t>(t) : ts_ns;
+    }
     // The number of batch elements to process: `n`, bounded by the longest sequence actually present and by
-    // kMaxSequenceLength. Sets `malformed` when the sequences disagree with `n`.
-    uint32_t batch_size(int n_field, bool& malformed) const {
+    // kMaxSequenceLength. Sets `malformed` when the sequences disagree with `n`. The sequence at `optional_field`
+    // (the per-element `ts`, absent from older traces and all zeros when not written) may be empty instead.
+    uint32_t batch_size(int n_field, bool& malformed, int optional_field = -1) const {
         uint64_t n = u(n_field);
         uint32_t longest = 0;
         bool any = false;
-        for (const FieldValue& v : f) {
+        for (std::size_t i = 0; i < f.size(); ++i) {
+            const FieldValue& v = f[i];
             if (!v.is_sequence) continue;
+            if (static_cast<int>(i) == optional_field && v.seq_len == 0) continue;
             any = true;
             if (v.seq_len != n) malformed = true;
             longest = std::max(longest, v.seq_len);
@@ -66,5 +84,21 @@ struct DecodedEvent {
         return static_cast<uint32_t>(std::min<uint64_t>({n, longest, kMaxSequenceLength}));
     }
 };
+
+// The data events whose elements carry their own capture time (`ts`, schema minor 2): the index of that
+// sequence and of `n`, or -1 for events timed by their timestamp alone.
+struct CaptureFields {
+    int ts = -1;
+    int n = -1;
+};
+inline CaptureFields capture_fields(EventId id) {
+    switch (id) {
+    case EventId::post_send: return {fields::post_send::ts, fields::post_send::n};
+    case EventId::post_recv: return {fields::post_recv::ts, fields::post_recv::n};
+    case EventId::post_srq_recv: return {fields::post_srq_recv::ts, fields::post_srq_recv::n};
+    case EventId::poll_cq: return {fields::poll_cq::ts, fields::poll_cq::n};
+    default: return {};
+    }
+}
 
 }  // namespace sigmatrace::analyzer

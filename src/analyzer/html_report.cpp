@@ -156,9 +156,11 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
 .error{color:#b00020}.warning{color:#a05a00}.info{color:#555}h2{margin-top:28px;border-bottom:1px solid #ddd}
 </style></head><body>)";
     h += "<h1>SigmaTrace analysis</h1>";
-    h += fmt::format("<p>{} processes on {} nodes, {} of trace, {} events, <b>{}</b> discarded.</p>",
+    const uint64_t late = tr.value("late_events", uint64_t{0});   // deferred emission only (docs/analyzer.md)
+    h += fmt::format("<p>{} processes on {} nodes, {} of trace, {} events, <b>{}</b> discarded{}.</p>",
                      tr["processes"].get<uint64_t>(), tr["nodes"].get<uint64_t>(), format_ns(tr["duration_ns"].get<double>()),
-                     format_count(tr["events"].get<uint64_t>()), format_count(tr["discarded_events"].get<uint64_t>()));
+                     format_count(tr["events"].get<uint64_t>()), format_count(tr["discarded_events"].get<uint64_t>()),
+                     late ? fmt::format(", <b>{}</b> out of capture order", format_count(late)) : "");
     for (const auto& p : tr["paths"]) h += fmt::format("<div class=muted>trace: {}</div>", esc(p.get<std::string>()));
 
     h += "<h2>Findings</h2>";

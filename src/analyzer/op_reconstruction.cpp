@@ -104,7 +104,7 @@ QpId OpReconstruction::qp_for_post(ProcId p, uint64_t handle, uint32_t qpn) {
 
 void OpReconstruction::on_post_send(const DecodedEvent& ev, ProcId p) {
     bool malformed = false;
-    const uint32_t n = ev.batch_size(F::post_send::n, malformed);
+    const uint32_t n = ev.batch_size(F::post_send::n, malformed, F::post_send::ts);
     if (malformed) ++topo_.anomalies().malformed_events;
     const QpId q = qp_for_post(p, ev.u(F::post_send::qp), static_cast<uint32_t>(ev.u(F::post_send::qp_num)));
     Qp& qp = topo_.qp(q);
@@ -119,7 +119,7 @@ void OpReconstruction::on_post_send(const DecodedEvent& ev, ProcId p) {
         }
         PendingWr wr;
         wr.wr_id = ev.at(F::post_send::wr_id, k);
-        wr.post_ts = ev.ts_ns;
+        wr.post_ts = ev.element_ts(F::post_send::ts, k);
         wr.opcode = static_cast<uint8_t>(ev.at(F::post_send::opcode, k));
         wr.signaled = qp.sig_all || (ev.at(F::post_send::send_flags, k) & kIbvSendSignaled) != 0;
         wr.bytes = static_cast<uint32_t>(ev.at(F::post_send::bytes, k));
@@ -134,7 +134,7 @@ void OpReconstruction::on_post_send(const DecodedEvent& ev, ProcId p) {
 
 void OpReconstruction::on_post_recv(const DecodedEvent& ev, ProcId p) {
     bool malformed = false;
-    const uint32_t n = ev.batch_size(F::post_recv::n, malformed);
+    const uint32_t n = ev.batch_size(F::post_recv::n, malformed, F::post_recv::ts);
     if (malformed) ++topo_.anomalies().malformed_events;
     const QpId q = qp_for_post(p, ev.u(F::post_recv::qp), static_cast<uint32_t>(ev.u(F::post_recv::qp_num)));
     Qp& qp = topo_.qp(q);
@@ -148,7 +148,7 @@ void OpReconstruction::on_post_recv(const DecodedEvent& ev, ProcId p) {
         }
         PendingWr wr;
         wr.wr_id = ev.at(F::post_recv::wr_id, k);
-        wr.post_ts = ev.ts_ns;
+        wr.post_ts = ev.element_ts(F::post_recv::ts, k);
         wr.opcode = kOpRecv;
         wr.signaled = true;
         wr.bytes = static_cast<uint32_t>(ev.at(F::post_recv::bytes, k));
@@ -162,7 +162,7 @@ void OpReconstruction::on_post_recv(const DecodedEvent& ev, ProcId p) {
 
 void OpReconstruction::on_post_srq_recv(const DecodedEvent& ev, ProcId p) {
     bool malformed = false;
-    const uint32_t n = ev.batch_size(F::post_srq_recv::n, malformed);
+    const uint32_t n = ev.batch_size(F::post_srq_recv::n, malformed, F::post_srq_recv::ts);
     if (malformed) ++topo_.anomalies().malformed_events;
     Process& pr = topo_.proc(p);
     const uint64_t srq = ev.u(F::post_srq_recv::srq);
@@ -177,7 +177,7 @@ void OpReconstruction::on_post_srq_recv(const DecodedEvent& ev, ProcId p) {
         }
         PendingWr wr;
         wr.wr_id = ev.at(F::post_srq_recv::wr_id, k);
-        wr.post_ts = ev.ts_ns;
+        wr.post_ts = ev.element_ts(F::post_srq_recv::ts, k);
         wr.opcode = kOpRecv;
         wr.signaled = true;
         wr.bytes = static_cast<uint32_t>(ev.at(F::post_srq_recv::bytes, k));
@@ -240,7 +240,7 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
 
 void OpReconstruction::on_poll_cq(const DecodedEvent& ev, ProcId p) {
     bool malformed = false;
-    const uint32_t n = ev.batch_size(F::poll_cq::n, malformed);
+    const uint32_t n = ev.batch_size(F::poll_cq::n, malformed, F::poll_cq::ts);
     if (malformed) ++topo_.anomalies().malformed_events;
     const uint64_t cq = ev.u(F::poll_cq::cq);
     for (uint32_t k = 0; k < n; ++k) {
@@ -254,14 +254,15 @@ void OpReconstruction::on_poll_cq(const DecodedEvent& ev, ProcId p) {
         const auto status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
         const auto opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
         const auto byte_len = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
+        // A deferred event may merge several polls: each completion is timed by its own call.
+        const int64_t ts = ev.element_ts(F::poll_cq::ts, k);
         bool matched;
         if (status != kWcSuccess)  // the opcode of an error completion is undefined: try both queues
-            matched = complete_send(p, q, wr_id, status, ev.ts_ns) ||
-                      complete_recv(p, q, wr_id, status, kOpRecv, byte_len, ev.ts_ns);
+            matched = complete_send(p, q, wr_id, status, ts) || complete_recv(p, q, wr_id, status, kOpRecv, byte_len, ts);
         else if (opcode >= kOpRecv)
-            matched = complete_recv(p, q, wr_id, status, opcode, byte_len, ev.ts_ns);
+            matched = complete_recv(p, q, wr_id, status, opcode, byte_len, ts);
         else
-            matched = complete_send(p, q, wr_id, status, ev.ts_ns);
+            matched = complete_send(p, q, wr_id, status, ts);
         if (!matched) ++topo_.anomalies().unmatched_completions;
     }
 }

@@ -109,6 +109,8 @@ json ReportBuilder::trace_section() const {
     return json{{"events", a_.events_},
                 {"discarded_events", discarded},
                 {"discarded_packets", discarded_packets},
+                {"late_events", a_.ordering_.late_events},
+                {"reorder_window_ns", a_.ordering_.window_ns},
                 {"processes", active_processes().size()},
                 {"processes_without_rdma", a_.topo_.process_count() - active_processes().size()},
                 {"nodes", nodes_with_processes},
@@ -485,6 +487,21 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
                         format_count(discarded),
                         discarded_packets ? fmt::format(" and {} packets", format_count(discarded_packets)) : ""),
             json{{"discarded_events", discarded}, {"discarded_packets", discarded_packets}, {"streams", streams}}));
+    }
+
+    // Deferred emission: events that came after the reordering window were processed out of capture order.
+    if (a_.ordering_.late_events) {
+        findings.push_back(finding(
+            "late_events", "warning",
+            fmt::format("{} events came later than the reordering window ({}, up to {} late): they were processed "
+                        "out of capture order, so completions may be unmatched or mis-timed near them; record with a "
+                        "smaller SIGMATRACE_DEFER_MAX_AGE_US or SIGMATRACE_DEFER=0",
+                        format_count(a_.ordering_.late_events), format_ns(static_cast<double>(a_.ordering_.window_ns)),
+                        format_ns(static_cast<double>(a_.ordering_.max_lateness_ns))),
+            json{{"late_events", a_.ordering_.late_events},
+                 {"window_ns", a_.ordering_.window_ns},
+                 {"max_lateness_ns", a_.ordering_.max_lateness_ns},
+                 {"max_held_events", a_.ordering_.max_held}}));
     }
 
     // Traffic skew.

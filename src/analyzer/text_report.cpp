@@ -34,10 +34,14 @@ void section(std::string& out, std::string_view title) { out += fmt::format("\n{
 std::string render_text_report(const json& doc) {
     std::string out;
     const json& tr = doc["trace"];
-    out += fmt::format("SigmaTrace analysis: {} processes on {} nodes, {} of trace, {} events ({} discarded)\n",
+    // Late events (deferred emission beyond the reordering window) are named only when there are some: an
+    // immediate trace cannot have any.
+    const uint64_t late = tr.value("late_events", uint64_t{0});
+    out += fmt::format("SigmaTrace analysis: {} processes on {} nodes, {} of trace, {} events ({} discarded{})\n",
                        tr["processes"].get<uint64_t>(), tr["nodes"].get<uint64_t>(),
                        format_ns(tr["duration_ns"].get<double>()), format_count(tr["events"].get<uint64_t>()),
-                       format_count(tr["discarded_events"].get<uint64_t>()));
+                       format_count(tr["discarded_events"].get<uint64_t>()),
+                       late ? fmt::format(", {} out of capture order", format_count(late)) : "");
     for (const auto& p : tr["paths"]) out += fmt::format("  trace: {}\n", p.get<std::string>());
 
     section(out, "Findings");

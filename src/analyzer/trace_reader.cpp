@@ -336,6 +336,8 @@ ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
             root.string(), consumer.last_ts(), take_error()));
         break;
     }
+    // Events held for reordering were read fine: they count even when the read stopped early.
+    consumer.finish();
     sum.events = consumer.events_read();
     sum.foreign_events = consumer.foreign_events();
     if (sum.events == 0 && !sum.problems.empty()) sum.fatal = true;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "interpose/config.h"
+#include "interpose/fatal_signals.h"
 #include "interpose/process_identity.h"
 #include "provider/trace.h"
 
@@ -23,6 +24,7 @@ std::atomic<int> g_state{kIdle};
 std::atomic<ProviderLoader> g_loader{nullptr};
 std::atomic<const LttngForkHooks*> g_fork_hooks{nullptr};
 std::atomic<const LttngFdGuard*> g_fd_guard{nullptr};
+std::atomic<LttngInitThread> g_init_thread{nullptr};
 // Initial-exec TLS: read by the fork wrapper, which may run inside the dynamic loader (dlopen of the provider).
 __thread bool tls_activating __attribute__((tls_model("initial-exec"))) = false;
 
@@ -84,6 +86,8 @@ void load_provider() {
         report_to_record(false, "provider: " + result.error);
         return;
     }
+    // Deferred emission: records a thread has not emitted yet must not die with a crash or a kill.
+    if (config().mode == Mode::ops && config().defer) install_fatal_signal_handlers();
     // The provider registered with the session daemon while loading (lttng-ust waits up to
     // LTTNG_UST_REGISTER_TIMEOUT); a recording session enables every sigmatrace event, so a disabled
     // process_info here means the registration did not complete in time.
@@ -140,6 +144,14 @@ void set_lttng_fd_guard(const LttngFdGuard* guard) noexcept {
     g_fd_guard.store(guard, std::memory_order_release);
 }
 
+LttngInitThread lttng_init_thread() noexcept {
+    return g_init_thread.load(std::memory_order_acquire);
+}
+
+void set_lttng_init_thread(LttngInitThread fn) noexcept {
+    g_init_thread.store(fn, std::memory_order_release);
+}
+
 bool activating_on_this_thread() noexcept {
     return tls_activating;
 }
@@ -156,6 +168,7 @@ void reset_activation_for_testing() noexcept {
     g_loader.store(nullptr, std::memory_order_relaxed);
     g_fork_hooks.store(nullptr, std::memory_order_relaxed);
     g_fd_guard.store(nullptr, std::memory_order_relaxed);
+    g_init_thread.store(nullptr, std::memory_order_relaxed);
 }
 
 }  // namespace sigmatrace::interpose

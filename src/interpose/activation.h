@@ -63,6 +63,13 @@ struct LttngFdGuard {
 const LttngFdGuard* lttng_fd_guard() noexcept;
 void set_lttng_fd_guard(const LttngFdGuard* guard) noexcept;  // by the loader
 
+// lttng_ust_init_thread, once the provider is loaded (nullptr before): a thread whose records a signal handler
+// may emit must have lttng-ust's thread-local state allocated first (lttng-ust uses global-dynamic TLS, whose
+// first touch can allocate; include/lttng/ust-thread.h).
+using LttngInitThread = void (*)();
+LttngInitThread lttng_init_thread() noexcept;
+void set_lttng_init_thread(LttngInitThread fn) noexcept;  // by the loader
+
 // True on the thread that is loading the provider (lttng-ust forks internally while it starts).
 bool activating_on_this_thread() noexcept;
 

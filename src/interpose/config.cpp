@@ -1,5 +1,7 @@
 #include "interpose/config.h"
 
+#include "interpose/capture_clock.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -40,6 +42,7 @@ uint32_t flags_for(const Config& c) {
     if (c.categories & kCategoryRecv) f |= kFlagRecvEvents;
     if (c.categories & kCategoryPoll) f |= kFlagPollEvents;
     if (c.categories & kCategoryNotify) f |= kFlagNotifyEvents;
+    if (c.defer) f |= kFlagDefer;
     return f;
 }
 
@@ -93,6 +96,24 @@ Config parse_config(const char* (*get)(const char*), std::string* errors) {
         if (s == "1") c.debug = true;
         else if (s != "0") note(errors, "SIGMATRACE_DEBUG", s, "0 or 1");
     }
+    if (const char* v = get("SIGMATRACE_DEFER"); v != nullptr && *v != '\0') {
+        std::string_view s = v;
+        if (s == "1") c.defer = true;
+        else if (s == "0") c.defer = false;
+        else note(errors, "SIGMATRACE_DEFER", s, "1 (deferred emission) or 0 (immediate)");
+    }
+    if (const char* v = get("SIGMATRACE_DEFER_MAX_AGE_US"); v != nullptr && *v != '\0') {
+        char* end = nullptr;
+        const unsigned long us = std::strtoul(v, &end, 10);
+        if (end != nullptr && *end == '\0' && us >= 100 && us <= 1000000) c.defer_max_age_us = static_cast<uint32_t>(us);
+        else note(errors, "SIGMATRACE_DEFER_MAX_AGE_US", v, "microseconds between 100 and 1000000");
+    }
+    if (const char* v = get("SIGMATRACE_DEFER_RING_KB"); v != nullptr && *v != '\0') {
+        char* end = nullptr;
+        const unsigned long kb = std::strtoul(v, &end, 10);
+        if (end != nullptr && *end == '\0' && kb >= 16 && kb <= 65536) c.defer_ring_kb = static_cast<uint32_t>(kb);
+        else note(errors, "SIGMATRACE_DEFER_RING_KB", v, "KiB between 16 and 65536");
+    }
     if (const char* v = get("SIGMATRACE_PROVIDER"); v != nullptr) c.provider_path = v;
     if (const char* v = get("SIGMATRACE_RECORD_REPORT"); v != nullptr) c.record_report = v;
     return c;
@@ -104,6 +125,8 @@ const Config& config() noexcept {
 
 void set_config(const Config& c) noexcept {
     g_config = c;
+    detail::g_defer_max_age_ticks.store(capture_clock::ticks_for_ns(static_cast<uint64_t>(c.defer_max_age_us) * 1000),
+                                        std::memory_order_relaxed);
     detail::g_data_path_flags.store(flags_for(c), std::memory_order_relaxed);
 }
 

@@ -39,6 +39,12 @@ struct Config {
     uint32_t redact = 0;
     uint32_t counters_interval_ms = 1000;
     bool debug = false;  // SIGMATRACE_DEBUG=1: say on stderr what gets wrapped
+    // Deferred emission of data-path events (deferred_ring.h): SIGMATRACE_DEFER (1 = on, 0 = every event is
+    // emitted inside the wrapped call), SIGMATRACE_DEFER_MAX_AGE_US (how long a captured record may wait for
+    // its event), SIGMATRACE_DEFER_RING_KB (per-thread ring size).
+    bool defer = true;
+    uint32_t defer_max_age_us = 1000;
+    uint32_t defer_ring_kb = 256;
     // SIGMATRACE_PROVIDER: the LTTng provider library to load on first RDMA use (empty: lib/sigmatrace/
     // libsigmatrace-lttng.so beside libsigmatrace.so).
     std::string provider_path;
@@ -62,15 +68,22 @@ enum DataPathFlag : uint32_t {
     kFlagPollEvents = 1u << 2,
     kFlagNotifyEvents = 1u << 3,
     kFlagCounting = 1u << 4,
+    kFlagDefer = 1u << 5,  // data-path events are captured into the thread's ring and emitted later
 };
 
 namespace detail {
 // Written by set_config only (process start, tests); read relaxed on every wrapped call.
 inline std::atomic<uint32_t> g_data_path_flags{kFlagSendEvents | kFlagRecvEvents | kFlagPollEvents | kFlagNotifyEvents};
+// SIGMATRACE_DEFER_MAX_AGE_US in capture-clock ticks (capture_clock.h), for the data path's age checks;
+// set with the flags (the clock is calibrated before the configuration is set).
+inline std::atomic<uint64_t> g_defer_max_age_ticks{0};
 }  // namespace detail
 
 inline uint32_t data_path_flags() noexcept {
     return detail::g_data_path_flags.load(std::memory_order_relaxed);
+}
+inline uint64_t defer_max_age_ticks() noexcept {
+    return detail::g_defer_max_age_ticks.load(std::memory_order_relaxed);
 }
 
 }  // namespace sigmatrace::interpose

@@ -7,6 +7,7 @@
 
 #include "interpose/config.h"
 #include "interpose/data_events.h"
+#include "interpose/deferred_capture.h"
 #include "interpose/lifecycle.h"
 #include "provider/trace.h"
 
@@ -23,44 +24,79 @@ int g_slots_used = 0;
 //
 // Cost when nothing is traced: the original call, one relaxed load of the flags word and a test (plus the
 // tracepoint's own "enabled" load where a category is on). Measured in bench/interpose.
+//
+// Traced posts, deferred (the default): the time before the real call, the record captured after it
+// (deferred_capture.h). Immediate (SIGMATRACE_DEFER=0): the event, built after the call.
 
 template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    const int ret = g_slots[S].post_send(qp, wr, bad_wr);
     const uint32_t f = data_path_flags();
-    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]]
+    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]] {
+        if (f & kFlagDefer) {
+            const uint64_t ts = capture_ticks();
+            const int ret = g_slots[S].post_send(qp, wr, bad_wr);
+            defer_post_send(ts, qp, wr, ret, bad_wr);
+            return ret;
+        }
+        const int ret = g_slots[S].post_send(qp, wr, bad_wr);
         trace_post_send(qp, wr, ret, bad_wr);
-    else if (f & kFlagCounting) [[unlikely]]
+        return ret;
+    }
+    const int ret = g_slots[S].post_send(qp, wr, bad_wr);
+    if (f & kFlagCounting) [[unlikely]]
         count_post_send(qp, wr, ret, bad_wr);
     return ret;
 }
 
 template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
     const uint32_t f = data_path_flags();
-    if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]]
+    if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]] {
+        if (f & kFlagDefer) {
+            const uint64_t ts = capture_ticks();
+            const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
+            defer_post_recv(ts, qp, wr, ret, bad_wr);
+            return ret;
+        }
+        const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
         trace_post_recv(qp, wr, ret, bad_wr);
-    else if (f & kFlagCounting) [[unlikely]]
+        return ret;
+    }
+    const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
+    if (f & kFlagCounting) [[unlikely]]
         count_post_recv(qp, wr, ret, bad_wr);
     return ret;
 }
 
 template <int S> int post_srq_recv_w(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
     // Counters are per QP and an SRQ receive belongs to no QP until it completes: counted at completion.
-    if ((data_path_flags() & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]]
+    const uint32_t f = data_path_flags();
+    if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]] {
+        if (f & kFlagDefer) {
+            const uint64_t ts = capture_ticks();
+            const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
+            defer_post_srq_recv(ts, srq, wr, ret, bad_wr);
+            return ret;
+        }
+        const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
         trace_post_srq_recv(srq, wr, ret, bad_wr);
-    return ret;
+        return ret;
+    }
+    return g_slots[S].post_srq_recv(srq, wr, bad_wr);
 }
 
 template <int S> int poll_cq_w(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     const int ret = g_slots[S].poll_cq(cq, num_entries, wc);
-    // Empty polls (busy-poll loops) are not events: one compare and out.
+    const uint32_t f = data_path_flags();
     if (ret != 0) {
-        const uint32_t f = data_path_flags();
-        if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) [[unlikely]]
-            trace_poll_cq(cq, wc, ret);
-        else if ((f & kFlagCounting) && ret > 0) [[unlikely]]
+        if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) [[unlikely]] {
+            if (f & kFlagDefer) defer_poll_cq(cq, wc, ret);
+            else trace_poll_cq(cq, wc, ret);
+        } else if ((f & kFlagCounting) && ret > 0) [[unlikely]] {
             count_completions(cq->context, wc, ret);
+        }
+    } else if (f & kFlagDefer) {
+        // Empty polls (busy-poll loops) are not events. They are where this thread is idle: the moment to turn
+        // a few of its captured records into events (a TLS load and two compares when there are none).
+        deferred_idle();
     }
     return ret;
 }

@@ -10,23 +10,15 @@
 #include <new>
 
 #include "interpose/config.h"
+#include "interpose/periodic_thread.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose {
 namespace {
 
-// The emitter thread's control block. A plain struct with a mutex/condvar of its own (not the registry's): the
-// thread sleeps on it, and shutdown wakes it.
-struct Emitter {
-    std::mutex mutex;
-    std::condition_variable wake;
-    bool running = false;
-    bool stop = false;
-    pthread_t thread{};
-};
-
-Emitter& emitter() {
-    static Emitter* e = new Emitter();  // never destroyed: see Registry::instance()
+// The emitter thread (its own control block, not the registry's mutex: the thread sleeps on it).
+PeriodicThread& emitter() {
+    static PeriodicThread* e = new PeriodicThread();  // never destroyed: see Registry::instance()
     return *e;
 }
 
@@ -42,30 +34,16 @@ QpCountersSnapshot snapshot(const QpCounters& c) noexcept {
 }
 
 void* emitter_main(void*) {
-    Emitter& e = emitter();
-    for (;;) {
-        {
-            std::unique_lock<std::mutex> lock(e.mutex);
-            e.wake.wait_for(lock, std::chrono::milliseconds(config().counters_interval_ms), [&] { return e.stop; });
-            if (e.stop) return nullptr;
-        }
+    while (emitter().sleep(std::chrono::milliseconds(config().counters_interval_ms))) {
         Registry& reg = Registry::instance();
         std::lock_guard<std::mutex> lock(reg.mutex());
         for (QpState* s : reg.live_qps()) counters_flush_qp(*s);
     }
+    return nullptr;
 }
 
 void start_emitter() noexcept {
-    Emitter& e = emitter();
-    std::lock_guard<std::mutex> lock(e.mutex);
-    if (e.running) return;
-    // The thread must not take the application's signals (its handlers would run on our thread).
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    e.stop = false;
-    e.running = pthread_create(&e.thread, nullptr, &emitter_main, nullptr) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    emitter().start(&emitter_main);
 }
 
 }  // namespace
@@ -106,21 +84,7 @@ void counters_flush_qp(QpState& s) noexcept {
 }
 
 void counters_shutdown() noexcept {
-    Emitter& e = emitter();
-    bool join = false;
-    {
-        std::lock_guard<std::mutex> lock(e.mutex);
-        if (e.running) {
-            e.stop = true;
-            join = true;
-        }
-    }
-    if (join) {
-        e.wake.notify_all();
-        pthread_join(e.thread, nullptr);
-        std::lock_guard<std::mutex> lock(e.mutex);
-        e.running = false;
-    }
+    emitter().stop();
     // Only counters mode has anything to flush; in ops mode the exit path must not even take the registry
     // mutex (another thread could be holding it in a blocked destroy call, and exit would hang).
     if (config().mode != Mode::counters) return;
@@ -132,8 +96,7 @@ void counters_shutdown() noexcept {
 void counters_after_fork_child() noexcept {
     // Only the forking thread survives a fork; the emitter's mutex may have been held by the (vanished)
     // emitter thread, so the control block is rebuilt rather than unlocked.
-    Emitter& e = emitter();
-    new (&e) Emitter();
+    emitter().reset_after_fork();
     Registry& reg = Registry::instance();
     if (config().mode == Mode::counters && !reg.live_qps().empty()) start_emitter();
 }

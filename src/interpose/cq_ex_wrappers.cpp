@@ -7,6 +7,7 @@
 
 #include "interpose/config.h"
 #include "interpose/data_events.h"
+#include "interpose/deferred_capture.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose {
@@ -39,6 +40,12 @@ inline bool can_read(const CqState& s, uint64_t flag, const void* fn) {
     return fn != nullptr && (s.wc_flags & flag) != 0;
 }
 
+// A full batch or the pass's end: one poll_cq event, now (immediate) or captured (deferred).
+void emit_batch(const void* cq, const CompletionBatch& b) noexcept {
+    if (data_path_flags() & kFlagDefer) defer_completion_batch(b.ts, cq, b);
+    else trace_completion_batch(cq, b);
+}
+
 // Reads the completion the provider just stepped to into the pass's batch.
 void record_current(CqState& s, ibv_cq_ex* cq) noexcept {
     if (s.pass_mode == kPassCounting) {
@@ -48,7 +55,7 @@ void record_current(CqState& s, ibv_cq_ex* cq) noexcept {
     }
     CompletionBatch& b = s.batch;
     if (b.n == SIGMATRACE_MAX_BATCH) {
-        trace_completion_batch(cq, b);
+        emit_batch(cq, b);
         b.n = 0;
     }
     const uint32_t i = b.n++;
@@ -84,15 +91,18 @@ int w_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     const int ret = s.orig.start_poll(cq, attr);
     s.pass_mode = kPassNothing;
     s.batch.n = 0;
+    const uint32_t f = data_path_flags();
     if (ret == 0) {  // ENOENT (empty) is the common case in busy-poll loops: nothing more to do
-        const uint32_t f = data_path_flags();
         if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) s.pass_mode = kPassRecording;
         else if (f & kFlagCounting) s.pass_mode = kPassCounting;
         if (s.pass_mode != kPassNothing) {
             const int saved = errno;
+            if (s.pass_mode == kPassRecording && (f & kFlagDefer)) s.batch.ts = capture_ticks();
             record_current(s, cq);
             errno = saved;
         }
+    } else if (ret == ENOENT && (f & kFlagDefer)) {
+        deferred_idle();  // an empty poll: this thread is idle (context_ops.cpp)
     }
     return ret;
 }
@@ -110,7 +120,11 @@ int w_next_poll(ibv_cq_ex* cq) {
 
 void w_end_poll(ibv_cq_ex* cq) {
     CqState& s = state_of(cq);
-    if (s.pass_mode == kPassRecording && s.batch.n != 0) trace_completion_batch(cq, s.batch);
+    if (s.pass_mode == kPassRecording && s.batch.n != 0) {
+        const int saved = errno;
+        emit_batch(cq, s.batch);
+        errno = saved;
+    }
     s.pass_mode = kPassNothing;
     s.batch.n = 0;
     s.orig.end_poll(cq);

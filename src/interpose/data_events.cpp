@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "interpose/config.h"
+#include "interpose/wr_fields.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose {
@@ -22,40 +23,14 @@ private:
     int saved_;
 };
 
-// Index of `bad` in the chain starting at `first`, -1 when absent (or when the call succeeded).
-template <typename Wr> int32_t index_in_chain(const Wr* first, const Wr* bad) noexcept {
-    if (bad == nullptr) return -1;
-    int32_t i = 0;
-    for (const Wr* w = first; w != nullptr; w = w->next, ++i)
-        if (w == bad) return i;
-    return -1;
-}
-
-template <typename Wr> int32_t bad_index_of(const Wr* first, int ret, Wr* const* bad_wr) noexcept {
-    return (ret != 0 && bad_wr != nullptr) ? index_in_chain<Wr>(first, *bad_wr) : -1;
-}
-
-uint32_t sge_bytes(const ibv_sge* sg, int n) noexcept {
-    uint32_t sum = 0;
-    for (int i = 0; i < n; ++i) sum += sg[i].length;
-    return sum;
-}
-
-bool is_rdma(ibv_wr_opcode op) noexcept {
-    return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
-}
-bool is_atomic(ibv_wr_opcode op) noexcept {
-    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-bool has_imm(ibv_wr_opcode op) noexcept {
-    return op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_IMM;
-}
-
 // Out-of-line emitters: each expands the (large) tracepoint body once.
 __attribute__((noinline)) void emit(const st_post_send_rec* r) noexcept { ST_TRACE_EMIT(post_send, r); }
 __attribute__((noinline)) void emit(const st_post_recv_rec* r) noexcept { ST_TRACE_EMIT(post_recv, r); }
 __attribute__((noinline)) void emit(const st_post_srq_recv_rec* r) noexcept { ST_TRACE_EMIT(post_srq_recv, r); }
 __attribute__((noinline)) void emit(const st_poll_cq_rec* r) noexcept { ST_TRACE_EMIT(poll_cq, r); }
+
+// Immediate emission: every element's `ts` is 0 (the event's own timestamp is the capture time).
+constexpr uint64_t kNoCaptureTime[kBatch] = {};
 
 // Sequence storage for one post_send event.
 struct SendBatch {
@@ -71,6 +46,7 @@ struct SendBatch {
     uint64_t ah[kBatch];
 
     void attach(st_post_send_rec& r) const noexcept {
+        r.ts = kNoCaptureTime;
         r.wr_id = wr_id;
         r.opcode = opcode;
         r.send_flags = send_flags;
@@ -96,6 +72,7 @@ void trace_recv_chain(Handle* handle, uint32_t qp_num, const ibv_recv_wr* wr, in
     ErrnoKeeper keep;
     RecvBatch b;
     Rec r{};
+    r.ts = kNoCaptureTime;
     if constexpr (requires { r.qp; }) {
         r.qp = reinterpret_cast<uint64_t>(handle);
         r.qp_num = qp_num;
@@ -148,19 +125,9 @@ void trace_post_send(ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* co
         b.send_flags[n] = w->send_flags;
         b.num_sge[n] = static_cast<uint16_t>(w->num_sge);
         b.bytes[n] = sge_bytes(w->sg_list, w->num_sge);
-        uint64_t raddr = 0;
-        uint32_t rkey = 0;
-        if (!ud && is_rdma(w->opcode)) {
-            raddr = w->wr.rdma.remote_addr;
-            rkey = w->wr.rdma.rkey;
-        } else if (!ud && is_atomic(w->opcode)) {
-            raddr = w->wr.atomic.remote_addr;
-            rkey = w->wr.atomic.rkey;
-        } else if (w->opcode == IBV_WR_SEND_WITH_INV || w->opcode == IBV_WR_LOCAL_INV) {
-            rkey = w->invalidate_rkey;
-        }
-        b.raddr[n] = (redact & kRedactAddresses) ? 0 : raddr;
-        b.rkey[n] = (redact & kRedactKeys) ? 0 : rkey;
+        const RemoteTarget target = remote_target(*w, ud);
+        b.raddr[n] = (redact & kRedactAddresses) ? 0 : target.raddr;
+        b.rkey[n] = (redact & kRedactKeys) ? 0 : target.rkey;
         b.imm[n] = has_imm(w->opcode) ? w->imm_data : 0;
         b.remote_qpn[n] = ud ? w->wr.ud.remote_qpn : 0;
         b.ah[n] = ud ? reinterpret_cast<uint64_t>(w->wr.ud.ah) : 0;
@@ -230,6 +197,7 @@ void trace_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
     r.cq = reinterpret_cast<uint64_t>(cq);
     r.ret = ret;
     r.api = kApiPollCq;
+    r.ts = kNoCaptureTime;
     r.wr_id = b.wr_id;
     r.status = b.status;
     r.opcode = b.opcode;
@@ -272,6 +240,7 @@ void trace_completion_batch(const void* cq, const CompletionBatch& b) noexcept {
     r.cq = reinterpret_cast<uint64_t>(cq);
     r.ret = static_cast<int32_t>(b.n);
     r.api = kApiCqEx;
+    r.ts = kNoCaptureTime;
     r.n = b.n;
     r.wr_id = b.wr_id;
     r.status = b.status;

@@ -14,6 +14,7 @@
 #include <cerrno>
 
 #include "interpose/activation.h"
+#include "interpose/deferred_rings.h"
 #include "interpose/elf_symbols.h"
 #include "interpose/export.h"
 #include "interpose/process_identity.h"
@@ -49,12 +50,14 @@ ST_EXPORT pid_t fork(void) {
     if (hooks == nullptr || called_from_lttng_ust(hooks, __builtin_return_address(0))) return fn();
     sigset_t saved_mask;
     int saved_errno = errno;
+    deferred::before_fork();  // this thread's records, emitted by the parent (the child drops its copy)
     hooks->before_fork(&saved_mask);
     errno = saved_errno;
     const pid_t pid = fn();
     saved_errno = errno;
     if (pid == 0) {
         hooks->after_fork_child(&saved_mask);
+        deferred::after_fork_child_resume();
         child_identifies_itself();
     } else {
         hooks->after_fork_parent(&saved_mask);
@@ -71,6 +74,7 @@ ST_EXPORT int daemon(int nochdir, int noclose) {
     if (hooks == nullptr) return fn(nochdir, noclose);
     sigset_t saved_mask;
     int saved_errno = errno;
+    deferred::before_fork();
     hooks->before_fork(&saved_mask);
     errno = saved_errno;
     // daemon() returns only in the grandchild (success) or in the caller (failure).
@@ -78,6 +82,7 @@ ST_EXPORT int daemon(int nochdir, int noclose) {
     saved_errno = errno;
     if (ret == 0) {
         hooks->after_fork_child(&saved_mask);
+        deferred::after_fork_child_resume();
         child_identifies_itself();
     } else {
         hooks->after_fork_parent(&saved_mask);

@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "interpose/capture_clock.h"
 #include "interpose/activation.h"
 #include "interpose/config.h"
 #include "interpose/counters_emitter.h"
+#include "interpose/deferred_rings.h"
 #include "interpose/object_state.h"
 #include "interpose/process_identity.h"
 
@@ -34,11 +36,13 @@ void after_fork_parent() {
 void after_fork_child() {
     Registry::instance().mutex().unlock();
     counters_after_fork_child();
+    deferred::after_fork_child();
     activation_after_fork_child();
     reset_process_info_after_fork();
 }
 
 __attribute__((constructor)) void sigmatrace_library_init() {
+    capture_clock::calibrate();  // before the configuration: its age bound is kept in clock ticks
     std::string errors;
     set_config(parse_config(&env, &errors));
     if (!errors.empty()) {
@@ -46,12 +50,15 @@ __attribute__((constructor)) void sigmatrace_library_init() {
         (void)ignored;
     }
     pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
+    deferred::init();
     install_lttng_provider_loader();
 }
 
 __attribute__((destructor)) void sigmatrace_library_fini() {
-    // Counters mode: the remainder of every live QP, before the probe unregisters (it is linked first, so its
-    // destructor runs after this one).
+    // Deferred records of every thread, then (counters mode) the remainder of every live QP, while the
+    // tracepoint definitions (linked first: their destructor runs after this one) and the provider (loaded
+    // later than this library: finalised after it) still stand.
+    deferred::shutdown();
     counters_shutdown();
 }
 

@@ -15,6 +15,7 @@
 #include "interpose/context_ops.h"
 #include "interpose/counters_emitter.h"
 #include "interpose/cq_ex_wrappers.h"
+#include "interpose/deferred_capture.h"
 #include "interpose/gpumem_hooks.h"
 #include "interpose/object_state.h"
 #include "interpose/process_identity.h"
@@ -311,6 +312,7 @@ void on_qp_modified(ibv_qp* qp, const ibv_qp_attr* attr, int attr_mask, int ret)
 
 int destroy_qp(ibv_qp* qp, int (*real)(ibv_qp*)) {
     if (qp == nullptr || tracing_off()) return real(qp);
+    before_blocking();
     const uint32_t qp_num = qp->qp_num;
     if (sigmatrace_gpumem_before_destroy_qp != nullptr) sigmatrace_gpumem_before_destroy_qp(qp);
     int ret;
@@ -371,6 +373,7 @@ void on_cq_ex_created(ibv_context* ctx, ibv_cq_ex* cq, const ibv_cq_init_attr_ex
 
 int destroy_cq(ibv_cq* cq, int (*real)(ibv_cq*)) {
     if (cq == nullptr || tracing_off()) return real(cq);
+    before_blocking();
     if (sigmatrace_gpumem_before_destroy_cq != nullptr) sigmatrace_gpumem_before_destroy_cq(cq);
     int ret;
     {
@@ -464,6 +467,10 @@ void on_cq_event(ibv_comp_channel* channel, ibv_cq* cq, int ret) {
     r.cq = ret == 0 ? reinterpret_cast<uint64_t>(cq) : 0;
     r.ret = ret;
     ST_TRACE(cq_event, &r);
+}
+
+void before_blocking() noexcept {
+    if (data_path_flags() & kFlagDefer) deferred_flush_own();
 }
 
 void set_verbs_queries(const VerbsQueries* q) noexcept {

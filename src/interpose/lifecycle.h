@@ -51,6 +51,10 @@ void on_ah_created(ibv_pd* pd, ibv_ah* ah, const ibv_ah_attr* attr, int err);
 
 void on_cq_event(ibv_comp_channel* channel, ibv_cq* cq, int ret);
 
+// Deferred emission: the calling thread is about to block, or to close something its captured records refer
+// to; its records become events first (errno kept).
+void before_blocking() noexcept;
+
 // The libibverbs queries device_open/port_info need, and ibv_qp_to_qp_ex. The library uses the real
 // libibverbs functions; unit tests, whose contexts are hand-made, install their own.
 struct VerbsQueries {

@@ -175,6 +175,7 @@ struct CqExOriginals {
 
 struct CompletionBatch {
     uint32_t n = 0;
+    uint64_t ts = 0;  // deferred emission: when start_poll returned the pass's first completion
     uint64_t wr_id[SIGMATRACE_MAX_BATCH];
     uint8_t status[SIGMATRACE_MAX_BATCH];
     uint8_t opcode[SIGMATRACE_MAX_BATCH];

@@ -90,6 +90,9 @@ void emit_process_info_once() noexcept {
     r.redact = config().redact;
     r.hostname = id.hostname.c_str();
     r.job_id = id.job_id.c_str();
+    // Deferred: the bound on how far a data event follows its capture while the process's CPUs are not all
+    // busy (deferred_rings.h: the emitter takes records two age bounds old, every bound).
+    r.defer_us = (config().mode == Mode::ops && config().defer) ? 3 * config().defer_max_age_us : 0;
     ST_TRACE_EMIT(process_info, &r);
     g_emitted.store(true, std::memory_order_release);
     errno = saved;

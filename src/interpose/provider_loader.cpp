@@ -62,6 +62,9 @@ ProviderLoad load_lttng_provider() {
     find(handle, "lttng_ust_after_fork_child", &g_hooks.after_fork_child);
     if (g_hooks.before_fork != nullptr && g_hooks.after_fork_parent != nullptr && g_hooks.after_fork_child != nullptr)
         set_lttng_fork_hooks(&g_hooks);
+    LttngInitThread init_thread = nullptr;
+    find(handle, "lttng_ust_init_thread", &init_thread);
+    set_lttng_init_thread(init_thread);
     find(handle, "lttng_ust_safe_close_fd", &g_fd_guard.safe_close);
     find(handle, "lttng_ust_safe_fclose_stream", &g_fd_guard.safe_fclose);
     find(handle, "lttng_ust_safe_closefrom_fd", &g_fd_guard.safe_closefrom);

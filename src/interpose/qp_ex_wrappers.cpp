@@ -8,6 +8,7 @@
 
 #include "interpose/config.h"
 #include "interpose/data_events.h"
+#include "interpose/deferred_capture.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose {
@@ -42,7 +43,11 @@ inline QpState& state_of(ibv_qp_ex* q) {
 // than the send queue depth: the provider will fail the list, but the record must not allocate). They are
 // reported with ret 0; wr_complete's event carries the list's real result.
 __attribute__((noinline)) void flush_early(QpState& s) noexcept {
-    trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, 0);
+    if (data_path_flags() & kFlagDefer)
+        defer_wr_list(capture_ticks(), s, s.pending.data(), static_cast<uint32_t>(s.pending.size()),
+                      s.pending_emitted, 0);
+    else
+        trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, 0);
     s.pending_emitted += static_cast<uint32_t>(s.pending.size());
     s.pending.clear();
 }
@@ -200,6 +205,15 @@ void w_start(ibv_qp_ex* q) {
 
 int w_complete(ibv_qp_ex* q) {
     QpState& s = state_of(q);
+    if (s.build_mode == kBuildRecording && (data_path_flags() & kFlagDefer)) {
+        // The doorbell: the list's time is taken before it rings (deferred_capture.h).
+        const uint64_t ts = capture_ticks();
+        const int ret = s.orig.wr_complete(q);
+        defer_wr_list(ts, s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, ret);
+        s.build_mode = kBuildNothing;
+        s.pending.clear();
+        return ret;
+    }
     const int ret = s.orig.wr_complete(q);
     if (s.build_mode == kBuildRecording) {
         trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, ret);

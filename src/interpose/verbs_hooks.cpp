@@ -87,6 +87,7 @@ ST_EXPORT int ibv_close_device(ibv_context* ctx) {
     auto real = ST_REAL_IBVERBS(ibv_close_device, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<int>("ibv_close_device", "IBVERBS_1.1", ENOSYS, -1);
     HookScope scope;
+    if (scope.outermost()) before_blocking();  // this thread's records precede the device's close
     const int ret = real(ctx);
     if (scope.outermost()) {
         KeepErrno keep;
@@ -168,6 +169,8 @@ ST_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq
     auto real = ST_REAL_IBVERBS(ibv_get_cq_event, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<int>("ibv_get_cq_event", "IBVERBS_1.1", ENOSYS, -1);
     HookScope scope;
+    // The thread is about to block until a completion event: its captured records become events first.
+    if (scope.outermost()) before_blocking();
     const int ret = real(channel, cq, cq_context);
     if (scope.outermost()) {
         KeepErrno keep;

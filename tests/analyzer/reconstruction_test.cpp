@@ -107,6 +107,7 @@ struct World {
         r.imm = zero32.data();
         r.remote_qpn = zero32.data();
         r.ah = zero64.data();
+        r.ts = zero64.data();   // immediate mode: every WR at the event's time
         feed.emit(t, vpid(rank), r);
     }
     void poll(int rank, std::vector<uint64_t> wr_ids, std::vector<uint8_t> status, uint8_t wc_opcode, uint32_t byte_len = 0) {
@@ -128,6 +129,7 @@ struct World {
         r.wc_flags = zero32.data();
         r.imm = zero32.data();
         r.hw_ts = zero64.data();
+        r.ts = zero64.data();
         feed.emit(t, vpid(rank), r);
     }
     json finish() { return analysis.finish(); }
@@ -233,6 +235,7 @@ TEST(Reconstruction, ReceivesAndReadDirection) {
         std::vector<uint64_t> ids = {50, 51, 52};
         std::vector<uint16_t> sge(3, 1);
         std::vector<uint32_t> len(3, 4096);
+        std::vector<uint64_t> no_ts(3, 0);
         st_post_recv_rec r{};
         r.qp = World::qp(1);
         r.qp_num = World::qpn(1);
@@ -241,6 +244,7 @@ TEST(Reconstruction, ReceivesAndReadDirection) {
         r.wr_id = ids.data();
         r.num_sge = sge.data();
         r.bytes = len.data();
+        r.ts = no_ts.data();
         w.feed.emit(w.t++, World::vpid(1), r);
     }
     w.post(0, {1, 2}, 2, 64, {true, true});
@@ -277,6 +281,7 @@ TEST(Reconstruction, SharedReceiveQueue) {
     std::vector<uint64_t> ids = {9, 10};
     std::vector<uint16_t> sge(2, 1);
     std::vector<uint32_t> len(2, 256);
+    std::vector<uint64_t> no_ts(2, 0);
     st_post_srq_recv_rec r{};
     r.srq = 0x5;
     r.bad_index = -1;
@@ -284,6 +289,7 @@ TEST(Reconstruction, SharedReceiveQueue) {
     r.wr_id = ids.data();
     r.num_sge = sge.data();
     r.bytes = len.data();
+    r.ts = no_ts.data();
     w.feed.emit(w.t++, World::vpid(1), r);
     w.poll(1, {10, 9}, {0, 0}, 128, 32);
     json doc = w.finish();
@@ -386,6 +392,7 @@ TEST(Reconstruction, MalformedSequencesAreCountedNotTrusted) {
     r.imm = zero32.data();
     r.remote_qpn = zero32.data();
     r.ah = zero64.data();
+    r.ts = zero64.data();
     struct Capture : OpListener {
         void on_operation(const Operation&) override { ++n; }
         int n = 0;

@@ -1,5 +1,8 @@
-// Feeds st_<event>_rec records (the tracer's own record structs) to an Analysis as decoded events, the way the
-// Babeltrace2 decoder would after LTTng serialized them: unit tests write events exactly as call sites do.
+// Feeds st_<event>_rec records (the tracer's own record structs) to an Analysis (or any EventSink, such as the
+// reordering stage in front of one) as decoded events, the way the Babeltrace2 decoder would after LTTng
+// serialized them: unit tests write events exactly as call sites do. Sequences live in the feeder's buffers,
+// overwritten by the next event, as the decoder's are; `ts` elements are written as given (already ns from
+// origin, what the decoder hands over after converting them).
 #pragma once
 
 #include <sigmatrace/schema.h>
@@ -10,12 +13,13 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/decoded_event.h"
+#include "analyzer/event_sink.h"
 
 namespace sigmatrace::analyzer::test {
 
 class RecordFeeder {
 public:
-    explicit RecordFeeder(Analysis& a) : a_(a) {}
+    explicit RecordFeeder(EventSink& a) : a_(a) {}
 
     // Emits `rec` as process `vpid` of trace `trace` at time `ts` (ns).
     template <typename Rec> void emit(int64_t ts, int64_t vpid, const Rec& rec, uint32_t trace = 0) {
@@ -74,7 +78,7 @@ private:
 #undef RF_STR_
 #undef RF_INT_
 
-    Analysis& a_;
+    EventSink& a_;
     std::array<std::vector<uint64_t>, kMaxEventFields> storage_;
 };
 

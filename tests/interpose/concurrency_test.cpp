@@ -19,7 +19,7 @@ constexpr int kPostsPerThread = 2000;
 constexpr int kChain = 4;
 
 TEST_P(ConcurrencyTest, PostersAndPollersOnASharedCq) {
-    interpose::Config c;
+    interpose::Config c = test_config();
     c.mode = GetParam();
     c.counters_interval_ms = 5;  // the emitter thread runs concurrently too
     interpose::set_config(c);

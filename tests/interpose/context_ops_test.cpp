@@ -285,7 +285,7 @@ TEST_F(ContextOpsTest, ReqNotifyIsRecorded) {
 }
 
 TEST_F(ContextOpsTest, CategoriesSelectWhatIsRecorded) {
-    Config c;
+    Config c = test_config();
     c.categories = interpose::kCategoryPoll;
     set_config(c);
     FakeDevice dev;
@@ -304,7 +304,7 @@ TEST_F(ContextOpsTest, CategoriesSelectWhatIsRecorded) {
 }
 
 TEST_F(ContextOpsTest, RedactionZeroesAddressesAndKeys) {
-    Config c;
+    Config c = test_config();
     c.redact = interpose::kRedactAddresses | interpose::kRedactKeys;
     set_config(c);
     FakeDevice dev;
@@ -323,7 +323,7 @@ TEST_F(ContextOpsTest, RedactionZeroesAddressesAndKeys) {
 }
 
 TEST_F(ContextOpsTest, OffModeWrapsNothing) {
-    Config c;
+    Config c = test_config();
     c.mode = interpose::Mode::off;
     set_config(c);
     FakeDevice dev;

@@ -14,7 +14,7 @@ class CountersTest : public ShimTest {
 protected:
     void SetUp() override {
         ShimTest::SetUp();
-        interpose::Config c;
+        interpose::Config c = test_config();
         c.mode = interpose::Mode::counters;
         c.counters_interval_ms = 3600000;  // the periodic emission is tested separately
         interpose::set_config(c);

@@ -144,7 +144,7 @@ TEST_F(LifecycleTest, MemoryRegionsAndTheirRedaction) {
     clear_events();
     interpose::on_mr_registered(dev.pd(), &mr, 0x7f0000001000, 1 << 20, 0x7f0000001000, IBV_ACCESS_REMOTE_WRITE,
                                 interpose::MrKind::reg_mr, 0);
-    interpose::Config c;
+    interpose::Config c = test_config();
     c.redact = interpose::kRedactAddresses | interpose::kRedactKeys;
     interpose::set_config(c);
     interpose::on_mr_registered(dev.pd(), &mr, 0x7f0000001000, 4096, 0x5000, 0, interpose::MrKind::reg_mr_iova2, 0);

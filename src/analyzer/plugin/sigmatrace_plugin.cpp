@@ -86,7 +86,8 @@ void analyze_finalize(bt_self_component_sink* self) {
         static_cast<SinkData*>(bt_self_component_get_data(bt_self_component_sink_as_self_component(self))));
     if (!data) return;
     bt_message_iterator_put_ref(data->it);
-    data->consumer.reset();  // releases the classes and traces it held
+    if (data->consumer) data->consumer->finish();  // the events still held for reordering
+    data->consumer.reset();                        // releases the classes and traces it held
     nlohmann::json doc = data->analysis->finish();
     if (data->perfetto) data->perfetto->close();
     if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");

@@ -1,6 +1,7 @@
 // Fuzz target for the event-handling layer: arbitrary bytes become a sequence of decoded events (any event id,
-// any field values, sequences of any length disagreeing with `n`, strings, timestamps going backwards) fed to
-// an Analysis, then every output is rendered. The analysis must never crash, hang or leak, whatever it is fed.
+// any field values, sequences of any length disagreeing with `n`, strings, timestamps going backwards, capture
+// times anywhere) fed through the reordering stage (which copies and holds events when a process_info
+// announces deferral) to an Analysis, then every output is rendered. The analysis must never crash, hang or leak, whatever it is fed.
 //
 // Built with libFuzzer by run_fuzzer.sh (clang++ -fsanitize=fuzzer,address,undefined); replayed over the
 // committed corpus by every normal build (fuzz_replay.cpp), so a regression shows without clang.
@@ -13,6 +14,7 @@
 #include "analyzer/ci_rules.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
+#include "analyzer/reorder_stage.h"
 #include "analyzer/text_report.h"
 
 namespace {
@@ -51,6 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     PerfettoWriter perfetto(analysis.topology(), 64);
     perfetto.open("/dev/null");
     analysis.add_listener(&perfetto);
+    ReorderStage stage(analysis);
     std::array<std::vector<uint64_t>, kMaxEventFields> seqs;
     std::vector<std::string> strings(kMaxEventFields);
     int64_t ts = 1000;
@@ -89,13 +92,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                 }
             }
         }
-        analysis.on_event(ev);
+        stage.on_event(ev);
         if (in.byte() == 0xfe) {
             DiscardRecord d;
             d.count = in.value();
             analysis.on_discarded(d);
         }
     }
+    stage.finish();
     nlohmann::json doc = analysis.finish();
     perfetto.close();
     (void)render_text_report(doc);

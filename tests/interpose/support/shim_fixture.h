@@ -1,12 +1,22 @@
 // A GoogleTest fixture for the shim's unit tests: default configuration, fake libibverbs queries, every event
 // captured; per-object state is forgotten after each test (its fake objects are gone).
+//
+// The emission mode comes from SIGMATRACE_TEST_DEFER: unset or 0, every event is emitted inside its call
+// (immediate); 1, data-path events are captured into the thread's ring (deferred emission) and events()
+// drains the rings first. ctest runs the unit tests once in each mode (tests/interpose/CMakeLists.txt), so
+// every field-by-field check holds for both paths.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 
+#include "interpose/capture_clock.h"
 #include "interpose/config.h"
+#include "interpose/deferred_capture.h"
+#include "interpose/deferred_rings.h"
 #include "interpose/lifecycle.h"
 #include "interpose/process_identity.h"
 #include "support/captured_events.h"
@@ -14,19 +24,38 @@
 
 namespace sigmatrace::testing {
 
+inline bool test_defer_mode() {
+    const char* v = std::getenv("SIGMATRACE_TEST_DEFER");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// The default configuration, in this run's emission mode.
+inline interpose::Config test_config() {
+    interpose::Config c;
+    c.defer = test_defer_mode();
+    return c;
+}
+
+// Deferred mode: every thread's captured records become events now (a no-op when immediate).
+inline void drain_deferred() {
+    interpose::deferred::drain_all(interpose::deferred::Wait::yes);
+}
+
 class ShimTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        interpose::set_config(interpose::Config{});
+        interpose::capture_clock::calibrate();  // as libsigmatrace.so's constructor: capture times are TSC ticks
+        interpose::set_config(test_config());
         interpose::set_verbs_queries(fake_verbs_queries());
         interpose::reset_process_info_after_fork();  // each test sees the process identify itself
         capture_ = std::make_unique<EventCapture>();
     }
     void TearDown() override {
+        drain_deferred();  // nothing of this test's left for the next one
         capture_.reset();
         interpose::reset_lifecycle_for_testing();
         interpose::set_verbs_queries(nullptr);
-        interpose::set_config(interpose::Config{});
+        interpose::set_config(test_config());
     }
 
     // Opens `dev` as ibv_open_device would have (wraps it, emits device_open).
@@ -47,8 +76,14 @@ protected:
         interpose::on_qp_created(dev.ctx(), q->qp(), &attr, interpose::CreateKind::verbs, 0);
         return q;
     }
-    CapturedEvents events() const { return capture_->snapshot(); }
-    void clear_events() { capture_->clear(); }
+    CapturedEvents events() const {
+        drain_deferred();
+        return capture_->snapshot();
+    }
+    void clear_events() {
+        drain_deferred();
+        capture_->clear();
+    }
 
     std::unique_ptr<EventCapture> capture_;
 };

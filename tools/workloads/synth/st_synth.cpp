@@ -23,6 +23,10 @@
 //   crash     rank 1 posts --iters WRITEs and aborts before any completion.
 //   mixed     traffic + barrier + errors + gpu + ud + srq receives, small (golden traces).
 //   bench     rank r posts --iters WRITEs to r+1 (one post_send each, signaled, polled in batches of 8).
+//   deferred  like the tracer's deferred emission (process_info.defer_us = --defer-us, default 1000): rank r
+//             posts --iters rounds of 3 signaled WRITEs to r+1 (5 us apart) and polls their completions
+//             --latency-us later (5 us apart); each round's 3 posts are one event and its 3 polls another, with
+//             per-element capture times, and the poll event is emitted BEFORE the post event.
 #include <sigmatrace/schema.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -69,6 +73,7 @@ struct Params {
     uint64_t period_us = 10000;
     int64_t t0 = 0;           // CLOCK_MONOTONIC ns at which barrier epoch 0 starts
     uint64_t latency_us = 0;  // bench/traffic: time between a post and its completion (busy wait)
+    uint64_t defer_us = 0;    // deferred: the process_info.defer_us announced (0 elsewhere: immediate)
     std::string truth;
     std::string self;
 };
@@ -122,6 +127,7 @@ void emit_identity(const Params& p) {
     pi.world_size = p.ranks;
     pi.hostname = host.c_str();
     pi.job_id = "synth";
+    pi.defer_us = static_cast<uint32_t>(p.defer_us);
     ST_TRACE(process_info, &pi);
     const int node = node_of(p, p.rank);
     for (int rail = 0; rail < p.rails; ++rail) {
@@ -199,7 +205,13 @@ struct Wr {
     uint32_t rkey;
 };
 
-void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32_t ret = 0, int32_t bad = -1) {
+// Schema minor 2's per-element capture times: st-synth emits inside the "call", like the tracer's immediate
+// mode, so every element reads 0 ("the event's timestamp"). LTTng copies `n` elements: never leave it null.
+constexpr std::array<uint64_t, SIGMATRACE_MAX_BATCH> kNoCaptureTimes{};
+
+// capture: per-WR capture times (CLOCK_MONOTONIC ns), nullptr for none (immediate).
+void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32_t ret = 0, int32_t bad = -1,
+                    const uint64_t* capture = nullptr) {
     for (std::size_t off = 0; off < wrs.size(); off += SIGMATRACE_MAX_BATCH) {
         const std::size_t n = std::min<std::size_t>(SIGMATRACE_MAX_BATCH, wrs.size() - off);
         std::array<uint64_t, SIGMATRACE_MAX_BATCH> wr_id{}, raddr{}, ah{};
@@ -233,6 +245,7 @@ void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32
         r.imm = imm.data();
         r.remote_qpn = rqpn.data();
         r.ah = ah.data();
+        r.ts = capture ? capture + off : kNoCaptureTimes.data();
         ST_TRACE(post_send, &r);
     }
 }
@@ -246,7 +259,7 @@ struct Wc {
     uint32_t src_qp = 0;
 };
 
-void emit_poll(uint64_t cq, const std::vector<Wc>& wcs) {
+void emit_poll(uint64_t cq, const std::vector<Wc>& wcs, const uint64_t* capture = nullptr) {
     for (std::size_t off = 0; off < wcs.size(); off += SIGMATRACE_MAX_BATCH) {
         const std::size_t n = std::min<std::size_t>(SIGMATRACE_MAX_BATCH, wcs.size() - off);
         std::array<uint64_t, SIGMATRACE_MAX_BATCH> wr_id{}, ts{};
@@ -275,6 +288,7 @@ void emit_poll(uint64_t cq, const std::vector<Wc>& wcs) {
         r.wc_flags = flags.data();
         r.imm = imm.data();
         r.hw_ts = ts.data();
+        r.ts = capture ? capture + off : kNoCaptureTimes.data();
         ST_TRACE(poll_cq, &r);
     }
 }
@@ -299,6 +313,7 @@ void emit_post_recv(uint64_t qp, uint32_t qpn, uint64_t first_wr_id, uint32_t co
         r.wr_id = wr_id.data();
         r.num_sge = nsge.data();
         r.bytes = len.data();
+        r.ts = kNoCaptureTimes.data();
         ST_TRACE(post_recv, &r);
     }
 }
@@ -526,6 +541,7 @@ void rank_ud(const Params& p) {
         r.imm = imm.data();
         r.remote_qpn = rqpn.data();
         r.ah = ahv.data();
+        r.ts = kNoCaptureTimes.data();
         ST_TRACE(post_send, &r);
         emit_poll(cq_handle(rail), {{0xdd000 + i, 0, kWcSend, 0, c.qp_num}});
     }
@@ -563,6 +579,7 @@ void rank_srq(const Params& p) {
             len[static_cast<std::size_t>(i)] = 4096;
         }
         st_post_srq_recv_rec r{};
+        r.ts = kNoCaptureTimes.data();
         r.srq = srq;
         r.bad_index = -1;
         r.n = 8;
@@ -594,6 +611,34 @@ void rank_bench(const Params& p) {
     }
 }
 
+void rank_deferred(const Params& p) {
+    const int next = (p.rank + 1) % p.ranks;
+    emit_rc_qp(p, next);
+    const uint64_t qp = qp_handle(p.rank, next);
+    const uint32_t qpn = qpn_of(p.rank, next);
+    const uint64_t cq = cq_handle(rail_of(p, next));
+    constexpr int kMerged = 3;
+    for (uint64_t i = 0; i < p.iters; ++i) {
+        std::vector<Wr> wrs;
+        std::vector<Wc> wcs;
+        std::array<uint64_t, kMerged> posted{}, polled{};
+        for (int k = 0; k < kMerged; ++k) {
+            if (k) spin_for(5);
+            posted[static_cast<std::size_t>(k)] = static_cast<uint64_t>(now_ns());
+            const uint64_t id = i * kMerged + static_cast<uint64_t>(k);
+            wrs.push_back({id, kWrWrite, kSignaled, p.size, 0x40000000 + (id % 1024) * p.size, 0x99});
+            wcs.push_back({id, 0, kWcWrite, 0, qpn});
+        }
+        spin_for(p.latency_us);
+        for (int k = 0; k < kMerged; ++k) {
+            if (k) spin_for(5);
+            polled[static_cast<std::size_t>(k)] = static_cast<uint64_t>(now_ns());
+        }
+        emit_poll(cq, wcs, polled.data());
+        emit_post_send(qp, qpn, wrs, 0, -1, posted.data());
+    }
+}
+
 void run_rank(Params p) {
     emit_identity(p);
     const std::string& s = p.scenario;
@@ -604,6 +649,7 @@ void run_rank(Params p) {
     else if (s == "ud") rank_ud(p);
     else if (s == "crash") rank_crash(p);
     else if (s == "bench") rank_bench(p);
+    else if (s == "deferred") rank_deferred(p);
     else if (s == "mixed") {
         Params q = p;
         q.iters = std::max<uint64_t>(1, p.iters / 4);
@@ -730,9 +776,9 @@ bool parse_num(const char* s, uint64_t& out) {
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: st-synth traffic|barrier|errors|gpu|ud|crash|mixed|bench [--ranks N] [--ranks-per-node N] "
+                 "usage: st-synth traffic|barrier|errors|gpu|ud|crash|mixed|bench|deferred [--ranks N] [--ranks-per-node N] "
                  "[--rails R] [--iters K] [--size BYTES] [--signal-every N] [--epochs E] [--delay-rank R] "
-                 "[--delay-us US] [--period-us US] [--latency-us US] [--truth FILE]\n");
+                 "[--delay-us US] [--period-us US] [--latency-us US] [--defer-us US] [--truth FILE]\n");
     return 2;
 }
 
@@ -765,9 +811,11 @@ int main(int argc, char** argv) {
         else if (a == "--delay-us") p.delay_us = n;
         else if (a == "--period-us") p.period_us = n;
         else if (a == "--latency-us") p.latency_us = n;
+        else if (a == "--defer-us") p.defer_us = n;
         else if (a == "--t0") p.t0 = std::strtoll(v, nullptr, 10);
         else return usage();
     }
+    if (p.scenario == "deferred" && p.defer_us == 0) p.defer_us = 1000;
     if (p.ranks < 2 || p.rails < 1 || p.ranks_per_node < 1 || p.signal_every < 1) return usage();
 
     if (p.rank >= 0) {

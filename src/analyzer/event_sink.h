@@ -1,0 +1,28 @@
+// Where decoded events go: the Analysis, or a stage in front of it (reorder_stage.h). The Babeltrace2 consumer,
+// unit tests and the fuzzer all push DecodedEvents into one of these.
+#pragma once
+
+#include <cstdint>
+
+#include "analyzer/decoded_event.h"
+
+namespace sigmatrace::analyzer {
+
+// What the reordering stage saw, for the report's data-quality line (reorder_stage.h).
+struct OrderingSummary {
+    int64_t window_ns = 0;        // 0: every process emitted inside its calls, events passed straight through
+    uint64_t late_events = 0;     // events older than one already released: processed, but out of capture order
+    int64_t max_lateness_ns = 0;  // how much older than the newest released event the latest of those was
+    uint64_t max_held = 0;        // the most events held at once (memory the window cost)
+};
+
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    // `ev` and everything it points at is valid only during the call.
+    virtual void on_event(const DecodedEvent& ev) = 0;
+    // End of the stream, after the last on_event, from a stage that reorders.
+    virtual void on_ordering(const OrderingSummary&) {}
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,270 @@
+#include "interpose/deferred_capture.h"
+
+#include <algorithm>
+
+#include "interpose/config.h"
+#include "interpose/wr_fields.h"
+
+namespace sigmatrace::interpose {
+namespace {
+
+using namespace deferred;
+
+constexpr uint32_t kBatch = SIGMATRACE_MAX_BATCH;
+constexpr uint64_t kEverything = UINT64_MAX;
+
+// The producer's estimate of its ring's oldest record (capture time); its age decides when the data path
+// drains its own ring (a busy thread that never idles still gets its events out within the bound).
+__thread uint64_t tls_oldest_hint __attribute__((tls_model("initial-exec"))) = 0;
+
+uint64_t max_age_ticks() noexcept {
+    return defer_max_age_ticks();
+}
+// Room for one record in the calling thread's ring. Full: the thread drains its own ring (the data path pays,
+// rarely: a ring holds thousands of records). nullptr only without memory for a ring (counted).
+__attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noexcept {
+    if (r == nullptr) r = ring_for_this_thread();
+    if (r == nullptr) {
+        note_dropped_record();
+        return nullptr;
+    }
+    RecordHeader* h = r->reserve(size);
+    if (h == nullptr) {
+        drain_own(kEverything, UINT32_MAX, Wait::yes);
+        h = r->reserve(size);
+        tls_oldest_hint = 0;
+    }
+    if (h == nullptr) note_dropped_record();
+    return h;
+}
+
+inline RecordHeader* reserve(uint32_t size) noexcept {
+    Ring* r = tls_ring;
+    RecordHeader* h = r != nullptr ? r->reserve(size) : nullptr;
+    return h != nullptr ? h : reserve_slow(r, size);
+}
+
+// The oldest record may be older than the bound: look, and drain if so (unless another consumer is at it).
+__attribute__((noinline)) void age_check(uint64_t now) noexcept {
+    Ring* r = tls_ring;
+    uint64_t oldest = r->oldest_ts();
+    if (oldest != 0 && now > oldest && now - oldest > max_age_ticks()) {
+        drain_own(kEverything, UINT32_MAX, Wait::no);
+        oldest = r->oldest_ts();
+    }
+    tls_oldest_hint = oldest != 0 ? oldest : now;
+}
+
+inline void commit(RecordHeader* h) noexcept {
+    tls_ring->commit(h);
+    if (h->ts - tls_oldest_hint > max_age_ticks()) [[unlikely]] age_check(h->ts);
+}
+
+template <typename Fixed, typename Entry>
+RecordHeader* begin_record(RecordKind kind, uint32_t n, uint64_t ts) noexcept {
+    const uint32_t size = record_size<Fixed, Entry>(n);
+    RecordHeader* h = reserve(size);
+    if (h == nullptr) return nullptr;
+    h->size = size;
+    h->kind = kind;
+    h->n = static_cast<uint16_t>(n);
+    h->ts = ts;
+    return h;
+}
+
+template <typename Wr> uint32_t chain_length(const Wr* wr) noexcept {
+    uint32_t n = 0;
+    for (const Wr* w = wr; w != nullptr; w = w->next) ++n;
+    return n;
+}
+
+template <typename Handle>
+void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_num, const ibv_recv_wr* wr, int ret,
+                      ibv_recv_wr* const* bad_wr) noexcept {
+    const uint32_t total = chain_length(wr);
+    const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
+    const ibv_recv_wr* w = wr;
+    uint32_t offset = 0;
+    do {  // one record per SIGMATRACE_MAX_BATCH WRs; an empty chain is one record of n = 0, as when immediate
+        const uint32_t n = std::min(total - offset, kBatch);
+        RecordHeader* h = begin_record<RecvFixed, RecvEntry>(kind, n, ts);
+        if (h == nullptr) return;
+        RecvFixed* f = fixed_part<RecvFixed>(h);
+        f->handle = reinterpret_cast<uint64_t>(handle);
+        f->qp_num = qp_num;
+        f->ret = ret;
+        f->bad_index = bad_index;
+        f->batch_offset = offset;
+        RecvEntry* e = entries<RecvFixed, RecvEntry>(h);
+        for (uint32_t i = 0; i < n; ++i, w = w->next) {
+            e[i].wr_id = w->wr_id;
+            e[i].bytes = sge_bytes(w->sg_list, w->num_sge);
+            e[i].num_sge = static_cast<uint16_t>(w->num_sge);
+            e[i].pad = 0;
+        }
+        commit(h);
+        offset += n;
+    } while (offset < total);
+}
+
+}  // namespace
+
+__thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec"))) = 0;
+
+void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
+    const uint32_t total = chain_length(wr);
+    const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
+    const bool ud = qp->qp_type == IBV_QPT_UD;
+    const ibv_send_wr* w = wr;
+    uint32_t offset = 0;
+    do {
+        const uint32_t n = std::min(total - offset, kBatch);
+        RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, n, ts);
+        if (h == nullptr) return;
+        SendFixed* f = fixed_part<SendFixed>(h);
+        f->qp = reinterpret_cast<uint64_t>(qp);
+        f->qp_num = qp->qp_num;
+        f->ret = ret;
+        f->bad_index = bad_index;
+        f->api = 0;
+        f->batch_offset = offset;
+        f->pad = 0;
+        SendEntry* e = entries<SendFixed, SendEntry>(h);
+        for (uint32_t i = 0; i < n; ++i, w = w->next) {
+            const RemoteTarget target = remote_target(*w, ud);
+            e[i].wr_id = w->wr_id;
+            e[i].raddr = target.raddr;
+            e[i].ah = ud ? reinterpret_cast<uint64_t>(w->wr.ud.ah) : 0;
+            e[i].send_flags = w->send_flags;
+            e[i].bytes = sge_bytes(w->sg_list, w->num_sge);
+            e[i].rkey = target.rkey;
+            e[i].imm = has_imm(w->opcode) ? w->imm_data : 0;
+            e[i].remote_qpn = ud ? w->wr.ud.remote_qpn : 0;
+            e[i].num_sge = static_cast<uint16_t>(w->num_sge);
+            e[i].opcode = static_cast<uint8_t>(w->opcode);
+            e[i].pad = 0;
+        }
+        commit(h);
+        offset += n;
+    } while (offset < total);
+}
+
+void defer_post_recv(uint64_t ts, ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
+    defer_recv_chain(RecordKind::post_recv, ts, qp, qp->qp_num, wr, ret, bad_wr);
+}
+
+void defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
+    defer_recv_chain(RecordKind::post_srq_recv, ts, srq, 0, wr, ret, bad_wr);
+}
+
+void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint32_t n_total, uint32_t first_index,
+                   int ret) noexcept {
+    uint32_t done = 0;
+    do {
+        const uint32_t n = std::min(n_total - done, kBatch);
+        RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, n, ts);
+        if (h == nullptr) return;
+        SendFixed* f = fixed_part<SendFixed>(h);
+        f->qp = reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed));
+        f->qp_num = s.qp_num.load(std::memory_order_relaxed);
+        f->ret = ret;
+        f->bad_index = ret != 0 ? 0 : -1;  // wr_complete posts all WRs of the list or none
+        f->api = 1;
+        f->batch_offset = first_index + done;
+        f->pad = 0;
+        SendEntry* e = entries<SendFixed, SendEntry>(h);
+        for (uint32_t i = 0; i < n; ++i) {
+            const WrRecord& w = records[done + i];
+            e[i].wr_id = w.wr_id;
+            e[i].raddr = w.raddr;
+            e[i].ah = w.ah;
+            e[i].send_flags = w.send_flags;
+            e[i].bytes = w.bytes;
+            e[i].rkey = w.rkey;
+            e[i].imm = w.imm;
+            e[i].remote_qpn = w.remote_qpn;
+            e[i].num_sge = w.num_sge;
+            e[i].opcode = w.opcode;
+            e[i].pad = 0;
+        }
+        commit(h);
+        done += n;
+    } while (done < n_total);
+}
+
+void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
+    const uint64_t ts = capture_ticks();
+    const int total = ret > 0 ? ret : 0;
+    int done = 0;
+    do {  // a failed poll (ret < 0) is one record of n = 0, as when immediate
+        const uint32_t n = static_cast<uint32_t>(std::min(total - done, static_cast<int>(kBatch)));
+        RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, n, ts);
+        if (h == nullptr) return;
+        PollFixed* f = fixed_part<PollFixed>(h);
+        f->cq = reinterpret_cast<uint64_t>(cq);
+        f->ret = ret;
+        f->api = 0;
+        CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
+        for (uint32_t i = 0; i < n; ++i) {
+            const ibv_wc& c = wc[done + static_cast<int>(i)];
+            e[i] = CompletionEntry{};
+            e[i].wr_id = c.wr_id;
+            e[i].vendor_err = c.vendor_err;
+            e[i].byte_len = c.byte_len;
+            e[i].qp_num = c.qp_num;
+            e[i].src_qp = c.src_qp;
+            e[i].wc_flags = c.wc_flags;
+            e[i].imm = (c.wc_flags & IBV_WC_WITH_IMM) ? c.imm_data : 0;
+            e[i].status = static_cast<uint8_t>(c.status);
+            e[i].opcode = static_cast<uint8_t>(c.opcode);
+        }
+        commit(h);
+        done += static_cast<int>(n);
+    } while (done < total);
+}
+
+void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& b) noexcept {
+    const uint32_t n = std::min(b.n, kBatch);
+    RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, n, ts);
+    if (h == nullptr) return;
+    PollFixed* f = fixed_part<PollFixed>(h);
+    f->cq = reinterpret_cast<uint64_t>(cq);
+    f->ret = static_cast<int32_t>(n);
+    f->api = 1;
+    CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
+    for (uint32_t i = 0; i < n; ++i) {
+        e[i] = CompletionEntry{};
+        e[i].wr_id = b.wr_id[i];
+        e[i].hw_ts = b.hw_ts[i];
+        e[i].vendor_err = b.vendor_err[i];
+        e[i].byte_len = b.byte_len[i];
+        e[i].qp_num = b.qp_num[i];
+        e[i].src_qp = b.src_qp[i];
+        e[i].wc_flags = b.wc_flags[i];
+        e[i].imm = b.imm[i];
+        e[i].status = b.status[i];
+        e[i].opcode = b.opcode[i];
+    }
+    commit(h);
+}
+
+void deferred_idle_drain() noexcept {
+    // Reached once per kIdleAgeCheckEvery empty polls with records waiting (deferred_idle): is the oldest half
+    // the age bound old?
+    const uint64_t now = capture_ticks();
+    if (now - tls_oldest_hint < max_age_ticks() / 2) return;
+    deferred_idle_drain_all(now);
+}
+
+void deferred_idle_drain_all(uint64_t now) noexcept {
+    drain_own(kEverything, UINT32_MAX, Wait::no);
+    // Emptied: the next record will be the oldest, and it is captured after now.
+    if (!tls_ring->has_pending()) tls_oldest_hint = now != 0 ? now : capture_ticks();
+}
+
+void deferred_flush_own() noexcept {
+    if (tls_ring == nullptr) return;
+    drain_own(kEverything, UINT32_MAX, Wait::yes);
+}
+
+}  // namespace sigmatrace::interpose

@@ -1,0 +1,245 @@
+// Deferred emission: the per-thread ring that data-path wrappers capture their records into.
+//
+// Why: an LTTng event costs ~80 ns at least and ~8.5 ns more per sequence field (PERFORMANCE.md); a message of
+// a latency-bound program (ib_send_lat: ~2.7 µs one-way on the fabric) has ~3 events on its critical path (the
+// poll that returns the receive, the post of the reply, the repost of the receive). Emitting them inside the
+// wrapped calls adds ~0.45 µs per message. Capturing a record instead — a CLOCK_MONOTONIC timestamp and a copy of
+// the WR or completion values into this ring — costs a few tens of ns; the events are built later, off the
+// critical path (deferred_emission.h says when).
+//
+// One ring per thread that captures, single producer (its thread), consumers serialised by a per-ring flag
+// (the thread itself at idle points, the emitter thread, exit and signal paths). The producer takes no lock:
+// it writes a record into free space and publishes it with one release store of `head`; a consumer reads
+// records up to `head` (acquire) and frees them with a release store of `tail`. Records are variable-sized
+// (a header, a fixed part, n entries), 16-byte aligned, never split at the end of the buffer (a pad record fills
+// the rest), at most SIGMATRACE_MAX_BATCH entries each (one record = one event).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include <sigmatrace/schema.h>
+
+namespace sigmatrace::interpose::deferred {
+
+enum class RecordKind : uint16_t { pad = 0, post_send = 1, post_recv = 2, post_srq_recv = 3, poll_cq = 4 };
+
+struct RecordHeader {
+    uint32_t size;  // bytes of the whole record (header included), a multiple of kAlign
+    RecordKind kind;
+    uint16_t n;     // entries after the fixed part
+    uint64_t ts;    // CLOCK_MONOTONIC ns: before the post call, after the poll
+};
+static_assert(sizeof(RecordHeader) == 16);
+
+// post_send (ibv_post_send and ibv_wr_* lists)
+struct SendFixed {
+    uint64_t qp;
+    uint32_t qp_num;
+    int32_t ret;
+    int32_t bad_index;
+    uint32_t api;
+    uint32_t batch_offset;
+    uint32_t pad;
+};
+struct SendEntry {
+    uint64_t wr_id;
+    uint64_t raddr;
+    uint64_t ah;
+    uint32_t send_flags;
+    uint32_t bytes;
+    uint32_t rkey;
+    uint32_t imm;
+    uint32_t remote_qpn;
+    uint16_t num_sge;
+    uint8_t opcode;
+    uint8_t pad;
+};
+static_assert(sizeof(SendEntry) == 48);
+
+// post_recv and post_srq_recv (handle = the QP or the SRQ)
+struct RecvFixed {
+    uint64_t handle;
+    uint32_t qp_num;
+    int32_t ret;
+    int32_t bad_index;
+    uint32_t batch_offset;
+};
+struct RecvEntry {
+    uint64_t wr_id;
+    uint32_t bytes;
+    uint16_t num_sge;
+    uint16_t pad;
+};
+static_assert(sizeof(RecvEntry) == 16);
+
+// poll_cq (ibv_poll_cq and extended-CQ passes)
+struct PollFixed {
+    uint64_t cq;
+    int32_t ret;
+    uint32_t api;
+};
+struct CompletionEntry {
+    uint64_t wr_id;
+    uint64_t hw_ts;
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    uint32_t qp_num;
+    uint32_t src_qp;
+    uint32_t wc_flags;
+    uint32_t imm;
+    uint8_t status;
+    uint8_t opcode;
+    uint8_t pad[6];
+};
+static_assert(sizeof(CompletionEntry) == 48);
+
+inline constexpr uint32_t kAlign = 16;
+
+constexpr uint32_t align_up(uint32_t v) {
+    return (v + kAlign - 1) & ~(kAlign - 1);
+}
+template <typename Fixed, typename Entry> constexpr uint32_t record_size(uint32_t n) {
+    return align_up(static_cast<uint32_t>(sizeof(RecordHeader) + sizeof(Fixed) + n * sizeof(Entry)));
+}
+inline constexpr uint32_t kMaxRecordSize = record_size<SendFixed, SendEntry>(SIGMATRACE_MAX_BATCH);
+
+template <typename T> T* fixed_part(RecordHeader* h) {
+    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(h) + sizeof(RecordHeader));
+}
+template <typename T> const T* fixed_part(const RecordHeader* h) {
+    return reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader));
+}
+template <typename Fixed, typename Entry> Entry* entries(RecordHeader* h) {
+    return reinterpret_cast<Entry*>(reinterpret_cast<std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
+}
+template <typename Fixed, typename Entry> const Entry* entries(const RecordHeader* h) {
+    return reinterpret_cast<const Entry*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
+}
+
+class Ring {
+public:
+    // `capacity`: bytes, a power of two >= 4 * kMaxRecordSize; `memory` stays owned by the caller.
+    Ring(std::byte* memory, uint64_t capacity) noexcept : data_(memory), capacity_(capacity), mask_(capacity - 1) {
+        static_assert(kMaxRecordSize % kAlign == 0);
+    }
+    Ring(const Ring&) = delete;
+    Ring& operator=(const Ring&) = delete;
+
+    // ---- producer (the owning thread only)
+
+    // Room for a record of `size` bytes, or nullptr when the ring is full. Writes nothing visible: fill the
+    // record, then commit(). Reloads the consumer's position only when the cached one says "full".
+    RecordHeader* reserve(uint32_t size) noexcept {
+        uint64_t pos = head_.load(std::memory_order_relaxed);
+        const uint64_t off = pos & mask_;
+        const uint64_t contiguous = capacity_ - off;
+        const uint64_t need = size + (contiguous < size ? contiguous : 0);
+        if (capacity_ - (pos - tail_cache_) < need) {
+            tail_cache_ = tail_.load(std::memory_order_acquire);
+            if (capacity_ - (pos - tail_cache_) < need) return nullptr;
+        }
+        if (contiguous < size) {
+            // The record would straddle the end: a pad record takes the rest, the record starts at offset 0.
+            auto* pad = reinterpret_cast<RecordHeader*>(data_ + off);
+            pad->size = static_cast<uint32_t>(contiguous);
+            pad->kind = RecordKind::pad;
+            pad->n = 0;
+            pad->ts = 0;
+            pos += contiguous;
+        }
+        reserved_at_ = pos;
+        return reinterpret_cast<RecordHeader*>(data_ + (pos & mask_));
+    }
+    // Publishes the record reserve() returned (its header's size must be set).
+    void commit(const RecordHeader* h) noexcept {
+        head_.store(reserved_at_ + h->size, std::memory_order_release);
+    }
+    // Whether records wait for their events. Cheap enough for every empty poll: the producer's own head and the
+    // consumer's tail (a cache line the consumer writes only when it frees records).
+    bool has_pending() const noexcept {
+        return head_.load(std::memory_order_relaxed) != tail_.load(std::memory_order_relaxed);
+    }
+    // Bytes of records waiting (producer side: its own head, the consumer's last published tail).
+    uint64_t pending_bytes() const noexcept {
+        return head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_relaxed);
+    }
+    // Capture time of the oldest record not yet consumed, 0 when none. Producer or consumer: the record at
+    // `tail` stays intact until a consumer frees it, and the producer never writes over unfreed space.
+    uint64_t oldest_ts() const noexcept {
+        uint64_t t = tail_.load(std::memory_order_acquire);
+        const uint64_t h = head_.load(std::memory_order_acquire);
+        while (t != h) {
+            const auto* rec = reinterpret_cast<const RecordHeader*>(data_ + (t & mask_));
+            if (rec->kind != RecordKind::pad) return rec->ts;
+            t += rec->size;
+        }
+        return 0;
+    }
+
+    // ---- consumers (serialised by try_lock_consumer)
+
+    bool try_lock_consumer() noexcept {
+        return !consumer_busy_.load(std::memory_order_relaxed) &&
+               !consumer_busy_.exchange(true, std::memory_order_acquire);
+    }
+    void unlock_consumer() noexcept { consumer_busy_.store(false, std::memory_order_release); }
+
+    // Hands each committed record captured at or before `cutoff_ts` (all of them: UINT64_MAX) to `emit`, oldest
+    // first, at most `max_records`; frees each after its emission. Returns how many were handed over. Call with
+    // the consumer lock held.
+    template <typename Emit> uint32_t consume(uint64_t cutoff_ts, uint32_t max_records, Emit&& emit) noexcept {
+        uint64_t t = tail_.load(std::memory_order_relaxed);
+        const uint64_t h = head_.load(std::memory_order_acquire);
+        uint32_t done = 0;
+        while (t != h && done < max_records) {
+            const auto* rec = reinterpret_cast<const RecordHeader*>(data_ + (t & mask_));
+            if (rec->kind != RecordKind::pad) {
+                if (rec->ts > cutoff_ts) break;
+                emit(rec);
+                ++done;
+            }
+            t += rec->size;
+            tail_.store(t, std::memory_order_release);
+        }
+        return done;
+    }
+
+    // The producer itself, holding the consumer lock, after it emptied the ring: the next record starts at
+    // offset 0 again. A thread that drains at its idle points then writes the same few KiB over and over, which
+    // stay in its L1 cache, instead of streaming through the whole ring (a cache miss per record).
+    void rewind_if_empty_by_producer() noexcept {
+        const uint64_t h = head_.load(std::memory_order_relaxed);
+        if ((h & mask_) == 0 || tail_.load(std::memory_order_relaxed) != h) return;
+        const uint64_t start = (h | mask_) + 1;
+        tail_.store(start, std::memory_order_release);
+        head_.store(start, std::memory_order_release);
+        tail_cache_ = start;
+    }
+
+    // In a forked child: the parent's records are the parent's to emit. Only the forking thread exists, so
+    // no producer or consumer runs concurrently.
+    void drop_all_after_fork() noexcept {
+        const uint64_t h = head_.load(std::memory_order_relaxed);
+        tail_.store(h, std::memory_order_relaxed);
+        tail_cache_ = h;
+        consumer_busy_.store(false, std::memory_order_relaxed);
+    }
+
+    uint64_t capacity() const noexcept { return capacity_; }
+
+private:
+    // Producer-side line.
+    alignas(64) std::atomic<uint64_t> head_{0};
+    uint64_t tail_cache_ = 0;
+    uint64_t reserved_at_ = 0;
+    std::byte* const data_;
+    const uint64_t capacity_;
+    const uint64_t mask_;
+    // Consumer-side line.
+    alignas(64) std::atomic<uint64_t> tail_{0};
+    std::atomic<bool> consumer_busy_{false};
+};
+
+}  // namespace sigmatrace::interpose::deferred

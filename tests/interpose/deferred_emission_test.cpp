@@ -1,0 +1,201 @@
+// Deferred emission (interpose/deferred_*.h): which captured records share an event, what a merged event says,
+// when an idle point drains, and that `ts` is the trace clock. Runs in both test modes (the fixture switches
+// deferral on itself).
+#include <time.h>
+
+#include <array>
+#include <cstddef>
+#include <numeric>
+#include <vector>
+
+#include "interpose/capture_clock.h"
+#include "interpose/deferred_ring.h"
+#include "support/shim_fixture.h"
+
+namespace sigmatrace::testing {
+namespace {
+
+uint64_t monotonic_now_ns() {
+    return interpose::capture_clock::monotonic_ns();
+}
+
+class DeferredEmissionTest : public ShimTest {
+protected:
+    void SetUp() override {
+        ShimTest::SetUp();
+        interpose::capture_clock::calibrate();
+        interpose::Config c = test_config();
+        c.defer = true;
+        // Long enough that neither the emitter nor the data path's age check drains while a test runs, even
+        // under a sanitizer: the tests decide when records become events.
+        c.defer_max_age_us = 1000000;
+        interpose::set_config(c);
+        open(dev_);
+        cq_ = dev_.make_cq(256);
+        qp_a_ = create_qp(dev_, cq_, cq_);
+        qp_b_ = create_qp(dev_, cq_, cq_);
+        clear_events();
+    }
+
+    int post(FakeQp* q, uint64_t wr_id) {
+        ibv_sge sge{0x1000, 64, 0x11};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = 0;  // unsignaled: the fake completes nothing, the CQ holds only what a test pushes
+        wr.wr.rdma.remote_addr = 0xabc000 + wr_id;
+        wr.wr.rdma.rkey = 0x77;
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(q->qp(), &wr, &bad);
+    }
+    int poll(int max) {
+        std::array<ibv_wc, 32> wc{};
+        return ibv_poll_cq(cq_->cq(), max, wc.data());
+    }
+    void complete(uint64_t wr_id) {
+        FakeCompletion c;
+        c.wr_id = wr_id;
+        c.opcode = IBV_WC_RDMA_WRITE;
+        c.qp_num = qp_a_->qp()->qp_num;
+        cq_->push(c);
+    }
+
+    FakeDevice dev_;
+    FakeCq* cq_ = nullptr;
+    FakeQp* qp_a_ = nullptr;
+    FakeQp* qp_b_ = nullptr;
+};
+
+TEST_F(DeferredEmissionTest, ConsecutiveSuccessfulPostsOnOneQpShareAnEventWithTheirOwnCaptureTimes) {
+    const uint64_t before = monotonic_now_ns();
+    ASSERT_EQ(post(qp_a_, 1), 0);
+    ASSERT_EQ(post(qp_a_, 2), 0);
+    ASSERT_EQ(post(qp_a_, 3), 0);
+    const uint64_t after = monotonic_now_ns();
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    const cap_post_send& e = ev.post_send[0];
+    EXPECT_EQ(e.n, 3u);
+    EXPECT_EQ(e.wr_id, (std::vector<uint64_t>{1, 2, 3}));
+    EXPECT_EQ(e.raddr, (std::vector<uint64_t>{0xabc001, 0xabc002, 0xabc003}));
+    EXPECT_EQ(e.ret, 0);
+    EXPECT_EQ(e.bad_index, -1);
+    EXPECT_EQ(e.batch_offset, 0u);
+    ASSERT_EQ(e.ts.size(), 3u);
+    // Each element keeps its own capture time, in CLOCK_MONOTONIC ns (the TSC conversion is good to well under
+    // a microsecond over the ~µs this test takes).
+    EXPECT_LE(e.ts[0], e.ts[1]);
+    EXPECT_LE(e.ts[1], e.ts[2]);
+    EXPECT_GE(e.ts[0] + 1000, before);
+    EXPECT_LE(e.ts[2], after + 1000);
+}
+
+TEST_F(DeferredEmissionTest, AFailedPostIsAnEventOfItsOwnWithItsResult) {
+    ASSERT_EQ(post(qp_a_, 1), 0);
+    qp_a_->fail_post_at = 0;
+    ASSERT_NE(post(qp_a_, 2), 0);
+    ASSERT_EQ(post(qp_a_, 3), 0);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 3u);
+    EXPECT_EQ(ev.post_send[0].wr_id, std::vector<uint64_t>{1});
+    EXPECT_EQ(ev.post_send[1].wr_id, std::vector<uint64_t>{2});
+    EXPECT_NE(ev.post_send[1].ret, 0);
+    EXPECT_EQ(ev.post_send[1].bad_index, 0);
+    EXPECT_EQ(ev.post_send[2].wr_id, std::vector<uint64_t>{3});
+    EXPECT_EQ(ev.post_send[2].ret, 0);
+}
+
+TEST_F(DeferredEmissionTest, AnotherQpOrAnotherKindInBetweenStartsANewEvent) {
+    ASSERT_EQ(post(qp_a_, 1), 0);
+    ASSERT_EQ(post(qp_b_, 2), 0);
+    ASSERT_EQ(post(qp_a_, 3), 0);
+    complete(1);
+    ASSERT_EQ(poll(4), 1);
+    ASSERT_EQ(post(qp_a_, 4), 0);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 4u);
+    EXPECT_EQ(ev.post_send[0].wr_id, std::vector<uint64_t>{1});
+    EXPECT_EQ(ev.post_send[1].wr_id, std::vector<uint64_t>{2});
+    EXPECT_EQ(ev.post_send[2].wr_id, std::vector<uint64_t>{3});
+    EXPECT_EQ(ev.post_send[3].wr_id, std::vector<uint64_t>{4});
+    ASSERT_EQ(ev.poll_cq.size(), 1u);
+    // The thread's order survives: post, post, post, poll, post.
+    const std::vector<EventId> data(ev.order.begin(), ev.order.end());
+    EXPECT_EQ(data, (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::post_send, EventId::poll_cq,
+                                          EventId::post_send}));
+}
+
+TEST_F(DeferredEmissionTest, AnEventHoldsAtMostTheBatchLimit) {
+    constexpr int kPosts = SIGMATRACE_MAX_BATCH + 1;
+    for (int i = 0; i < kPosts; ++i) ASSERT_EQ(post(qp_a_, static_cast<uint64_t>(i)), 0);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 2u);
+    EXPECT_EQ(ev.post_send[0].n, static_cast<uint32_t>(SIGMATRACE_MAX_BATCH));
+    EXPECT_EQ(ev.post_send[1].n, 1u);
+    EXPECT_EQ(ev.post_send[1].wr_id, std::vector<uint64_t>{SIGMATRACE_MAX_BATCH});
+    EXPECT_EQ(ev.post_send[0].wr_id.back(), static_cast<uint64_t>(SIGMATRACE_MAX_BATCH - 1));
+}
+
+TEST_F(DeferredEmissionTest, PollsThatReturnedCompletionsMergeAndSayTheirTotal) {
+    for (uint64_t id = 10; id < 15; ++id) complete(id);
+    ASSERT_EQ(poll(2), 2);
+    ASSERT_EQ(poll(2), 2);
+    ASSERT_EQ(poll(2), 1);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.poll_cq.size(), 1u);
+    EXPECT_EQ(ev.poll_cq[0].n, 5u);
+    EXPECT_EQ(ev.poll_cq[0].ret, 5);
+    EXPECT_EQ(ev.poll_cq[0].wr_id, (std::vector<uint64_t>{10, 11, 12, 13, 14}));
+    ASSERT_EQ(ev.poll_cq[0].ts.size(), 5u);
+    EXPECT_EQ(ev.poll_cq[0].ts[0], ev.poll_cq[0].ts[1]);  // one call, one capture time
+    EXPECT_LE(ev.poll_cq[0].ts[1], ev.poll_cq[0].ts[2]);
+}
+
+TEST_F(DeferredEmissionTest, AnEmptyPollDrainsOnlyOnceEnoughWaits) {
+    ASSERT_EQ(post(qp_a_, 1), 0);
+    for (uint32_t i = 0; i < 2 * interpose::kIdleAgeCheckEvery; ++i) ASSERT_EQ(poll(4), 0);
+    EXPECT_EQ(capture_->total(), 0u);  // idle points with one young record waiting: it stays captured
+    // Post until the threshold is passed (96-byte records), and a little more.
+    const uint64_t posts = interpose::kIdleDrainBytes / 96 + 8;
+    for (uint64_t id = 2; id <= posts; ++id) ASSERT_EQ(post(qp_a_, id), 0);
+    EXPECT_EQ(capture_->total(), 0u);  // posting alone never drains below the age bound
+    ASSERT_EQ(poll(4), 0);
+    const CapturedEvents ev = capture_->snapshot();  // no drain of our own: what the idle point emitted
+    uint64_t wrs = 0;
+    for (const cap_post_send& e : ev.post_send) wrs += e.n;
+    EXPECT_EQ(wrs, posts);
+    EXPECT_EQ(ev.post_send.size(), (posts + SIGMATRACE_MAX_BATCH - 1) / SIGMATRACE_MAX_BATCH);
+}
+
+// The ring alone: after its own thread emptied it, the next record starts at the buffer's beginning again.
+TEST(DeferredRing, RewindsToItsStartWhenItsProducerEmptiedIt) {
+    alignas(64) static std::array<std::byte, 64 * 1024> memory{};
+    interpose::deferred::Ring ring(memory.data(), memory.size());
+    auto put = [&ring] {
+        interpose::deferred::RecordHeader* h = ring.reserve(64);
+        EXPECT_NE(h, nullptr);
+        if (h == nullptr) return static_cast<std::byte*>(nullptr);
+        h->size = 64;
+        h->kind = interpose::deferred::RecordKind::post_recv;
+        h->n = 0;
+        h->ts = 1;
+        ring.commit(h);
+        return reinterpret_cast<std::byte*>(h);
+    };
+    EXPECT_EQ(put(), memory.data());
+    EXPECT_EQ(put(), memory.data() + 64);
+    ASSERT_TRUE(ring.try_lock_consumer());
+    ring.rewind_if_empty_by_producer();  // not empty: nothing moves
+    EXPECT_EQ(ring.pending_bytes(), 128u);
+    EXPECT_EQ(ring.consume(UINT64_MAX, UINT32_MAX, [](const interpose::deferred::RecordHeader*) {}), 2u);
+    ring.rewind_if_empty_by_producer();
+    ring.unlock_consumer();
+    EXPECT_FALSE(ring.has_pending());
+    EXPECT_EQ(put(), memory.data());
+    EXPECT_EQ(ring.pending_bytes(), 64u);
+}
+
+}  // namespace
+}  // namespace sigmatrace::testing
