@@ -125,6 +125,8 @@ const Config& config() noexcept {
 
 void set_config(const Config& c) noexcept {
     g_config = c;
+    detail::g_defer_max_age_ns.store(static_cast<uint64_t>(c.defer_max_age_us) * 1000, std::memory_order_relaxed);
+    detail::g_redact.store(c.redact, std::memory_order_relaxed);
     detail::g_defer_max_age_ticks.store(capture_clock::ticks_for_ns(static_cast<uint64_t>(c.defer_max_age_us) * 1000),
                                         std::memory_order_relaxed);
     detail::g_data_path_flags.store(flags_for(c), std::memory_order_relaxed);

@@ -77,6 +77,10 @@ inline std::atomic<uint32_t> g_data_path_flags{kFlagSendEvents | kFlagRecvEvents
 // SIGMATRACE_DEFER_MAX_AGE_US in capture-clock ticks (capture_clock.h), for the data path's age checks;
 // set with the flags (the clock is calibrated before the configuration is set).
 inline std::atomic<uint64_t> g_defer_max_age_ticks{0};
+// What background threads (the deferred-emission emitter) read instead of config(), which a test may replace
+// while they run: the age bound in ns and the redaction bits.
+inline std::atomic<uint64_t> g_defer_max_age_ns{1000000};
+inline std::atomic<uint32_t> g_redact{0};
 }  // namespace detail
 
 inline uint32_t data_path_flags() noexcept {
@@ -84,6 +88,12 @@ inline uint32_t data_path_flags() noexcept {
 }
 inline uint64_t defer_max_age_ticks() noexcept {
     return detail::g_defer_max_age_ticks.load(std::memory_order_relaxed);
+}
+inline uint64_t defer_max_age_ns() noexcept {
+    return detail::g_defer_max_age_ns.load(std::memory_order_relaxed);
+}
+inline uint32_t redact_bits() noexcept {
+    return detail::g_redact.load(std::memory_order_relaxed);
 }
 
 }  // namespace sigmatrace::interpose

@@ -162,7 +162,7 @@ void EventBuilder::flush() noexcept {
 }
 
 void EventBuilder::emit_post_send() noexcept {
-    const uint32_t redact = config().redact;
+    const uint32_t redact = redact_bits();  // not config(): this may run on the emitter thread
     if (redact & kRedactAddresses)
         for (uint32_t i = 0; i < n_; ++i) raddr_[i] = 0;
     if (redact & kRedactKeys)

@@ -100,9 +100,9 @@ void* emitter_main(void*) {
     // three bounds while a CPU is free (process_info.defer_us announces that). A thread that keeps calling verbs
     // drains its own ring at one bound (deferred_capture.h) before this thread would, so its events carry its
     // own vtid; this thread usually finds nothing and wakes 1000 times a second at most.
-    const uint64_t age_ns = static_cast<uint64_t>(config().defer_max_age_us) * 1000;
-    const uint64_t stale_ticks = capture_clock::ticks_for_ns(2 * age_ns);
-    while (emitter().sleep(std::chrono::nanoseconds(age_ns))) {
+    // The bound is read each time (atomics set by set_config, not config(): tests change it while we run).
+    while (emitter().sleep(std::chrono::nanoseconds(defer_max_age_ns()))) {
+        const uint64_t stale_ticks = 2 * defer_max_age_ticks();
         const uint64_t now = capture_clock::now_ticks();
         const uint64_t cutoff = now > stale_ticks ? now - stale_ticks : 0;
         for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire))
