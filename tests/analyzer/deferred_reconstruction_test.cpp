@@ -70,51 +70,19 @@ struct DeferredWorld {
     }
     // A post_send event (thread A) of signaled RDMA WRITEs captured at `ts`, emitted at `emitted`.
     void post(int64_t emitted, std::vector<uint64_t> wr_ids, std::vector<uint64_t> ts) {
-        const auto n = static_cast<uint32_t>(wr_ids.size());
-        std::vector<uint8_t> op(n, 0);
-        std::vector<uint32_t> flags(n, 2), len(n, 4096), zero32(n, 0);
-        std::vector<uint16_t> sge(n, 1);
-        std::vector<uint64_t> zero64(n, 0);
-        st_post_send_rec r{};
-        r.qp = 0x1000;
-        r.qp_num = 100;
-        r.bad_index = -1;
-        r.n = n;
-        r.wr_id = wr_ids.data();
-        r.opcode = op.data();
-        r.send_flags = flags.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.raddr = zero64.data();
-        r.rkey = zero32.data();
-        r.imm = zero32.data();
-        r.remote_qpn = zero32.data();
-        r.ah = zero64.data();
-        r.ts = ts.data();
-        feed.emit_with(emitted, kVpid, r, [](DecodedEvent& ev) { ev.vtid = kThreadA; });
+        test::PostSendBatch b(std::move(wr_ids));
+        b.ts = std::move(ts);
+        b.point();
+        b.rec.qp = 0x1000;
+        b.rec.qp_num = 100;
+        feed.emit_with(emitted, kVpid, b.rec, [](DecodedEvent& ev) { ev.vtid = kThreadA; });
     }
     // A poll_cq event (thread B) of successful RDMA WRITE completions polled at `ts`, emitted at `emitted`.
     void poll(int64_t emitted, std::vector<uint64_t> wr_ids, std::vector<uint64_t> ts) {
-        const auto n = static_cast<uint32_t>(wr_ids.size());
-        std::vector<uint8_t> status(n, 0), op(n, 1);
-        std::vector<uint32_t> qpns(n, 100), zero32(n, 0);
-        std::vector<uint64_t> zero64(n, 0);
-        st_poll_cq_rec r{};
-        r.cq = 0xcc;
-        r.ret = static_cast<int32_t>(n);
-        r.n = n;
-        r.wr_id = wr_ids.data();
-        r.status = status.data();
-        r.opcode = op.data();
-        r.vendor_err = zero32.data();
-        r.byte_len = zero32.data();
-        r.qp_num = qpns.data();
-        r.src_qp = zero32.data();
-        r.wc_flags = zero32.data();
-        r.imm = zero32.data();
-        r.hw_ts = zero64.data();
-        r.ts = ts.data();
-        feed.emit_with(emitted, kVpid, r, [](DecodedEvent& ev) { ev.vtid = kThreadB; });
+        test::PollBatch b(std::move(wr_ids), 100);
+        b.ts = std::move(ts);
+        b.point();
+        feed.emit_with(emitted, kVpid, b.rec, [](DecodedEvent& ev) { ev.vtid = kThreadB; });
     }
     nlohmann::json finish() {
         stage.finish();

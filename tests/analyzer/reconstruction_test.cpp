@@ -82,55 +82,31 @@ struct World {
         connect(1, 0);
     }
 
-    // One post_send event with n WRs.
+    // One post_send event with n WRs (immediate mode: every WR at the event's time).
     void post(int rank, std::vector<uint64_t> wr_ids, uint8_t opcode, uint32_t bytes, std::vector<bool> signaled,
               int32_t ret = 0, int32_t bad = -1, uint64_t raddr = 0, uint32_t rkey = 0) {
-        const auto n = static_cast<uint32_t>(wr_ids.size());
-        std::vector<uint8_t> op(n, opcode);
-        std::vector<uint32_t> flags(n), len(n, bytes), rk(n, rkey), zero32(n, 0);
-        std::vector<uint16_t> sge(n, 1);
-        std::vector<uint64_t> ra(n, raddr), zero64(n, 0);
-        for (uint32_t i = 0; i < n; ++i) flags[i] = signaled[i] ? 2u : 0u;
-        st_post_send_rec r{};
-        r.qp = qp(rank);
-        r.qp_num = qpn(rank);
-        r.ret = ret;
-        r.bad_index = bad;
-        r.n = n;
-        r.wr_id = wr_ids.data();
-        r.opcode = op.data();
-        r.send_flags = flags.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.raddr = ra.data();
-        r.rkey = rk.data();
-        r.imm = zero32.data();
-        r.remote_qpn = zero32.data();
-        r.ah = zero64.data();
-        r.ts = zero64.data();   // immediate mode: every WR at the event's time
-        feed.emit(t, vpid(rank), r);
+        test::PostSendBatch b(std::move(wr_ids), bytes);
+        for (uint32_t i = 0; i < b.n; ++i) {
+            b.opcode[i] = opcode;
+            b.send_flags[i] = signaled[i] ? 2u : 0u;
+            b.raddr[i] = raddr;
+            b.rkey[i] = rkey;
+        }
+        b.rec.qp = qp(rank);
+        b.rec.qp_num = qpn(rank);
+        b.rec.ret = ret;
+        b.rec.bad_index = bad;
+        feed.emit(t, vpid(rank), b.rec);
     }
     void poll(int rank, std::vector<uint64_t> wr_ids, std::vector<uint8_t> status, uint8_t wc_opcode, uint32_t byte_len = 0) {
-        const auto n = static_cast<uint32_t>(wr_ids.size());
-        std::vector<uint8_t> op(n, wc_opcode);
-        std::vector<uint32_t> len(n, byte_len), qpns(n, qpn(rank)), zero32(n, 0);
-        std::vector<uint64_t> zero64(n, 0);
-        st_poll_cq_rec r{};
-        r.cq = 0xcc;
-        r.ret = static_cast<int32_t>(n);
-        r.n = n;
-        r.wr_id = wr_ids.data();
-        r.status = status.data();
-        r.opcode = op.data();
-        r.vendor_err = zero32.data();
-        r.byte_len = len.data();
-        r.qp_num = qpns.data();
-        r.src_qp = zero32.data();
-        r.wc_flags = zero32.data();
-        r.imm = zero32.data();
-        r.hw_ts = zero64.data();
-        r.ts = zero64.data();
-        feed.emit(t, vpid(rank), r);
+        test::PollBatch b(std::move(wr_ids), qpn(rank));
+        b.status = std::move(status);
+        for (uint32_t i = 0; i < b.n; ++i) {
+            b.opcode[i] = wc_opcode;
+            b.byte_len[i] = byte_len;
+        }
+        b.point();
+        feed.emit(t, vpid(rank), b.rec);
     }
     json finish() { return analysis.finish(); }
 };

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "analyzer/analysis.h"
@@ -80,6 +81,79 @@ private:
 
     EventSink& a_;
     std::array<std::vector<uint64_t>, kMaxEventFields> storage_;
+};
+
+// A post_send record of one-SGE WRs (ids given; RDMA WRITE, signaled, `bytes` each unless changed through
+// the vectors), owning its sequences: tests set what differs on `rec` or the vectors, then emit `rec`.
+// Capture times are 0 (immediate) unless `ts` is filled.
+struct PostSendBatch {
+    explicit PostSendBatch(std::vector<uint64_t> ids, uint32_t bytes = 4096)
+        : wr_id(std::move(ids)), n(static_cast<uint32_t>(wr_id.size())), opcode(n, 0), send_flags(n, 2), num_sge(n, 1),
+          len(n, bytes), raddr(n, 0), rkey(n, 0), zero32(n, 0), zero64(n, 0), ts(n, 0) {
+        rec.bad_index = -1;
+        rec.n = n;
+        point();
+    }
+    PostSendBatch(const PostSendBatch&) = delete;
+    PostSendBatch& operator=(const PostSendBatch&) = delete;
+    // Re-points rec's sequences at the vectors (after a vector was replaced).
+    void point() {
+        rec.wr_id = wr_id.data();
+        rec.opcode = opcode.data();
+        rec.send_flags = send_flags.data();
+        rec.num_sge = num_sge.data();
+        rec.bytes = len.data();
+        rec.raddr = raddr.data();
+        rec.rkey = rkey.data();
+        rec.imm = zero32.data();
+        rec.remote_qpn = zero32.data();
+        rec.ah = zero64.data();
+        rec.ts = ts.data();
+    }
+    std::vector<uint64_t> wr_id;
+    uint32_t n;
+    std::vector<uint8_t> opcode;
+    std::vector<uint32_t> send_flags;
+    std::vector<uint16_t> num_sge;
+    std::vector<uint32_t> len;
+    std::vector<uint64_t> raddr;
+    std::vector<uint32_t> rkey, zero32;
+    std::vector<uint64_t> zero64, ts;
+    st_post_send_rec rec{};
+};
+
+// A poll_cq record of successful completions (ids given; wc opcode RDMA WRITE unless changed), ret = n,
+// owning its sequences; capture times 0 unless `ts` is filled.
+struct PollBatch {
+    explicit PollBatch(std::vector<uint64_t> ids, uint32_t qp_num = 0)
+        : wr_id(std::move(ids)), n(static_cast<uint32_t>(wr_id.size())), status(n, 0), opcode(n, 1), byte_len(n, 0),
+          qpn(n, qp_num), zero32(n, 0), zero64(n, 0), ts(n, 0) {
+        rec.cq = 0xcc;
+        rec.ret = static_cast<int32_t>(n);
+        rec.n = n;
+        point();
+    }
+    PollBatch(const PollBatch&) = delete;
+    PollBatch& operator=(const PollBatch&) = delete;
+    void point() {
+        rec.wr_id = wr_id.data();
+        rec.status = status.data();
+        rec.opcode = opcode.data();
+        rec.vendor_err = zero32.data();
+        rec.byte_len = byte_len.data();
+        rec.qp_num = qpn.data();
+        rec.src_qp = zero32.data();
+        rec.wc_flags = zero32.data();
+        rec.imm = zero32.data();
+        rec.hw_ts = zero64.data();
+        rec.ts = ts.data();
+    }
+    std::vector<uint64_t> wr_id;
+    uint32_t n;
+    std::vector<uint8_t> status, opcode;
+    std::vector<uint32_t> byte_len, qpn, zero32;
+    std::vector<uint64_t> zero64, ts;
+    st_poll_cq_rec rec{};
 };
 
 }  // namespace sigmatrace::analyzer::test

@@ -63,32 +63,15 @@ void process_info(RecordFeeder& feed, int64_t t, uint32_t defer_us) {
 // A post_send event of `n` WRs captured at `capture`, capture + spread, ... (0: immediate, no capture times),
 // emitted at `t`; wr_ids start at `first_id`; procname set so string copies can be checked.
 void post(RecordFeeder& feed, int64_t t, int64_t capture, uint64_t first_id, uint32_t n = 1, int64_t spread = 0) {
-    std::vector<uint64_t> ids(n), ts(n, 0), zero64(n, 0);
-    std::vector<uint8_t> op(n, 0);
-    std::vector<uint32_t> flags(n, 2), len(n, 64), zero32(n, 0);
-    std::vector<uint16_t> sge(n, 1);
-    for (uint32_t k = 0; k < n; ++k) {
-        ids[k] = first_id + k;
-        if (capture) ts[k] = static_cast<uint64_t>(capture + spread * k);
-    }
-    st_post_send_rec r{};
-    r.qp = 0x1000;
-    r.qp_num = 100;
-    r.bad_index = -1;
-    r.n = n;
-    r.wr_id = ids.data();
-    r.opcode = op.data();
-    r.send_flags = flags.data();
-    r.num_sge = sge.data();
-    r.bytes = len.data();
-    r.raddr = zero64.data();
-    r.rkey = zero32.data();
-    r.imm = zero32.data();
-    r.remote_qpn = zero32.data();
-    r.ah = zero64.data();
-    r.ts = ts.data();
+    std::vector<uint64_t> ids(n);
+    for (uint32_t k = 0; k < n; ++k) ids[k] = first_id + k;
+    test::PostSendBatch b(std::move(ids), 64);
+    if (capture)
+        for (uint32_t k = 0; k < n; ++k) b.ts[k] = static_cast<uint64_t>(capture + spread * k);
+    b.rec.qp = 0x1000;
+    b.rec.qp_num = 100;
     const std::string name = "rank-" + std::to_string(first_id);
-    feed.emit_with(t, kVpid, r, [&](DecodedEvent& ev) { ev.procname = name; });
+    feed.emit_with(t, kVpid, b.rec, [&](DecodedEvent& ev) { ev.procname = name; });
 }
 
 TEST(ReorderStage, EventsShuffledWithinTheWindowComeOutInCaptureOrderWithTheirData) {
