@@ -86,8 +86,4 @@ uint64_t ticks_for_ns(uint64_t ns) noexcept {
     return static_cast<uint64_t>(static_cast<double>(ns) / g_first_ns_per_tick);
 }
 
-bool uses_tsc() noexcept {
-    return detail::g_use_tsc;
-}
-
 }  // namespace sigmatrace::interpose::capture_clock

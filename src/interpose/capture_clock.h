@@ -63,7 +63,4 @@ inline uint64_t to_ns(const Anchor& a, uint64_t ticks) noexcept {
 // A duration in ticks (the age bound, the emitter's cutoff): the first rate estimate is precise enough.
 uint64_t ticks_for_ns(uint64_t ns) noexcept;
 
-// Whether capture times are TSC ticks (tests, the debug log).
-bool uses_tsc() noexcept;
-
 }  // namespace sigmatrace::interpose::capture_clock

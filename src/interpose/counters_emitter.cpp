@@ -2,13 +2,12 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <mutex>
 #include <new>
 
+#include "interpose/capture_clock.h"
 #include "interpose/config.h"
 #include "interpose/periodic_thread.h"
 #include "provider/trace.h"
@@ -48,21 +47,15 @@ void start_emitter() noexcept {
 
 }  // namespace
 
-uint64_t monotonic_ns() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void counters_note_qp_added(QpState& s) noexcept {
-    s.emitted_at_ns = monotonic_ns();
+    s.emitted_at_ns = capture_clock::monotonic_ns();
     if (config().mode == Mode::counters) start_emitter();
 }
 
 void counters_flush_qp(QpState& s) noexcept {
     const QpCountersSnapshot now = snapshot(s.counters);
     if (now == s.emitted) return;
-    const uint64_t t = monotonic_ns();
+    const uint64_t t = capture_clock::monotonic_ns();
     if (ST_TRACE_ENABLED(qp_counters)) {
         const int saved = errno;
         st_qp_counters_rec r{};

@@ -23,6 +23,4 @@ void counters_shutdown() noexcept;
 // In a forked child: the parent's thread does not exist there.
 void counters_after_fork_child() noexcept;
 
-uint64_t monotonic_ns() noexcept;
-
 }  // namespace sigmatrace::interpose

@@ -17,9 +17,6 @@ constexpr uint64_t kEverything = UINT64_MAX;
 // drains its own ring (a busy thread that never idles still gets its events out within the bound).
 __thread uint64_t tls_oldest_hint __attribute__((tls_model("initial-exec"))) = 0;
 
-uint64_t max_age_ticks() noexcept {
-    return defer_max_age_ticks();
-}
 // Room for one record in the calling thread's ring. Full: the thread drains its own ring (the data path pays,
 // rarely: a ring holds thousands of records). nullptr only without memory for a ring (counted).
 __attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noexcept {
@@ -48,7 +45,7 @@ inline RecordHeader* reserve(uint32_t size) noexcept {
 __attribute__((noinline)) void age_check(uint64_t now) noexcept {
     Ring* r = tls_ring;
     uint64_t oldest = r->oldest_ts();
-    if (oldest != 0 && now > oldest && now - oldest > max_age_ticks()) {
+    if (oldest != 0 && now > oldest && now - oldest > defer_max_age_ticks()) {
         drain_own(kEverything, UINT32_MAX, Wait::no);
         oldest = r->oldest_ts();
     }
@@ -57,7 +54,7 @@ __attribute__((noinline)) void age_check(uint64_t now) noexcept {
 
 inline void commit(RecordHeader* h) noexcept {
     tls_ring->commit(h);
-    if (h->ts - tls_oldest_hint > max_age_ticks()) [[unlikely]] age_check(h->ts);
+    if (h->ts - tls_oldest_hint > defer_max_age_ticks()) [[unlikely]] age_check(h->ts);
 }
 
 template <typename Fixed, typename Entry>
@@ -89,12 +86,7 @@ void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_
         const uint32_t n = std::min(total - offset, kBatch);
         RecordHeader* h = begin_record<RecvFixed, RecvEntry>(kind, n, ts);
         if (h == nullptr) return;
-        RecvFixed* f = fixed_part<RecvFixed>(h);
-        f->handle = reinterpret_cast<uint64_t>(handle);
-        f->qp_num = qp_num;
-        f->ret = ret;
-        f->bad_index = bad_index;
-        f->batch_offset = offset;
+        *fixed_part<RecvFixed>(h) = RecvFixed{reinterpret_cast<uint64_t>(handle), qp_num, ret, bad_index, offset};
         RecvEntry* e = entries<RecvFixed, RecvEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) {
             e[i].wr_id = w->wr_id;
@@ -121,14 +113,7 @@ void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ib
         const uint32_t n = std::min(total - offset, kBatch);
         RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, n, ts);
         if (h == nullptr) return;
-        SendFixed* f = fixed_part<SendFixed>(h);
-        f->qp = reinterpret_cast<uint64_t>(qp);
-        f->qp_num = qp->qp_num;
-        f->ret = ret;
-        f->bad_index = bad_index;
-        f->api = 0;
-        f->batch_offset = offset;
-        f->pad = 0;
+        *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(qp), qp->qp_num, ret, bad_index, 0, offset, 0};
         SendEntry* e = entries<SendFixed, SendEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) {
             const RemoteTarget target = remote_target(*w, ud);
@@ -164,14 +149,10 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
         const uint32_t n = std::min(n_total - done, kBatch);
         RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, n, ts);
         if (h == nullptr) return;
-        SendFixed* f = fixed_part<SendFixed>(h);
-        f->qp = reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed));
-        f->qp_num = s.qp_num.load(std::memory_order_relaxed);
-        f->ret = ret;
-        f->bad_index = ret != 0 ? 0 : -1;  // wr_complete posts all WRs of the list or none
-        f->api = 1;
-        f->batch_offset = first_index + done;
-        f->pad = 0;
+        // wr_complete posts all WRs of the list or none: on failure the first one is where it stopped.
+        *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
+                                              s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1,
+                                              first_index + done, 0};
         SendEntry* e = entries<SendFixed, SendEntry>(h);
         for (uint32_t i = 0; i < n; ++i) {
             const WrRecord& w = records[done + i];
@@ -200,10 +181,7 @@ void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
         const uint32_t n = static_cast<uint32_t>(std::min(total - done, static_cast<int>(kBatch)));
         RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, n, ts);
         if (h == nullptr) return;
-        PollFixed* f = fixed_part<PollFixed>(h);
-        f->cq = reinterpret_cast<uint64_t>(cq);
-        f->ret = ret;
-        f->api = 0;
+        *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), ret, 0};
         CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
         for (uint32_t i = 0; i < n; ++i) {
             const ibv_wc& c = wc[done + static_cast<int>(i)];
@@ -227,10 +205,7 @@ void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& 
     const uint32_t n = std::min(b.n, kBatch);
     RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, n, ts);
     if (h == nullptr) return;
-    PollFixed* f = fixed_part<PollFixed>(h);
-    f->cq = reinterpret_cast<uint64_t>(cq);
-    f->ret = static_cast<int32_t>(n);
-    f->api = 1;
+    *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), static_cast<int32_t>(n), 1};
     CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
     for (uint32_t i = 0; i < n; ++i) {
         e[i] = CompletionEntry{};
@@ -252,7 +227,7 @@ void deferred_idle_drain() noexcept {
     // Reached once per kIdleAgeCheckEvery empty polls with records waiting (deferred_idle): is the oldest half
     // the age bound old?
     const uint64_t now = capture_ticks();
-    if (now - tls_oldest_hint < max_age_ticks() / 2) return;
+    if (now - tls_oldest_hint < defer_max_age_ticks() / 2) return;
     deferred_idle_drain_all(now);
 }
 

@@ -1,6 +1,6 @@
 // The data path of deferred emission (SIGMATRACE_DEFER=1, the default): what the wrappers of ibv_post_send,
 // ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq, ibv_wr_complete and the extended-CQ poll pass do instead of
-// emitting an event: take a CLOCK_MONOTONIC timestamp — before the real call for posts (a post's time then
+// emitting an event: read the capture clock (capture_clock.h) — before the real call for posts (a post's time then
 // always precedes its completion's, even when another thread polls the completion), after it for polls — and
 // copy the record's values (the application may reuse its WRs and completions at once) into the calling
 // thread's ring (deferred_ring.h). No lock, no allocation after the thread's first capture, errno kept. The
@@ -8,7 +8,6 @@
 #pragma once
 
 #include <infiniband/verbs.h>
-#include <time.h>
 
 #include <cstdint>
 
@@ -49,9 +48,10 @@ extern __thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec")
 void deferred_idle_drain() noexcept;
 void deferred_idle_drain_all(uint64_t now = 0) noexcept;
 inline void deferred_idle() noexcept {
-    deferred::Ring* r = deferred::tls_ring;
-    if (r == nullptr || !r->has_pending()) return;
-    if (r->pending_bytes() >= kIdleDrainBytes) [[unlikely]] {
+    const deferred::Ring* r = deferred::tls_ring;
+    const uint64_t pending = r != nullptr ? r->pending_bytes() : 0;
+    if (pending == 0) return;
+    if (pending >= kIdleDrainBytes) [[unlikely]] {
         deferred_idle_drain_all();
         return;
     }

@@ -156,7 +156,6 @@ void EventBuilder::flush() noexcept {
     case RecordKind::poll_cq: emit_poll(); break;
     case RecordKind::pad: return;
     }
-    ++events_;
     kind_ = RecordKind::pad;
     n_ = 0;
 }

@@ -33,9 +33,6 @@ public:
     // Emits the event being built, if any.
     void flush() noexcept;
 
-    // Events emitted so far (tests).
-    uint32_t events() const noexcept { return events_; }
-
 private:
     static constexpr uint32_t kBatch = SIGMATRACE_MAX_BATCH;
 
@@ -47,7 +44,6 @@ private:
     void emit_poll() noexcept;
 
     const capture_clock::Anchor anchor_;
-    uint32_t events_ = 0;
 
     // The event being built: kind pad = none. Scalars from its first record.
     RecordKind kind_ = RecordKind::pad;

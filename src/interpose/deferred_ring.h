@@ -1,18 +1,18 @@
 // Deferred emission: the per-thread ring that data-path wrappers capture their records into.
 //
-// Why: an LTTng event costs ~80 ns at least and ~8.5 ns more per sequence field (PERFORMANCE.md); a message of
-// a latency-bound program (ib_send_lat: ~2.7 µs one-way on the fabric) has ~3 events on its critical path (the
-// poll that returns the receive, the post of the reply, the repost of the receive). Emitting them inside the
-// wrapped calls adds ~0.45 µs per message. Capturing a record instead — a CLOCK_MONOTONIC timestamp and a copy of
-// the WR or completion values into this ring — costs a few tens of ns; the events are built later, off the
-// critical path (deferred_emission.h says when).
+// Why: an LTTng event costs ~80 ns plus ~8 ns per field (~190 ns for a post_send, PERFORMANCE.md); a message
+// of a latency-bound program (ib_send_lat: ~1.8 µs one-way on the fabric) has 3-4 events on its critical path
+// (the poll that returns the receive, the repost, the reply's post, its completion). Capturing a record instead
+// — a capture-clock reading and a copy of the WR or completion values into this ring — costs ~10 ns; the events
+// are built later, off the critical path (deferred_rings.h says when).
 //
 // One ring per thread that captures, single producer (its thread), consumers serialised by a per-ring flag
 // (the thread itself at idle points, the emitter thread, exit and signal paths). The producer takes no lock:
 // it writes a record into free space and publishes it with one release store of `head`; a consumer reads
 // records up to `head` (acquire) and frees them with a release store of `tail`. Records are variable-sized
 // (a header, a fixed part, n entries), 16-byte aligned, never split at the end of the buffer (a pad record fills
-// the rest), at most SIGMATRACE_MAX_BATCH entries each (one record = one event).
+// the rest), at most SIGMATRACE_MAX_BATCH entries each (one record = one call, or one part of a long chain;
+// consecutive records may share an event, deferred_events.h).
 #pragma once
 
 #include <atomic>
@@ -29,7 +29,7 @@ struct RecordHeader {
     uint32_t size;  // bytes of the whole record (header included), a multiple of kAlign
     RecordKind kind;
     uint16_t n;     // entries after the fixed part
-    uint64_t ts;    // CLOCK_MONOTONIC ns: before the post call, after the poll
+    uint64_t ts;    // capture time (capture_clock.h ticks): before the post call, after the poll
 };
 static_assert(sizeof(RecordHeader) == 16);
 
