@@ -1,6 +1,7 @@
 #include "interpose/deferred_capture.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "interpose/config.h"
 #include "interpose/wr_fields.h"
@@ -153,21 +154,7 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
         *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
                                               s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1,
                                               first_index + done, 0};
-        SendEntry* e = entries<SendFixed, SendEntry>(h);
-        for (uint32_t i = 0; i < n; ++i) {
-            const WrRecord& w = records[done + i];
-            e[i].wr_id = w.wr_id;
-            e[i].raddr = w.raddr;
-            e[i].ah = w.ah;
-            e[i].send_flags = w.send_flags;
-            e[i].bytes = w.bytes;
-            e[i].rkey = w.rkey;
-            e[i].imm = w.imm;
-            e[i].remote_qpn = w.remote_qpn;
-            e[i].num_sge = w.num_sge;
-            e[i].opcode = w.opcode;
-            e[i].pad = 0;
-        }
+        std::memcpy(entries<SendFixed, SendEntry>(h), records + done, n * sizeof(SendEntry));
         commit(h);
         done += n;
     } while (done < n_total);

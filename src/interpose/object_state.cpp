@@ -3,10 +3,10 @@
 #include <algorithm>
 
 namespace sigmatrace::interpose {
-namespace {
-
 __thread QpState* tls_last_qp __attribute__((tls_model("initial-exec"))) = nullptr;
 __thread CqState* tls_last_cq __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
 
 __thread uint32_t tls_thread_token __attribute__((tls_model("initial-exec"))) = 0;
 std::atomic<uint32_t> g_next_thread_token{1};
@@ -95,18 +95,14 @@ void Registry::remove_cq(CqState* s) {
     free_cqs_.push_back(s);
 }
 
-QpState* qp_state_cached(const void* qp) noexcept {
-    QpState* s = tls_last_qp;
-    if (s != nullptr && s->qp.load(std::memory_order_relaxed) == qp) return s;
-    s = Registry::instance().qp_by_pointer(qp);
+QpState* qp_state_lookup(const void* qp) noexcept {
+    QpState* s = Registry::instance().qp_by_pointer(qp);
     tls_last_qp = s;
     return s;
 }
 
-CqState* cq_state_cached(const void* cq) noexcept {
-    CqState* s = tls_last_cq;
-    if (s != nullptr && s->cq.load(std::memory_order_relaxed) == cq) return s;
-    s = Registry::instance().cq_by_pointer(cq);
+CqState* cq_state_lookup(const void* cq) noexcept {
+    CqState* s = Registry::instance().cq_by_pointer(cq);
     tls_last_cq = s;
     return s;
 }

@@ -14,24 +14,15 @@
 #include <mutex>
 #include <vector>
 
+#include "interpose/deferred_ring.h"
 #include "interpose/state_index.h"
 #include <sigmatrace/schema.h>
 
 namespace sigmatrace::interpose {
 
-// One work request built with the ibv_wr_* API, recorded between wr_start and wr_complete.
-struct WrRecord {
-    uint64_t wr_id;
-    uint64_t raddr;
-    uint64_t ah;
-    uint32_t rkey;
-    uint32_t imm;
-    uint32_t bytes;
-    uint32_t remote_qpn;
-    uint32_t send_flags;
-    uint16_t num_sge;
-    uint8_t opcode;
-};
+// One work request built with the ibv_wr_* API, recorded between wr_start and wr_complete. The layout of a
+// deferred post_send entry: a deferred list is copied into the ring as it is.
+using WrRecord = deferred::SendEntry;
 
 // The provider's ibv_qp_ex function pointers that the wrappers replace (qp_ex_wrappers.cpp).
 struct QpExOriginals {
@@ -265,7 +256,21 @@ private:
 // Data-path lookups with a one-entry per-thread cache: the ibv_wr_* and extended-poll calls come in runs on
 // one object. Initial-exec TLS: a plain %fs-relative load, no __tls_get_addr call (libsigmatrace.so is
 // loaded at start-up, where static TLS is available).
-QpState* qp_state_cached(const void* qp) noexcept;
-CqState* cq_state_cached(const void* cq) noexcept;
+// The hit is inline (a TLS load and a compare: every ibv_wr_* wrapper pays it); a miss probes the index.
+extern __thread QpState* tls_last_qp __attribute__((tls_model("initial-exec")));
+extern __thread CqState* tls_last_cq __attribute__((tls_model("initial-exec")));
+QpState* qp_state_lookup(const void* qp) noexcept;  // the miss: probes the index, refills the cache
+CqState* cq_state_lookup(const void* cq) noexcept;
+
+inline QpState* qp_state_cached(const void* qp) noexcept {
+    QpState* s = tls_last_qp;
+    if (s != nullptr && s->qp.load(std::memory_order_relaxed) == qp) [[likely]] return s;
+    return qp_state_lookup(qp);
+}
+inline CqState* cq_state_cached(const void* cq) noexcept {
+    CqState* s = tls_last_cq;
+    if (s != nullptr && s->cq.load(std::memory_order_relaxed) == cq) [[likely]] return s;
+    return cq_state_lookup(cq);
+}
 
 }  // namespace sigmatrace::interpose

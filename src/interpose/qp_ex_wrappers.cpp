@@ -17,6 +17,8 @@ namespace {
 constexpr uint8_t kBuildNothing = 0;
 constexpr uint8_t kBuildRecording = 1;
 constexpr uint8_t kBuildCounting = 2;
+// wr_complete copies at most this many WRs of a list out of the QP's state (one event's worth, on the stack).
+constexpr size_t kWrTailCopy = SIGMATRACE_MAX_BATCH;
 
 // A wrapper always finds its QP's state: it is only installed on QPs that have one, and the state lives until
 // the QP is destroyed. Reaching here means the application used a QP after destroying it.
@@ -55,14 +57,8 @@ __attribute__((noinline)) void flush_early(QpState& s) noexcept {
 inline void begin_wr(QpState& s, const ibv_qp_ex* q, ibv_wr_opcode opcode, uint32_t rkey, uint64_t raddr, uint32_t imm) {
     if (s.build_mode == kBuildRecording) {
         if (s.pending.size() == s.pending.capacity()) flush_early(s);
-        WrRecord r{};
-        r.wr_id = q->wr_id;
-        r.send_flags = q->wr_flags;
-        r.opcode = static_cast<uint8_t>(opcode);
-        r.rkey = rkey;
-        r.raddr = raddr;
-        r.imm = imm;
-        s.pending.push_back(r);
+        // Data setters fill num_sge and bytes; wr_set_ud_addr the address handle and remote QPN.
+        s.pending.push_back(WrRecord{q->wr_id, raddr, 0, q->wr_flags, 0, rkey, imm, 0, 0, static_cast<uint8_t>(opcode), 0});
     } else if (s.build_mode == kBuildCounting) {
         ++s.pending_count;
     }
@@ -192,37 +188,62 @@ void w_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sgl) {
 
 void w_start(ibv_qp_ex* q) {
     QpState& s = state_of(q);
+    const uint32_t f = data_path_flags();
+    uint8_t mode = kBuildNothing;
+    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) mode = kBuildRecording;
+    else if (f & kFlagCounting) mode = kBuildCounting;
+    // The provider's wr_start first: it takes the send queue's lock, which serialises lists on one QP, so the
+    // list state below is only touched by the thread whose list is open.
+    s.orig.wr_start(q);
+    if (mode == kBuildNothing && s.build_mode == kBuildNothing) return;  // untraced: nothing to reset
     s.pending.clear();
     s.pending_emitted = 0;
     s.pending_count = 0;
     s.pending_bytes = 0;
-    const uint32_t f = data_path_flags();
-    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) s.build_mode = kBuildRecording;
-    else if (f & kFlagCounting) s.build_mode = kBuildCounting;
-    else s.build_mode = kBuildNothing;
-    s.orig.wr_start(q);
+    s.build_mode = mode;
 }
 
 int w_complete(ibv_qp_ex* q) {
     QpState& s = state_of(q);
-    if (s.build_mode == kBuildRecording && (data_path_flags() & kFlagDefer)) {
+    const uint8_t mode = s.build_mode;
+    if (mode == kBuildNothing) return s.orig.wr_complete(q);
+    // The provider's wr_complete releases the send queue's lock: from then on another thread may start a list
+    // on this QP. So everything is taken out of the QP's list state before the call: the list's last (or only)
+    // part is copied here (longer lists have their earlier parts emitted first, as when a list outgrows its
+    // buffer, flush_early), and the state is reset.
+    if (mode == kBuildCounting) {
+        const uint32_t count = s.pending_count;
+        const uint64_t bytes = s.pending_bytes;
+        s.build_mode = kBuildNothing;
+        const int ret = s.orig.wr_complete(q);
+        if (ret == 0) s.counters.add_posted(count, bytes, 0, 0);
+        else s.counters.add_posted(0, 0, 0, 1);
+        return ret;
+    }
+    if (s.pending.size() > kWrTailCopy) {
+        // Everything but the last kWrTailCopy WRs, reported now (ret 0; the tail's event carries the result).
+        const size_t keep = s.pending.size() % kWrTailCopy == 0 ? kWrTailCopy : s.pending.size() % kWrTailCopy;
+        const uint32_t early = static_cast<uint32_t>(s.pending.size() - keep);
+        if (data_path_flags() & kFlagDefer) defer_wr_list(capture_ticks(), s, s.pending.data(), early, s.pending_emitted, 0);
+        else trace_wr_list(s, s.pending.data(), early, s.pending_emitted, 0);
+        s.pending_emitted += early;
+        s.pending.erase(s.pending.begin(), s.pending.begin() + early);
+    }
+    WrRecord tail[kWrTailCopy];
+    const uint32_t n = static_cast<uint32_t>(s.pending.size());
+    std::copy_n(s.pending.data(), n, tail);
+    const uint32_t first_index = s.pending_emitted;
+    s.pending.clear();
+    s.build_mode = kBuildNothing;
+    if (data_path_flags() & kFlagDefer) {
         // The doorbell: the list's time is taken before it rings (deferred_capture.h).
         const uint64_t ts = capture_ticks();
         const int ret = s.orig.wr_complete(q);
-        defer_wr_list(ts, s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, ret);
-        s.build_mode = kBuildNothing;
-        s.pending.clear();
+        defer_wr_list(ts, s, tail, n, first_index, ret);
         return ret;
     }
     const int ret = s.orig.wr_complete(q);
-    if (s.build_mode == kBuildRecording) {
-        trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, ret);
-    } else if (s.build_mode == kBuildCounting) {
-        if (ret == 0) s.counters.add_posted(s.pending_count, s.pending_bytes, 0, 0);
-        else s.counters.add_posted(0, 0, 0, 1);
-    }
-    s.build_mode = kBuildNothing;
-    s.pending.clear();
+    trace_wr_list(s, tail, n, first_index, ret);
     return ret;
 }
 

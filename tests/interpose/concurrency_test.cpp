@@ -95,6 +95,67 @@ TEST_P(ConcurrencyTest, PostersAndPollersOnASharedCq) {
     }
 }
 
+// Several threads building ibv_wr_* lists on one QP: the provider serialises them with its send-queue lock,
+// taken in wr_start and released in wr_complete (the fake provider does too). The shim's list state for that
+// QP must only be touched inside that window: a thread resetting it before the provider's wr_start returns
+// would clear the list another thread is building (a race TSan reports, and WRs missing from the events).
+TEST_P(ConcurrencyTest, WrListsOfManyThreadsOnOneQp) {
+    interpose::Config c = test_config();
+    c.mode = GetParam();
+    c.counters_interval_ms = 5;
+    interpose::set_config(c);
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(1 << 16);
+    ibv_qp_init_attr_ex attr{};
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.pd = dev.pd();
+    attr.send_cq = cq->cq();
+    attr.recv_cq = cq->cq();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = 1 << 16;
+    attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+    ibv_qp* qp = ibv_create_qp_ex(dev.ctx(), &attr);
+    ASSERT_NE(qp, nullptr);
+    ibv_qp_ex* qpx = &fake_qp(qp)->qpx;
+    constexpr int kThreads = 4, kLists = 500, kWrsPerList = 3;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            for (int l = 0; l < kLists; ++l) {
+                ibv_wr_start(qpx);
+                for (int k = 0; k < kWrsPerList; ++k) {
+                    qpx->wr_id = (static_cast<uint64_t>(t) << 32) | static_cast<uint64_t>(l * kWrsPerList + k);
+                    qpx->wr_flags = k == kWrsPerList - 1 ? IBV_SEND_SIGNALED : 0;
+                    ibv_wr_rdma_write(qpx, 0x22, 0xabc000);
+                    ibv_wr_set_sge(qpx, 1, 0x1000, 64);
+                }
+                ASSERT_EQ(ibv_wr_complete(qpx), 0);
+            }
+        });
+    for (auto& th : threads) th.join();
+    interpose::counters_shutdown();
+    const CapturedEvents ev = events();
+    const uint64_t expected = static_cast<uint64_t>(kThreads) * kLists * kWrsPerList;
+    if (GetParam() == interpose::Mode::ops) {
+        uint64_t wrs = 0, bytes = 0;
+        for (const auto& e : ev.post_send) {
+            wrs += e.n;
+            for (uint32_t i = 0; i < e.n; ++i) bytes += e.bytes[i];
+        }
+        EXPECT_EQ(wrs, expected);
+        EXPECT_EQ(bytes, expected * 64);
+    } else {
+        uint64_t wrs = 0, bytes = 0;
+        for (const auto& e : ev.qp_counters) {
+            wrs += e.posted_wrs;
+            bytes += e.posted_bytes;
+        }
+        EXPECT_EQ(wrs, expected);
+        EXPECT_EQ(bytes, expected * 64);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, ConcurrencyTest, ::testing::Values(interpose::Mode::ops, interpose::Mode::counters),
                          [](const auto& p) { return p.param == interpose::Mode::ops ? "ops" : "counters"; });
 
