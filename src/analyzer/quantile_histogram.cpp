@@ -13,12 +13,20 @@ QuantileHistogram::QuantileHistogram(double lo, double hi, unsigned bins_per_dec
                                          lo, hi))) {}
 
 void QuantileHistogram::add(double v) {
+    add(bin(v));
+}
+
+QuantileHistogram::Binned QuantileHistogram::bin(double v) const {
     if (!(v >= 0.0)) v = 0.0;  // also maps NaN to 0: a histogram must never see NaN
-    hist_(v);
+    return Binned{v, static_cast<int>(hist_.axis().index(v))};
+}
+
+void QuantileHistogram::add(const Binned& b) {
+    ++hist_.at(b.index);
     ++count_;
-    min_ = std::min(min_, v);
-    max_ = std::max(max_, v);
-    sum_ += v;
+    min_ = std::min(min_, b.value);
+    max_ = std::max(max_, b.value);
+    sum_ += b.value;
 }
 
 void QuantileHistogram::merge(const QuantileHistogram& other) {

@@ -33,6 +33,16 @@ public:
     void add(double v);
     void merge(const QuantileHistogram& other);  // same binning required
 
+    // A value with its bin already found: the analyzer adds each operation's latency and size to several
+    // aggregates (total, opcode, QP, process, pair) whose histograms share one binning, and finding the bin
+    // (a logarithm) was most of an add. bin() may be called on any histogram of that binning.
+    struct Binned {
+        double value;
+        int index;  // the axis index: -1 underflow, size() overflow
+    };
+    Binned bin(double v) const;
+    void add(const Binned& b);  // same binning as the histogram that made `b`
+
     uint64_t count() const { return count_; }
     double min() const { return count_ ? min_ : 0.0; }
     double max() const { return count_ ? max_ : 0.0; }

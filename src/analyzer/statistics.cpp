@@ -6,7 +6,14 @@
 
 namespace sigmatrace::analyzer {
 
-void OpAggregate::add(const Operation& op) {
+OpAggregate::Bins OpAggregate::bins_of(const Operation& op) const {
+    Bins b{};
+    if (op.moved_data()) b.size = size_bytes.bin(static_cast<double>(op.bytes));
+    if (op.outcome == OpOutcome::Completed) b.latency = latency_ns.bin(static_cast<double>(op.done_ts - op.post_ts));
+    return b;
+}
+
+void OpAggregate::add(const Operation& op, const Bins& bins) {
     if (count == 0 || op.post_ts < first_ts) first_ts = op.post_ts;
     last_ts = std::max(last_ts, op.done_ts);
     ++count;
@@ -22,9 +29,9 @@ void OpAggregate::add(const Operation& op) {
     }
     if (op.moved_data()) {
         bytes += op.bytes;
-        size_bytes.add(static_cast<double>(op.bytes));
+        size_bytes.add(bins.size);
     }
-    if (op.outcome == OpOutcome::Completed) latency_ns.add(static_cast<double>(op.done_ts - op.post_ts));
+    if (op.outcome == OpOutcome::Completed) latency_ns.add(bins.latency);
 }
 
 void OpAggregate::merge(const OpAggregate& o) {
@@ -46,24 +53,25 @@ void OpAggregate::merge(const OpAggregate& o) {
 }
 
 void Statistics::add(const Operation& op) {
-    total_.add(op);
-    by_opcode_[op.opcode].add(op);
+    const OpAggregate::Bins bins = total_.bins_of(op);  // every aggregate has the same binning
+    total_.add(op, bins);
+    by_opcode_[op.opcode].add(op, bins);
     if (op.qp != last_qp_) {
         last_qp_ = op.qp;
         last_qp_agg_ = &by_qp_[op.qp];
     }
-    last_qp_agg_->add(op);
+    last_qp_agg_->add(op, bins);
     if (op.proc != last_proc_) {
         last_proc_ = op.proc;
         last_proc_agg_ = &by_process_[op.proc];
     }
-    last_proc_agg_->add(op);
+    last_proc_agg_->add(op, bins);
     if (!op.is_recv()) {
         if (op.qp != last_send_qp_) {
             last_send_qp_ = op.qp;
             last_send_agg_ = &sends_by_qp_[op.qp];
         }
-        last_send_agg_->add(op);
+        last_send_agg_->add(op, bins);
     }
 }
 

@@ -31,7 +31,15 @@ struct OpAggregate {
     QuantileHistogram latency_ns;   // successful completions: post -> completion
     QuantileHistogram size_bytes{1.0, 1e10, 20};
 
-    void add(const Operation& op);
+    // An operation's latency and size in this binning, found once for all the aggregates it is added to.
+    struct Bins {
+        QuantileHistogram::Binned latency;
+        QuantileHistogram::Binned size;
+    };
+    Bins bins_of(const Operation& op) const;
+
+    void add(const Operation& op) { add(op, bins_of(op)); }
+    void add(const Operation& op, const Bins& bins);
     void merge(const OpAggregate& other);
     uint64_t errors() const { return failed + flushed; }
 };
