@@ -96,7 +96,7 @@ nlohmann::json Analysis::finish() {
         // Peers are resolved now that every process's identity events have been read.
         for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
         traffic_.resolve(topo_);
-        stats_.resolve_pairs(topo_);
+        stats_.finish(topo_);
         gray_result_ = gray_.finish();
         incast_result_ = incast_.finish();
         finished_ = true;

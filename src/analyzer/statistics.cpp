@@ -54,37 +54,26 @@ void OpAggregate::merge(const OpAggregate& o) {
 
 void Statistics::add(const Operation& op) {
     const OpAggregate::Bins bins = total_.bins_of(op);  // every aggregate has the same binning
-    total_.add(op, bins);
     by_opcode_[op.opcode].add(op, bins);
-    if (op.qp != last_qp_) {
-        last_qp_ = op.qp;
-        last_qp_agg_ = &by_qp_[op.qp];
-    }
-    last_qp_agg_->add(op, bins);
-    if (op.proc != last_proc_) {
-        last_proc_ = op.proc;
-        last_proc_agg_ = &by_process_[op.proc];
-    }
-    last_proc_agg_->add(op, bins);
-    if (!op.is_recv()) {
-        if (op.qp != last_send_qp_) {
-            last_send_qp_ = op.qp;
-            last_send_agg_ = &sends_by_qp_[op.qp];
-        }
-        last_send_agg_->add(op, bins);
-    }
+    process_[op.proc].add(op, bins);
+    (op.is_recv() ? recvs_by_qp_[op.qp] : sends_by_qp_[op.qp]).add(op, bins);
 }
 
-void Statistics::resolve_pairs(Topology& topo) {
-    for (auto& [q, agg] : sends_by_qp_) {
+void Statistics::finish(Topology& topo) {
+    for (const auto& [code, agg] : by_opcode_) total_.merge(agg);
+    by_process_ = std::move(process_.m);
+    for (const auto& [q, agg] : recvs_by_qp_.m) by_qp_[q].merge(agg);
+    for (const auto& [q, agg] : sends_by_qp_.m) {
+        by_qp_[q].merge(agg);
         const Qp& qp = topo.qp(q);
         if (qp.type == 4) continue;  // UD: one QP talks to many peers; not attributable per QP
         const Peer& peer = topo.resolve_peer(q);
         if (peer.proc == kNoId) continue;
-        OpAggregate& pair = by_pair_[{qp.proc, peer.proc}];
-        pair.merge(agg);
+        by_pair_[{qp.proc, peer.proc}].merge(agg);
     }
-    sends_by_qp_.clear();
+    process_ = {};
+    sends_by_qp_ = {};
+    recvs_by_qp_ = {};
 }
 
 }  // namespace sigmatrace::analyzer
