@@ -23,36 +23,82 @@ bool BarrierDetector::is_signal(const Operation& op) const {
     return true;
 }
 
+void BarrierDetector::SignalCounts::add_new() {
+    if (by_count.empty() || by_count.front().first != 0) by_count.insert(by_count.begin(), {0, 0});
+    ++by_count.front().second;
+}
+
+void BarrierDetector::SignalCounts::move(uint32_t from, uint32_t to) {
+    auto at = [&](uint32_t c) {
+        return std::lower_bound(by_count.begin(), by_count.end(), c, [](const auto& e, uint32_t v) { return e.first < v; });
+    };
+    auto it = at(from);  // present: the participant has `from` signals
+    if (--it->second == 0) it = by_count.erase(it);
+    if (it == by_count.end() || it->first != to) it = by_count.insert(at(to), {to, 0});
+    ++it->second;
+}
+
+BarrierDetector::OpenEpoch& BarrierDetector::OpenEpochs::at(uint32_t k) {
+    if (epochs.empty()) {
+        base = k;
+        epochs.emplace_back();
+    } else if (k < base) {
+        epochs.insert(epochs.begin(), base - k, OpenEpoch{});
+        base = k;
+    } else if (k - base >= epochs.size()) {
+        epochs.resize(static_cast<std::size_t>(k - base) + 1);
+    }
+    return epochs[k - base];
+}
+
+BarrierDetector::OpenEpoch& BarrierDetector::OpenEpochs::lowest() {
+    while (epochs.front().count == 0) {
+        epochs.pop_front();
+        ++base;
+    }
+    return epochs.front();
+}
+
+void BarrierDetector::OpenEpochs::pop_lowest() {
+    epochs.pop_front();
+    ++base;
+    --size;
+}
+
 void BarrierDetector::add(const Operation& op, const Qp& qp) {
     if (!is_signal(op) || op.ud_ah != 0) return;
     const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
     const Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : op.qp, op.rkey, op.raddr};
-    auto it = words_.find(key);
-    if (it == words_.end()) {
-        if (words_.size() >= kMaxWords) {
-            ++dropped_;
-            return;
+    if (last_word_ == nullptr || !(key == last_key_)) {
+        auto it = words_.find(key);
+        if (it == words_.end()) {
+            if (words_.size() >= kMaxWords) {
+                ++dropped_;
+                return;
+            }
+            auto w = std::make_unique<Word>();
+            w->via = op.qp;
+            w->rkey = op.rkey;
+            w->raddr = op.raddr;
+            it = words_.emplace(key, std::move(w)).first;
         }
-        auto w = std::make_unique<Word>();
-        w->via = op.qp;
-        w->rkey = op.rkey;
-        w->raddr = op.raddr;
-        it = words_.emplace(key, std::move(w)).first;
+        last_key_ = key;
+        last_word_ = it->second.get();
     }
-    Word& w = *it->second;
+    Word& w = *last_word_;
 
     auto [sig, inserted] = w.signals.try_emplace(op.proc, 0);
     if (inserted) {
         // A participant appearing after epochs were closed without it: not the barrier pattern.
         if (w.closed_any) w.irregular = true;
         w.min_signals = 0;
-        ++w.at_count[0];
+        w.counts.add_new();
     }
     const uint32_t k = sig->second++;
-    if (--w.at_count[k] == 0) w.at_count.erase(k);
-    ++w.at_count[k + 1];
+    w.counts.move(k, k + 1);
 
-    OpenEpoch& e = w.open[k];
+    OpenEpoch& e = w.open.at(k);
+    if (e.count == 0) ++w.open.size;
     if (e.count == 0 || op.post_ts < e.first) {
         e.first = op.post_ts;
         e.first_proc = op.proc;
@@ -67,13 +113,14 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
     // busiest participant is kCloseLag rounds further. The lag absorbs operations reconstructed out of order
     // (a slow poller's epoch-k signal can be read after others' epoch k+1), and participants that show up
     // for the first time while others are still within the lag.
-    w.min_signals = w.at_count.begin()->first;
-    const uint32_t max_signals = w.at_count.rbegin()->first;
-    while (!w.open.empty() &&
-           ((w.open.begin()->first < w.min_signals && w.open.begin()->first + kCloseLag < max_signals) ||
-            w.open.size() > kMaxOpenEpochs)) {
-        close_epoch(w, w.open.begin()->second);
-        w.open.erase(w.open.begin());
+    w.min_signals = w.counts.min();
+    const uint32_t max_signals = w.counts.max();
+    while (w.open.size > 0) {
+        const OpenEpoch& low = w.open.lowest();
+        const uint32_t low_k = w.open.base;
+        if (!((low_k < w.min_signals && low_k + kCloseLag < max_signals) || w.open.size > kMaxOpenEpochs)) break;
+        close_epoch(w, low);
+        w.open.pop_lowest();
     }
 }
 
@@ -96,8 +143,9 @@ BarrierResult BarrierDetector::finish(Topology& topo) {
     r.dropped_candidates = dropped_;
     for (auto& [key, wp] : words_) {
         Word& w = *wp;
-        for (auto& [k, e] : w.open) close_epoch(w, e);
-        w.open.clear();
+        for (const OpenEpoch& e : w.open.epochs)
+            if (e.count > 0) close_epoch(w, e);
+        w.open = {};
         const uint64_t seen = w.result.epochs + w.result.incomplete;
         bool barrier;
         if (options_.word)
@@ -120,6 +168,7 @@ BarrierResult BarrierDetector::finish(Topology& topo) {
         return a.rkey < b.rkey;
     });
     words_.clear();
+    last_word_ = nullptr;
     return r;
 }
 

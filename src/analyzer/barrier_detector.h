@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,14 +96,34 @@ private:
         ProcId last_proc = kNoId;
         uint32_t count = 0;
     };
+    // Participants per signal count, ascending by count. Flat: participants stay within a few rounds of each
+    // other, so there are few distinct counts, and every signal moves one participant up by one.
+    struct SignalCounts {
+        std::vector<std::pair<uint32_t, uint32_t>> by_count;  // (signals so far, participants with that many)
+        void move(uint32_t from, uint32_t to);                // one participant's count changes
+        void add_new();                                       // a participant with 0 signals
+        uint32_t min() const { return by_count.front().first; }
+        uint32_t max() const { return by_count.back().first; }
+    };
+    // The open epochs, consecutive by number from `base`; an entry with count 0 is an epoch that does not exist
+    // (below a late signal's epoch re-opened after its successors had closed).
+    struct OpenEpochs {
+        std::deque<OpenEpoch> epochs;
+        uint32_t base = 0;
+        std::size_t size = 0;  // entries with count > 0
+        OpenEpoch& at(uint32_t k);
+        // The lowest existing epoch (holes in front are dropped); size > 0 required.
+        OpenEpoch& lowest();
+        void pop_lowest();
+    };
     struct Word {
         QpId via = kNoId;   // a QP that signals it: resolves the target at the end
         uint32_t rkey = 0;
         uint64_t raddr = 0;
         std::unordered_map<ProcId, uint32_t> signals;   // participant -> signals so far
-        std::map<uint32_t, uint32_t> at_count;          // signals so far -> participants with that many
+        SignalCounts counts;
         uint32_t min_signals = 0;
-        std::map<uint32_t, OpenEpoch> open;
+        OpenEpochs open;
         BarrierWord result;
         bool irregular = false;   // a participant joined after epochs had closed
         bool closed_any = false;
@@ -113,6 +134,9 @@ private:
 
     BarrierOptions options_;
     std::unordered_map<Key, std::unique_ptr<Word>, KeyHash> words_;
+    // The word of the previous signal: consecutive signals mostly go to the same word.
+    Key last_key_{};
+    Word* last_word_ = nullptr;
     uint64_t dropped_ = 0;
 };
 
