@@ -107,17 +107,8 @@ TEST_P(ConcurrencyTest, WrListsOfManyThreadsOnOneQp) {
     FakeDevice dev;
     open(dev);
     FakeCq* cq = dev.make_cq(1 << 16);
-    ibv_qp_init_attr_ex attr{};
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    attr.pd = dev.pd();
-    attr.send_cq = cq->cq();
-    attr.recv_cq = cq->cq();
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = 1 << 16;
-    attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
-    ibv_qp* qp = ibv_create_qp_ex(dev.ctx(), &attr);
-    ASSERT_NE(qp, nullptr);
-    ibv_qp_ex* qpx = &fake_qp(qp)->qpx;
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, IBV_QP_EX_WITH_RDMA_WRITE, 1 << 16);
+    ASSERT_NE(qpx, nullptr);
     constexpr int kThreads = 4, kLists = 500, kWrsPerList = 3;
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t)

@@ -10,24 +10,7 @@
 namespace sigmatrace::testing {
 namespace {
 
-class WrApiTest : public ShimTest {
-protected:
-    // A QP made by the application's inline ibv_create_qp_ex, i.e. through our create_qp_ex wrapper.
-    ibv_qp_ex* create_ex_qp(FakeDevice& dev, FakeCq* cq, uint64_t ops, uint32_t depth = 64) {
-        ibv_qp_init_attr_ex attr{};
-        attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        attr.pd = dev.pd();
-        attr.send_cq = cq->cq();
-        attr.recv_cq = cq->cq();
-        attr.qp_type = IBV_QPT_RC;
-        attr.cap.max_send_wr = depth;
-        attr.send_ops_flags = ops;
-        ibv_qp* qp = ibv_create_qp_ex(dev.ctx(), &attr);
-        EXPECT_NE(qp, nullptr);
-        return ibv_qp_to_qp_ex_for_test(qp);
-    }
-    static ibv_qp_ex* ibv_qp_to_qp_ex_for_test(ibv_qp* qp) { return &fake_qp(qp)->qpx; }
-};
+class WrApiTest : public ShimTest {};
 
 constexpr uint64_t kOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
                           IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_IMM;

@@ -76,6 +76,21 @@ protected:
         interpose::on_qp_created(dev.ctx(), q->qp(), &attr, interpose::CreateKind::verbs, 0);
         return q;
     }
+    // An RC QP made by the application's inline ibv_create_qp_ex with `ops` (IBV_QP_EX_WITH_*), i.e. through our
+    // create_qp_ex wrapper; its ibv_qp_ex, whose wr_* pointers are then ours.
+    ibv_qp_ex* create_ex_qp(FakeDevice& dev, FakeCq* cq, uint64_t ops, uint32_t depth = 64) {
+        ibv_qp_init_attr_ex attr{};
+        attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        attr.pd = dev.pd();
+        attr.send_cq = cq->cq();
+        attr.recv_cq = cq->cq();
+        attr.qp_type = IBV_QPT_RC;
+        attr.cap.max_send_wr = depth;
+        attr.send_ops_flags = ops;
+        ibv_qp* qp = ibv_create_qp_ex(dev.ctx(), &attr);
+        EXPECT_NE(qp, nullptr);
+        return qp != nullptr ? &fake_qp(qp)->qpx : nullptr;
+    }
     CapturedEvents events() const {
         drain_deferred();
         return capture_->snapshot();
