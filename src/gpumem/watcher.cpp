@@ -483,8 +483,14 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
         if (cqe.opcode() == cqe_op::INVALID) return 0;
         static constexpr uint8_t kZero[64] = {};
         if (std::memcmp(e, kZero, 64) == 0) return 0;  // a zero-filled slot the NIC has not written yet
-        if (c.have_last && std::memcmp(c.last, e, 64) == 0) return 0;
-        std::memcpy(c.last, e, 64);
+        // Compared without the owner bit: on a collapsed CQ it flips with every write and means nothing here
+        // (NVSHMEM ignores it). A writer that stores it after the rest (the fabric) is read once with the old bit
+        // and once with the new: one completion, which must not be traced twice.
+        uint8_t seen_key[64];
+        std::memcpy(seen_key, e, 64);
+        seen_key[63] &= 0xfe;
+        if (c.have_last && std::memcmp(c.last, seen_key, 64) == 0) return 0;
+        std::memcpy(c.last, seen_key, 64);
         c.have_last = true;
         emit_cqe(c, cqe, c.q.ring_addr + tail, batch);
         if (final) release_held(c, batch, true);

@@ -341,6 +341,8 @@ TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     write_cqe(cqe, mlx5::cqe_op::REQ, false, 41, 0x123, 4096, 1000);
     w.sweep_once();
     w.sweep_once();  // unchanged: not reported again
+    cqe[63] ^= 1;    // the same completion read again after its writer flipped the owner bit last: not again either
+    w.sweep_once();
     write_cqe(cqe, mlx5::cqe_op::REQ_ERR, false, 42, 0x123, 0, 0, 0x13);
     w.sweep_once();
     const auto ev = trace.cqe_events();
