@@ -183,6 +183,7 @@ void Watcher::sync_locked() {
         report_stats(*it);
         it = sqs_.erase(it);
     }
+    link_send_queues();  // the CQs' indices into sqs_ before their final sweeps below use them
     for (auto it = cqs_.begin(); it != cqs_.end();) {
         if (std::any_of(cqs.begin(), cqs.end(), [&](const CompletionQueue& q) { return q.key == it->q.key; })) {
             ++it;
@@ -219,13 +220,17 @@ void Watcher::sync_locked() {
         c.held.reserve(kMaxHeldCqes);
         cqs_.push_back(std::move(c));
     }
-    for (auto& c : cqs_) {
-        c.dbr_less_sqs.clear();
-        for (size_t i = 0; i < sqs_.size(); ++i)
-            if (sqs_[i].q.dbr_less && sqs_[i].q.cqn == c.q.cqn && sqs_[i].q.ctx == c.q.ctx) c.dbr_less_sqs.push_back(i);
-    }
+    link_send_queues();
     scratch_.resize(ring_bytes);
     cq_scratch_.resize(SIGMATRACE_MAX_BATCH * 128);
+}
+
+void Watcher::link_send_queues() {
+    for (auto& c : cqs_) {
+        c.sqs.clear();
+        for (size_t i = 0; i < sqs_.size(); ++i)
+            if (sqs_[i].q.cqn == c.q.cqn && sqs_[i].q.ctx == c.q.ctx) c.sqs.push_back(i);
+    }
 }
 
 uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active) {
@@ -405,19 +410,44 @@ void Watcher::report_stats(SqState& s) {
 
 // ------------------------------------------------------------------------------------------ completion queues
 
-bool Watcher::awaits_decode(const CqState& c, const Cqe64& e) const {
-    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return false;  // not a send queue's
-    for (size_t i : c.dbr_less_sqs) {
-        const SqState& s = sqs_[i];
-        if (s.q.qpn != e.qpn()) continue;
-        // WQE `counter` not behind the scanner's next: not decoded (or counted lost) yet.
-        return static_cast<uint16_t>(e.wqe_index() - static_cast<uint16_t>(s.scan.next)) < 0x8000;
-    }
-    return false;
+namespace {
+// WQE `counter` (16 bits) is not behind a queue cursor `next`: not decoded (or counted lost) yet.
+bool not_reached(uint16_t counter, uint64_t next) {
+    return static_cast<uint16_t>(counter - static_cast<uint16_t>(next)) < 0x8000;
+}
+}  // namespace
+
+Watcher::SqState* Watcher::completed_queue(const CqState& c, const Cqe64& e) {
+    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return nullptr;  // not a send queue's
+    for (size_t i : c.sqs)
+        if (sqs_[i].q.qpn == e.qpn()) return &sqs_[i];
+    return nullptr;
 }
 
-void Watcher::emit_cqe(CqState& c, const Cqe64& e, CqeBatch& batch) {
-    if (c.held_head == c.held.size() && !awaits_decode(c, e)) {
+bool Watcher::awaits_decode(const CqState& c, const Cqe64& e) {
+    const SqState* s = completed_queue(c, e);
+    return s && s->q.dbr_less && not_reached(e.wqe_index(), s->scan.next);
+}
+
+void Watcher::catch_up(const CqState& c, uint64_t cqe_addr, SqState& s) {
+    // The CQE's copy was made with relaxed loads, which a weakly ordered CPU may satisfy after the doorbell
+    // record's read. Reading its last word again with acquire (the same or a newer value) orders the record's
+    // read after it, so the record shows what the producer published before ringing for this completion. (An
+    // acquire load rather than a fence: ThreadSanitizer models the former.)
+    uint32_t ignored_word = 0;
+    memory_.read_be32_acquire(cqe_addr + 60, c.q.ring_mem, ignored_word);
+    Backlog ignored = Backlog::None;
+    sweep_send_queue(s, ignored);
+}
+
+void Watcher::emit_cqe(CqState& c, const Cqe64& e, uint64_t addr, CqeBatch& batch) {
+    // A queue with a doorbell record is read again now if the CQE completes a WQE the sweep has not decoded (see
+    // watcher.h): its WQEs are emitted before this CQE. A CQE still ahead after that completes nothing the
+    // producer published (garbage, or a producer breaking the protocol): emitted as is, the analyzer counts it.
+    SqState* s = completed_queue(c, e);
+    if (s && !s->q.dbr_less && not_reached(e.wqe_index(), s->next)) catch_up(c, addr, *s);
+    const bool waits = s && s->q.dbr_less && not_reached(e.wqe_index(), s->scan.next);
+    if (c.held_head == c.held.size() && !waits) {
         batch.add(e);
         return;
     }
@@ -453,10 +483,16 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
         if (cqe.opcode() == cqe_op::INVALID) return 0;
         static constexpr uint8_t kZero[64] = {};
         if (std::memcmp(e, kZero, 64) == 0) return 0;  // a zero-filled slot the NIC has not written yet
-        if (c.have_last && std::memcmp(c.last, e, 64) == 0) return 0;
-        std::memcpy(c.last, e, 64);
+        // Compared without the owner bit: on a collapsed CQ it flips with every write and means nothing here
+        // (NVSHMEM ignores it). A writer that stores it after the rest (the fabric) is read once with the old bit
+        // and once with the new: one completion, which must not be traced twice.
+        uint8_t seen_key[64];
+        std::memcpy(seen_key, e, 64);
+        seen_key[63] &= 0xfe;
+        if (c.have_last && std::memcmp(c.last, seen_key, 64) == 0) return 0;
+        std::memcpy(c.last, seen_key, 64);
         c.have_last = true;
-        emit_cqe(c, cqe, batch);
+        emit_cqe(c, cqe, c.q.ring_addr + tail, batch);
         if (final) release_held(c, batch, true);
         batch.flush();
         ++stats_.cqes_seen;
@@ -482,7 +518,7 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
             const bool valid = cqe.opcode() != cqe_op::INVALID && cqe.owner() == expected_owner &&
                                cqe.format() != kCqeFormatCompressed;
             if (valid) {
-                emit_cqe(c, cqe, batch);
+                emit_cqe(c, cqe, c.q.ring_addr + uint64_t{slot + used} * cqe_size + tail, batch);
                 ++c.ci;
                 ++seen;
                 continue;

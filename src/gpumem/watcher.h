@@ -12,8 +12,15 @@
 // while it was being copied. Everything else in the copied range is counted as lost (per WQEBB, which is per WQE
 // for the one-block WQEs GPU libraries post).
 //
+// Why a CQE never precedes the WQEs it completes in the trace: a sweep reads the send queues before the CQs, so
+// the producer may post more and the NIC complete them in between (a watcher preempted mid-sweep on a loaded
+// machine sees exactly that). A CQE whose WQE the send queue's cursor has not reached yet makes the watcher read
+// that queue again before the CQE is emitted: its producer published the doorbell record before ringing, so the
+// record now covers every WQE the NIC completed. (DBR-less queues hold such CQEs back instead: see CqState.)
+//
 // Cost: steady state allocates nothing; one uncontended mutex per sweep (shared only with set-up/tear-down calls
-// that change the queue list); per queue one 4-byte doorbell read, and per new WQE a 64-byte copy plus decode.
+// that change the queue list); per queue one 4-byte doorbell read, and per new WQE a 64-byte copy plus decode;
+// per CQE a look over the send queues completing on its CQ (one, for the GPU libraries' per-QP CQs).
 #pragma once
 
 #include <pthread.h>
@@ -101,14 +108,14 @@ private:
     struct CqState {
         CompletionQueue q;
         uint32_t ci = 0;           // the watcher's own consumer index (never written anywhere)
-        uint8_t last[64] = {};     // collapsed CQs: the last CQE emitted
+        uint8_t last[64] = {};     // collapsed CQs: the last CQE emitted, owner bit cleared
         bool have_last = false;
         // Completions of DBR-less send queues whose WQEs the scanner has not decoded yet (it needs two sweeps) are
         // held back, in order, so that the trace shows every WQE before its completion as it does for queues with
         // a doorbell record. Capacity kMaxHeldCqes, reserved when the CQ is learned.
         std::vector<mlx5::Cqe64> held;
         size_t held_head = 0;
-        std::vector<size_t> dbr_less_sqs;  // indices into sqs_ of the DBR-less queues completing here (sync)
+        std::vector<size_t> sqs;   // indices into sqs_ of the send queues completing here (link_send_queues)
     };
     static constexpr size_t kMaxHeldCqes = 256;
 
@@ -119,8 +126,12 @@ private:
     size_t sweep_send_queue(SqState& s, Backlog& backlog, bool final = false);
     size_t sweep_scanned_queue(SqState& s, Backlog& backlog, bool final);
     size_t sweep_completion_queue(CqState& c, bool final = false);
-    bool awaits_decode(const CqState& c, const mlx5::Cqe64& e) const;
-    void emit_cqe(CqState& c, const mlx5::Cqe64& e, CqeBatch& batch);
+    void link_send_queues();
+    SqState* completed_queue(const CqState& c, const mlx5::Cqe64& e);
+    bool awaits_decode(const CqState& c, const mlx5::Cqe64& e);
+    void catch_up(const CqState& c, uint64_t cqe_addr, SqState& s);
+    // `addr`: where the 64-byte CQE `e` was read from.
+    void emit_cqe(CqState& c, const mlx5::Cqe64& e, uint64_t addr, CqeBatch& batch);
     void release_held(CqState& c, CqeBatch& batch, bool all);
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
     void report_stats(SqState& s);

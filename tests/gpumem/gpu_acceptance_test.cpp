@@ -169,10 +169,18 @@ protected:
         return counts;
     }
 
-    void expect_ops_match_truth(const nlohmann::json& a, size_t total) {
+    // all_complete: every operation completes in the trace (see the rocSHMEM case for the exception).
+    void expect_ops_match_truth(const nlohmann::json& a, size_t total, bool all_complete = true) {
         ASSERT_TRUE(a.is_object()) << "analysis JSON unreadable";
         EXPECT_EQ(a["ops"]["total"].get<uint64_t>(), total);
         EXPECT_EQ(a["ops"]["errors"].get<uint64_t>(), 0u);
+        // Every completion finds its WQE and nothing is left in flight: a CQE traced before the WQEs it completes
+        // (the watcher's sweep racing the producer) matched nothing and left the whole QP in flight.
+        if (all_complete) {
+            EXPECT_EQ(a["ops"]["in_flight_at_end"].get<uint64_t>(), 0u);
+        }
+        for (const auto& w : a["warnings"])
+            EXPECT_EQ(w.get<std::string>().find("completions matched no posted work request"), std::string::npos) << w;
         for (const auto& [name, n] : truth_opcode_counts()) {
             ASSERT_TRUE(a["ops"]["by_opcode"].contains(name)) << name;
             EXPECT_EQ(a["ops"]["by_opcode"][name]["count"].get<uint64_t>(), n) << name;
@@ -192,7 +200,10 @@ TEST_F(GpuAcceptance, IbgdaPutTraceHoldsEveryWqe) {
 TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
     ASSERT_EQ(record("gpu_rocshmem_verbs", "--iters 16 --threads 2"), 0) << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
-    expect_ops_match_truth(analyze(), total);
+    // Not all complete: rocSHMEM consumes its CQEs and writes them back INVALID, often before the watcher reads
+    // them; the watcher counts those (WatcherStats::cqes_missed) but the trace does not carry the count yet, so
+    // their WQEs end "in flight" (known gap, docs/gpumem.md).
+    expect_ops_match_truth(analyze(), total, /*all_complete=*/false);
 }
 
 TEST_F(GpuAcceptance, GinNoDbrTraceHoldsEveryWqe) {

@@ -39,4 +39,23 @@ private:
     std::function<void()> writer_;
 };
 
+// Lets `action` run just before the first read of `addr`: the producer and the NIC moving on between two reads of
+// one sweep (a watcher preempted mid-sweep).
+class ActBeforeReadOf final : public MemoryReader {
+public:
+    ActBeforeReadOf(uint64_t addr, std::function<void()> action) : addr_(addr), action_(std::move(action)) {}
+    bool read(void* dst, uint64_t addr, size_t len, MemType mem) override {
+        if (addr == addr_ && action_) std::exchange(action_, nullptr)();
+        return inner_.read(dst, addr, len, mem);
+    }
+    bool read_be32_acquire(uint64_t addr, MemType mem, uint32_t& v) override {
+        return inner_.read_be32_acquire(addr, mem, v);
+    }
+
+private:
+    ProcessMemoryReader inner_;
+    uint64_t addr_;
+    std::function<void()> action_;
+};
+
 }  // namespace sigmatrace::gpumem::test

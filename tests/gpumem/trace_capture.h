@@ -10,7 +10,9 @@
 
 namespace sigmatrace::gpumem::test {
 
+// `order`: the event's position among all captured gpu_wqe and gpu_cqe events.
 struct WqeEvent {
+    uint64_t order;
     uint32_t qpn, pi_old, pi_new;
     std::vector<uint16_t> wqe_index;
     std::vector<uint8_t> opcode, opmod, fm_ce_se;
@@ -18,6 +20,7 @@ struct WqeEvent {
     std::vector<uint64_t> raddr, atomic_arg;
 };
 struct CqeEvent {
+    uint64_t order;
     uint32_t cqn;
     std::vector<uint16_t> wqe_counter;
     std::vector<uint8_t> opcode, syndrome;
@@ -93,7 +96,7 @@ private:
         switch (id) {
         case EventId::gpu_wqe: {
             const auto* r = static_cast<const st_gpu_wqe_rec*>(rec);
-            self->wqe_events_.push_back(WqeEvent{r->qpn, r->pi_old, r->pi_new, seq(r->wqe_index, r->n),
+            self->wqe_events_.push_back(WqeEvent{self->order_++, r->qpn, r->pi_old, r->pi_new, seq(r->wqe_index, r->n),
                                                  seq(r->opcode, r->n), seq(r->opmod, r->n), seq(r->fm_ce_se, r->n),
                                                  seq(r->bytes, r->n), seq(r->rkey, r->n), seq(r->imm, r->n),
                                                  seq(r->raddr, r->n), seq(r->atomic_arg, r->n)});
@@ -101,7 +104,7 @@ private:
         }
         case EventId::gpu_cqe: {
             const auto* r = static_cast<const st_gpu_cqe_rec*>(rec);
-            self->cqe_events_.push_back(CqeEvent{r->cqn, seq(r->wqe_counter, r->n), seq(r->opcode, r->n),
+            self->cqe_events_.push_back(CqeEvent{self->order_++, r->cqn, seq(r->wqe_counter, r->n), seq(r->opcode, r->n),
                                                  seq(r->syndrome, r->n), seq(r->byte_cnt, r->n), seq(r->qpn, r->n),
                                                  seq(r->hw_ts, r->n)});
             break;
@@ -118,6 +121,7 @@ private:
     }
 
     mutable std::mutex mu_;
+    uint64_t order_ = 0;
     std::vector<WqeEvent> wqe_events_;
     std::vector<CqeEvent> cqe_events_;
     std::vector<st_gpu_watch_stats_rec> stats_;

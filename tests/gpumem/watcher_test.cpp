@@ -341,6 +341,8 @@ TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     write_cqe(cqe, mlx5::cqe_op::REQ, false, 41, 0x123, 4096, 1000);
     w.sweep_once();
     w.sweep_once();  // unchanged: not reported again
+    cqe[63] ^= 1;    // the same completion read again after its writer flipped the owner bit last: not again either
+    w.sweep_once();
     write_cqe(cqe, mlx5::cqe_op::REQ_ERR, false, 42, 0x123, 0, 0, 0x13);
     w.sweep_once();
     const auto ev = trace.cqe_events();
@@ -355,6 +357,53 @@ TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     EXPECT_EQ(ev[1].wqe_counter.at(0), 42);
     EXPECT_EQ(ev[1].opcode.at(0), mlx5::cqe_op::REQ_ERR);
     EXPECT_EQ(ev[1].syndrome.at(0), 0x13);
+}
+
+TEST(WatcherCq, ACompletionNeverPrecedesTheWqesItCompletes) {
+    // A sweep reads the send queues, then the CQs. Here the producer posts WQEs 1..40 and the NIC completes them
+    // between those two reads (a watcher preempted mid-sweep: gpu_moe_dispatch under ASan on a loaded machine).
+    // The CQE must not reach the trace before WQEs 1..40: the analyzer would match it to nothing and leave every
+    // WQE of the QP in flight. Then a CQE naming a WQE the producer never published is still emitted, at once.
+    TraceCapture trace;
+    FakeProducer prod(64, 0x55);
+    alignas(64) uint8_t cqe[64];
+    std::memset(cqe, 0xff, sizeof cqe);
+    QueueRegistry reg;
+    auto q = prod.queue();
+    q.cqn = 0x77;
+    reg.add_send_queue(q);
+    CompletionQueue cq;
+    cq.key = 5;
+    cq.cqn = 0x77;
+    cq.ring_addr = reinterpret_cast<uint64_t>(cqe);
+    cq.ncqe = 1;
+    cq.collapsed = true;
+    reg.add_completion_queue(cq);
+    test::ActBeforeReadOf mem(cq.ring_addr, [&] {
+        for (uint64_t i = 1; i <= 40; ++i) prod.post_write(i);
+        write_cqe(cqe, mlx5::cqe_op::REQ, false, 40, 0x55, 64, 1000);
+    });
+    Watcher w(reg, mem, exact_config());
+    prod.post_write(0);
+    w.sweep_once();
+
+    const auto wqe_events = trace.wqe_events();
+    const auto cqe_events = trace.cqe_events();
+    ASSERT_EQ(cqe_events.size(), 1u);
+    EXPECT_EQ(cqe_events[0].wqe_counter.at(0), 40);
+    const auto wqes = trace.wqes();
+    ASSERT_EQ(wqes.size(), 41u);
+    for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i, 0x55);
+    for (const auto& e : wqe_events)
+        EXPECT_LT(e.order, cqe_events[0].order) << "WQEs " << e.wqe_index.front() << ".." << e.wqe_index.back()
+                                                << " traced after the CQE that completes them";
+    EXPECT_EQ(trace.lost_total(), 0u);
+
+    write_cqe(cqe, mlx5::cqe_op::REQ, false, 1000, 0x55, 64, 2000);
+    w.sweep_once();
+    ASSERT_EQ(trace.cqe_events().size(), 2u);
+    EXPECT_EQ(trace.cqe_events()[1].wqe_counter.at(0), 1000);
+    EXPECT_EQ(trace.wqes().size(), 41u);
 }
 
 TEST(WatcherCq, NormalCqFollowsOwnerBitsAcrossLapsAndSkipsWhatTheConsumerInvalidated) {
