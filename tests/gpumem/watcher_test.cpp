@@ -322,18 +322,23 @@ TEST(Watcher, GuardKeepsATornCopyOfTheOldestSlotFromBeingDecoded) {
 
 // ------------------------------------------------------------------------------------------ CQEs
 
-TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
-    TraceCapture trace;
-    alignas(64) uint8_t cqe[64];
-    std::memset(cqe, 0xff, sizeof cqe);  // NVSHMEM initialises the CQ buffer to 0xff: INVALID
-    QueueRegistry reg;
+// A collapsed CQ (one CQE slot, as NVSHMEM makes them) over `cqe`, number 0x77.
+CompletionQueue collapsed_cq(uint8_t* cqe) {
     CompletionQueue cq;
     cq.key = 5;
     cq.cqn = 0x77;
     cq.ring_addr = reinterpret_cast<uint64_t>(cqe);
     cq.ncqe = 1;
     cq.collapsed = true;
-    reg.add_completion_queue(cq);
+    return cq;
+}
+
+TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
+    TraceCapture trace;
+    alignas(64) uint8_t cqe[64];
+    std::memset(cqe, 0xff, sizeof cqe);  // NVSHMEM initialises the CQ buffer to 0xff: INVALID
+    QueueRegistry reg;
+    reg.add_completion_queue(collapsed_cq(cqe));
     ProcessMemoryReader mem;
     Watcher w(reg, mem, exact_config());
     w.sweep_once();
@@ -372,14 +377,8 @@ TEST(WatcherCq, ACompletionNeverPrecedesTheWqesItCompletes) {
     auto q = prod.queue();
     q.cqn = 0x77;
     reg.add_send_queue(q);
-    CompletionQueue cq;
-    cq.key = 5;
-    cq.cqn = 0x77;
-    cq.ring_addr = reinterpret_cast<uint64_t>(cqe);
-    cq.ncqe = 1;
-    cq.collapsed = true;
-    reg.add_completion_queue(cq);
-    test::ActBeforeReadOf mem(cq.ring_addr, [&] {
+    reg.add_completion_queue(collapsed_cq(cqe));
+    test::ActBeforeReadOf mem(reinterpret_cast<uint64_t>(cqe), [&] {
         for (uint64_t i = 1; i <= 40; ++i) prod.post_write(i);
         write_cqe(cqe, mlx5::cqe_op::REQ, false, 40, 0x55, 64, 1000);
     });
