@@ -41,22 +41,21 @@ inline QpState& state_of(ibv_qp_ex* q) {
     return *s;
 }
 
-// Emits the WRs recorded so far when the list outgrows its buffer (more WRs between wr_start and wr_complete
-// than the send queue depth: the provider will fail the list, but the record must not allocate). They are
-// reported with ret 0; wr_complete's event carries the list's real result.
-__attribute__((noinline)) void flush_early(QpState& s) noexcept {
-    if (data_path_flags() & kFlagDefer)
-        defer_wr_list(capture_ticks(), s, s.pending.data(), static_cast<uint32_t>(s.pending.size()),
-                      s.pending_emitted, 0);
-    else
-        trace_wr_list(s, s.pending.data(), static_cast<uint32_t>(s.pending.size()), s.pending_emitted, 0);
-    s.pending_emitted += static_cast<uint32_t>(s.pending.size());
-    s.pending.clear();
+// Emits the first `n` WRs of the list being built, reported with ret 0 (the list's last event, at wr_complete,
+// carries its real result): all of them when the list outgrows its buffer (more WRs between wr_start and
+// wr_complete than the send queue depth: the provider will fail the list, but the record must not allocate),
+// and at wr_complete all but the last part that wr_complete copies out.
+__attribute__((noinline)) void flush_early(QpState& s, size_t n) noexcept {
+    const uint32_t k = static_cast<uint32_t>(n);
+    if (data_path_flags() & kFlagDefer) defer_wr_list(capture_ticks(), s, s.pending.data(), k, s.pending_emitted, 0);
+    else trace_wr_list(s, s.pending.data(), k, s.pending_emitted, 0);
+    s.pending_emitted += k;
+    s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 inline void begin_wr(QpState& s, const ibv_qp_ex* q, ibv_wr_opcode opcode, uint32_t rkey, uint64_t raddr, uint32_t imm) {
     if (s.build_mode == kBuildRecording) {
-        if (s.pending.size() == s.pending.capacity()) flush_early(s);
+        if (s.pending.size() == s.pending.capacity()) flush_early(s, s.pending.size());
         // Data setters fill num_sge and bytes; wr_set_ud_addr the address handle and remote QPN.
         s.pending.push_back(WrRecord{q->wr_id, raddr, 0, q->wr_flags, 0, rkey, imm, 0, 0, static_cast<uint8_t>(opcode), 0});
     } else if (s.build_mode == kBuildCounting) {
@@ -223,11 +222,7 @@ int w_complete(ibv_qp_ex* q) {
     if (s.pending.size() > kWrTailCopy) {
         // Everything but the last kWrTailCopy WRs, reported now (ret 0; the tail's event carries the result).
         const size_t keep = s.pending.size() % kWrTailCopy == 0 ? kWrTailCopy : s.pending.size() % kWrTailCopy;
-        const uint32_t early = static_cast<uint32_t>(s.pending.size() - keep);
-        if (data_path_flags() & kFlagDefer) defer_wr_list(capture_ticks(), s, s.pending.data(), early, s.pending_emitted, 0);
-        else trace_wr_list(s, s.pending.data(), early, s.pending_emitted, 0);
-        s.pending_emitted += early;
-        s.pending.erase(s.pending.begin(), s.pending.begin() + early);
+        flush_early(s, s.pending.size() - keep);
     }
     WrRecord tail[kWrTailCopy];
     const uint32_t n = static_cast<uint32_t>(s.pending.size());

@@ -165,6 +165,40 @@ TEST_F(WrApiTest, ListsLongerThanAnEventAreSplitAndLongerThanTheQueueFlushEarly)
     EXPECT_EQ(total, 70u) << "every WR of the list is recorded exactly once";
 }
 
+// A list longer than one event but within the queue: wr_complete takes its last part (up to 32 WRs) out of the
+// QP's state before the provider's call, and reports the earlier parts first with ret 0; the last part's event
+// carries the provider's result.
+TEST_F(WrApiTest, AFailedLongListReportsItsResultOnItsLastPart) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(256);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps, /*depth=*/128);
+    clear_events();
+    fake_qp(&qpx->qp_base)->fail_complete = true;
+    ibv_wr_start(qpx);
+    for (uint64_t i = 0; i < 70; ++i) {
+        qpx->wr_id = i;
+        qpx->wr_flags = 0;
+        ibv_wr_rdma_write(qpx, 1, 0x1000 * i);
+        ibv_wr_set_sge(qpx, 1, 0x1000, 64);
+    }
+    EXPECT_EQ(ibv_wr_complete(qpx), EINVAL);
+    const CapturedEvents ev = events();
+    ASSERT_FALSE(ev.post_send.empty());
+    uint32_t expect_offset = 0;
+    for (size_t i = 0; i < ev.post_send.size(); ++i) {
+        const auto& e = ev.post_send[i];
+        EXPECT_EQ(e.batch_offset, expect_offset);
+        EXPECT_EQ(e.wr_id.front(), expect_offset);
+        const bool last = i + 1 == ev.post_send.size();
+        EXPECT_EQ(e.ret, last ? EINVAL : 0) << "event " << i;
+        EXPECT_EQ(e.bad_index, last ? 0 : -1) << "event " << i;
+        expect_offset += e.n;
+    }
+    EXPECT_EQ(expect_offset, 70u) << "every WR of the list is recorded exactly once";
+    EXPECT_EQ(ev.post_send.back().batch_offset, 64u) << "the last part is the list's last 70 % 32 WRs";
+}
+
 TEST_F(WrApiTest, QpToQpExOnAQpWrapsTheClassicBuilders) {
     FakeDevice dev;
     open(dev);
