@@ -38,7 +38,6 @@ struct OpAggregate {
     };
     Bins bins_of(const Operation& op) const;
 
-    void add(const Operation& op) { add(op, bins_of(op)); }
     void add(const Operation& op, const Bins& bins);
     void merge(const OpAggregate& other);
     uint64_t errors() const { return failed + flushed; }
