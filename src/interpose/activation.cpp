@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -55,7 +56,11 @@ void command_name(char* out, size_t size) {
 // run: one line per process that used RDMA, saying whether its events reach the session. It is how record
 // tells "nothing used RDMA" from "a process used RDMA and could not be traced". O_APPEND writes of one short
 // line do not interleave. No O_CREAT: on a node where record's directory does not exist, nothing is written.
-void report_to_record(bool traced, const std::string& reason) {
+// "partial": the process's events reach the session, but its registration did not complete while lttng-ust
+// waited for it, so some of them may not (below).
+enum class Outcome { traced, partial, not_traced };
+
+void report_to_record(Outcome outcome, const std::string& reason) {
     const std::string& path = config().record_report;
     if (path.empty()) return;
     const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -63,18 +68,40 @@ void report_to_record(bool traced, const std::string& reason) {
     char comm[32];
     command_name(comm, sizeof comm);
     char line[512];
-    const int n = traced ? std::snprintf(line, sizeof line, "traced pid=%d comm=%s\n", static_cast<int>(getpid()), comm)
-                         : std::snprintf(line, sizeof line, "not-traced pid=%d comm=%s reason=%s\n",
-                                         static_cast<int>(getpid()), comm, reason.c_str());
+    const char* word = outcome == Outcome::traced ? "traced" : outcome == Outcome::partial ? "partial" : "not-traced";
+    const int n = outcome == Outcome::traced
+                      ? std::snprintf(line, sizeof line, "traced pid=%d comm=%s\n", static_cast<int>(getpid()), comm)
+                      : std::snprintf(line, sizeof line, "%s pid=%d comm=%s reason=%s\n", word,
+                                      static_cast<int>(getpid()), comm, reason.c_str());
     if (n > 0) write_all(fd, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
     ::close(fd);
+}
+
+int64_t monotonic_ns() {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// lttng-ust's constructor (run inside the load) waits for the session daemon's "registration done" at most
+// LTTNG_UST_REGISTER_TIMEOUT, then lets the program go on while its listener thread finishes the registration.
+// Until then the session's objects may be only partly in place. In the one such case seen (a starved machine),
+// the process's events were enabled, yet everything it wrote on one of the two CPUs was lost without being
+// counted as discarded: consistent with that CPU's buffer not being mapped yet (lttng-ust's reserve returns
+// -EIO for a buffer it does not have, and nothing counts it). Nothing public says whether the wait ran out;
+// its length does: a load that lasted the whole timeout is one whose wait ran out.
+bool registration_wait_ran_out(int64_t load_ns) {
+    const long timeout_ms = config().register_timeout_ms;
+    return timeout_ms > 0 && load_ns >= static_cast<int64_t>(timeout_ms) * 1000000;
 }
 
 void load_provider() {
     const ProviderLoader loader = g_loader.load(std::memory_order_acquire);
     if (loader == nullptr) return;  // unit tests, benchmark: the provider is linked in (or the callback backend)
     tls_activating = true;
+    const int64_t start = monotonic_ns();
     const ProviderLoad result = loader();
+    const int64_t load_ns = monotonic_ns() - start;
     tls_activating = false;
     if (!result.loaded) {
         char msg[768];
@@ -83,7 +110,7 @@ void load_provider() {
                                     "traced (reinstall SigmaTrace, or set SIGMATRACE_PROVIDER to the library)\n",
                                     result.error.c_str(), static_cast<int>(getpid()));
         if (n > 0) write_all(STDERR_FILENO, msg, static_cast<size_t>(n) < sizeof msg ? static_cast<size_t>(n) : sizeof msg - 1);
-        report_to_record(false, "provider: " + result.error);
+        report_to_record(Outcome::not_traced, "provider: " + result.error);
         return;
     }
     // Deferred emission: records a thread has not emitted yet must not die with a crash or a kill.
@@ -91,9 +118,27 @@ void load_provider() {
     // The provider registered with the session daemon while loading (lttng-ust waits up to
     // LTTNG_UST_REGISTER_TIMEOUT); a recording session enables every sigmatrace event, so a disabled
     // process_info here means the registration did not complete in time.
-    if (ST_TRACE_ENABLED(process_info)) report_to_record(true, {});
-    else report_to_record(false, "no recording session reached this process (registration with the session daemon "
-                                 "did not complete within LTTNG_UST_REGISTER_TIMEOUT)");
+    if (!ST_TRACE_ENABLED(process_info)) {
+        report_to_record(Outcome::not_traced, "no recording session reached this process (registration with the "
+                                              "session daemon did not complete within LTTNG_UST_REGISTER_TIMEOUT)");
+        return;
+    }
+    if (!registration_wait_ran_out(load_ns)) {
+        report_to_record(Outcome::traced, {});
+        return;
+    }
+    char reason[256];
+    std::snprintf(reason, sizeof reason,
+                  "registration with the session daemon not complete after %.1f s (LTTNG_UST_REGISTER_TIMEOUT=%ld ms); "
+                  "events of this process may be missing from the trace",
+                  static_cast<double>(load_ns) / 1e9, config().register_timeout_ms);
+    char msg[512];
+    const int n = std::snprintf(msg, sizeof msg,
+                                "sigmatrace: %s (pid %d; an overloaded machine or session daemon: raise "
+                                "LTTNG_UST_REGISTER_TIMEOUT)\n",
+                                reason, static_cast<int>(getpid()));
+    if (n > 0) write_all(STDERR_FILENO, msg, static_cast<size_t>(n) < sizeof msg ? static_cast<size_t>(n) : sizeof msg - 1);
+    report_to_record(Outcome::partial, reason);
 }
 
 }  // namespace

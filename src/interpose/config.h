@@ -51,6 +51,10 @@ struct Config {
     // SIGMATRACE_RECORD_REPORT: set by `sigmatrace record`, the file each process that used RDMA appends one
     // line to (traced or not, and why): see activation.cpp.
     std::string record_report;
+    // LTTNG_UST_REGISTER_TIMEOUT as lttng-ust reads it (ms; -1 waits forever, 0 not at all; unset: 3000): how long
+    // its constructor, run by the provider's load, waits for the session daemon. A load that lasts that long
+    // means lttng-ust gave up waiting, and the registration may never have completed (activation.cpp).
+    long register_timeout_ms = 3000;
 };
 
 // Parses the SIGMATRACE_* variables through `get` (getenv in the library). Unknown values keep the default and

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -146,6 +147,48 @@ TEST_F(ActivationTest, RecordIsToldWhetherTheProcessIsTraced) {
     interpose::activate_tracing();
     EXPECT_NE(slurp(report).find("reason=no recording session reached this process"), std::string::npos)
         << slurp(report);
+    std::remove(report.c_str());
+    rmdir(dir);
+}
+
+// lttng-ust's constructor gives up waiting for the session daemon after LTTNG_UST_REGISTER_TIMEOUT; the session
+// may then be only partly set up in the process even though its events are enabled (activation.cpp). A load
+// that lasted the whole timeout is reported as such: to record, and on stderr.
+TEST_F(ActivationTest, ALoadThatOutlastsTheRegistrationTimeoutIsReportedAsPartial) {
+    char dir[] = "/tmp/activation-test.XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string report = std::string(dir) + "/processes";
+    std::ofstream(report).close();
+    interpose::Config c;
+    c.record_report = report;
+    c.register_timeout_ms = 20;  // the loader below takes 50 ms: lttng-ust would have stopped waiting
+    interpose::set_config(c);
+    interpose::set_provider_loader(&slow_successful_loader);
+    ::testing::internal::CaptureStderr();
+    interpose::activate_tracing();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const std::string text = slurp(report);
+    const std::string me = "pid=" + std::to_string(getpid()) + " comm=";
+    EXPECT_EQ(text.rfind("partial " + me, 0), 0u) << text;
+    EXPECT_NE(text.find(" reason=registration with the session daemon not complete after 0."), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("(LTTNG_UST_REGISTER_TIMEOUT=20 ms); events of this process may be missing from the trace\n"),
+              std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << "one line per process";
+    EXPECT_NE(err.find("events of this process may be missing from the trace (pid " + std::to_string(getpid())),
+              std::string::npos) << err;
+    EXPECT_EQ(events().process_info.size(), 1u) << "the process is still traced, as far as the session lets it";
+
+    // The same load within the timeout, or with lttng-ust told to wait forever (-1) or not at all (0): traced.
+    for (const long timeout_ms : {3000L, -1L, 0L}) {
+        interpose::reset_activation_for_testing();
+        std::ofstream(report, std::ios::trunc).close();
+        c.register_timeout_ms = timeout_ms;
+        interpose::set_config(c);
+        interpose::set_provider_loader(&slow_successful_loader);
+        interpose::activate_tracing();
+        EXPECT_EQ(slurp(report).rfind("traced " + me, 0), 0u) << "timeout " << timeout_ms << ": " << slurp(report);
+    }
     std::remove(report.c_str());
     rmdir(dir);
 }

@@ -32,7 +32,20 @@ TEST_F(EnvTest, DefaultsWhenNothingIsSet) {
     EXPECT_EQ(c.redact, 0u);
     EXPECT_EQ(c.counters_interval_ms, 1000u);
     EXPECT_FALSE(c.debug);
+    EXPECT_EQ(c.register_timeout_ms, 3000) << "lttng-ust's default wait for the session daemon";
     EXPECT_TRUE(errors.empty());
+}
+
+// LTTNG_UST_REGISTER_TIMEOUT is lttng-ust's: read as it reads it (strtol; every negative value is -1).
+TEST_F(EnvTest, TheRegistrationTimeoutIsReadAsLttngUstReadsIt) {
+    const std::pair<const char*, long> cases[] = {{"30000", 30000}, {"-1", -1}, {"-7", -1}, {"0", 0},
+                                                  {"250ms", 250},   {"x", 0}};
+    for (const auto& [text, ms] : cases) {
+        g_env = {{"LTTNG_UST_REGISTER_TIMEOUT", text}};
+        std::string errors;
+        EXPECT_EQ(parse_config(&fake_getenv, &errors).register_timeout_ms, ms) << text;
+        EXPECT_TRUE(errors.empty()) << errors;
+    }
 }
 
 TEST_F(EnvTest, EveryKnobIsParsed) {

@@ -135,8 +135,11 @@ TEST(ProcessReport, CountsTracedAndListsTheOthers) {
         "not-traced pid=11 comm=ib_write_bw reason=provider: dlopen(/x.so): gone\n"
         "traced pid=12 comm=ib_write_bw\n"
         "some future line\n"
+        "partial pid=14 comm=rank reason=registration with the session daemon not complete after 30.0 s\n"
         "not-traced pid=13 comm=a.out reason=no recording session reached this process");
-    EXPECT_EQ(r.traced, 2);
+    EXPECT_EQ(r.traced, 2) << "a partly traced process is not counted as traced";
+    ASSERT_EQ(r.partial.size(), 1u);
+    EXPECT_EQ(r.partial[0], "pid=14 comm=rank reason=registration with the session daemon not complete after 30.0 s");
     ASSERT_EQ(r.not_traced.size(), 2u);
     EXPECT_EQ(r.not_traced[0], "pid=11 comm=ib_write_bw reason=provider: dlopen(/x.so): gone");
     EXPECT_EQ(r.not_traced[1], "pid=13 comm=a.out reason=no recording session reached this process");

@@ -161,10 +161,12 @@ int cmd_record(Args args) {
     }
     // Tracing starts in a process at its first RDMA use: processes that never touch RDMA are not in the trace.
     const ProcessReport report = report_file.read();
-    if (!report_file.path().empty()) fmt::print(stderr, "sigmatrace record: traced processes: {}\n", report.traced);
+    const int traced = report.traced + static_cast<int>(report.partial.size());
+    if (!report_file.path().empty()) fmt::print(stderr, "sigmatrace record: traced processes: {}\n", traced);
     for (const std::string& p : report.not_traced) error("a process used RDMA but is NOT in the trace: " + p);
-    if (!traced_something && report.traced > 0)
-        error(std::to_string(report.traced) + " process(es) started tracing, but the trace is empty");
+    for (const std::string& p : report.partial) error("a process's trace may be INCOMPLETE: " + p);
+    if (!traced_something && traced > 0)
+        error(std::to_string(traced) + " process(es) started tracing, but the trace is empty");
     else if (!traced_something && report.not_traced.empty())
         fmt::print(stderr,
                    "sigmatrace record: note: the trace is empty: no process of the command used RDMA through the "

@@ -20,6 +20,7 @@ ProcessReport parse_process_report(const std::string& text) {
     while (std::getline(in, line)) {
         if (line.rfind("traced ", 0) == 0) ++r.traced;
         else if (line.rfind("not-traced ", 0) == 0) r.not_traced.push_back(line.substr(11));
+        else if (line.rfind("partial ", 0) == 0) r.partial.push_back(line.substr(8));
     }
     return r;
 }

@@ -6,7 +6,8 @@
 // process that starts tracing appends one line (src/interpose/activation.cpp):
 //   traced pid=123 comm=ib_write_bw
 //   not-traced pid=124 comm=ib_write_bw reason=provider: dlopen(...): ...
-// and record reports the processes that used RDMA but could not be traced.
+//   partial pid=125 comm=ib_write_bw reason=registration with the session daemon not complete after 30.0 s ...
+// and record reports the processes that used RDMA but could not be traced, or whose trace may lack events.
 #pragma once
 
 #include <string>
@@ -17,6 +18,7 @@ namespace sigmatrace::record {
 struct ProcessReport {
     int traced = 0;                       // processes whose events reach the session
     std::vector<std::string> not_traced;  // "pid=124 comm=x reason=..." per process that used RDMA untraced
+    std::vector<std::string> partial;     // "pid=125 comm=x reason=..." per process traced, maybe with gaps
 };
 
 // Parses the report file's text (unknown lines are ignored: a newer tracer may say more).
