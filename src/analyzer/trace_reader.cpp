@@ -76,6 +76,23 @@ std::optional<fs::path> failing_stream_file(const std::string& why) {
     return std::nullopt;
 }
 
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+    if (from.empty() || from == to) return;
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+        text.replace(at, from.size(), to);
+}
+
+// The stream file babeltrace2 named, as the user knows it: a file of a scratch directory (below) is a symbolic
+// link to the original.
+fs::path original_stream_file(const fs::path& named) {
+    std::error_code ec;
+    if (fs::is_symlink(named, ec)) {
+        fs::path target = fs::read_symlink(named, ec);
+        if (!ec) return target;
+    }
+    return fs::absolute(named, ec);
+}
+
 // Temporary trace directories (symbolic links to a trace's metadata and its readable stream files), removed
 // when the read ends.
 struct ScratchDirs {
@@ -253,20 +270,28 @@ ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
         std::vector<fs::path> members = original;
         std::set<fs::path> skipped;
         std::string why;
-        bool ok = can_open(fs_cls, members, why);
+        const auto try_open = [&] {
+            const bool opened = can_open(fs_cls, members, why);
+            // babeltrace2 names the files of the scratch copies being tried: say the user's directories instead.
+            for (std::size_t i = 0; i < members.size(); ++i) replace_all(why, members[i].string(), original[i].string());
+            return opened;
+        };
+        bool ok = try_open();
         while (!ok && skipped.size() < 64) {
-            auto bad = failing_stream_file(why);
-            if (!bad || skipped.contains(fs::absolute(*bad))) break;
+            const auto named = failing_stream_file(why);
+            if (!named) break;
+            const fs::path bad = original_stream_file(*named);
+            if (skipped.contains(bad)) break;
             sum.problems.push_back(fmt::format(
                 "Cannot read stream file: path={}, reason={}; the rest of its trace is read without it",
-                bad->string(), why));
-            skipped.insert(fs::absolute(*bad));
+                bad.string(), why));
+            skipped.insert(bad);
             for (auto& m : members) {
                 // Map scratch copies back to the original directory before filtering again.
                 const fs::path orig = original[static_cast<std::size_t>(&m - members.data())];
                 m = scratch.without(orig, skipped);
             }
-            ok = can_open(fs_cls, members, why);
+            ok = try_open();
         }
         if (!ok) {
             sum.problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", original.front().string(), why));
@@ -340,7 +365,10 @@ ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
     consumer.finish();
     sum.events = consumer.events_read();
     sum.foreign_events = consumer.foreign_events();
-    if (sum.events == 0 && !sum.problems.empty()) sum.fatal = true;
+    if (sum.events == 0 && !sum.problems.empty()) {
+        sum.problems.push_back(fmt::format("No event could be read: path={}; nothing to analyze", root.string()));
+        sum.fatal = true;
+    }
     return sum;
 }
 

@@ -504,5 +504,38 @@ TEST_F(BadInput, TruncatedStreamFileIsLeftOut) {
     EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
 }
 
+// After the first unreadable file the reader retries on a scratch copy of the directory, where babeltrace2 names
+// the next one by its scratch path: each is left out once, under its own name (this used to go round 64 times,
+// naming scratch copies, never leaving the second file out).
+TEST_F(BadInput, EveryUnreadableStreamFileIsLeftOutOnceByItsOwnName) {
+    fs::create_directories(tmp_ / "t");
+    fs::copy(fs::path(DATA_DIR) / "discarded", tmp_ / "t/a", fs::copy_options::recursive);
+    fs::copy(fs::path(DATA_DIR) / "mixed", tmp_ / "t/b", fs::copy_options::recursive);
+    fs::resize_file(tmp_ / "t/b/ch_0", 2000);
+    fs::resize_file(tmp_ / "t/b/ch_1", 30000);
+    const CmdResult r =
+        sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet --json " + (tmp_ / "a.json").string(), tmp_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    size_t lines = 0;
+    for (size_t at = r.err.find("Cannot read stream file: "); at != std::string::npos;
+         at = r.err.find("Cannot read stream file: ", at + 1))
+        ++lines;
+    EXPECT_EQ(lines, 2u) << r.err;
+    EXPECT_NE(r.err.find("Cannot read stream file: path=" + (tmp_ / "t/b/ch_0").string() + ","), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("Cannot read stream file: path=" + (tmp_ / "t/b/ch_1").string() + ","), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("sigmatrace-analyze."), std::string::npos) << "no scratch path in messages: " << r.err;
+    const json doc = load(tmp_ / "a.json");
+    EXPECT_GT(doc["trace"]["events"].get<uint64_t>(), 0u) << "the other trace is read";
+    EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
+
+    // Alone, the trace of two unreadable files has nothing to analyze: a usage error that says so.
+    const CmdResult alone = sh(std::string(ANALYZER) + " " + (tmp_ / "t/b").string(), tmp_);
+    EXPECT_EQ(alone.rc, 2) << alone.err;
+    EXPECT_NE(alone.err.find("No event could be read: path=" + (tmp_ / "t/b").string() + "; nothing to analyze"),
+              std::string::npos) << alone.err;
+}
+
 }  // namespace
 }  // namespace sigmatrace::analyzer
