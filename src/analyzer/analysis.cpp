@@ -4,8 +4,10 @@
 
 #include "analyzer/data_link.h"
 #include "analyzer/report_builder.h"
+#include "analyzer/schema_table.h"
 
 namespace sigmatrace::analyzer {
+namespace F = fields;
 
 Analysis::Analysis(AnalysisOptions options)
     : options_(std::move(options)),
@@ -68,6 +70,11 @@ void Analysis::on_event(const DecodedEvent& ev) {
     }
     case EventId::gpu_wqe: recon_.on_gpu_wqe(ev, p); break;
     case EventId::gpu_cqe: recon_.on_gpu_cqe(ev, p); break;
+    case EventId::gpu_watch_stats:
+        topo_.anomalies().gpu_wqes_lost += ev.u(F::gpu_watch_stats::lost_wqes);
+        topo_.anomalies().gpu_wqes_malformed += ev.u(F::gpu_watch_stats::malformed_wqes);
+        break;
+    case EventId::gpu_cq_stats: topo_.anomalies().gpu_cqes_missed += ev.u(F::gpu_cq_stats::missed_cqes); break;
     default: break;  // object life without analysis value yet (MRs, CQ destroy, notifications, counters)
     }
 }

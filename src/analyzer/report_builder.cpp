@@ -634,6 +634,11 @@ json ReportBuilder::warnings() const {
     add(an.post_errors, "work requests were rejected by the post call (not posted)");
     add(an.lost_wrs, "work requests dropped from a queue model that overflowed (their completions were not seen)");
     add(an.schema_mismatch, "processes were traced with an unknown schema major version");
+    add(an.gpu_wqes_lost, "GPU WQEs were overwritten in their ring before the watcher read them (not in the trace; "
+                          "shorter SIGMATRACE_GPU_WATCH_*_PERIOD_US read more often)");
+    add(an.gpu_wqes_malformed, "GPU WQEs did not decode and were skipped (not in the trace)");
+    add(an.gpu_cqes_missed, "GPU completions were consumed by the application before the watcher read them: "
+                            "the WQEs they complete may show as in flight at the end");
     add(a_.traffic_.unresolved().ops, "transfers whose destination could not be resolved (peer not traced?)");
     if (a_.incast_result_.clipped_bytes >= 1.0)
         out.push_back(fmt::format("{} of transfers in flight longer than {} incast windows were left out of the incast "

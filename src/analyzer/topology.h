@@ -98,6 +98,10 @@ struct Anomalies {
     uint64_t lost_wrs = 0;                // WRs dropped from a queue model that overflowed
     uint64_t schema_mismatch = 0;         // processes written by a tracer with an unknown major version
     uint64_t unknown_events = 0;          // events of other providers, or sigmatrace events this version lacks
+    // The GPU watcher's own reports (gpu_watch_stats, gpu_cq_stats): what it could not put in the trace.
+    uint64_t gpu_wqes_lost = 0;           // WQEs overwritten in their ring before the watcher read them
+    uint64_t gpu_wqes_malformed = 0;      // WQEs that did not decode and were skipped
+    uint64_t gpu_cqes_missed = 0;         // completions consumed and invalidated before the watcher read them
 };
 
 class Topology {

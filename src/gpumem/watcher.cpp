@@ -534,6 +534,7 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
             if (consumer_known && ahead != 0 && ahead < (kCqConsumerMask >> 1)) {
                 ++c.ci;  // consumed before we saw it
                 ++stats_.cqes_missed;
+                ++c.missed_pending;
                 continue;
             }
             break;
@@ -544,7 +545,18 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
     if (final) release_held(c, batch, true);
     batch.flush();
     stats_.cqes_seen += seen;
+    report_cq_stats(c);
     return seen;
+}
+
+// The trace must say that completions went by unseen: the analyzer otherwise shows their WQEs as in flight.
+void Watcher::report_cq_stats(CqState& c) {
+    if (c.missed_pending == 0) return;
+    if (ST_TRACE_ENABLED(gpu_cq_stats)) {
+        st_gpu_cq_stats_rec rec{c.q.cqn, c.missed_pending, period_ns()};
+        ST_TRACE_EMIT(gpu_cq_stats, &rec);
+    }
+    c.missed_pending = 0;
 }
 
 }  // namespace sigmatrace::gpumem

@@ -116,6 +116,7 @@ private:
         std::vector<mlx5::Cqe64> held;
         size_t held_head = 0;
         std::vector<size_t> sqs;   // indices into sqs_ of the send queues completing here (link_send_queues)
+        uint64_t missed_pending = 0;  // CQEs consumed before we read them, not yet reported in gpu_cq_stats
     };
     static constexpr size_t kMaxHeldCqes = 256;
 
@@ -126,6 +127,7 @@ private:
     size_t sweep_send_queue(SqState& s, Backlog& backlog, bool final = false);
     size_t sweep_scanned_queue(SqState& s, Backlog& backlog, bool final);
     size_t sweep_completion_queue(CqState& c, bool final = false);
+    void report_cq_stats(CqState& c);
     void link_send_queues();
     SqState* completed_queue(const CqState& c, const mlx5::Cqe64& e);
     bool awaits_decode(const CqState& c, const mlx5::Cqe64& e);

@@ -345,6 +345,37 @@ TEST(Reconstruction, GpuWqesCompleteByWqeCounterOrStayObserved) {
     EXPECT_EQ((m[{"nodeB", "nodeA"}]), 2u * 512);  // observed without CQE: still moved data
 }
 
+// What the GPU watcher could not put in the trace (gpu_watch_stats, gpu_cq_stats) is summed over queues and
+// processes and said in the warnings: without it, a lossy GPU trace reads like a complete one.
+TEST(Reconstruction, GpuWatcherLossesAreWarnedWithTheirTotals) {
+    World w;
+    w.two_nodes();
+    json doc = w.finish();
+    for (const auto& warning : doc["warnings"])
+        EXPECT_EQ(warning.get<std::string>().find("GPU"), std::string::npos) << "nothing lost, nothing said";
+
+    World lossy;
+    lossy.two_nodes();
+    st_gpu_watch_stats_rec a{900, 5, 0, 100000};
+    st_gpu_watch_stats_rec b{901, 7, 2, 5000};
+    st_gpu_watch_stats_rec c{900, 0, 1, 5000};
+    lossy.feed.emit(lossy.t++, World::vpid(0), a);
+    lossy.feed.emit(lossy.t++, World::vpid(1), b);
+    lossy.feed.emit(lossy.t++, World::vpid(0), c);
+    st_gpu_cq_stats_rec m1{0x78, 150, 5000};
+    st_gpu_cq_stats_rec m2{0x79, 3, 5000};
+    lossy.feed.emit(lossy.t++, World::vpid(0), m1);
+    lossy.feed.emit(lossy.t++, World::vpid(1), m2);
+    doc = lossy.finish();
+    std::string all;
+    for (const auto& warning : doc["warnings"]) all += warning.get<std::string>() + "\n";
+    EXPECT_NE(all.find("12 GPU WQEs were overwritten in their ring before the watcher read them"), std::string::npos)
+        << all;
+    EXPECT_NE(all.find("3 GPU WQEs did not decode and were skipped"), std::string::npos) << all;
+    EXPECT_NE(all.find("153 GPU completions were consumed by the application before the watcher read them"),
+              std::string::npos) << all;
+}
+
 TEST(Reconstruction, MalformedSequencesAreCountedNotTrusted) {
     World w;
     w.two_nodes();

@@ -46,6 +46,7 @@ public:
     std::vector<WqeEvent> wqe_events() const { std::lock_guard lk(mu_); return wqe_events_; }
     std::vector<CqeEvent> cqe_events() const { std::lock_guard lk(mu_); return cqe_events_; }
     std::vector<st_gpu_watch_stats_rec> stats() const { std::lock_guard lk(mu_); return stats_; }
+    std::vector<st_gpu_cq_stats_rec> cq_stats() const { std::lock_guard lk(mu_); return cq_stats_; }
     std::vector<st_gpu_umem_reg_rec> umems() const { std::lock_guard lk(mu_); return umems_; }
     std::vector<st_gpu_uar_alloc_rec> uars() const { std::lock_guard lk(mu_); return uars_; }
     std::vector<st_gpu_qp_create_rec> qps() const { std::lock_guard lk(mu_); return qps_; }
@@ -110,6 +111,7 @@ private:
             break;
         }
         case EventId::gpu_watch_stats: self->stats_.push_back(*static_cast<const st_gpu_watch_stats_rec*>(rec)); break;
+        case EventId::gpu_cq_stats: self->cq_stats_.push_back(*static_cast<const st_gpu_cq_stats_rec*>(rec)); break;
         case EventId::gpu_umem_reg: self->umems_.push_back(*static_cast<const st_gpu_umem_reg_rec*>(rec)); break;
         case EventId::gpu_uar_alloc: self->uars_.push_back(*static_cast<const st_gpu_uar_alloc_rec*>(rec)); break;
         case EventId::gpu_qp_create: self->qps_.push_back(*static_cast<const st_gpu_qp_create_rec*>(rec)); break;
@@ -125,6 +127,7 @@ private:
     std::vector<WqeEvent> wqe_events_;
     std::vector<CqeEvent> cqe_events_;
     std::vector<st_gpu_watch_stats_rec> stats_;
+    std::vector<st_gpu_cq_stats_rec> cq_stats_;
     std::vector<st_gpu_umem_reg_rec> umems_;
     std::vector<st_gpu_uar_alloc_rec> uars_;
     std::vector<st_gpu_qp_create_rec> qps_;

@@ -440,6 +440,14 @@ TEST(WatcherCq, NormalCqFollowsOwnerBitsAcrossLapsAndSkipsWhatTheConsumerInvalid
     EXPECT_EQ(counters, expect);
     EXPECT_EQ(w.stats().cqes_seen, 13u);
     EXPECT_EQ(w.stats().cqes_missed, 2u);
+    // And the trace says so, once, for this CQ (the analyzer warns; their WQEs may stay "in flight").
+    const auto reports = trace.cq_stats();
+    ASSERT_EQ(reports.size(), 1u);
+    EXPECT_EQ(reports[0].cqn, 0x78u);
+    EXPECT_EQ(reports[0].missed_cqes, 2u);
+    EXPECT_GT(reports[0].period_ns, 0u);
+    w.sweep_once();
+    EXPECT_EQ(trace.cq_stats().size(), 1u) << "nothing new missed: no new report";
 }
 
 // ------------------------------------------------------------------------------------------ the thread
