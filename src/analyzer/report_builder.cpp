@@ -612,12 +612,19 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
             procs.push_back(j);
             total += n;
         }
+        // Completions a GPU consumer took before the watcher saw them leave their WQEs here too: say so first.
+        const uint64_t missed = a_.topo_.anomalies().gpu_cqes_missed;
+        const std::string why =
+            missed != 0 ? fmt::format("{} GPU completions went by unread (consumed before the watcher read them), or a "
+                                      "crashed or killed process, or a trace stopped early",
+                                      format_count(missed))
+                        : std::string("a crashed or killed process, or a trace stopped early");
         findings.push_back(finding(
             "in_flight_at_end", "warning",
             fmt::format("{} operations of {} process(es) never completed before the trace ended (first: {}, {} "
-                        "ops): a crashed or killed process, or a trace stopped early",
+                        "ops): {}",
                         format_count(total), in_flight.size(), proc_label(in_flight.front().first),
-                        in_flight.front().second),
+                        in_flight.front().second, why),
             json{{"operations", total}, {"processes", procs}}));
     }
 }
