@@ -109,24 +109,39 @@ std::string slurp(const std::string& path) {
     return s.str();
 }
 
+// The report file `sigmatrace record` hands its processes, in a private directory removed afterwards.
+struct RecordReport {
+    RecordReport() {
+        char templ[] = "/tmp/activation-test.XXXXXX";
+        if (mkdtemp(templ) != nullptr) dir = templ;
+        path = dir + "/processes";
+        clear();
+    }
+    ~RecordReport() {
+        std::remove(path.c_str());
+        rmdir(dir.c_str());
+    }
+    void clear() const { std::ofstream(path, std::ios::trunc).close(); }
+    std::string text() const { return slurp(path); }
+    std::string dir, path;
+};
+
 TEST_F(ActivationTest, RecordIsToldWhetherTheProcessIsTraced) {
-    char dir[] = "/tmp/activation-test.XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    const std::string report = std::string(dir) + "/processes";
-    std::ofstream(report).close();
+    const RecordReport r;
+    ASSERT_FALSE(r.dir.empty());
     interpose::Config c;
-    c.record_report = report;
+    c.record_report = r.path;
     interpose::set_config(c);
 
     // Loaded, and the (callback) session has the events enabled: traced.
     interpose::set_provider_loader(&slow_successful_loader);
     interpose::activate_tracing();
     const std::string me = "pid=" + std::to_string(getpid()) + " comm=";
-    EXPECT_EQ(slurp(report).rfind("traced " + me, 0), 0u) << slurp(report);
+    EXPECT_EQ(r.text().rfind("traced " + me, 0), 0u) << r.text();
 
     // The provider cannot be loaded: not traced, and why.
     interpose::reset_activation_for_testing();
-    std::ofstream(report, std::ios::trunc).close();
+    r.clear();
     interpose::set_provider_loader(&failing_loader);
     ::testing::internal::CaptureStderr();
     interpose::activate_tracing();
@@ -134,40 +149,36 @@ TEST_F(ActivationTest, RecordIsToldWhetherTheProcessIsTraced) {
     EXPECT_NE(err.find("cannot load the LTTng provider: dlopen(/x/libsigmatrace-lttng.so): no such file"),
               std::string::npos) << err;
     EXPECT_NE(err.find("is NOT traced"), std::string::npos) << err;
-    const std::string text = slurp(report);
+    const std::string text = r.text();
     EXPECT_EQ(text.rfind("not-traced " + me, 0), 0u) << text;
     EXPECT_NE(text.find("reason=provider: dlopen(/x/libsigmatrace-lttng.so): no such file\n"), std::string::npos) << text;
 
     // Loaded, but no session enabled the events (registration did not complete): not traced.
     interpose::reset_activation_for_testing();
-    std::ofstream(report, std::ios::trunc).close();
+    r.clear();
     capture_.reset();  // the callback backend: no callback = events disabled
     g_capture = nullptr;
     interpose::set_provider_loader([]() -> interpose::ProviderLoad { return {true, {}}; });
     interpose::activate_tracing();
-    EXPECT_NE(slurp(report).find("reason=no recording session reached this process"), std::string::npos)
-        << slurp(report);
-    std::remove(report.c_str());
-    rmdir(dir);
+    EXPECT_NE(r.text().find("reason=no recording session reached this process"), std::string::npos)
+        << r.text();
 }
 
 // lttng-ust's constructor gives up waiting for the session daemon after LTTNG_UST_REGISTER_TIMEOUT; the session
 // may then be only partly set up in the process even though its events are enabled (activation.cpp). A load
 // that lasted the whole timeout is reported as such: to record, and on stderr.
 TEST_F(ActivationTest, ALoadThatOutlastsTheRegistrationTimeoutIsReportedAsPartial) {
-    char dir[] = "/tmp/activation-test.XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    const std::string report = std::string(dir) + "/processes";
-    std::ofstream(report).close();
+    const RecordReport r;
+    ASSERT_FALSE(r.dir.empty());
     interpose::Config c;
-    c.record_report = report;
+    c.record_report = r.path;
     c.register_timeout_ms = 20;  // the loader below takes 50 ms: lttng-ust would have stopped waiting
     interpose::set_config(c);
     interpose::set_provider_loader(&slow_successful_loader);
     ::testing::internal::CaptureStderr();
     interpose::activate_tracing();
     const std::string err = ::testing::internal::GetCapturedStderr();
-    const std::string text = slurp(report);
+    const std::string text = r.text();
     const std::string me = "pid=" + std::to_string(getpid()) + " comm=";
     EXPECT_EQ(text.rfind("partial " + me, 0), 0u) << text;
     EXPECT_NE(text.find(" reason=registration with the session daemon not complete after 0."), std::string::npos)
@@ -182,15 +193,13 @@ TEST_F(ActivationTest, ALoadThatOutlastsTheRegistrationTimeoutIsReportedAsPartia
     // The same load within the timeout, or with lttng-ust told to wait forever (-1) or not at all (0): traced.
     for (const long timeout_ms : {3000L, -1L, 0L}) {
         interpose::reset_activation_for_testing();
-        std::ofstream(report, std::ios::trunc).close();
+        r.clear();
         c.register_timeout_ms = timeout_ms;
         interpose::set_config(c);
         interpose::set_provider_loader(&slow_successful_loader);
         interpose::activate_tracing();
-        EXPECT_EQ(slurp(report).rfind("traced " + me, 0), 0u) << "timeout " << timeout_ms << ": " << slurp(report);
+        EXPECT_EQ(r.text().rfind("traced " + me, 0), 0u) << "timeout " << timeout_ms << ": " << r.text();
     }
-    std::remove(report.c_str());
-    rmdir(dir);
 }
 
 }  // namespace
