@@ -39,6 +39,11 @@ void write_all(int fd, const char* text, size_t n) {
     }
 }
 
+// Writes what snprintf put in `buf` (of `size` bytes; `n` its return value, truncated output included).
+void write_formatted(int fd, const char* buf, size_t size, int n) {
+    if (n > 0) write_all(fd, buf, static_cast<size_t>(n) < size ? static_cast<size_t>(n) : size - 1);
+}
+
 // The process's command name, for messages ("mpirun", "ib_write_bw").
 void command_name(char* out, size_t size) {
     out[0] = '\0';
@@ -73,7 +78,7 @@ void report_to_record(Outcome outcome, const std::string& reason) {
                       ? std::snprintf(line, sizeof line, "traced pid=%d comm=%s\n", static_cast<int>(getpid()), comm)
                       : std::snprintf(line, sizeof line, "%s pid=%d comm=%s reason=%s\n", word,
                                       static_cast<int>(getpid()), comm, reason.c_str());
-    if (n > 0) write_all(fd, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
+    write_formatted(fd, line, sizeof line, n);
     ::close(fd);
 }
 
@@ -109,7 +114,7 @@ void load_provider() {
                                     "sigmatrace: cannot load the LTTng provider: %s; this process (pid %d) is NOT "
                                     "traced (reinstall SigmaTrace, or set SIGMATRACE_PROVIDER to the library)\n",
                                     result.error.c_str(), static_cast<int>(getpid()));
-        if (n > 0) write_all(STDERR_FILENO, msg, static_cast<size_t>(n) < sizeof msg ? static_cast<size_t>(n) : sizeof msg - 1);
+        write_formatted(STDERR_FILENO, msg, sizeof msg, n);
         report_to_record(Outcome::not_traced, "provider: " + result.error);
         return;
     }
@@ -137,7 +142,7 @@ void load_provider() {
                                 "sigmatrace: %s (pid %d; an overloaded machine or session daemon: raise "
                                 "LTTNG_UST_REGISTER_TIMEOUT)\n",
                                 reason, static_cast<int>(getpid()));
-    if (n > 0) write_all(STDERR_FILENO, msg, static_cast<size_t>(n) < sizeof msg ? static_cast<size_t>(n) : sizeof msg - 1);
+    write_formatted(STDERR_FILENO, msg, sizeof msg, n);
     report_to_record(Outcome::partial, reason);
 }
 
