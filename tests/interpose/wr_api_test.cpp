@@ -138,19 +138,25 @@ TEST_F(WrApiTest, FailedCompleteAndAbort) {
     EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{2}));
 }
 
+// Opens a list of `n` unsignaled one-SGE RDMA WRITEs on `qpx` (wr_id i, 64 bytes to 0x1000 * i); the caller
+// completes it.
+void start_write_list(ibv_qp_ex* qpx, uint64_t n) {
+    ibv_wr_start(qpx);
+    for (uint64_t i = 0; i < n; ++i) {
+        qpx->wr_id = i;
+        qpx->wr_flags = 0;
+        ibv_wr_rdma_write(qpx, 1, 0x1000 * i);
+        ibv_wr_set_sge(qpx, 1, 0x1000, 64);
+    }
+}
+
 TEST_F(WrApiTest, ListsLongerThanAnEventAreSplitAndLongerThanTheQueueFlushEarly) {
     FakeDevice dev;
     open(dev);
     FakeCq* cq = dev.make_cq(256);
     ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps, /*depth=*/32);
     clear_events();
-    ibv_wr_start(qpx);
-    for (uint64_t i = 0; i < 70; ++i) {
-        qpx->wr_id = i;
-        qpx->wr_flags = 0;
-        ibv_wr_rdma_write(qpx, 1, 0x1000 * i);
-        ibv_wr_set_sge(qpx, 1, 0x1000, 64);
-    }
+    start_write_list(qpx, 70);
     ASSERT_EQ(ibv_wr_complete(qpx), 0);
     const CapturedEvents ev = events();
     uint32_t total = 0;
@@ -175,13 +181,7 @@ TEST_F(WrApiTest, AFailedLongListReportsItsResultOnItsLastPart) {
     ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps, /*depth=*/128);
     clear_events();
     fake_qp(&qpx->qp_base)->fail_complete = true;
-    ibv_wr_start(qpx);
-    for (uint64_t i = 0; i < 70; ++i) {
-        qpx->wr_id = i;
-        qpx->wr_flags = 0;
-        ibv_wr_rdma_write(qpx, 1, 0x1000 * i);
-        ibv_wr_set_sge(qpx, 1, 0x1000, 64);
-    }
+    start_write_list(qpx, 70);
     EXPECT_EQ(ibv_wr_complete(qpx), EINVAL);
     const CapturedEvents ev = events();
     ASSERT_FALSE(ev.post_send.empty());
