@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "interpose/capture_clock.h"
 #include "interpose/config.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/process_identity.h"
@@ -82,12 +83,6 @@ void report_to_record(Outcome outcome, const std::string& reason) {
     ::close(fd);
 }
 
-int64_t monotonic_ns() {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
 // lttng-ust's constructor (run inside the load) waits for the session daemon's "registration done" at most
 // LTTNG_UST_REGISTER_TIMEOUT, then lets the program go on while its listener thread finishes the registration.
 // Until then the session's objects may be only partly in place. In the one such case seen (a starved machine),
@@ -95,18 +90,18 @@ int64_t monotonic_ns() {
 // counted as discarded: consistent with that CPU's buffer not being mapped yet (lttng-ust's reserve returns
 // -EIO for a buffer it does not have, and nothing counts it). Nothing public says whether the wait ran out;
 // its length does: a load that lasted the whole timeout is one whose wait ran out.
-bool registration_wait_ran_out(int64_t load_ns) {
+bool registration_wait_ran_out(uint64_t load_ns) {
     const long timeout_ms = config().register_timeout_ms;
-    return timeout_ms > 0 && load_ns >= static_cast<int64_t>(timeout_ms) * 1000000;
+    return timeout_ms > 0 && load_ns >= static_cast<uint64_t>(timeout_ms) * 1000000;
 }
 
 void load_provider() {
     const ProviderLoader loader = g_loader.load(std::memory_order_acquire);
     if (loader == nullptr) return;  // unit tests, benchmark: the provider is linked in (or the callback backend)
     tls_activating = true;
-    const int64_t start = monotonic_ns();
+    const uint64_t start = capture_clock::monotonic_ns();
     const ProviderLoad result = loader();
-    const int64_t load_ns = monotonic_ns() - start;
+    const uint64_t load_ns = capture_clock::monotonic_ns() - start;
     tls_activating = false;
     if (!result.loaded) {
         char msg[768];
