@@ -7,10 +7,10 @@ namespace sigmatrace::interpose::deferred {
 namespace {
 
 // Out of line: each expands one tracepoint body.
-__attribute__((noinline)) void emit(const st_post_send_rec* r) noexcept { ST_TRACE_EMIT(post_send, r); }
-__attribute__((noinline)) void emit(const st_post_recv_rec* r) noexcept { ST_TRACE_EMIT(post_recv, r); }
-__attribute__((noinline)) void emit(const st_post_srq_recv_rec* r) noexcept { ST_TRACE_EMIT(post_srq_recv, r); }
-__attribute__((noinline)) void emit(const st_poll_cq_rec* r) noexcept { ST_TRACE_EMIT(poll_cq, r); }
+__attribute__((noinline)) void emit_event(const st_post_send_rec* r) noexcept { ST_TRACE_EMIT(post_send, r); }
+__attribute__((noinline)) void emit_event(const st_post_recv_rec* r) noexcept { ST_TRACE_EMIT(post_recv, r); }
+__attribute__((noinline)) void emit_event(const st_post_srq_recv_rec* r) noexcept { ST_TRACE_EMIT(post_srq_recv, r); }
+__attribute__((noinline)) void emit_event(const st_poll_cq_rec* r) noexcept { ST_TRACE_EMIT(poll_cq, r); }
 
 // A record that may share an event with its neighbours: one whole call that succeeded.
 bool whole_successful_call(const RecordHeader* rec) noexcept {
@@ -50,182 +50,208 @@ uint32_t api_of(const RecordHeader* rec) noexcept {
 
 }  // namespace
 
-bool EventBuilder::joins(const RecordHeader* rec) const noexcept {
-    return kind_ == rec->kind && mergeable_ && n_ + rec->n <= kBatch && handle_of(rec) == handle_ &&
-           api_of(rec) == api_ && whole_successful_call(rec);
+bool EventBuilder::joins(const Open& o, const RecordHeader* rec) noexcept {
+    return o.kind == rec->kind && o.mergeable && o.n + rec->n <= kBatch && handle_of(rec) == o.handle &&
+           api_of(rec) == o.api && whole_successful_call(rec);
 }
 
 void EventBuilder::add(const RecordHeader* rec) noexcept {
-    if (rec->kind == RecordKind::pad) return;
-    if (kind_ != RecordKind::pad && !joins(rec)) flush();
-    if (kind_ == RecordKind::pad) start(rec);
-    append(rec);
+    switch (rec->kind) {
+    case RecordKind::post_send: add_to(sends_, rec); break;
+    case RecordKind::post_recv:
+    case RecordKind::post_srq_recv: add_to(recvs_, rec); break;
+    case RecordKind::poll_cq: add_to(polls_for(rec), rec); break;
+    case RecordKind::pad: break;
+    }
 }
 
-void EventBuilder::start(const RecordHeader* rec) noexcept {
-    kind_ = rec->kind;
-    mergeable_ = whole_successful_call(rec);
-    handle_ = handle_of(rec);
-    api_ = api_of(rec);
-    n_ = 0;
+EventBuilder::OpenPolls& EventBuilder::polls_for(const RecordHeader* rec) noexcept {
+    const uint64_t cq = handle_of(rec);
+    for (OpenPolls& o : polls_)
+        if (o.kind != RecordKind::pad && o.handle == cq) return o;
+    for (OpenPolls& o : polls_)
+        if (o.kind == RecordKind::pad) return o;
+    OpenPolls& older = polls_[0].ts[0] <= polls_[1].ts[0] ? polls_[0] : polls_[1];
+    emit(older);
+    return older;
+}
+
+template <typename O> void EventBuilder::add_to(O& o, const RecordHeader* rec) noexcept {
+    if (o.kind != RecordKind::pad && !joins(o, rec)) emit(o);
+    if (o.kind == RecordKind::pad) start(o, rec);
+    const uint32_t n = rec->n <= kBatch - o.n ? rec->n : kBatch - o.n;
+    const uint64_t ts = capture_clock::to_ns(anchor_, rec->ts);
+    for (uint32_t i = 0; i < n; ++i) o.ts[o.n + i] = ts;
+    append(o, rec, n);
+    o.n += n;
+}
+
+void EventBuilder::start(Open& o, const RecordHeader* rec) noexcept {
+    o.kind = rec->kind;
+    o.mergeable = whole_successful_call(rec);
+    o.handle = handle_of(rec);
+    o.api = api_of(rec);
+    o.n = 0;
     switch (rec->kind) {
     case RecordKind::post_send: {
         const SendFixed* f = fixed_part<SendFixed>(rec);
-        qp_num_ = f->qp_num;
-        ret_ = f->ret;
-        bad_index_ = f->bad_index;
-        batch_offset_ = f->batch_offset;
+        o.qp_num = f->qp_num;
+        o.ret = f->ret;
+        o.bad_index = f->bad_index;
+        o.batch_offset = f->batch_offset;
         break;
     }
     case RecordKind::post_recv:
     case RecordKind::post_srq_recv: {
         const RecvFixed* f = fixed_part<RecvFixed>(rec);
-        qp_num_ = f->qp_num;
-        ret_ = f->ret;
-        bad_index_ = f->bad_index;
-        batch_offset_ = f->batch_offset;
+        o.qp_num = f->qp_num;
+        o.ret = f->ret;
+        o.bad_index = f->bad_index;
+        o.batch_offset = f->batch_offset;
         break;
     }
-    case RecordKind::poll_cq: ret_ = fixed_part<PollFixed>(rec)->ret; break;
+    case RecordKind::poll_cq: o.ret = fixed_part<PollFixed>(rec)->ret; break;
     case RecordKind::pad: break;
     }
 }
 
-void EventBuilder::append(const RecordHeader* rec) noexcept {
-    const uint64_t ts = capture_clock::to_ns(anchor_, rec->ts);
-    const uint32_t n = rec->n <= kBatch - n_ ? rec->n : kBatch - n_;
-    switch (rec->kind) {
-    case RecordKind::post_send: {
-        const SendEntry* e = entries<SendFixed, SendEntry>(rec);
-        for (uint32_t i = 0; i < n; ++i) {
-            const uint32_t k = n_ + i;
-            ts_[k] = ts;
-            wr_id_[k] = e[i].wr_id;
-            raddr_[k] = e[i].raddr;
-            ah_[k] = e[i].ah;
-            flags_[k] = e[i].send_flags;
-            bytes_[k] = e[i].bytes;
-            rkey_[k] = e[i].rkey;
-            imm_[k] = e[i].imm;
-            qpn_[k] = e[i].remote_qpn;
-            num_sge_[k] = e[i].num_sge;
-            opcode_[k] = e[i].opcode;
-        }
-        break;
+void EventBuilder::append(OpenSends& o, const RecordHeader* rec, uint32_t n) noexcept {
+    const SendEntry* e = entries<SendFixed, SendEntry>(rec);
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t k = o.n + i;
+        o.wr_id[k] = e[i].wr_id;
+        o.raddr[k] = e[i].raddr;
+        o.ah[k] = e[i].ah;
+        o.send_flags[k] = e[i].send_flags;
+        o.bytes[k] = e[i].bytes;
+        o.rkey[k] = e[i].rkey;
+        o.imm[k] = e[i].imm;
+        o.remote_qpn[k] = e[i].remote_qpn;
+        o.num_sge[k] = e[i].num_sge;
+        o.opcode[k] = e[i].opcode;
     }
-    case RecordKind::post_recv:
-    case RecordKind::post_srq_recv: {
-        const RecvEntry* e = entries<RecvFixed, RecvEntry>(rec);
-        for (uint32_t i = 0; i < n; ++i) {
-            const uint32_t k = n_ + i;
-            ts_[k] = ts;
-            wr_id_[k] = e[i].wr_id;
-            bytes_[k] = e[i].bytes;
-            num_sge_[k] = e[i].num_sge;
-        }
-        break;
+}
+
+void EventBuilder::append(OpenRecvs& o, const RecordHeader* rec, uint32_t n) noexcept {
+    const RecvEntry* e = entries<RecvFixed, RecvEntry>(rec);
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t k = o.n + i;
+        o.wr_id[k] = e[i].wr_id;
+        o.bytes[k] = e[i].bytes;
+        o.num_sge[k] = e[i].num_sge;
     }
-    case RecordKind::poll_cq: {
-        const CompletionEntry* e = entries<PollFixed, CompletionEntry>(rec);
-        for (uint32_t i = 0; i < n; ++i) {
-            const uint32_t k = n_ + i;
-            ts_[k] = ts;
-            wr_id_[k] = e[i].wr_id;
-            raddr_[k] = e[i].hw_ts;
-            rkey_[k] = e[i].vendor_err;
-            bytes_[k] = e[i].byte_len;
-            qpn_[k] = e[i].qp_num;
-            src_qp_[k] = e[i].src_qp;
-            flags_[k] = e[i].wc_flags;
-            imm_[k] = e[i].imm;
-            status_[k] = e[i].status;
-            opcode_[k] = e[i].opcode;
-        }
-        break;
+}
+
+void EventBuilder::append(OpenPolls& o, const RecordHeader* rec, uint32_t n) noexcept {
+    const CompletionEntry* e = entries<PollFixed, CompletionEntry>(rec);
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t k = o.n + i;
+        o.wr_id[k] = e[i].wr_id;
+        o.hw_ts[k] = e[i].hw_ts;
+        o.vendor_err[k] = e[i].vendor_err;
+        o.byte_len[k] = e[i].byte_len;
+        o.qp_num[k] = e[i].qp_num;
+        o.src_qp[k] = e[i].src_qp;
+        o.wc_flags[k] = e[i].wc_flags;
+        o.imm[k] = e[i].imm;
+        o.status[k] = e[i].status;
+        o.opcode[k] = e[i].opcode;
     }
-    case RecordKind::pad: break;
-    }
-    n_ += n;
 }
 
 void EventBuilder::flush() noexcept {
-    switch (kind_) {
-    case RecordKind::post_send: emit_post_send(); break;
-    case RecordKind::post_recv: emit_recv<st_post_recv_rec>(); break;
-    case RecordKind::post_srq_recv: emit_recv<st_post_srq_recv_rec>(); break;
-    case RecordKind::poll_cq: emit_poll(); break;
-    case RecordKind::pad: return;
+    // At most four open events: emit the one whose first element is oldest until none is left.
+    for (;;) {
+        Open* opens[] = {&sends_, &recvs_, &polls_[0], &polls_[1]};
+        Open* oldest = nullptr;
+        for (Open* o : opens)
+            if (o->kind != RecordKind::pad && (oldest == nullptr || o->ts[0] < oldest->ts[0])) oldest = o;
+        if (oldest == nullptr) return;
+        if (oldest == &sends_) emit(sends_);
+        else if (oldest == &recvs_) emit(recvs_);
+        else emit(*static_cast<OpenPolls*>(oldest));
     }
-    kind_ = RecordKind::pad;
-    n_ = 0;
 }
 
-void EventBuilder::emit_post_send() noexcept {
+void EventBuilder::emit(OpenSends& o) noexcept {
     const uint32_t redact = redact_bits();  // not config(): this may run on the emitter thread
     if (redact & kRedactAddresses)
-        for (uint32_t i = 0; i < n_; ++i) raddr_[i] = 0;
+        for (uint32_t i = 0; i < o.n; ++i) o.raddr[i] = 0;
     if (redact & kRedactKeys)
-        for (uint32_t i = 0; i < n_; ++i) rkey_[i] = 0;
+        for (uint32_t i = 0; i < o.n; ++i) o.rkey[i] = 0;
     st_post_send_rec r{};
-    r.qp = handle_;
-    r.qp_num = qp_num_;
-    r.ret = ret_;
-    r.bad_index = bad_index_;
-    r.api = api_;
-    r.batch_offset = batch_offset_;
-    r.n = n_;
-    r.wr_id = wr_id_;
-    r.opcode = opcode_;
-    r.send_flags = flags_;
-    r.num_sge = num_sge_;
-    r.bytes = bytes_;
-    r.raddr = raddr_;
-    r.rkey = rkey_;
-    r.imm = imm_;
-    r.remote_qpn = qpn_;
-    r.ah = ah_;
-    r.ts = ts_;
-    emit(&r);
+    r.qp = o.handle;
+    r.qp_num = o.qp_num;
+    r.ret = o.ret;
+    r.bad_index = o.bad_index;
+    r.api = o.api;
+    r.batch_offset = o.batch_offset;
+    r.n = o.n;
+    r.wr_id = o.wr_id;
+    r.opcode = o.opcode;
+    r.send_flags = o.send_flags;
+    r.num_sge = o.num_sge;
+    r.bytes = o.bytes;
+    r.raddr = o.raddr;
+    r.rkey = o.rkey;
+    r.imm = o.imm;
+    r.remote_qpn = o.remote_qpn;
+    r.ah = o.ah;
+    r.ts = o.ts;
+    emit_event(&r);
+    o.kind = RecordKind::pad;
+    o.n = 0;
 }
 
-template <typename Rec> void EventBuilder::emit_recv() noexcept {
+namespace {
+template <typename Rec, typename O> void emit_recv_event(const O& o) noexcept {
     Rec r{};
     if constexpr (requires { r.qp; }) {
-        r.qp = handle_;
-        r.qp_num = qp_num_;
+        r.qp = o.handle;
+        r.qp_num = o.qp_num;
     } else {
-        r.srq = handle_;
+        r.srq = o.handle;
     }
-    r.ret = ret_;
-    r.bad_index = bad_index_;
-    r.batch_offset = batch_offset_;
-    r.n = n_;
-    r.wr_id = wr_id_;
-    r.num_sge = num_sge_;
-    r.bytes = bytes_;
-    r.ts = ts_;
-    emit(&r);
+    r.ret = o.ret;
+    r.bad_index = o.bad_index;
+    r.batch_offset = o.batch_offset;
+    r.n = o.n;
+    r.wr_id = o.wr_id;
+    r.num_sge = o.num_sge;
+    r.bytes = o.bytes;
+    r.ts = o.ts;
+    emit_event(&r);
+}
+}  // namespace
+
+void EventBuilder::emit(OpenRecvs& o) noexcept {
+    if (o.kind == RecordKind::post_recv) emit_recv_event<st_post_recv_rec>(o);
+    else emit_recv_event<st_post_srq_recv_rec>(o);
+    o.kind = RecordKind::pad;
+    o.n = 0;
 }
 
-void EventBuilder::emit_poll() noexcept {
+void EventBuilder::emit(OpenPolls& o) noexcept {
     st_poll_cq_rec r{};
-    r.cq = handle_;
+    r.cq = o.handle;
     // A merged event: what one poll returning all of them would have said.
-    r.ret = mergeable_ ? static_cast<int32_t>(n_) : ret_;
-    r.api = api_;
-    r.n = n_;
-    r.wr_id = wr_id_;
-    r.status = status_;
-    r.opcode = opcode_;
-    r.vendor_err = rkey_;
-    r.byte_len = bytes_;
-    r.qp_num = qpn_;
-    r.src_qp = src_qp_;
-    r.wc_flags = flags_;
-    r.imm = imm_;
-    r.hw_ts = raddr_;
-    r.ts = ts_;
-    emit(&r);
+    r.ret = o.mergeable ? static_cast<int32_t>(o.n) : o.ret;
+    r.api = o.api;
+    r.n = o.n;
+    r.wr_id = o.wr_id;
+    r.status = o.status;
+    r.opcode = o.opcode;
+    r.vendor_err = o.vendor_err;
+    r.byte_len = o.byte_len;
+    r.qp_num = o.qp_num;
+    r.src_qp = o.src_qp;
+    r.wc_flags = o.wc_flags;
+    r.imm = o.imm;
+    r.hw_ts = o.hw_ts;
+    r.ts = o.ts;
+    emit_event(&r);
+    o.kind = RecordKind::pad;
+    o.n = 0;
 }
 
 }  // namespace sigmatrace::interpose::deferred

@@ -50,16 +50,25 @@ protected:
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(q->qp(), &wr, &bad);
     }
-    int poll(int max) {
-        std::array<ibv_wc, 32> wc{};
-        return ibv_poll_cq(cq_->cq(), max, wc.data());
+    int post_recv(FakeQp* q, uint64_t wr_id) {
+        ibv_sge sge{0x2000, 128, 0x11};
+        ibv_recv_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        return ibv_post_recv(q->qp(), &wr, &bad);
     }
-    void complete(uint64_t wr_id) {
+    int poll(int max, FakeCq* cq = nullptr) {
+        std::array<ibv_wc, 32> wc{};
+        return ibv_poll_cq((cq != nullptr ? cq : cq_)->cq(), max, wc.data());
+    }
+    void complete(uint64_t wr_id, FakeCq* cq = nullptr) {
         FakeCompletion c;
         c.wr_id = wr_id;
         c.opcode = IBV_WC_RDMA_WRITE;
         c.qp_num = qp_a_->qp()->qp_num;
-        cq_->push(c);
+        (cq != nullptr ? cq : cq_)->push(c);
     }
 
     FakeDevice dev_;
@@ -107,7 +116,7 @@ TEST_F(DeferredEmissionTest, AFailedPostIsAnEventOfItsOwnWithItsResult) {
     EXPECT_EQ(ev.post_send[2].ret, 0);
 }
 
-TEST_F(DeferredEmissionTest, AnotherQpOrAnotherKindInBetweenStartsANewEvent) {
+TEST_F(DeferredEmissionTest, AnotherQpInBetweenStartsANewEventAPollDoesNot) {
     ASSERT_EQ(post(qp_a_, 1), 0);
     ASSERT_EQ(post(qp_b_, 2), 0);
     ASSERT_EQ(post(qp_a_, 3), 0);
@@ -115,16 +124,103 @@ TEST_F(DeferredEmissionTest, AnotherQpOrAnotherKindInBetweenStartsANewEvent) {
     ASSERT_EQ(poll(4), 1);
     ASSERT_EQ(post(qp_a_, 4), 0);
     const CapturedEvents ev = events();
-    ASSERT_EQ(ev.post_send.size(), 4u);
+    ASSERT_EQ(ev.post_send.size(), 3u);
     EXPECT_EQ(ev.post_send[0].wr_id, std::vector<uint64_t>{1});
     EXPECT_EQ(ev.post_send[1].wr_id, std::vector<uint64_t>{2});
-    EXPECT_EQ(ev.post_send[2].wr_id, std::vector<uint64_t>{3});
-    EXPECT_EQ(ev.post_send[3].wr_id, std::vector<uint64_t>{4});
+    // The poll captured between 3 and 4 does not cut their event; each keeps its own capture time.
+    EXPECT_EQ(ev.post_send[2].wr_id, (std::vector<uint64_t>{3, 4}));
+    ASSERT_EQ(ev.post_send[2].ts.size(), 2u);
     ASSERT_EQ(ev.poll_cq.size(), 1u);
-    // The thread's order survives: post, post, post, poll, post.
+    EXPECT_EQ(ev.poll_cq[0].wr_id, std::vector<uint64_t>{1});
+    ASSERT_EQ(ev.poll_cq[0].ts.size(), 1u);
+    EXPECT_LE(ev.post_send[2].ts[0], ev.poll_cq[0].ts[0]);
+    EXPECT_LE(ev.poll_cq[0].ts[0], ev.post_send[2].ts[1]);
+    // Emission order: each event when the next record of its kind could not join it, the two left open at
+    // the end older first (post 3 was captured before the poll).
     const std::vector<EventId> data(ev.order.begin(), ev.order.end());
-    EXPECT_EQ(data, (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::post_send, EventId::poll_cq,
-                                          EventId::post_send}));
+    EXPECT_EQ(data, (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::post_send, EventId::poll_cq}));
+}
+
+// ib_write_bw's pattern: post, poll its completion, post, ... Posts fill one event, polls another.
+TEST_F(DeferredEmissionTest, PostsAndPollsInTurnEachFillAnEvent) {
+    constexpr uint64_t kRounds = 20;
+    for (uint64_t id = 1; id <= kRounds; ++id) {
+        ASSERT_EQ(post(qp_a_, id), 0);
+        complete(id);
+        ASSERT_EQ(poll(4), 1);
+    }
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    ASSERT_EQ(ev.poll_cq.size(), 1u);
+    std::vector<uint64_t> ids(kRounds);
+    std::iota(ids.begin(), ids.end(), 1);
+    EXPECT_EQ(ev.post_send[0].wr_id, ids);
+    EXPECT_EQ(ev.poll_cq[0].wr_id, ids);
+    EXPECT_EQ(ev.poll_cq[0].ret, static_cast<int32_t>(kRounds));
+    ASSERT_EQ(ev.post_send[0].ts.size(), kRounds);
+    ASSERT_EQ(ev.poll_cq[0].ts.size(), kRounds);
+    for (uint64_t k = 0; k < kRounds; ++k) {
+        EXPECT_LE(ev.post_send[0].ts[k], ev.poll_cq[0].ts[k]) << k;  // each WR posted before its completion
+        if (k + 1 < kRounds) {
+            EXPECT_LE(ev.poll_cq[0].ts[k], ev.post_send[0].ts[k + 1]) << k;
+        }
+    }
+}
+
+// ib_send_lat's pattern: the poll that returns a receive, the repost, the reply. One event of each kind,
+// emitted oldest first at the end of the drain.
+TEST_F(DeferredEmissionTest, APollARepostAndAReplyInTurnEachFillAnEvent) {
+    constexpr uint64_t kRounds = 10;
+    for (uint64_t id = 1; id <= kRounds; ++id) {
+        complete(100 + id);
+        ASSERT_EQ(poll(4), 1);
+        ASSERT_EQ(post_recv(qp_a_, 200 + id), 0);
+        ASSERT_EQ(post(qp_a_, 300 + id), 0);
+    }
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.poll_cq.size(), 1u);
+    ASSERT_EQ(ev.post_recv.size(), 1u);
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    EXPECT_EQ(ev.poll_cq[0].n, kRounds);
+    EXPECT_EQ(ev.post_recv[0].n, kRounds);
+    EXPECT_EQ(ev.post_send[0].n, kRounds);
+    EXPECT_EQ(ev.post_recv[0].wr_id.back(), 200 + kRounds);
+    EXPECT_EQ(ev.post_recv[0].bytes, std::vector<uint32_t>(kRounds, 128));
+    EXPECT_EQ(ev.post_send[0].wr_id.front(), 301u);
+    for (uint64_t k = 0; k < kRounds; ++k) {
+        EXPECT_LE(ev.poll_cq[0].ts[k], ev.post_recv[0].ts[k]) << k;
+        EXPECT_LE(ev.post_recv[0].ts[k], ev.post_send[0].ts[k]) << k;
+    }
+    const std::vector<EventId> data(ev.order.begin(), ev.order.end());
+    EXPECT_EQ(data, (std::vector<EventId>{EventId::poll_cq, EventId::post_recv, EventId::post_send}));
+}
+
+// Two CQs polled in turn (a send CQ and a receive CQ) each fill an event; a third CQ's poll takes the place of
+// the older of the two, which goes out then.
+TEST_F(DeferredEmissionTest, PollsOfTwoCqsInTurnEachFillAnEventAThirdTakesTheOldersPlace) {
+    FakeCq* cq2 = dev_.make_cq(64);
+    FakeCq* cq3 = dev_.make_cq(64);
+    clear_events();
+    for (uint64_t id = 1; id <= 5; ++id) {
+        complete(10 + id);
+        ASSERT_EQ(poll(4), 1);
+        complete(20 + id, cq2);
+        ASSERT_EQ(poll(4, cq2), 1);
+    }
+    complete(31, cq3);
+    ASSERT_EQ(poll(4, cq3), 1);
+    complete(16);
+    ASSERT_EQ(poll(4), 1);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.poll_cq.size(), 4u);
+    // cq_'s five (older than cq2's) made room for cq3's; cq_'s sixth poll then took cq2's place.
+    EXPECT_EQ(ev.poll_cq[0].cq, reinterpret_cast<uint64_t>(cq_->cq()));
+    EXPECT_EQ(ev.poll_cq[0].wr_id, (std::vector<uint64_t>{11, 12, 13, 14, 15}));
+    EXPECT_EQ(ev.poll_cq[0].ret, 5);
+    EXPECT_EQ(ev.poll_cq[1].cq, reinterpret_cast<uint64_t>(cq2->cq()));
+    EXPECT_EQ(ev.poll_cq[1].wr_id, (std::vector<uint64_t>{21, 22, 23, 24, 25}));
+    EXPECT_EQ(ev.poll_cq[2].wr_id, std::vector<uint64_t>{31});
+    EXPECT_EQ(ev.poll_cq[3].wr_id, std::vector<uint64_t>{16});
 }
 
 TEST_F(DeferredEmissionTest, AnEventHoldsAtMostTheBatchLimit) {
