@@ -6,8 +6,8 @@
 //
 // Records become LTTng events (drained):
 //   - by their own thread when it is idle: an empty poll (ibv_poll_cq returning 0, an empty start_poll) drains
-//     everything once 16 KiB wait (kIdleDrainBytes) or the oldest record is half the age bound old; before blocking in
-//     ibv_get_cq_event, and before destroying a QP/CQ or closing a device, everything;
+//     everything once 16 KiB wait (kIdleDrainBytes) or the oldest record is half the age bound old; before
+//     blocking in ibv_get_cq_event, and before destroying a QP/CQ or closing a device, everything;
 //   - by their own thread on the data path when the ring is full, or when its oldest record is older than the
 //     age bound (SIGMATRACE_DEFER_MAX_AGE_US) at the next capture;
 //   - by the emitter thread (SCHED_IDLE), every age bound, for records older than two bounds: a thread that
