@@ -66,7 +66,9 @@ run() {
     { echo "$tag failed:" >&2; cat "$work/$tag.log" "$work/$tag"/*.out >&2; exit 1; }
   grep -q 'discarded events: 0' "$work/$tag.log" || echo "warning: events were discarded in $tag" >&2
   rm -rf "$work/$tag.trace"
-  echo "$(awk "/^ *#bytes/ { getline; print $result; exit }" "$work/$tag/client.out") $(share "$work/$tag.perf" "$iters")"
+  local value
+  value=$(awk "/^ *#bytes/ { getline; print $result; exit }" "$work/$tag/client.out")
+  echo "$value $(share "$work/$tag.perf" "$iters")"
 }
 
 : >"$work/shares"
@@ -78,4 +80,5 @@ for r in $(seq "$rounds"); do
 done
 sort -g "$work/shares" | awk '{ v[NR] = $1 } END {
   m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-  printf "\nmedian of %d: tracer %.2f%% of the client CPU (%.2f..%.2f) -> expected bandwidth ratio %.3f (goal >= 0.98)\n", NR, m, v[1], v[NR], 1 - m / 100 }'
+  printf "\nmedian of %d: tracer %.2f%% of the client CPU (%.2f..%.2f)", NR, m, v[1], v[NR]
+  printf " -> expected bandwidth ratio %.3f (goal >= 0.98)\n", 1 - m / 100 }'

@@ -138,7 +138,8 @@ TEST_F(DeferredEmissionTest, AnotherQpInBetweenStartsANewEventAPollDoesNot) {
     // Emission order: each event when the next record of its kind could not join it, the two left open at
     // the end older first (post 3 was captured before the poll).
     const std::vector<EventId> data(ev.order.begin(), ev.order.end());
-    EXPECT_EQ(data, (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::post_send, EventId::poll_cq}));
+    EXPECT_EQ(data,
+              (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::post_send, EventId::poll_cq}));
 }
 
 // ib_write_bw's pattern: post, poll its completion, post, ... Posts fill one event, polls another.
