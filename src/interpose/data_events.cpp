@@ -242,16 +242,7 @@ void trace_completion_batch(const void* cq, const CompletionBatch& b) noexcept {
     r.api = kApiCqEx;
     r.ts = kNoCaptureTime;
     r.n = b.n;
-    r.wr_id = b.wr_id;
-    r.status = b.status;
-    r.opcode = b.opcode;
-    r.vendor_err = b.vendor_err;
-    r.byte_len = b.byte_len;
-    r.qp_num = b.qp_num;
-    r.src_qp = b.src_qp;
-    r.wc_flags = b.wc_flags;
-    r.imm = b.imm;
-    r.hw_ts = b.hw_ts;
+    point_at_completions(r, b);
     emit(&r);
 }
 

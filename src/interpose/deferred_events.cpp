@@ -1,6 +1,7 @@
 #include "interpose/deferred_events.h"
 
 #include "interpose/config.h"
+#include "interpose/object_state.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose::deferred {
@@ -238,16 +239,7 @@ void EventBuilder::emit(OpenPolls& o) noexcept {
     r.ret = o.mergeable ? static_cast<int32_t>(o.n) : o.ret;
     r.api = o.api;
     r.n = o.n;
-    r.wr_id = o.wr_id;
-    r.status = o.status;
-    r.opcode = o.opcode;
-    r.vendor_err = o.vendor_err;
-    r.byte_len = o.byte_len;
-    r.qp_num = o.qp_num;
-    r.src_qp = o.src_qp;
-    r.wc_flags = o.wc_flags;
-    r.imm = o.imm;
-    r.hw_ts = o.hw_ts;
+    point_at_completions(r, o);
     r.ts = o.ts;
     emit_event(&r);
     o.kind = RecordKind::pad;
