@@ -163,14 +163,20 @@ void EventBuilder::append(OpenPolls& o, const RecordHeader* rec, uint32_t n) noe
 void EventBuilder::flush() noexcept {
     // At most four open events: emit the one whose first element is oldest until none is left.
     for (;;) {
-        Open* opens[] = {&sends_, &recvs_, &polls_[0], &polls_[1]};
         Open* oldest = nullptr;
-        for (Open* o : opens)
+        for (Open* o : all_open())
             if (o->kind != RecordKind::pad && (oldest == nullptr || o->ts[0] < oldest->ts[0])) oldest = o;
         if (oldest == nullptr) return;
         if (oldest == &sends_) emit(sends_);
         else if (oldest == &recvs_) emit(recvs_);
         else emit(*static_cast<OpenPolls*>(oldest));
+    }
+}
+
+void EventBuilder::discard() noexcept {
+    for (Open* o : all_open()) {
+        o->kind = RecordKind::pad;
+        o->n = 0;
     }
 }
 

@@ -20,6 +20,7 @@
 // analyzer orders elements by it (docs/analyzer.md, reordering).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include <sigmatrace/schema.h>
@@ -29,19 +30,25 @@
 
 namespace sigmatrace::interpose::deferred {
 
-// One consumer's run of records. Allocates nothing, takes no lock: usable from the emitter thread, exit paths
-// and signal handlers (~6 KiB of stack). May change errno (callers keep it).
+// A consumer's runs of records. Allocates nothing, takes no lock: usable from the emitter thread, exit paths
+// and signal handlers. ~6 KiB, so it lives with its ring (deferred_rings.cpp), used only by the consumer that
+// holds the ring, rather than on a consumer's stack: a fatal-signal handler may run on a small alternate stack.
+// May change errno (callers keep it).
 class EventBuilder {
 public:
-    explicit EventBuilder(const capture_clock::Anchor& anchor) noexcept : anchor_(anchor) {}
+    EventBuilder() noexcept = default;
     EventBuilder(const EventBuilder&) = delete;
     EventBuilder& operator=(const EventBuilder&) = delete;
-    ~EventBuilder() { flush(); }
+
+    // A run starts with the conversion point its capture times are converted with and ends with flush().
+    void start_run(const capture_clock::Anchor& anchor) noexcept { anchor_ = anchor; }
 
     // Adds `rec`'s elements to the open event of its kind, emitting that one first when `rec` cannot join it.
     void add(const RecordHeader* rec) noexcept;
     // Emits the open events, if any, in the order of their first elements' capture times.
     void flush() noexcept;
+    // Forgets the open events without emitting them (a forked child: they are its parent's).
+    void discard() noexcept;
 
 private:
     static constexpr uint32_t kBatch = SIGMATRACE_MAX_BATCH;
@@ -87,6 +94,7 @@ private:
         uint8_t opcode[kBatch];
     };
 
+    std::array<Open*, 4> all_open() noexcept { return {&sends_, &recvs_, &polls_[0], &polls_[1]}; }
     // Adds `rec` to `o` (its kind's open event), emitting `o` first when `rec` cannot join it.
     template <typename O> void add_to(O& o, const RecordHeader* rec) noexcept;
     // The open poll event `rec` goes to: the one of its CQ, else a free one, else the older one (emitted then).
@@ -100,7 +108,7 @@ private:
     static void emit(OpenRecvs& o) noexcept;
     static void emit(OpenPolls& o) noexcept;
 
-    const capture_clock::Anchor anchor_;
+    capture_clock::Anchor anchor_;
     OpenSends sends_;
     OpenRecvs recvs_;
     OpenPolls polls_[2];

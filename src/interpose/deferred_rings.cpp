@@ -30,6 +30,8 @@ struct RingSlot {
     Ring ring;
     std::atomic<pid_t> owner{0};       // tid of the thread producing into it, 0 when free
     std::atomic<RingSlot*> next{nullptr};
+    // The events being built from this ring's records: only the consumer holding the ring uses it.
+    EventBuilder events;
 };
 
 namespace {
@@ -75,11 +77,10 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
             nanosleep(&pause, nullptr);
         }
     }
-    uint32_t n = 0;
-    {
-        EventBuilder events(capture_clock::anchor_now());
-        n = r.consume(cutoff, max_records, [&events](const RecordHeader* h) { events.add(h); });
-    }  // the last event goes out before another consumer may take the ring
+    EventBuilder& events = slot.events;
+    events.start_run(capture_clock::anchor_now());
+    const uint32_t n = r.consume(cutoff, max_records, [&events](const RecordHeader* h) { events.add(h); });
+    events.flush();  // the last events go out before another consumer may take the ring
     if (&slot == tls_slot) r.rewind_if_empty_by_producer();
     r.unlock_consumer();
     return n;
@@ -228,6 +229,7 @@ void after_fork_child() noexcept {
     bool mine = false;
     for (RingSlot* s = g_rings.load(std::memory_order_relaxed); s != nullptr; s = s->next.load(std::memory_order_relaxed)) {
         s->ring.drop_all_after_fork();
+        s->events.discard();  // a thread of the parent may have been building events from it
         if (s == tls_slot) {
             s->owner.store(me, std::memory_order_relaxed);
             mine = true;

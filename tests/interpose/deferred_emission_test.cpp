@@ -5,10 +5,12 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <numeric>
 #include <vector>
 
 #include "interpose/capture_clock.h"
+#include "interpose/deferred_events.h"
 #include "interpose/deferred_ring.h"
 #include "support/shim_fixture.h"
 
@@ -264,6 +266,34 @@ TEST_F(DeferredEmissionTest, AnEmptyPollDrainsOnlyOnceEnoughWaits) {
     for (const cap_post_send& e : ev.post_send) wrs += e.n;
     EXPECT_EQ(wrs, posts);
     EXPECT_EQ(ev.post_send.size(), (posts + SIGMATRACE_MAX_BATCH - 1) / SIGMATRACE_MAX_BATCH);
+}
+
+// The builder alone: what it holds open is emitted by flush() and forgotten by discard() (a forked child must
+// not emit the events a thread of its parent was building).
+TEST_F(DeferredEmissionTest, TheBuilderFlushesWhatItHoldsAndDiscardForgetsIt) {
+    using namespace interpose::deferred;
+    alignas(kAlign) std::array<std::byte, record_size<SendFixed, SendEntry>(1)> memory{};
+    auto* rec = reinterpret_cast<RecordHeader*>(memory.data());
+    *rec = RecordHeader{static_cast<uint32_t>(memory.size()), RecordKind::post_send, 1,
+                        interpose::capture_clock::now_ticks()};
+    *fixed_part<SendFixed>(rec) = SendFixed{0x1234, 77, 0, -1, 0, 0, 0};
+    *entries<SendFixed, SendEntry>(rec) = SendEntry{7, 0xabc, 0, 0, 64, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0};
+    auto builder = std::make_unique<EventBuilder>();
+    builder->start_run(interpose::capture_clock::anchor_now());
+    builder->add(rec);
+    builder->discard();
+    builder->flush();
+    EXPECT_EQ(capture_->total(), 0u);
+    builder->start_run(interpose::capture_clock::anchor_now());
+    builder->add(rec);
+    builder->add(rec);
+    EXPECT_EQ(capture_->total(), 0u);  // open until flushed
+    builder->flush();
+    const CapturedEvents ev = capture_->snapshot();
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    EXPECT_EQ(ev.post_send[0].qp_num, 77u);
+    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{7, 7}));
+    EXPECT_EQ(ev.post_send[0].bytes, (std::vector<uint32_t>{64, 64}));
 }
 
 // The ring alone: after its own thread emptied it, the next record starts at the buffer's beginning again.
