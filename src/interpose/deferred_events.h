@@ -86,7 +86,7 @@ private:
         uint64_t hw_ts[kBatch];
         uint32_t vendor_err[kBatch];
         uint32_t byte_len[kBatch];
-        uint32_t qp_num[kBatch];
+        uint32_t qp_num[kBatch];  // each completion's (hides Open::qp_num, a post event's; polls have none)
         uint32_t src_qp[kBatch];
         uint32_t wc_flags[kBatch];
         uint32_t imm[kBatch];
