@@ -16,8 +16,8 @@
 # fabric_pingpong.sh measure the whole effect.
 #
 # BW_ITERS (default 150000) sets the iterations; KEEP=1 keeps the work directory (perf data, client output).
-# Needs `perf` (linux-perf) and root for the sandbox; runs itself inside tests/support/sandbox.sh like
-# perftest_overhead.sh.
+# Needs `perf` (linux-perf) and root (the sandbox, and kernel symbols in the samples); runs itself inside
+# tests/support/sandbox.sh like perftest_overhead.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:-$here/build}" && pwd)
@@ -42,7 +42,8 @@ exec perf record -q -F 4999 -e cpu-clock -o "$data" "$@"
 EOF
 chmod +x "$work/sampled.sh"
 
-# share DATA ITERS: "<tracer %> <window s> <tracer ns per iteration>" over the transfer window.
+# share DATA ITERS: "<tracer %> <window s> <tracer ns per iteration>" over the transfer window; fails (exit 3)
+# when no sample of the client fell inside the fabric's send.
 share() {
   perf script -i "$1" -F comm,time,ip,sym,dso 2>/dev/null | awk -v iters="$2" '
     {
@@ -51,14 +52,15 @@ share() {
       if ($0 ~ / process_vm_rw_core/) { if (first == 0) first = t; last = t }
     }
     END {
-      if (first == 0) { print "no transfer samples"; exit 1 }
+      if (first == 0) exit 3
       for (i = 1; i <= n; i++) if (time[i] >= first && time[i] <= last) { in_window++; traced += tracer[i] }
       s = traced / in_window; w = last - first
       printf "%.2f %.3f %.1f\n", 100 * s, w, s * w * 1e9 / iters
     }'
 }
 
-# One traced run; prints "<result> <share line>". $1 tag, $2 awk program for the result, $3 iterations, rest: program
+# run TAG RESULT_FIELD ITERS PROGRAM...: one traced run; writes "<result> <share line>" to $work/TAG.result.
+# Runs in the script's own shell, so a failure ends the script.
 run() {
   local tag=$1 result=$2 iters=$3; shift 3
   "$sigmatrace" record -o "$work/$tag.trace" -- "$pair" "$sigmatrace" "$tag" "$work/$tag" -- \
@@ -66,14 +68,22 @@ run() {
     { echo "$tag failed:" >&2; cat "$work/$tag.log" "$work/$tag"/*.out >&2; exit 1; }
   grep -q 'discarded events: 0' "$work/$tag.log" || echo "warning: events were discarded in $tag" >&2
   rm -rf "$work/$tag.trace"
-  local value
+  local value shares
   value=$(awk "/^ *#bytes/ { getline; print $result; exit }" "$work/$tag/client.out")
-  echo "$value $(share "$work/$tag.perf" "$iters")"
+  [[ -n $value ]] ||
+    { echo "$tag: no result line in the client's output:" >&2; cat "$work/$tag/client.out" >&2; exit 1; }
+  shares=$(share "$work/$tag.perf" "$iters") || {
+    echo "$tag: no sample of the client inside process_vm_rw_core (the fabric's send): perf cannot see kernel" \
+         "symbols (run as root, or lower kernel.kptr_restrict and kernel.perf_event_paranoid)" >&2
+    exit 1
+  }
+  echo "$value $shares" >"$work/$tag.result"
 }
 
 : >"$work/shares"
 for r in $(seq "$rounds"); do
-  read -r bw pct win ns <<<"$(run "bw$r" '$4' "$bw_iters" ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters")"
+  run "bw$r" '$4' "$bw_iters" ib_write_bw -d sfab_0 -s 65536 -n "$bw_iters"
+  read -r bw pct win ns <"$work/bw$r.result"
   echo "$pct" >>"$work/shares"
   echo "round $r: ib_write_bw $bw MB/s; tracer $pct% of the client's CPU over a ${win} s transfer window," \
        "$ns ns per 64 KiB WRITE"
