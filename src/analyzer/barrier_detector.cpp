@@ -86,6 +86,7 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
         last_word_ = it->second.get();
     }
     Word& w = *last_word_;
+    if (w.dead) return;
 
     auto [sig, inserted] = w.signals.try_emplace(op.proc, 0);
     if (inserted) {
@@ -122,6 +123,17 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
         close_epoch(w, low);
         w.open.pop_lowest();
     }
+    bury_if_dead(w);
+}
+
+void BarrierDetector::bury_if_dead(Word& w) const {
+    if (options_.word || !(w.irregular || (w.closed_any && w.signals.size() == 1))) return;
+    w.dead = true;
+    // What finish() would have read of it: never a barrier. Its memory goes now.
+    w.signals = {};
+    w.counts = {};
+    w.open = {};
+    w.result = BarrierWord();
 }
 
 void BarrierDetector::close_epoch(Word& w, const OpenEpoch& e) {
@@ -143,6 +155,7 @@ BarrierResult BarrierDetector::finish(Topology& topo) {
     r.dropped_candidates = dropped_;
     for (auto& [key, wp] : words_) {
         Word& w = *wp;
+        if (w.dead) continue;
         for (const OpenEpoch& e : w.open.epochs)
             if (e.count > 0) close_epoch(w, e);
         w.open = {};

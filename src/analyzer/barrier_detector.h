@@ -127,10 +127,16 @@ private:
         BarrierWord result;
         bool irregular = false;   // a participant joined after epochs had closed
         bool closed_any = false;
+        // Can no longer be a barrier (detection from the pattern only): irregular, or one participant whose
+        // epochs have begun to close, so that any newcomer would make it irregular. Its signals are then only
+        // looked up, not counted: most small writes of a bandwidth run go to words like that (one writer
+        // cycling over its buffer), and counting them was most of the detector's time.
+        bool dead = false;
     };
 
     bool is_signal(const Operation& op) const;
     void close_epoch(Word& w, const OpenEpoch& e);
+    void bury_if_dead(Word& w) const;
 
     BarrierOptions options_;
     std::unordered_map<Key, std::unique_ptr<Word>, KeyHash> words_;

@@ -488,6 +488,53 @@ TEST(Barriers, OneParticipantPerWordIsNotABarrier) {
     EXPECT_EQ(doc["barriers"]["epochs"], 0);
 }
 
+// Three ranks whose signals all go to rank 0's word 0xabc0 (rank 0 through a loopback QP).
+void three_ranks_on_one_word(World& w) {
+    w.process(0, "nodeA");
+    w.process(1, "nodeB");
+    w.process(2, "nodeC");
+    w.connect(0, 0);
+    w.connect(1, 0);
+    w.connect(2, 0);
+}
+// One round: each of `ranks` signals the word (an 8-byte fetch-and-add) and polls its completion.
+void signal_round(World& w, std::initializer_list<int> ranks, uint64_t round) {
+    w.t += 100000;
+    for (int r : ranks) w.post(r, {round}, 6, 8, {true}, 0, -1, 0xabc0, 0x77);
+    w.t += 5000;
+    for (int r : ranks) w.poll(r, {round}, {0}, 4, 8);
+}
+
+TEST(Barriers, AWordJoinedWithinTheCloseLagIsStillABarrier) {
+    // Rank 0 signals alone 5 times (no epoch closes before the busiest participant is kCloseLag = 8 rounds
+    // ahead), then ranks 1 and 2 join and all three signal 50 rounds. Each rank's k-th signal is epoch k, so
+    // epochs 0..49 are complete and rank 0's last 5 are not: 50 of 55, within the 10% a barrier may miss.
+    World w;
+    three_ranks_on_one_word(w);
+    uint64_t round = 0;
+    for (int i = 0; i < 5; ++i) signal_round(w, {0}, round++);
+    for (int i = 0; i < 50; ++i) signal_round(w, {0, 1, 2}, round++);
+    json doc = w.finish();
+    EXPECT_EQ(doc["barriers"]["epochs"], 50);
+    ASSERT_EQ(doc["barriers"]["words"].size(), 1u);
+    EXPECT_EQ(doc["barriers"]["words"][0]["raddr"], "0xabc0");
+}
+
+TEST(Barriers, AWordSignalledAloneUntilItsEpochsCloseNeverBecomesABarrier) {
+    // Rank 0 signals alone 10 times: its first epochs close with one participant. Ranks 1 and 2 then join
+    // and the three signal in perfect rounds, but a participant that appears after epochs closed without it
+    // is not the barrier pattern: the word stays a candidate, never a barrier.
+    World w;
+    three_ranks_on_one_word(w);
+    uint64_t round = 0;
+    for (int i = 0; i < 10; ++i) signal_round(w, {0}, round++);
+    for (int i = 0; i < 50; ++i) signal_round(w, {0, 1, 2}, round++);
+    json doc = w.finish();
+    EXPECT_EQ(doc["barriers"]["epochs"], 0);
+    EXPECT_TRUE(doc["barriers"]["words"].empty());
+    EXPECT_EQ(doc["barriers"]["candidate_words"], 1);
+}
+
 st_process_info_rec identity(int64_t pid, int32_t rank, const char* host) {
     st_process_info_rec pi{};
     pi.schema_version = SIGMATRACE_SCHEMA_VERSION;
