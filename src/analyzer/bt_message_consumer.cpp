@@ -3,12 +3,18 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <system_error>
+
+#include "analyzer/unread_fields.h"
 
 namespace sigmatrace::analyzer {
 
 namespace {
+
+// What an unread sequence's elements read as (unread_fields.h).
+constexpr std::array<uint64_t, kMaxSequenceLength> kZeros{};
 
 // The member index of `name` in a structure field class, or -1.
 int64_t member_index(const bt_field_class* st, std::string_view name) {
@@ -105,6 +111,8 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
                         info.schema->name, fs.name));
                     continue;
                 }
+                if ((k == Kind::SeqSigned || k == Kind::SeqUnsigned) && is_unread_sequence(info.schema->id, static_cast<int>(i)))
+                    k = Kind::SeqUnread;
                 info.member[i] = idx;
                 info.kind[i] = k;
                 if (capture_fields(info.schema->id).ts == static_cast<int>(i)) info.ts_field = static_cast<int>(i);
@@ -207,6 +215,10 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
             v.seq_len = static_cast<uint32_t>(len);
             break;
         }
+        case Kind::SeqUnread:
+            v.seq = kZeros.data();
+            v.seq_len = static_cast<uint32_t>(std::min<uint64_t>(bt_field_array_get_length(f), kMaxSequenceLength));
+            break;
         default: break;
         }
     }

@@ -43,7 +43,8 @@ public:
     int64_t last_ts() const { return last_ts_; }
 
 private:
-    enum class Kind : uint8_t { Absent, Unsigned, Signed, String, SeqUnsigned, SeqSigned, Mismatch };
+    // SeqUnread: a sequence no analysis reads (unread_fields.h): its length only, its elements zeros.
+    enum class Kind : uint8_t { Absent, Unsigned, Signed, String, SeqUnsigned, SeqSigned, SeqUnread, Mismatch };
     struct ClassInfo {
         const EventSchema* schema = nullptr;   // nullptr: not a sigmatrace event
         std::array<int64_t, kMaxEventFields> member{};

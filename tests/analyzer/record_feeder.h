@@ -15,6 +15,7 @@
 #include "analyzer/analysis.h"
 #include "analyzer/decoded_event.h"
 #include "analyzer/event_sink.h"
+#include "analyzer/unread_fields.h"
 
 namespace sigmatrace::analyzer::test {
 
@@ -35,11 +36,25 @@ public:
         ev.trace_index = trace;
         ev.trace_hostname = "testhost";
         fill(ev, rec);
+        if (scramble_unread_) scramble_unread(ev);
         mutate(ev);
         a_.on_event(ev);
     }
 
+    // From now on, fills the sequences no analysis reads (unread_fields.h) with garbage instead of the record's
+    // values, as a check that the analysis indeed never reads them.
+    void scramble_unread_sequences() { scramble_unread_ = true; }
+    uint64_t scrambled_elements() const { return scrambled_; }
+
 private:
+    void scramble_unread(DecodedEvent& ev) {
+        for (const UnreadField& u : kUnreadSequences) {
+            if (u.event != ev.id) continue;
+            FieldValue& f = ev.f[static_cast<std::size_t>(u.field)];
+            auto& buf = storage_[static_cast<std::size_t>(u.field)];
+            for (uint32_t k = 0; k < f.seq_len; ++k) buf[k] = 0x5a5a5a5a00000000ull + 977 * ++scrambled_;
+        }
+    }
     template <typename T> void set_int(DecodedEvent& ev, int& i, T v) {
         FieldValue& f = ev.f[static_cast<std::size_t>(i++)];
         f.present = true;
@@ -81,6 +96,8 @@ private:
 
     EventSink& a_;
     std::array<std::vector<uint64_t>, kMaxEventFields> storage_;
+    bool scramble_unread_ = false;
+    uint64_t scrambled_ = 0;
 };
 
 // A post_send record of one-SGE WRs (ids given; RDMA WRITE, signaled, `bytes` each unless changed through
