@@ -54,24 +54,27 @@ void OpAggregate::merge(const OpAggregate& o) {
 
 void Statistics::add(const Operation& op) {
     const OpAggregate::Bins bins = total_.bins_of(op);  // every aggregate has the same binning
-    by_opcode_[op.opcode].add(op, bins);
-    process_[op.proc].add(op, bins);
+    opcode_[op.opcode].add(op, bins);
     (op.is_recv() ? recvs_by_qp_[op.qp] : sends_by_qp_[op.qp]).add(op, bins);
 }
 
 void Statistics::finish(Topology& topo) {
+    by_opcode_ = std::move(opcode_.m);
     for (const auto& [code, agg] : by_opcode_) total_.merge(agg);
-    by_process_ = std::move(process_.m);
-    for (const auto& [q, agg] : recvs_by_qp_.m) by_qp_[q].merge(agg);
+    for (const auto& [q, agg] : recvs_by_qp_.m) {
+        by_qp_[q].merge(agg);
+        by_process_[topo.qp(q).proc].merge(agg);
+    }
     for (const auto& [q, agg] : sends_by_qp_.m) {
         by_qp_[q].merge(agg);
         const Qp& qp = topo.qp(q);
+        by_process_[qp.proc].merge(agg);
         if (qp.type == 4) continue;  // UD: one QP talks to many peers; not attributable per QP
         const Peer& peer = topo.resolve_peer(q);
         if (peer.proc == kNoId) continue;
         by_pair_[{qp.proc, peer.proc}].merge(agg);
     }
-    process_ = {};
+    opcode_ = {};
     sends_by_qp_ = {};
     recvs_by_qp_ = {};
 }

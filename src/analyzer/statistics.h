@@ -44,9 +44,11 @@ struct OpAggregate {
 };
 
 // Aggregates of every operation by opcode, QP, process and process pair, and in total. Streaming adds only
-// what cannot be derived later (by opcode, by process, and per QP split into the QP's sends and receives);
-// finish() merges the rest (histogram merges are exact, so the result is the same as adding each operation
-// to all five, at two fifths of the per-operation cost).
+// what cannot be derived later (by opcode, and per QP split into the QP's sends and receives); finish() merges
+// the rest: the total from the opcodes, a process from its QPs (an operation's QP always belongs to the
+// operation's process), a pair from its initiator's QPs. Histogram merges are exact and every value is an
+// integer (sums of doubles below 2^53 do not depend on order), so the result is the same as adding each
+// operation to all five aggregates, at two fifths of the per-operation cost.
 class Statistics {
 public:
     void add(const Operation& op);
@@ -80,7 +82,7 @@ private:
     std::map<QpId, OpAggregate> by_qp_;
     std::map<std::pair<ProcId, ProcId>, OpAggregate> by_pair_;
     std::map<ProcId, OpAggregate> by_process_;
-    Cached<ProcId> process_;
+    Cached<uint8_t> opcode_;
     Cached<QpId> sends_by_qp_;  // initiator-side operations (also folded into by_pair_)
     Cached<QpId> recvs_by_qp_;
 };
