@@ -108,6 +108,29 @@ struct World {
         b.point();
         feed.emit(t, vpid(rank), b.rec);
     }
+    // A shared receive queue 0x5 of `rank`, and receives posted to it (`bytes` each, one SGE, at time t++).
+    void srq(int rank, uint32_t max_wr) {
+        st_srq_create_rec s{};
+        s.ctx = 0xc0;
+        s.srq = 0x5;
+        s.max_wr = max_wr;
+        feed.emit(t++, vpid(rank), s);
+    }
+    void post_srq_recv(int rank, std::vector<uint64_t> ids, uint32_t bytes) {
+        const auto n = static_cast<uint32_t>(ids.size());
+        std::vector<uint16_t> sge(n, 1);
+        std::vector<uint32_t> len(n, bytes);
+        std::vector<uint64_t> no_ts(n, 0);
+        st_post_srq_recv_rec r{};
+        r.srq = 0x5;
+        r.bad_index = -1;
+        r.n = n;
+        r.wr_id = ids.data();
+        r.num_sge = sge.data();
+        r.bytes = len.data();
+        r.ts = no_ts.data();
+        feed.emit(t++, vpid(rank), r);
+    }
     json finish() { return analysis.finish(); }
 };
 
@@ -247,26 +270,10 @@ TEST(Reconstruction, SharedReceiveQueue) {
     World w;
     w.process(0, "nodeA");
     w.process(1, "nodeB");
-    st_srq_create_rec s{};
-    s.ctx = 0xc0;
-    s.srq = 0x5;
-    s.max_wr = 4;
-    w.feed.emit(w.t++, World::vpid(1), s);
+    w.srq(1, 4);
     w.connect(1, 0, 0x5);
     w.connect(0, 1);
-    std::vector<uint64_t> ids = {9, 10};
-    std::vector<uint16_t> sge(2, 1);
-    std::vector<uint32_t> len(2, 256);
-    std::vector<uint64_t> no_ts(2, 0);
-    st_post_srq_recv_rec r{};
-    r.srq = 0x5;
-    r.bad_index = -1;
-    r.n = 2;
-    r.wr_id = ids.data();
-    r.num_sge = sge.data();
-    r.bytes = len.data();
-    r.ts = no_ts.data();
-    w.feed.emit(w.t++, World::vpid(1), r);
+    w.post_srq_recv(1, {9, 10}, 256);
     w.poll(1, {10, 9}, {0, 0}, 128, 32);
     json doc = w.finish();
     EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["count"], 2);
@@ -495,28 +502,12 @@ json analyse_mixed_workload(bool scramble_unread, uint64_t* scrambled = nullptr)
     if (scramble_unread) w.feed.scramble_unread_sequences();
     w.process(0, "nodeA");
     w.process(1, "nodeB");
-    st_srq_create_rec s{};
-    s.ctx = 0xc0;
-    s.srq = 0x5;
-    s.max_wr = 8;
-    w.feed.emit(w.t++, World::vpid(1), s);
+    w.srq(1, 8);
     w.connect(0, 1);
     w.connect(1, 0, 0x5);
     for (uint64_t e = 0; e < 12; ++e) {
         w.t += 10000;
-        std::vector<uint64_t> ids = {90 + e, 190 + e};
-        std::vector<uint16_t> sge(2, 2);
-        std::vector<uint32_t> len(2, 256);
-        std::vector<uint64_t> no_ts(2, 0);
-        st_post_srq_recv_rec r{};
-        r.srq = 0x5;
-        r.bad_index = -1;
-        r.n = 2;
-        r.wr_id = ids.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.ts = no_ts.data();
-        w.feed.emit(w.t++, World::vpid(1), r);
+        w.post_srq_recv(1, {90 + e, 190 + e}, 256);
         w.post(0, {100 + e, 200 + e}, 2, 64, {false, true});                  // two SENDs, the first unsignaled
         w.post(0, {300 + e}, 0, 4096, {true}, 0, -1, 0x7000 + 64 * e, 0x33);  // a WRITE
         w.post(1, {400 + e}, 4, 1000, {true}, 0, -1, 0x9000, 0x44);           // a READ
