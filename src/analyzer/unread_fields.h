@@ -10,8 +10,6 @@
 
 #include <sigmatrace/schema.h>
 
-#include <initializer_list>
-
 #include "analyzer/schema_table.h"
 
 namespace sigmatrace::analyzer {
