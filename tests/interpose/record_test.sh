@@ -48,6 +48,8 @@ grep -q "sigmatrace: cannot load the LTTng provider" "$work/t1c.err" \
 "$sigmatrace" record -o "$work/t3" -- /nonexistent/program 2>"$work/t3.err"; rc=$?
 [[ $rc == 127 ]] || fail "missing command: status $rc, expected 127"
 grep -q "cannot run /nonexistent/program" "$work/t3.err" || fail "no message for the missing command: $(cat "$work/t3.err")"
+grep -q "the trace is empty: the command did not start" "$work/t3.err" && ! grep -q "cannot be preloaded" "$work/t3.err" \
+  || fail "the missing command's empty trace is explained as a preload problem: $(cat "$work/t3.err")"
 
 # 4. A non-empty output directory is refused before anything runs.
 mkdir -p "$work/t4" && touch "$work/t4/old"

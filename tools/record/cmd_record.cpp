@@ -117,6 +117,7 @@ int cmd_record(Args args) {
     bool traced_something = true;
     std::optional<RecordingSession::Loss> loss;
     std::string loss_error;
+    std::string spawn_error;  // the command could not be started at all
     {
         RecordingSession session(*daemon);
         ChannelSettings channel;
@@ -134,7 +135,6 @@ int cmd_record(Args args) {
         setup.blocking = opt.blocking;
         setup.report_file = report_file.path();
         const Environment env = traced_environment(current_environment(), setup);
-        std::string spawn_error;
         status = run_foreground(opt.command, env, &spawn_error);
         if (!spawn_error.empty()) error(spawn_error);
 
@@ -167,6 +167,8 @@ int cmd_record(Args args) {
     for (const std::string& p : report.partial) error("a process's trace may be INCOMPLETE: " + p);
     if (!traced_something && traced > 0)
         error(std::to_string(traced) + " process(es) started tracing, but the trace is empty");
+    else if (!traced_something && !spawn_error.empty())
+        fmt::print(stderr, "sigmatrace record: note: the trace is empty: the command did not start\n");
     else if (!traced_something && report.not_traced.empty())
         fmt::print(stderr,
                    "sigmatrace record: note: the trace is empty: no process of the command used RDMA through the "
