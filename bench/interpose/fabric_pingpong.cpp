@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "programs/rc_loopback.h"
+#include "send_lat_qp.h"
 
 namespace {
 
@@ -86,61 +87,19 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: fabric_pingpong --role 0|1 --dir DIR [--iters N>=100] [--wr]\n");
         return 2;
     }
-    int n = 0;
-    ibv_device** devices = ibv_get_device_list(&n);
-    if (devices == nullptr || n == 0) return fail("no RDMA device (run under `sigmatrace fabric`)");
-    ibv_context* ctx = ibv_open_device(devices[0]);
-    ibv_free_device_list(devices);
-    if (ctx == nullptr) return fail("ibv_open_device failed");
-    ibv_pd* pd = ibv_alloc_pd(ctx);
-    ibv_cq* send_cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-    ibv_cq* recv_cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-    if (pd == nullptr || send_cq == nullptr || recv_cq == nullptr) return fail("cannot create the PD or CQs");
-
-    ibv_qp_init_attr_ex attr{};
-    attr.send_cq = send_cq;
-    attr.recv_cq = recv_cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = 64;
-    attr.cap.max_recv_wr = 64;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = 64;
-    attr.pd = pd;
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-    if (o.wr_api) {
-        attr.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
-    }
-    ibv_qp* qp = ibv_create_qp_ex(ctx, &attr);
-    if (qp == nullptr) return fail("ibv_create_qp_ex failed");
-    ibv_qp_ex* qpx = o.wr_api ? ibv_qp_to_qp_ex(qp) : nullptr;
-    ibv_port_attr port{};
-    if (ibv_query_port(ctx, 1, &port) != 0) return fail("ibv_query_port failed");
-
+    SendLatQp c;
+    if (const char* what = c.open(o.wr_api)) return fail(what);
+    ibv_qp* qp = c.qp;
     uint32_t peer_qpn = 0;
     uint16_t peer_lid = 0;
-    if (!exchange(o, qp->qp_num, port.lid, peer_qpn, peer_lid)) return fail("no peer within 30 s");
+    if (!exchange(o, qp->qp_num, c.port.lid, peer_qpn, peer_lid)) return fail("no peer within 30 s");
     if (!rc_loopback_to_rts(ibv_modify_qp, qp, peer_qpn, peer_lid)) return fail("cannot bring the QP to RTS");
 
-    static char buf[64];
-    ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
-    if (mr == nullptr) return fail("ibv_reg_mr failed");
-    ibv_sge recv_sge{reinterpret_cast<uint64_t>(buf + 32), 2, mr->lkey};
-    ibv_recv_wr recv_wr{};
-    recv_wr.sg_list = &recv_sge;
-    recv_wr.num_sge = 1;
     ibv_recv_wr* bad_recv = nullptr;
     for (int i = 0; i < 32; ++i)
-        if (ibv_post_recv(qp, &recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
+        if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
     usleep(200000);  // the peer reaches RTS too
 
-    ibv_sge send_sge{reinterpret_cast<uint64_t>(buf), 2, mr->lkey};
-    ibv_send_wr send_wr{};
-    send_wr.sg_list = &send_sge;
-    send_wr.num_sge = 1;
-    send_wr.opcode = IBV_WR_SEND;
-    ibv_send_wr* bad_send = nullptr;
     std::vector<int64_t> post_times, post_ns, doorbell_ns;
     post_times.reserve(static_cast<size_t>(o.iters));
     post_ns.reserve(static_cast<size_t>(o.iters));
@@ -154,34 +113,22 @@ int main(int argc, char** argv) {
     };
     for (int i = 0; i < o.iters; ++i) {
         if (o.role == 0 || i > 0) {
-            if (!wait_for(recv_cq)) return fail("receive failed");
-            if (ibv_post_recv(qp, &recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
+            if (!wait_for(c.recv_cq)) return fail("receive failed");
+            if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
         }
         // As ib_send_lat: one signaled send in 100, whose completion is waited for right away.
         const bool signaled = (i + 1) % 100 == 0;
         const unsigned flags = signaled ? (IBV_SEND_INLINE | IBV_SEND_SIGNALED) : static_cast<unsigned>(IBV_SEND_INLINE);
         const int64_t t0 = now_ns();
-        int ret = 0;
-        if (qpx != nullptr) {
-            ibv_wr_start(qpx);
-            qpx->wr_id = static_cast<uint64_t>(i);
-            qpx->wr_flags = flags;
-            ibv_wr_send(qpx);
-            ibv_wr_set_inline_data(qpx, buf, 2);
-            const int64_t t1 = now_ns();
-            ret = ibv_wr_complete(qpx);
-            if (o.role == 1) doorbell_ns.push_back(now_ns() - t1);
-        } else {
-            send_wr.wr_id = static_cast<uint64_t>(i);
-            send_wr.send_flags = flags;
-            ret = ibv_post_send(qp, &send_wr, &bad_send);
-        }
+        int64_t doorbell = 0;  // timed on both sides, so that both do the same work before their doorbell
+        const int ret = c.post_send(static_cast<uint64_t>(i), flags, &doorbell);
+        if (o.role == 1 && c.qpx != nullptr) doorbell_ns.push_back(doorbell);
         if (o.role == 1) {
             post_ns.push_back(now_ns() - t0);
             post_times.push_back(t0);
         }
         if (ret != 0) return fail("posting the send failed");
-        if (signaled && !wait_for(send_cq)) return fail("send failed");
+        if (signaled && !wait_for(c.send_cq)) return fail("send failed");
     }
     if (o.role == 1) {
         std::vector<int64_t> gaps;
@@ -190,11 +137,5 @@ int main(int argc, char** argv) {
         std::printf("one_way_ns=%lld post_ns=%lld doorbell_ns=%lld\n", static_cast<long long>(median(gaps) / 2),
                     static_cast<long long>(median(post_ns)), static_cast<long long>(median(doorbell_ns)));
     }
-    ibv_destroy_qp(qp);
-    ibv_dereg_mr(mr);
-    ibv_destroy_cq(send_cq);
-    ibv_destroy_cq(recv_cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
     return 0;
 }

@@ -19,9 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "programs/rc_loopback.h"
+#include "send_lat_qp.h"
 
 // The cut between two messages in the memory trace: a store to this variable (volatile: one store each time).
 volatile long g_message_marker = 0;
@@ -68,56 +68,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: message_footprint [--iters N>=1] [--classic] [--maps FILE]\n");
         return 2;
     }
-    int n = 0;
-    ibv_device** devices = ibv_get_device_list(&n);
-    if (devices == nullptr || n == 0) return fail("no RDMA device (run under `sigmatrace fabric`)");
-    ibv_context* ctx = ibv_open_device(devices[0]);
-    ibv_free_device_list(devices);
-    if (ctx == nullptr) return fail("ibv_open_device failed");
-    ibv_pd* pd = ibv_alloc_pd(ctx);
-    ibv_cq* send_cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-    ibv_cq* recv_cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-    if (pd == nullptr || send_cq == nullptr || recv_cq == nullptr) return fail("cannot create the PD or CQs");
-
-    ibv_qp_init_attr_ex attr{};
-    attr.send_cq = send_cq;
-    attr.recv_cq = recv_cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = 64;
-    attr.cap.max_recv_wr = 64;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = 64;
-    attr.pd = pd;
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-    if (!o.classic) {
-        attr.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
-    }
-    ibv_qp* qp = ibv_create_qp_ex(ctx, &attr);
-    if (qp == nullptr) return fail("ibv_create_qp_ex failed");
-    ibv_qp_ex* qpx = o.classic ? nullptr : ibv_qp_to_qp_ex(qp);
-    ibv_port_attr port{};
-    if (ibv_query_port(ctx, 1, &port) != 0) return fail("ibv_query_port failed");
-    if (!rc_loopback_to_rts(ibv_modify_qp, qp, qp->qp_num, port.lid)) return fail("cannot bring the QP to RTS");
-
-    static char buf[64];
-    ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
-    if (mr == nullptr) return fail("ibv_reg_mr failed");
-    ibv_sge recv_sge{reinterpret_cast<uint64_t>(buf + 32), 2, mr->lkey};
-    ibv_recv_wr recv_wr{};
-    recv_wr.sg_list = &recv_sge;
-    recv_wr.num_sge = 1;
+    SendLatQp c;
+    if (const char* what = c.open(!o.classic)) return fail(what);
+    ibv_qp* qp = c.qp;
+    if (!rc_loopback_to_rts(ibv_modify_qp, qp, qp->qp_num, c.port.lid)) return fail("cannot bring the QP to RTS");
     ibv_recv_wr* bad_recv = nullptr;
     for (int i = 0; i < 32; ++i)
-        if (ibv_post_recv(qp, &recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
-
-    ibv_sge send_sge{reinterpret_cast<uint64_t>(buf), 2, mr->lkey};
-    ibv_send_wr send_wr{};
-    send_wr.sg_list = &send_sge;
-    send_wr.num_sge = 1;
-    send_wr.opcode = IBV_WR_SEND;
-    ibv_send_wr* bad_send = nullptr;
+        if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
     ibv_wc wc{};
     // The fabric delivers inside the posting call, so a completion is there at the first poll; a bound instead
     // of a hang if it ever is not.
@@ -134,31 +91,13 @@ int main(int argc, char** argv) {
         g_message_marker = i;
         const bool signaled = (i + 1) % 100 == 0;
         const unsigned flags = signaled ? (IBV_SEND_INLINE | IBV_SEND_SIGNALED) : static_cast<unsigned>(IBV_SEND_INLINE);
-        int ret = 0;
-        if (qpx != nullptr) {
-            ibv_wr_start(qpx);
-            qpx->wr_id = static_cast<uint64_t>(i);
-            qpx->wr_flags = flags;
-            ibv_wr_send(qpx);
-            ibv_wr_set_inline_data(qpx, buf, 2);
-            ret = ibv_wr_complete(qpx);
-        } else {
-            send_wr.wr_id = static_cast<uint64_t>(i);
-            send_wr.send_flags = flags;
-            ret = ibv_post_send(qp, &send_wr, &bad_send);
-        }
+        const int ret = c.post_send(static_cast<uint64_t>(i), flags);
         if (ret != 0) return fail("posting the send failed");
-        if (!poll_one(recv_cq)) return fail("no receive completion");
-        if (ibv_post_recv(qp, &recv_wr, &bad_recv) != 0) return fail("reposting the receive failed");
-        if (signaled && !poll_one(send_cq)) return fail("no send completion");
+        if (!poll_one(c.recv_cq)) return fail("no receive completion");
+        if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("reposting the receive failed");
+        if (signaled && !poll_one(c.send_cq)) return fail("no send completion");
     }
     g_message_marker = -1;
     if (o.maps != nullptr && !copy_maps(o.maps)) return fail("cannot write the maps file");
-    ibv_destroy_qp(qp);
-    ibv_dereg_mr(mr);
-    ibv_destroy_cq(send_cq);
-    ibv_destroy_cq(recv_cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
     return 0;
 }
