@@ -77,9 +77,8 @@ enum DataPathFlag : uint32_t {
 
 namespace detail {
 // What the data path reads of the configuration, on one cache line: every wrapped call reads the flags and
-// every capture the age bound (as separate variables they sat on three lines of .data and .bss, each a miss a
-// message may pay: thread_hot_state.h says why lines count). Written by set_config only (process start,
-// tests); read relaxed.
+// every capture the age bound (as separate variables they sat on three lines of .data and .bss;
+// thread_hot_state.h). Written by set_config only (process start, tests); read relaxed.
 struct alignas(64) DataPathSettings {
     std::atomic<uint32_t> flags{kFlagSendEvents | kFlagRecvEvents | kFlagPollEvents | kFlagNotifyEvents};
     // Read by background threads (the deferred-emission emitter) instead of config(), which a test may

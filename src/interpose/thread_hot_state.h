@@ -2,10 +2,9 @@
 //
 // Why one block: in a shared library each initial-exec __thread variable is reached through its own GOT slot
 // (its offset from %fs), so five separate variables cost the data path up to five GOT loads on three cache
-// lines besides their own; grouped, one slot and one line. A traced message touches ~40 more data lines than
-// an untraced one, and past what the caches keep between two messages each line adds to its latency
-// (docs/PERFORMANCE.md, "Instructions and cache lines per message"; bench/interpose/message_footprint.sh
-// counts them).
+// lines besides their own; grouped, one slot and one line (bench/interpose/message_footprint.sh counts a
+// message's lines: 4 fewer with this and config.h's DataPathSettings; docs/PERFORMANCE.md, "Instructions and
+// cache lines per message", says what that did and did not change).
 #pragma once
 
 #include <cstdint>
