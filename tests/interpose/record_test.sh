@@ -50,6 +50,13 @@ grep -q "sigmatrace: cannot load the LTTng provider" "$work/t1c.err" \
 grep -q "cannot run /nonexistent/program" "$work/t3.err" || fail "no message for the missing command: $(cat "$work/t3.err")"
 grep -q "the trace is empty: the command did not start" "$work/t3.err" && ! grep -q "cannot be preloaded" "$work/t3.err" \
   || fail "the missing command's empty trace is explained as a preload problem: $(cat "$work/t3.err")"
+# Nothing was recorded, so the directory this recording created is gone (and said so); one the user made stays.
+[[ ! -e $work/t3 ]] || fail "the directory of a recording whose command did not start was left behind"
+grep -q "its directory $work/t3 was removed" "$work/t3.err" || fail "the removal is not said: $(cat "$work/t3.err")"
+mkdir "$work/t3b"
+"$sigmatrace" record -o "$work/t3b" -- /nonexistent/program 2>"$work/t3b.err"; rc=$?
+[[ $rc == 127 && -d $work/t3b ]] || fail "the user's own empty directory: status $rc (expected 127), or it was removed"
+grep -q "trace: $work/t3b" "$work/t3b.err" || fail "the user's directory is not named: $(cat "$work/t3b.err")"
 
 # 4. A non-empty output directory is refused before anything runs.
 mkdir -p "$work/t4" && touch "$work/t4/old"

@@ -52,12 +52,14 @@ std::string default_output_dir() {
 }
 
 // The output directory as an absolute path, or an error when it holds something already (traces from two
-// recordings mixed in one directory cannot be told apart).
-std::string prepare_output(const std::string& requested, std::string* out) {
+// recordings mixed in one directory cannot be told apart). `*existed`: whether it was there before (then it is
+// the user's, and stays even when nothing is recorded into it).
+std::string prepare_output(const std::string& requested, std::string* out, bool* existed) {
     std::error_code ec;
     const fs::path p = requested.empty() ? fs::path(default_output_dir()) : fs::absolute(requested, ec);
     if (ec) return "Cannot use the output directory: path=" + requested + ", reason=" + ec.message();
-    if (fs::exists(p, ec) && !(fs::is_directory(p, ec) && fs::is_empty(p, ec)))
+    *existed = fs::exists(p, ec);
+    if (*existed && !(fs::is_directory(p, ec) && fs::is_empty(p, ec)))
         return "Cannot record into " + p.string() + ": it exists and is not an empty directory; choose another -o DIR";
     *out = p.lexically_normal().string();
     return "";
@@ -95,8 +97,9 @@ int cmd_record(Args args) {
         return kUsageError;
     }
     std::string output;
+    bool output_existed = false;
     if (opt.relay_url.empty()) {
-        if (std::string e = prepare_output(opt.output, &output); !e.empty()) {
+        if (std::string e = prepare_output(opt.output, &output, &output_existed); !e.empty()) {
             error(e);
             return kUsageError;
         }
@@ -142,9 +145,17 @@ int cmd_record(Args args) {
         loss = session.loss(&loss_error);
     }  // the session is destroyed here; the trace is complete on disk
 
+    bool output_removed = false;
     if (opt.relay_url.empty()) {
         traced_something = trace_has_data(output);
-        fmt::print(stderr, "sigmatrace record: trace: {}\n", output);
+        // A command that never started leaves a directory with no trace in it: if this recording created it,
+        // it goes (a directory the user made stays: it may be a mount point or carry permissions they chose).
+        if (!traced_something && !spawn_error.empty() && !output_existed) {
+            std::error_code ec;
+            fs::remove_all(output, ec);
+            output_removed = !ec;
+        }
+        if (!output_removed) fmt::print(stderr, "sigmatrace record: trace: {}\n", output);
     } else {
         fmt::print(stderr, "sigmatrace record: trace sent to the relay at {}\n", opt.relay_url);
     }
@@ -168,7 +179,8 @@ int cmd_record(Args args) {
     if (!traced_something && traced > 0)
         error(std::to_string(traced) + " process(es) started tracing, but the trace is empty");
     else if (!traced_something && !spawn_error.empty())
-        fmt::print(stderr, "sigmatrace record: note: the trace is empty: the command did not start\n");
+        fmt::print(stderr, "sigmatrace record: note: the trace is empty: the command did not start{}\n",
+                   output_removed ? fmt::format(" (its directory {} was removed)", output) : std::string());
     else if (!traced_something && report.not_traced.empty())
         fmt::print(stderr,
                    "sigmatrace record: note: the trace is empty: no process of the command used RDMA through the "
