@@ -131,11 +131,11 @@ const Config& config() noexcept {
 
 void set_config(const Config& c) noexcept {
     g_config = c;
-    detail::g_settings.defer_max_age_ns.store(static_cast<uint64_t>(c.defer_max_age_us) * 1000, std::memory_order_relaxed);
-    detail::g_settings.redact.store(c.redact, std::memory_order_relaxed);
-    detail::g_settings.defer_max_age_ticks.store(capture_clock::ticks_for_ns(static_cast<uint64_t>(c.defer_max_age_us) * 1000),
+    detail::g_defer_max_age_ns.store(static_cast<uint64_t>(c.defer_max_age_us) * 1000, std::memory_order_relaxed);
+    detail::g_redact.store(c.redact, std::memory_order_relaxed);
+    detail::g_defer_max_age_ticks.store(capture_clock::ticks_for_ns(static_cast<uint64_t>(c.defer_max_age_us) * 1000),
                                         std::memory_order_relaxed);
-    detail::g_settings.flags.store(flags_for(c), std::memory_order_relaxed);
+    detail::g_data_path_flags.store(flags_for(c), std::memory_order_relaxed);
 }
 
 }  // namespace sigmatrace::interpose

@@ -76,33 +76,28 @@ enum DataPathFlag : uint32_t {
 };
 
 namespace detail {
-// What the data path reads of the configuration, on one cache line: every wrapped call reads the flags and
-// every capture the age bound (as separate variables they sat on three lines of .data and .bss;
-// thread_hot_state.h). Written by set_config only (process start, tests); read relaxed.
-struct alignas(64) DataPathSettings {
-    std::atomic<uint32_t> flags{kFlagSendEvents | kFlagRecvEvents | kFlagPollEvents | kFlagNotifyEvents};
-    // Read by background threads (the deferred-emission emitter) instead of config(), which a test may
-    // replace while they run: the redaction bits and the age bound in ns.
-    std::atomic<uint32_t> redact{0};
-    std::atomic<uint64_t> defer_max_age_ns{1000000};
-    // SIGMATRACE_DEFER_MAX_AGE_US in capture-clock ticks (capture_clock.h), for the data path's age checks;
-    // set with the flags (the clock is calibrated before the configuration is set).
-    std::atomic<uint64_t> defer_max_age_ticks{0};
-};
-inline DataPathSettings g_settings;
+// Written by set_config only (process start, tests); read relaxed on every wrapped call.
+inline std::atomic<uint32_t> g_data_path_flags{kFlagSendEvents | kFlagRecvEvents | kFlagPollEvents | kFlagNotifyEvents};
+// SIGMATRACE_DEFER_MAX_AGE_US in capture-clock ticks (capture_clock.h), for the data path's age checks;
+// set with the flags (the clock is calibrated before the configuration is set).
+inline std::atomic<uint64_t> g_defer_max_age_ticks{0};
+// What background threads (the deferred-emission emitter) read instead of config(), which a test may replace
+// while they run: the age bound in ns and the redaction bits.
+inline std::atomic<uint64_t> g_defer_max_age_ns{1000000};
+inline std::atomic<uint32_t> g_redact{0};
 }  // namespace detail
 
 inline uint32_t data_path_flags() noexcept {
-    return detail::g_settings.flags.load(std::memory_order_relaxed);
+    return detail::g_data_path_flags.load(std::memory_order_relaxed);
 }
 inline uint64_t defer_max_age_ticks() noexcept {
-    return detail::g_settings.defer_max_age_ticks.load(std::memory_order_relaxed);
+    return detail::g_defer_max_age_ticks.load(std::memory_order_relaxed);
 }
 inline uint64_t defer_max_age_ns() noexcept {
-    return detail::g_settings.defer_max_age_ns.load(std::memory_order_relaxed);
+    return detail::g_defer_max_age_ns.load(std::memory_order_relaxed);
 }
 inline uint32_t redact_bits() noexcept {
-    return detail::g_settings.redact.load(std::memory_order_relaxed);
+    return detail::g_redact.load(std::memory_order_relaxed);
 }
 
 }  // namespace sigmatrace::interpose

@@ -14,6 +14,10 @@ using namespace deferred;
 constexpr uint32_t kBatch = SIGMATRACE_MAX_BATCH;
 constexpr uint64_t kEverything = UINT64_MAX;
 
+// The producer's estimate of its ring's oldest record (capture time); its age decides when the data path
+// drains its own ring (a busy thread that never idles still gets its events out within the bound).
+__thread uint64_t tls_oldest_hint __attribute__((tls_model("initial-exec"))) = 0;
+
 // Room for one record in the calling thread's ring. Full: the thread drains its own ring (the data path pays,
 // rarely: a ring holds thousands of records). nullptr only without memory for a ring (counted).
 __attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noexcept {
@@ -26,32 +30,32 @@ __attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noe
     if (h == nullptr) {
         drain_own(kEverything, UINT32_MAX, Wait::yes);
         h = r->reserve(size);
-        tls_hot.oldest_hint = 0;
+        tls_oldest_hint = 0;
     }
     if (h == nullptr) note_dropped_record();
     return h;
 }
 
 inline RecordHeader* reserve(uint32_t size) noexcept {
-    Ring* r = tls_hot.ring;
+    Ring* r = tls_ring;
     RecordHeader* h = r != nullptr ? r->reserve(size) : nullptr;
     return h != nullptr ? h : reserve_slow(r, size);
 }
 
 // The oldest record may be older than the bound: look, and drain if so (unless another consumer is at it).
 __attribute__((noinline)) void age_check(uint64_t now) noexcept {
-    Ring* r = tls_hot.ring;
+    Ring* r = tls_ring;
     uint64_t oldest = r->oldest_ts();
     if (oldest != 0 && now > oldest && now - oldest > defer_max_age_ticks()) {
         drain_own(kEverything, UINT32_MAX, Wait::no);
         oldest = r->oldest_ts();
     }
-    tls_hot.oldest_hint = oldest != 0 ? oldest : now;
+    tls_oldest_hint = oldest != 0 ? oldest : now;
 }
 
 inline void commit(RecordHeader* h) noexcept {
-    tls_hot.ring->commit(h);
-    if (h->ts - tls_hot.oldest_hint > defer_max_age_ticks()) [[unlikely]] age_check(h->ts);
+    tls_ring->commit(h);
+    if (h->ts - tls_oldest_hint > defer_max_age_ticks()) [[unlikely]] age_check(h->ts);
 }
 
 template <typename Fixed, typename Entry>
@@ -97,6 +101,8 @@ void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_
 }
 
 }  // namespace
+
+__thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec"))) = 0;
 
 void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
     const uint32_t total = chain_length(wr);
@@ -208,18 +214,18 @@ void deferred_idle_drain() noexcept {
     // Reached once per kIdleAgeCheckEvery empty polls with records waiting (deferred_idle): is the oldest half
     // the age bound old?
     const uint64_t now = capture_ticks();
-    if (now - tls_hot.oldest_hint < defer_max_age_ticks() / 2) return;
+    if (now - tls_oldest_hint < defer_max_age_ticks() / 2) return;
     deferred_idle_drain_all(now);
 }
 
 void deferred_idle_drain_all(uint64_t now) noexcept {
     drain_own(kEverything, UINT32_MAX, Wait::no);
     // Emptied: the next record will be the oldest, and it is captured after now.
-    if (!tls_hot.ring->has_pending()) tls_hot.oldest_hint = now != 0 ? now : capture_ticks();
+    if (!tls_ring->has_pending()) tls_oldest_hint = now != 0 ? now : capture_ticks();
 }
 
 void deferred_flush_own() noexcept {
-    if (tls_hot.ring == nullptr) return;
+    if (tls_ring == nullptr) return;
     drain_own(kEverything, UINT32_MAX, Wait::yes);
 }
 

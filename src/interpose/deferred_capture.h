@@ -44,17 +44,18 @@ void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& 
 // The common empty poll costs a TLS load, two loads of the ring's positions and a counter.
 inline constexpr uint64_t kIdleDrainBytes = 16384;
 inline constexpr uint32_t kIdleAgeCheckEvery = 64;
+extern __thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec")));
 void deferred_idle_drain() noexcept;
 void deferred_idle_drain_all(uint64_t now = 0) noexcept;
 inline void deferred_idle() noexcept {
-    const deferred::Ring* r = tls_hot.ring;
+    const deferred::Ring* r = deferred::tls_ring;
     const uint64_t pending = r != nullptr ? r->pending_bytes() : 0;
     if (pending == 0) return;
     if (pending >= kIdleDrainBytes) [[unlikely]] {
         deferred_idle_drain_all();
         return;
     }
-    if (++tls_hot.idle_polls % kIdleAgeCheckEvery == 0) [[unlikely]] deferred_idle_drain();
+    if (++tls_idle_polls % kIdleAgeCheckEvery == 0) [[unlikely]] deferred_idle_drain();
 }
 
 // The calling thread is about to block (ibv_get_cq_event) or to tear an object down: all of its records.

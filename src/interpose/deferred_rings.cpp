@@ -23,6 +23,8 @@
 
 namespace sigmatrace::interpose::deferred {
 
+__thread Ring* tls_ring __attribute__((tls_model("initial-exec"))) = nullptr;
+
 struct RingSlot {
     explicit RingSlot(std::byte* memory, uint64_t capacity) noexcept : ring(memory, capacity) {}
     Ring ring;
@@ -34,7 +36,7 @@ struct RingSlot {
 
 namespace {
 
-// The calling thread's slot (tls_hot.ring is its ring).
+// The calling thread's slot (tls_ring is its ring).
 __thread RingSlot* tls_slot __attribute__((tls_model("initial-exec"))) = nullptr;
 
 constexpr uint32_t kAll = UINT32_MAX;
@@ -130,7 +132,7 @@ void on_thread_exit(void* p) {
     auto* slot = static_cast<RingSlot*>(p);
     const int saved = errno;
     drain_slot(*slot, kEverything, kAll, Wait::yes);
-    tls_hot.ring = nullptr;
+    tls_ring = nullptr;
     tls_slot = nullptr;
     slot->owner.store(0, std::memory_order_release);
     errno = saved;
@@ -172,7 +174,7 @@ void make_exit_key() noexcept {
 }  // namespace
 
 Ring* ring_for_this_thread() noexcept {
-    if (tls_hot.ring != nullptr) return tls_hot.ring;
+    if (tls_ring != nullptr) return tls_ring;
     const int saved = errno;
     const pid_t tid = this_tid();
     make_exit_key();
@@ -187,11 +189,11 @@ Ring* ring_for_this_thread() noexcept {
         // lttng-ust's thread-local state, allocated now: a fatal-signal handler may emit from this thread.
         if (LttngInitThread init = lttng_init_thread()) init();
         tls_slot = slot;
-        tls_hot.ring = &slot->ring;
+        tls_ring = &slot->ring;
         start_emitter();
     }
     errno = saved;
-    return tls_hot.ring;
+    return tls_ring;
 }
 
 void note_dropped_record() noexcept {

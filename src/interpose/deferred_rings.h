@@ -23,7 +23,6 @@
 #include <cstdint>
 
 #include "interpose/deferred_ring.h"
-#include "interpose/thread_hot_state.h"
 
 namespace sigmatrace::interpose::deferred {
 
@@ -33,6 +32,9 @@ struct RingSlot;
 // The calling thread's ring, creating it (and the emitter thread) on first use; nullptr if memory for it
 // could not be had (the record is then dropped and counted).
 Ring* ring_for_this_thread() noexcept;
+
+// Initial-exec TLS: the data path reads it with one %fs-relative load.
+extern __thread Ring* tls_ring __attribute__((tls_model("initial-exec")));
 
 // Records the producer failed to keep (no memory for a ring): reported on stderr at exit when not 0.
 void note_dropped_record() noexcept;

@@ -3,7 +3,8 @@
 #include <algorithm>
 
 namespace sigmatrace::interpose {
-__thread ThreadHotState tls_hot __attribute__((tls_model("initial-exec")));
+__thread QpState* tls_last_qp __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread CqState* tls_last_cq __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
@@ -96,13 +97,13 @@ void Registry::remove_cq(CqState* s) {
 
 QpState* qp_state_lookup(const void* qp) noexcept {
     QpState* s = Registry::instance().qp_by_pointer(qp);
-    tls_hot.last_qp = s;
+    tls_last_qp = s;
     return s;
 }
 
 CqState* cq_state_lookup(const void* cq) noexcept {
     CqState* s = Registry::instance().cq_by_pointer(cq);
-    tls_hot.last_cq = s;
+    tls_last_cq = s;
     return s;
 }
 

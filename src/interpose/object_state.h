@@ -16,7 +16,6 @@
 
 #include "interpose/deferred_ring.h"
 #include "interpose/state_index.h"
-#include "interpose/thread_hot_state.h"
 #include <sigmatrace/schema.h>
 
 namespace sigmatrace::interpose {
@@ -269,20 +268,22 @@ private:
     std::vector<CqState*> free_cqs_;
 };
 
-// Data-path lookups with a one-entry per-thread cache (thread_hot_state.h): the ibv_wr_* and extended-poll
-// calls come in runs on one object. Initial-exec TLS: a plain %fs-relative load, no __tls_get_addr call
-// (libsigmatrace.so is loaded at start-up, where static TLS is available).
+// Data-path lookups with a one-entry per-thread cache: the ibv_wr_* and extended-poll calls come in runs on
+// one object. Initial-exec TLS: a plain %fs-relative load, no __tls_get_addr call (libsigmatrace.so is
+// loaded at start-up, where static TLS is available).
 // The hit is inline (a TLS load and a compare: every ibv_wr_* wrapper pays it); a miss probes the index.
+extern __thread QpState* tls_last_qp __attribute__((tls_model("initial-exec")));
+extern __thread CqState* tls_last_cq __attribute__((tls_model("initial-exec")));
 QpState* qp_state_lookup(const void* qp) noexcept;  // the miss: probes the index, refills the cache
 CqState* cq_state_lookup(const void* cq) noexcept;
 
 inline QpState* qp_state_cached(const void* qp) noexcept {
-    QpState* s = tls_hot.last_qp;
+    QpState* s = tls_last_qp;
     if (s != nullptr && s->qp.load(std::memory_order_relaxed) == qp) [[likely]] return s;
     return qp_state_lookup(qp);
 }
 inline CqState* cq_state_cached(const void* cq) noexcept {
-    CqState* s = tls_hot.last_cq;
+    CqState* s = tls_last_cq;
     if (s != nullptr && s->cq.load(std::memory_order_relaxed) == cq) [[likely]] return s;
     return cq_state_lookup(cq);
 }
