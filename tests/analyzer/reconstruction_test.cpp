@@ -552,17 +552,21 @@ void signal_round(World& w, std::initializer_list<int> ranks, uint64_t round) {
     w.t += 5000;
     for (int r : ranks) w.poll(r, {round}, {0}, 4, 8);
 }
+// Rank 0 signals the word alone for `alone` rounds, then ranks 0, 1 and 2 together for 50: the document.
+json alone_then_together(int alone) {
+    World w;
+    three_ranks_on_one_word(w);
+    uint64_t round = 0;
+    for (int i = 0; i < alone; ++i) signal_round(w, {0}, round++);
+    for (int i = 0; i < 50; ++i) signal_round(w, {0, 1, 2}, round++);
+    return w.finish();
+}
 
 TEST(Barriers, AWordJoinedWithinTheCloseLagIsStillABarrier) {
     // Rank 0 signals alone 5 times (no epoch closes before the busiest participant is kCloseLag = 8 rounds
     // ahead), then ranks 1 and 2 join and all three signal 50 rounds. Each rank's k-th signal is epoch k, so
     // epochs 0..49 are complete and rank 0's last 5 are not: 50 of 55, within the 10% a barrier may miss.
-    World w;
-    three_ranks_on_one_word(w);
-    uint64_t round = 0;
-    for (int i = 0; i < 5; ++i) signal_round(w, {0}, round++);
-    for (int i = 0; i < 50; ++i) signal_round(w, {0, 1, 2}, round++);
-    json doc = w.finish();
+    json doc = alone_then_together(5);
     EXPECT_EQ(doc["barriers"]["epochs"], 50);
     ASSERT_EQ(doc["barriers"]["words"].size(), 1u);
     EXPECT_EQ(doc["barriers"]["words"][0]["raddr"], "0xabc0");
@@ -572,12 +576,7 @@ TEST(Barriers, AWordSignalledAloneUntilItsEpochsCloseNeverBecomesABarrier) {
     // Rank 0 signals alone 10 times: its first epochs close with one participant. Ranks 1 and 2 then join
     // and the three signal in perfect rounds, but a participant that appears after epochs closed without it
     // is not the barrier pattern: the word stays a candidate, never a barrier.
-    World w;
-    three_ranks_on_one_word(w);
-    uint64_t round = 0;
-    for (int i = 0; i < 10; ++i) signal_round(w, {0}, round++);
-    for (int i = 0; i < 50; ++i) signal_round(w, {0, 1, 2}, round++);
-    json doc = w.finish();
+    json doc = alone_then_together(10);
     EXPECT_EQ(doc["barriers"]["epochs"], 0);
     EXPECT_TRUE(doc["barriers"]["words"].empty());
     EXPECT_EQ(doc["barriers"]["candidate_words"], 1);
