@@ -28,7 +28,8 @@ void Analysis::on_event(const DecodedEvent& ev) {
         begin = std::min(begin, ev.element_ts(c.ts, 0));
     if (events_ == 0 || begin < first_ts_) first_ts_ = begin;
     if (ev.ts_ns > last_ts_ || events_ == 0) last_ts_ = ev.ts_ns;
-    if (!ev.continued) {
+    if (ev.inconsistent) ++topo_.anomalies().malformed_events;
+    if (!ev.continued && !ev.expanded) {
         ++events_;
         ++events_by_id_[static_cast<std::size_t>(ev.id)];
     }
@@ -36,7 +37,7 @@ void Analysis::on_event(const DecodedEvent& ev) {
     ProcId p = topo_.process_of(ev);
     {
         Process& pr = topo_.proc(p);
-        if (!ev.continued) ++pr.events;
+        if (!ev.continued && !ev.expanded) ++pr.events;
         pr.last_ts = std::max(pr.last_ts, ev.ts_ns);
     }
     switch (ev.id) {

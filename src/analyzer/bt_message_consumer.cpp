@@ -211,6 +211,8 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
             const bool s = ci.kind[i] == Kind::SeqSigned;
             for (uint64_t k = 0; k < len; ++k) buf[k] = read_int(bt_field_array_borrow_element_field_by_index_const(f, k), s);
             if (static_cast<int>(i) == ci.ts_field) convert_capture_times(ci, buf, len);
+            if (ci.schema->id == EventId::deferred_records && static_cast<int>(i) == fields::deferred_records::words)
+                convert_record_times(buf.data(), len, [&ci](uint64_t t) { return capture_time_ns(ci, t); });
             v.seq = buf.data();
             v.seq_len = static_cast<uint32_t>(len);
             break;
@@ -223,7 +225,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         }
     }
     for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
-    reorder_.on_event(ev);
+    expander_.on_event(ev);
 }
 
 // Capture times are cycles of the trace's clock (lttng-ust's monotonic clock); nonzero ones become ns from
@@ -231,18 +233,19 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
 // class); other frequencies go through babeltrace2's conversion. A value it cannot convert (no clock,
 // overflow) becomes 0: the element is then timed by its event.
 void BtMessageConsumer::convert_capture_times(const ClassInfo& ci, std::vector<uint64_t>& buf, uint64_t len) {
-    for (uint64_t k = 0; k < len; ++k) {
-        const uint64_t cycles = buf[k];
-        if (cycles == 0) continue;
-        int64_t ns = 0;
-        if (ci.clock_is_ns && cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(ci.clock_origin_ns, 0)))
-            ns = ci.clock_origin_ns + static_cast<int64_t>(cycles);
-        else if (ci.clock == nullptr || bt_clock_class_cycles_to_ns_from_origin(ci.clock, cycles, &ns) !=
-                                            BT_CLOCK_CLASS_CYCLES_TO_NS_FROM_ORIGIN_STATUS_OK)
-            ns = 0;
-        // ns 0 or before the origin cannot be told from "no capture time": the event's timestamp is as good.
-        buf[k] = ns > 0 ? static_cast<uint64_t>(ns) : 0;
-    }
+    for (uint64_t k = 0; k < len; ++k) buf[k] = capture_time_ns(ci, buf[k]);
+}
+
+uint64_t BtMessageConsumer::capture_time_ns(const ClassInfo& ci, uint64_t cycles) {
+    if (cycles == 0) return 0;
+    int64_t ns = 0;
+    if (ci.clock_is_ns && cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(ci.clock_origin_ns, 0)))
+        ns = ci.clock_origin_ns + static_cast<int64_t>(cycles);
+    else if (ci.clock == nullptr || bt_clock_class_cycles_to_ns_from_origin(ci.clock, cycles, &ns) !=
+                                        BT_CLOCK_CLASS_CYCLES_TO_NS_FROM_ORIGIN_STATUS_OK)
+        ns = 0;
+    // ns 0 or before the origin cannot be told from "no capture time": the event's timestamp is as good.
+    return ns > 0 ? static_cast<uint64_t>(ns) : 0;
 }
 
 void BtMessageConsumer::on_discarded(const bt_message* msg, bool packets) {

@@ -23,6 +23,7 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/decoded_event.h"
+#include "analyzer/records_expander.h"
 #include "analyzer/reorder_stage.h"
 
 namespace sigmatrace::analyzer {
@@ -67,9 +68,11 @@ private:
     void on_event(const bt_message* msg);
     void on_discarded(const bt_message* msg, bool packets);
     static void convert_capture_times(const ClassInfo& ci, std::vector<uint64_t>& buf, uint64_t len);
+    static uint64_t capture_time_ns(const ClassInfo& ci, uint64_t cycles);
 
     Analysis& analysis_;
     ReorderStage reorder_;
+    RecordsExpander expander_{reorder_};  // in front of reorder_: deferred_records events become their calls
     DecodedEvent ev_;
     std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;
     std::unordered_map<const bt_event_class*, ClassInfo> classes_;

@@ -42,6 +42,11 @@ struct DecodedEvent {
     // An element view after the first of a data event the reordering stage released element by element
     // (reorder_stage.h): the trace's event was already counted with its first view.
     bool continued = false;
+    // One of the calls a `deferred_records` event carried (records_expander.h): the trace's event is that one,
+    // counted once, not each of these.
+    bool expanded = false;
+    // Found inconsistent by a stage before the analysis (records that stop decoding): counted as malformed.
+    bool inconsistent = false;
 
     uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
     int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }

@@ -102,6 +102,12 @@ Config parse_config(const char* (*get)(const char*), std::string* errors) {
         else if (s == "0") c.defer = false;
         else note(errors, "SIGMATRACE_DEFER", s, "1 (deferred emission) or 0 (immediate)");
     }
+    if (const char* v = get("SIGMATRACE_DEFER_FORMAT"); v != nullptr && *v != '\0') {
+        std::string_view s = v;
+        if (s == "records") c.defer_records = true;
+        else if (s == "events") c.defer_records = false;
+        else note(errors, "SIGMATRACE_DEFER_FORMAT", s, "records or events");
+    }
     if (const char* v = get("SIGMATRACE_DEFER_MAX_AGE_US"); v != nullptr && *v != '\0') {
         char* end = nullptr;
         const unsigned long us = std::strtoul(v, &end, 10);
@@ -133,6 +139,7 @@ void set_config(const Config& c) noexcept {
     g_config = c;
     detail::g_defer_max_age_ns.store(static_cast<uint64_t>(c.defer_max_age_us) * 1000, std::memory_order_relaxed);
     detail::g_redact.store(c.redact, std::memory_order_relaxed);
+    detail::g_defer_records.store(c.defer_records, std::memory_order_relaxed);
     detail::g_defer_max_age_ticks.store(capture_clock::ticks_for_ns(static_cast<uint64_t>(c.defer_max_age_us) * 1000),
                                         std::memory_order_relaxed);
     detail::g_data_path_flags.store(flags_for(c), std::memory_order_relaxed);

@@ -19,104 +19,25 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <sigmatrace/schema.h>
+#include <sigmatrace/deferred_records.h>
 
 namespace sigmatrace::interpose::deferred {
 
-enum class RecordKind : uint16_t { pad = 0, post_send = 1, post_recv = 2, post_srq_recv = 3, poll_cq = 4 };
-
-struct RecordHeader {
-    uint32_t size;  // bytes of the whole record (header included), a multiple of kAlign
-    RecordKind kind;
-    uint16_t n;     // entries after the fixed part
-    uint64_t ts;    // capture time (capture_clock.h ticks): before the post call, after the poll
-};
-static_assert(sizeof(RecordHeader) == 16);
-
-// post_send (ibv_post_send and ibv_wr_* lists)
-struct SendFixed {
-    uint64_t qp;
-    uint32_t qp_num;
-    int32_t ret;
-    int32_t bad_index;
-    uint32_t api;
-    uint32_t batch_offset;
-    uint32_t pad;
-};
-struct SendEntry {
-    uint64_t wr_id;
-    uint64_t raddr;
-    uint64_t ah;
-    uint32_t send_flags;
-    uint32_t bytes;
-    uint32_t rkey;
-    uint32_t imm;
-    uint32_t remote_qpn;
-    uint16_t num_sge;
-    uint8_t opcode;
-    uint8_t pad;
-};
-static_assert(sizeof(SendEntry) == 48);
-
-// post_recv and post_srq_recv (handle = the QP or the SRQ)
-struct RecvFixed {
-    uint64_t handle;
-    uint32_t qp_num;
-    int32_t ret;
-    int32_t bad_index;
-    uint32_t batch_offset;
-};
-struct RecvEntry {
-    uint64_t wr_id;
-    uint32_t bytes;
-    uint16_t num_sge;
-    uint16_t pad;
-};
-static_assert(sizeof(RecvEntry) == 16);
-
-// poll_cq (ibv_poll_cq and extended-CQ passes)
-struct PollFixed {
-    uint64_t cq;
-    int32_t ret;
-    uint32_t api;
-};
-struct CompletionEntry {
-    uint64_t wr_id;
-    uint64_t hw_ts;
-    uint32_t vendor_err;
-    uint32_t byte_len;
-    uint32_t qp_num;
-    uint32_t src_qp;
-    uint32_t wc_flags;
-    uint32_t imm;
-    uint8_t status;
-    uint8_t opcode;
-    uint8_t pad[6];
-};
-static_assert(sizeof(CompletionEntry) == 48);
-
-inline constexpr uint32_t kAlign = 16;
-
-constexpr uint32_t align_up(uint32_t v) {
-    return (v + kAlign - 1) & ~(kAlign - 1);
-}
-template <typename Fixed, typename Entry> constexpr uint32_t record_size(uint32_t n) {
-    return align_up(static_cast<uint32_t>(sizeof(RecordHeader) + sizeof(Fixed) + n * sizeof(Entry)));
-}
-inline constexpr uint32_t kMaxRecordSize = record_size<SendFixed, SendEntry>(SIGMATRACE_MAX_BATCH);
-
-template <typename T> T* fixed_part(RecordHeader* h) {
-    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(h) + sizeof(RecordHeader));
-}
-template <typename T> const T* fixed_part(const RecordHeader* h) {
-    return reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader));
-}
-template <typename Fixed, typename Entry> Entry* entries(RecordHeader* h) {
-    return reinterpret_cast<Entry*>(reinterpret_cast<std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
-}
-template <typename Fixed, typename Entry> const Entry* entries(const RecordHeader* h) {
-    return reinterpret_cast<const Entry*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
-}
+// The records' layout is the `deferred_records` event's payload: declared in the public header.
+using records::align_up;
+using records::CompletionEntry;
+using records::entries;
+using records::fixed_part;
+using records::kAlign;
+using records::kMaxRecordSize;
+using records::PollFixed;
+using records::RecordHeader;
+using records::RecordKind;
+using records::record_size;
+using records::RecvEntry;
+using records::RecvFixed;
+using records::SendEntry;
+using records::SendFixed;
 
 class Ring {
 public:

@@ -19,6 +19,7 @@
 #include "interpose/activation.h"
 #include "interpose/config.h"
 #include "interpose/deferred_events.h"
+#include "interpose/deferred_records_writer.h"
 #include "interpose/periodic_thread.h"
 
 namespace sigmatrace::interpose::deferred {
@@ -30,7 +31,9 @@ struct RingSlot {
     Ring ring;
     std::atomic<pid_t> owner{0};       // tid of the thread producing into it, 0 when free
     std::atomic<RingSlot*> next{nullptr};
-    // The events being built from this ring's records: only the consumer holding the ring uses it.
+    // What its records become, in the configured format (records, or events built from them): only the
+    // consumer holding the ring uses these.
+    RecordsWriter records;
     EventBuilder events;
 };
 
@@ -77,10 +80,18 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
             nanosleep(&pause, nullptr);
         }
     }
-    EventBuilder& events = slot.events;
-    events.start_run(capture_clock::anchor_now());
-    const uint32_t n = r.consume(cutoff, max_records, [&events](const RecordHeader* h) { events.add(h); });
-    events.flush();  // the last events go out before another consumer may take the ring
+    uint32_t n;
+    if (defer_records()) {
+        RecordsWriter& records = slot.records;
+        records.start_run(capture_clock::anchor_now());
+        n = r.consume(cutoff, max_records, [&records](const RecordHeader* h) { records.add(h); });
+        records.flush();  // the last records go out before another consumer may take the ring
+    } else {
+        EventBuilder& events = slot.events;
+        events.start_run(capture_clock::anchor_now());
+        n = r.consume(cutoff, max_records, [&events](const RecordHeader* h) { events.add(h); });
+        events.flush();
+    }
     if (&slot == tls_slot) r.rewind_if_empty_by_producer();
     r.unlock_consumer();
     return n;
@@ -230,6 +241,7 @@ void after_fork_child() noexcept {
     for (RingSlot* s = g_rings.load(std::memory_order_relaxed); s != nullptr; s = s->next.load(std::memory_order_relaxed)) {
         s->ring.drop_all_after_fork();
         s->events.discard();  // a thread of the parent may have been building events from it
+        s->records.discard();
         if (s == tls_slot) {
             s->owner.store(me, std::memory_order_relaxed);
             mine = true;

@@ -3,10 +3,15 @@
 // emitted before the post it completes back behind that post. Exact nanoseconds throughout.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include <sigmatrace/deferred_records.h>
+
 #include "analyzer/analysis.h"
+#include "analyzer/records_expander.h"
 #include "analyzer/reorder_stage.h"
 #include "record_feeder.h"
 
@@ -28,14 +33,16 @@ struct Ops : OpListener {
 struct DeferredWorld {
     Analysis analysis;
     ReorderStage stage{analysis};
+    RecordsExpander expander{stage};  // in front of the stage, as in the Babeltrace2 consumer
     Ops ops;
     int64_t t = 1'000'000;
 
     RecordFeeder feed;
 
     // through_stage false: events go straight to the analysis in emission order (what the stage fixes).
+    // (Every event goes through the records expander in front of the stage; it passes other events on as they are.)
     explicit DeferredWorld(bool through_stage = true)
-        : feed(through_stage ? static_cast<EventSink&>(stage) : static_cast<EventSink&>(analysis)) {
+        : feed(through_stage ? static_cast<EventSink&>(expander) : static_cast<EventSink&>(analysis)) {
         analysis.add_listener(&ops);
     }
 
@@ -187,6 +194,164 @@ TEST(DeferredReconstruction, ZeroCaptureTimesMeanTheEventTimestamp) {
     // An all-zero or empty `ts` is not malformed (the peer is not traced here: that warning is expected).
     for (const auto& warning : doc["warnings"])
         EXPECT_EQ(warning.get<std::string>().find("malformed"), std::string::npos) << warning;
+}
+
+
+// ---- deferred_records events (schema minor 4): the tracer's records, expanded before the stage
+
+// A carrier's words: a one-WR signaled RDMA WRITE post (wr_id, QP 0x1000/100) captured at `post_ts` and its
+// completion polled on CQ 0xcc at `poll_ts` (ns from origin, as the consumer hands them over).
+std::vector<uint64_t> post_and_poll_words(uint64_t wr_id, uint64_t post_ts, uint64_t poll_ts) {
+    using namespace records;
+    constexpr uint32_t kSend = record_size<SendFixed, SendEntry>(1), kPoll = record_size<PollFixed, CompletionEntry>(1);
+    alignas(16) std::array<std::byte, kSend + kPoll> buf{};
+    auto* h = reinterpret_cast<RecordHeader*>(buf.data());
+    *h = RecordHeader{kSend, RecordKind::post_send, 1, post_ts};
+    *fixed_part<SendFixed>(h) = SendFixed{0x1000, 100, 0, -1, 1, 0, 0};
+    *entries<SendFixed, SendEntry>(h) = SendEntry{wr_id, 0xabc000, 0, 2 /* SIGNALED */, 4096, 0x11, 0, 0, 1, 0 /* RDMA_WRITE */, 0};
+    auto* p = reinterpret_cast<RecordHeader*>(buf.data() + kSend);
+    *p = RecordHeader{kPoll, RecordKind::poll_cq, 1, poll_ts};
+    *fixed_part<PollFixed>(p) = PollFixed{0xcc, 1, 0};
+    CompletionEntry c{};
+    c.wr_id = wr_id;
+    c.qp_num = 100;
+    c.opcode = 1;  // IBV_WC_RDMA_WRITE
+    *entries<PollFixed, CompletionEntry>(p) = c;
+    std::vector<uint64_t> words(buf.size() / 8);
+    std::memcpy(words.data(), buf.data(), buf.size());
+    return words;
+}
+
+void emit_records(DeferredWorld& w, int64_t emitted, const std::vector<uint64_t>& words, uint32_t layout = records::kLayout) {
+    st_deferred_records_rec r{};
+    r.layout = layout;
+    r.n = static_cast<uint32_t>(words.size());
+    r.words = words.data();
+    w.feed.emit_with(emitted, kVpid, r, [](DecodedEvent& ev) { ev.vtid = kThreadA; });
+}
+
+bool warns_malformed(const nlohmann::json& doc) {
+    for (const auto& warning : doc["warnings"])
+        if (warning.get<std::string>().find("malformed") != std::string::npos) return true;
+    return false;
+}
+
+TEST(DeferredRecords, ACallsRecordIsReconstructedLikeItsEvent) {
+    DeferredWorld w;
+    w.setup();
+    constexpr uint64_t kPost = 5'000'000, kDone = kPost + 7'777;
+    emit_records(w, kDone + 400'000, post_and_poll_words(9, kPost, kDone));
+    const nlohmann::json doc = w.finish();
+    ASSERT_EQ(w.ops.ops.size(), 1u);
+    const Operation& op = w.ops.ops[0];
+    EXPECT_EQ(op.outcome, OpOutcome::Completed);
+    EXPECT_EQ(op.wr_id, 9u);
+    EXPECT_EQ(op.bytes, 4096u);
+    EXPECT_EQ(op.post_ts, static_cast<int64_t>(kPost));
+    EXPECT_EQ(op.done_ts, static_cast<int64_t>(kDone));
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    // The trace's event is the carrier: counted once, its records not as events of their own.
+    EXPECT_EQ(doc["trace"]["events_by_type"]["deferred_records"], 1);
+    EXPECT_EQ(doc["trace"]["events"], 4 + 1);
+    EXPECT_FALSE(warns_malformed(doc));
+}
+
+// What the expander hands on, copied while valid.
+struct ExpandedSeen : EventSink {
+    struct One {
+        EventId id;
+        uint64_t n;
+        int64_t ret;
+        std::vector<uint64_t> wr_ids, ts;
+        bool expanded, inconsistent;
+    };
+    void on_event(const DecodedEvent& ev) override {
+        One o{ev.id, 0, 0, {}, {}, ev.expanded, ev.inconsistent};
+        const CaptureFields c = capture_fields(ev.id);
+        if (c.n >= 0) {
+            o.n = ev.u(c.n);
+            const int wr = ev.id == EventId::poll_cq ? static_cast<int>(fields::poll_cq::wr_id) : static_cast<int>(fields::post_send::wr_id);
+            for (uint32_t k = 0; k < o.n; ++k) {
+                o.wr_ids.push_back(ev.at(wr, k));
+                o.ts.push_back(ev.at(c.ts, k));
+            }
+            if (ev.id == EventId::poll_cq) o.ret = ev.i64(fields::poll_cq::ret);
+        }
+        seen.push_back(std::move(o));
+    }
+    std::vector<One> seen;
+};
+
+TEST(DeferredRecords, ConsecutiveWholeCallsOfAKindShareAnEventAFailedOneStandsAlone) {
+    using namespace records;
+    // Posts 1, 2 (QP 0x1000), a poll of two, post 3 that failed (ret 12), post 4: in one carrier.
+    std::vector<uint64_t> words;
+    auto append = [&words](const std::vector<uint64_t>& w, std::size_t count) { words.insert(words.end(), w.begin(), w.begin() + static_cast<long>(count)); };
+    const std::vector<uint64_t> p1 = post_and_poll_words(1, 100, 0), p2 = post_and_poll_words(2, 200, 0);
+    constexpr std::size_t kSendWords = record_size<SendFixed, SendEntry>(1) / 8;
+    append(p1, kSendWords);
+    append(p2, kSendWords);
+    {  // a poll record of two completions (wr 1 and 2) at 300
+        alignas(16) std::array<std::byte, record_size<PollFixed, CompletionEntry>(2)> buf{};
+        auto* h = reinterpret_cast<RecordHeader*>(buf.data());
+        *h = RecordHeader{static_cast<uint32_t>(buf.size()), RecordKind::poll_cq, 2, 300};
+        *fixed_part<PollFixed>(h) = PollFixed{0xcc, 2, 0};
+        entries<PollFixed, CompletionEntry>(h)[0].wr_id = 1;
+        entries<PollFixed, CompletionEntry>(h)[1].wr_id = 2;
+        std::vector<uint64_t> w(buf.size() / 8);
+        std::memcpy(w.data(), buf.data(), buf.size());
+        append(w, w.size());
+    }
+    std::vector<uint64_t> p3 = post_and_poll_words(3, 400, 0);
+    reinterpret_cast<SendFixed*>(&p3[2])->ret = 12;  // the fixed part follows the 16-byte header
+    append(p3, kSendWords);
+    append(post_and_poll_words(4, 500, 0), kSendWords);
+    ExpandedSeen sink;
+    RecordsExpander expander(sink);
+    test::RecordFeeder feed(expander);
+    st_deferred_records_rec r{};
+    r.layout = kLayout;
+    r.n = static_cast<uint32_t>(words.size());
+    r.words = words.data();
+    feed.emit(1000, kVpid, r);
+    // The failed post 3 cuts the posts open before it (1, 2) and goes out alone; at the carrier's end the open
+    // ones follow (post 4, the poll), the carrier last.
+    ASSERT_EQ(sink.seen.size(), 5u);
+    EXPECT_EQ(sink.seen[0].id, EventId::post_send);
+    EXPECT_EQ(sink.seen[0].wr_ids, (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(sink.seen[0].ts, (std::vector<uint64_t>{100, 200}));
+    EXPECT_EQ(sink.seen[1].wr_ids, (std::vector<uint64_t>{3}));
+    EXPECT_EQ(sink.seen[2].wr_ids, (std::vector<uint64_t>{4}));
+    EXPECT_EQ(sink.seen[3].id, EventId::poll_cq);
+    EXPECT_EQ(sink.seen[3].wr_ids, (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(sink.seen[3].ret, 2);
+    EXPECT_EQ(sink.seen[4].id, EventId::deferred_records);
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(sink.seen[i].expanded) << i;
+    EXPECT_FALSE(sink.seen[4].expanded);
+    EXPECT_FALSE(sink.seen[4].inconsistent);
+}
+
+TEST(DeferredRecords, ARecordThatDoesNotDecodeEndsTheCarrierAndIsCountedMalformed) {
+    DeferredWorld w;
+    w.setup();
+    std::vector<uint64_t> words = post_and_poll_words(9, 5'000'000, 5'001'000);
+    words[12] += 16;  // the poll record's size (its header starts after the 96-byte send record)
+    emit_records(w, 5'400'000, words);
+    const nlohmann::json doc = w.finish();
+    ASSERT_EQ(w.ops.ops.size(), 1u);  // the post decoded; the poll did not
+    EXPECT_EQ(w.ops.ops[0].outcome, OpOutcome::InFlight);
+    EXPECT_EQ(w.ops.ops[0].post_ts, 5'000'000);
+    EXPECT_TRUE(warns_malformed(doc));
+}
+
+TEST(DeferredRecords, AnUnknownLayoutIsNotReadAtAll) {
+    DeferredWorld w;
+    w.setup();
+    emit_records(w, 5'400'000, post_and_poll_words(9, 5'000'000, 5'001'000), records::kLayout + 1);
+    const nlohmann::json doc = w.finish();
+    EXPECT_TRUE(w.ops.ops.empty());
+    EXPECT_TRUE(warns_malformed(doc));
+    EXPECT_EQ(doc["trace"]["events_by_type"]["deferred_records"], 1);
 }
 
 }  // namespace

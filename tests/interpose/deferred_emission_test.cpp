@@ -28,6 +28,7 @@ protected:
         interpose::capture_clock::calibrate();
         interpose::Config c = test_config();
         c.defer = true;
+        c.defer_records = false;  // these tests are about the events format (deferred_events.h)
         // Long enough that neither the emitter nor the data path's age check drains while a test runs, even
         // under a sanitizer: the tests decide when records become events.
         c.defer_max_age_us = 1000000;

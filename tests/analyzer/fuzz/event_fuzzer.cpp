@@ -14,6 +14,7 @@
 #include "analyzer/ci_rules.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
+#include "analyzer/records_expander.h"
 #include "analyzer/reorder_stage.h"
 #include "analyzer/text_report.h"
 
@@ -54,6 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     perfetto.open("/dev/null");
     analysis.add_listener(&perfetto);
     ReorderStage stage(analysis);
+    RecordsExpander expander(stage);  // in front of the stage, as in the Babeltrace2 consumer
     std::array<std::vector<uint64_t>, kMaxEventFields> seqs;
     std::vector<std::string> strings(kMaxEventFields);
     int64_t ts = 1000;
@@ -92,7 +94,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                 }
             }
         }
-        stage.on_event(ev);
+        // A deferred_records event of the known layout half the time: its words are then walked as records.
+        if (ev.id == sigmatrace::EventId::deferred_records && (in.byte() & 1) != 0)
+            ev.f[fields::deferred_records::layout].u = sigmatrace::records::kLayout;
+        expander.on_event(ev);
         if (in.byte() == 0xfe) {
             DiscardRecord d;
             d.count = in.value();

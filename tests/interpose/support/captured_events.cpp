@@ -1,5 +1,9 @@
 #include "support/captured_events.h"
 
+#include <sigmatrace/deferred_records.h>
+
+#include <type_traits>
+
 namespace sigmatrace::testing {
 namespace {
 
@@ -31,6 +35,24 @@ EventCapture::~EventCapture() {
 void EventCapture::on_event(EventId id, const void* rec, void* self) {
     auto* me = static_cast<EventCapture*>(self);
     std::lock_guard<std::mutex> lock(me->mutex_);
+    if (id == EventId::deferred_records) {
+        // Kept as written, and expanded as a reader would: one event per call, in `order` like immediate ones.
+        const auto& r = *static_cast<const st_deferred_records_rec*>(rec);
+        me->events_.deferred_records.push_back(copy(r));
+        records::Scratch scratch;
+        CapturedEvents& ev = me->events_;
+        const records::WalkResult walked = records::walk_records(r.words, r.n, [&](const records::RecordHeader& h) {
+            records::expand_record(h, scratch, [&ev](const auto& e) {
+                using E = std::decay_t<decltype(e)>;
+                if constexpr (std::is_same_v<E, st_post_send_rec>) ev.post_send.push_back(copy(e)), ev.order.push_back(EventId::post_send);
+                else if constexpr (std::is_same_v<E, st_post_recv_rec>) ev.post_recv.push_back(copy(e)), ev.order.push_back(EventId::post_recv);
+                else if constexpr (std::is_same_v<E, st_post_srq_recv_rec>) ev.post_srq_recv.push_back(copy(e)), ev.order.push_back(EventId::post_srq_recv);
+                else ev.poll_cq.push_back(copy(e)), ev.order.push_back(EventId::poll_cq);
+            });
+        });
+        if (walked.status != records::WalkStatus::ok) ++ev.malformed_records;
+        return;
+    }
     me->events_.order.push_back(id);
     switch (id) {
 #define ST_CASE_(event, comment)                                                                               \

@@ -28,7 +28,11 @@ struct CapturedEvents {
 #define ST_CAP_MEMBER_(event, comment) std::vector<cap_##event> event;
     SIGMATRACE_EVENTS(ST_CAP_MEMBER_)
 #undef ST_CAP_MEMBER_
-    std::vector<EventId> order;  // every event's id, in emission order
+    // Every event's id, in emission order. A `deferred_records` event is kept in `deferred_records` and
+    // expanded into the events of its records (one per call, as immediate emission writes them): `order` lists
+    // those, not it.
+    std::vector<EventId> order;
+    uint32_t malformed_records = 0;  // deferred_records events whose records did not all decode
 };
 
 // Installs itself as the trace callback for its lifetime (tracing "enabled"); thread-safe.

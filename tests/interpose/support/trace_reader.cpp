@@ -1,13 +1,17 @@
 #include "support/trace_reader.h"
 
 #include <babeltrace2/babeltrace.h>
+#include <sigmatrace/deferred_records.h>
 
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace sigmatrace::testing {
 namespace {
+
+void expand_records(const TraceEvent& carrier, Trace* trace);  // below: deferred_records events
 
 namespace fs = std::filesystem;
 
@@ -80,7 +84,9 @@ bt_graph_simple_sink_component_consume_func_status consume(bt_message_iterator* 
             if (auto it2 = ctx.find("procname"); it2 != ctx.end() && std::holds_alternative<std::string>(it2->second))
                 e.procname = std::get<std::string>(it2->second);
             read_structure(bt_event_borrow_payload_field_const(ev), &e.fields);
-            st->trace->events.push_back(std::move(e));
+            const bool records = e.name == "sigmatrace:deferred_records";
+            st->trace->events.push_back(e);
+            if (records) expand_records(e, st->trace);
         } else if (type == BT_MESSAGE_TYPE_DISCARDED_EVENTS) {
             uint64_t n = 0;
             if (bt_message_discarded_events_get_count(m, &n) == BT_PROPERTY_AVAILABILITY_AVAILABLE)
@@ -89,6 +95,58 @@ bt_graph_simple_sink_component_consume_func_status consume(bt_message_iterator* 
         bt_message_put_ref(m);
     }
     return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
+}
+
+// The events of a deferred_records event's records, appended after it: what immediate emission would have
+// written for each call (<sigmatrace/deferred_records.h>), with the carrier's timestamp and contexts. A record
+// that does not decode ends the expansion and is counted in Trace::malformed_records.
+template <typename Rec> void append_record_event(const TraceEvent& carrier, const char* name, const Rec& rec,
+                                                 Trace* trace) {
+    TraceEvent e;
+    e.name = std::string("sigmatrace:") + name;
+    e.ns = carrier.ns;
+    e.vpid = carrier.vpid;
+    e.vtid = carrier.vtid;
+    e.procname = carrier.procname;
+#define ST_TR_INT_(type, fname, comment)                                                                       \
+    if constexpr (std::is_signed_v<type>) e.fields[#fname] = static_cast<int64_t>(rec.fname);                   \
+    else e.fields[#fname] = static_cast<uint64_t>(rec.fname);
+#define ST_TR_STR_(fname, comment)
+#define ST_TR_SEQ_(type, fname, comment) e.fields[#fname] = std::vector<uint64_t>(rec.fname, rec.fname + rec.n);
+    if constexpr (std::is_same_v<Rec, st_post_send_rec>) {
+        SIGMATRACE_FIELDS_post_send(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
+    } else if constexpr (std::is_same_v<Rec, st_post_recv_rec>) {
+        SIGMATRACE_FIELDS_post_recv(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
+    } else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) {
+        SIGMATRACE_FIELDS_post_srq_recv(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
+    } else {
+        SIGMATRACE_FIELDS_poll_cq(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
+    }
+#undef ST_TR_SEQ_
+#undef ST_TR_STR_
+#undef ST_TR_INT_
+    trace->events.push_back(std::move(e));
+}
+
+void expand_records(const TraceEvent& carrier, Trace* trace) {
+    const auto* words = std::get_if<std::vector<uint64_t>>(&carrier.fields.at("words"));
+    const auto* layout = std::get_if<uint64_t>(&carrier.fields.at("layout"));
+    if (words == nullptr || layout == nullptr || *layout != records::kLayout) {
+        ++trace->malformed_records;
+        return;
+    }
+    records::Scratch scratch;
+    const records::WalkResult r = records::walk_records(words->data(), words->size(), [&](const records::RecordHeader& h) {
+        records::expand_record(h, scratch, [&](const auto& rec) {
+            using R = std::decay_t<decltype(rec)>;
+            const char* name = std::is_same_v<R, st_post_send_rec>        ? "post_send"
+                               : std::is_same_v<R, st_post_recv_rec>      ? "post_recv"
+                               : std::is_same_v<R, st_post_srq_recv_rec>  ? "post_srq_recv"
+                                                                          : "poll_cq";
+            append_record_event(carrier, name, rec, trace);
+        });
+    });
+    if (r.status != records::WalkStatus::ok) ++trace->malformed_records;
 }
 
 std::string take_error(const char* what) {

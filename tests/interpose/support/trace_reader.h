@@ -32,6 +32,9 @@ struct Trace {
     std::vector<TraceEvent> events;  // in timestamp order (muxed)
     uint64_t discarded = 0;          // from discarded-events messages
     std::string error;               // non-empty when the trace could not be read
+    // deferred_records events (schema minor 4) are kept and followed by the events of their records, named and
+    // filled as immediate emission writes them; this counts those whose records did not all decode.
+    uint64_t malformed_records = 0;
 };
 
 Trace read_trace(const std::string& dir);

@@ -1,0 +1,328 @@
+// The records of deferred emission: what the tracer's per-thread rings hold and what a `deferred_records` event
+// carries, word for word. Declared once here for the tracer (src/interpose/deferred_ring.h writes them) and for
+// every reader (the analyzer and the tests' trace reader decode them).
+//
+// Why an event carries raw records: building per-field sequences from the records (one `post_send` event of 32
+// WRs = 11 sequences) cost ~230 instructions per record plus ~100 per element in LTTng-UST, which writes each
+// field with a call of its own; copying the records as they are costs ~20 (docs/PERFORMANCE.md, "Long transfer
+// windows; what emission costs").
+//
+// Layout of an event's `words` (little-endian 64-bit words, the tracer's byte order): records back to back, each
+// a RecordHeader, a fixed part and `n` entries, padded to a multiple of kAlign bytes (`size` says how long).
+// A record is one data-path call (or one part of a chain longer than SIGMATRACE_MAX_BATCH). In an event, `ts`
+// is the capture time in CLOCK_MONOTONIC ns (the trace clock): before the call for posts, after it for polls.
+// Readers must check every header (size within the event, a multiple of kAlign, equal to record_size() of its
+// kind and n; a known kind; n <= SIGMATRACE_MAX_BATCH) and stop at the first that fails: a corrupt trace must
+// not be read past what it says.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include <sigmatrace/schema.h>
+
+namespace sigmatrace::records {
+
+// The layout's version, carried by each `deferred_records` event (`layout`). A reader refuses other values.
+inline constexpr uint32_t kLayout = 1;
+
+enum class RecordKind : uint16_t { pad = 0, post_send = 1, post_recv = 2, post_srq_recv = 3, poll_cq = 4 };
+
+struct RecordHeader {
+    uint32_t size;  // bytes of the whole record (header included), a multiple of kAlign
+    RecordKind kind;
+    uint16_t n;     // entries after the fixed part
+    uint64_t ts;    // capture time: ring ticks in the tracer, CLOCK_MONOTONIC ns in an event
+};
+
+// post_send (ibv_post_send and ibv_wr_* lists): the fields of the `post_send` event of the same names.
+struct SendFixed {
+    uint64_t qp;
+    uint32_t qp_num;
+    int32_t ret;
+    int32_t bad_index;
+    uint32_t api;
+    uint32_t batch_offset;
+    uint32_t pad;
+};
+struct SendEntry {
+    uint64_t wr_id;
+    uint64_t raddr;
+    uint64_t ah;
+    uint32_t send_flags;
+    uint32_t bytes;
+    uint32_t rkey;
+    uint32_t imm;
+    uint32_t remote_qpn;
+    uint16_t num_sge;
+    uint8_t opcode;
+    uint8_t pad;
+};
+
+// post_recv and post_srq_recv (handle = the QP or the SRQ; qp_num 0 for an SRQ).
+struct RecvFixed {
+    uint64_t handle;
+    uint32_t qp_num;
+    int32_t ret;
+    int32_t bad_index;
+    uint32_t batch_offset;
+};
+struct RecvEntry {
+    uint64_t wr_id;
+    uint32_t bytes;
+    uint16_t num_sge;
+    uint16_t pad;
+};
+
+// poll_cq (ibv_poll_cq and extended-CQ passes). `ret` is the call's return (its completions, or a negative
+// error with n = 0).
+struct PollFixed {
+    uint64_t cq;
+    int32_t ret;
+    uint32_t api;
+};
+struct CompletionEntry {
+    uint64_t wr_id;
+    uint64_t hw_ts;
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    uint32_t qp_num;
+    uint32_t src_qp;
+    uint32_t wc_flags;
+    uint32_t imm;
+    uint8_t status;
+    uint8_t opcode;
+    uint8_t pad[6];
+};
+
+// The wire format: sizes and offsets may not move without a new kLayout.
+static_assert(sizeof(RecordHeader) == 16 && offsetof(RecordHeader, kind) == 4 && offsetof(RecordHeader, ts) == 8);
+static_assert(sizeof(SendFixed) == 32 && offsetof(SendFixed, batch_offset) == 24);
+static_assert(sizeof(SendEntry) == 48 && offsetof(SendEntry, send_flags) == 24 && offsetof(SendEntry, num_sge) == 44);
+static_assert(sizeof(RecvFixed) == 24 && sizeof(RecvEntry) == 16);
+static_assert(sizeof(PollFixed) == 16 && sizeof(CompletionEntry) == 48 && offsetof(CompletionEntry, status) == 40);
+
+inline constexpr uint32_t kAlign = 16;
+
+constexpr uint32_t align_up(uint32_t v) {
+    return (v + kAlign - 1) & ~(kAlign - 1);
+}
+template <typename Fixed, typename Entry> constexpr uint32_t record_size(uint32_t n) {
+    return align_up(static_cast<uint32_t>(sizeof(RecordHeader) + sizeof(Fixed) + n * sizeof(Entry)));
+}
+inline constexpr uint32_t kMaxRecordSize = record_size<SendFixed, SendEntry>(SIGMATRACE_MAX_BATCH);
+
+// The size a record of `kind` with `n` entries must have; nullopt for pad and unknown kinds.
+constexpr std::optional<uint32_t> expected_size(RecordKind kind, uint32_t n) {
+    switch (kind) {
+    case RecordKind::post_send: return record_size<SendFixed, SendEntry>(n);
+    case RecordKind::post_recv:
+    case RecordKind::post_srq_recv: return record_size<RecvFixed, RecvEntry>(n);
+    case RecordKind::poll_cq: return record_size<PollFixed, CompletionEntry>(n);
+    case RecordKind::pad: return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+template <typename T> T* fixed_part(RecordHeader* h) {
+    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(h) + sizeof(RecordHeader));
+}
+template <typename T> const T* fixed_part(const RecordHeader* h) {
+    return reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader));
+}
+template <typename Fixed, typename Entry> Entry* entries(RecordHeader* h) {
+    return reinterpret_cast<Entry*>(reinterpret_cast<std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
+}
+template <typename Fixed, typename Entry> const Entry* entries(const RecordHeader* h) {
+    return reinterpret_cast<const Entry*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
+}
+
+}  // namespace sigmatrace::records
+
+// ------------------------------------------------------------------ reading an event's records
+
+namespace sigmatrace::records {
+
+enum class WalkStatus : uint8_t {
+    ok,
+    truncated,   // a header or record runs past the end of the words
+    bad_size,    // size not a multiple of kAlign, or not what the kind and n say
+    bad_kind,    // pad (never in an event) or unknown
+    bad_count,   // n > SIGMATRACE_MAX_BATCH
+};
+inline const char* to_string(WalkStatus s) {
+    switch (s) {
+    case WalkStatus::ok: return "ok";
+    case WalkStatus::truncated: return "a record runs past the end of the event";
+    case WalkStatus::bad_size: return "a record's size disagrees with its kind and entry count";
+    case WalkStatus::bad_kind: return "a record of unknown kind";
+    case WalkStatus::bad_count: return "a record with more entries than SIGMATRACE_MAX_BATCH";
+    }
+    return "?";
+}
+
+struct WalkResult {
+    WalkStatus status = WalkStatus::ok;
+    uint32_t records = 0;  // records handed to the visitor before the walk ended
+};
+
+// Hands each record of `words` (an event's payload) to `visit(const RecordHeader&)`, in order, after checking
+// its header; stops at the first record that fails a check. Each record is copied into aligned storage first,
+// so `words` need not hold the record objects themselves.
+template <typename Visit> WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit) {
+    WalkResult r;
+    alignas(16) std::byte buf[kMaxRecordSize];
+    const std::size_t total = n_words * sizeof(uint64_t);
+    std::size_t at = 0;
+    while (at < total) {
+        if (total - at < sizeof(RecordHeader)) return {WalkStatus::truncated, r.records};
+        RecordHeader h;
+        std::memcpy(&h, reinterpret_cast<const std::byte*>(words) + at, sizeof h);
+        if (h.n > SIGMATRACE_MAX_BATCH) return {WalkStatus::bad_count, r.records};
+        const std::optional<uint32_t> want = expected_size(h.kind, h.n);
+        if (!want) return {WalkStatus::bad_kind, r.records};
+        if (h.size != *want) return {WalkStatus::bad_size, r.records};
+        if (total - at < h.size) return {WalkStatus::truncated, r.records};
+        std::memcpy(buf, reinterpret_cast<const std::byte*>(words) + at, h.size);
+        visit(*reinterpret_cast<const RecordHeader*>(buf));
+        ++r.records;
+        at += h.size;
+    }
+    return r;
+}
+
+// Per-field arrays that expand_record() points an event record's sequences at.
+struct Scratch {
+    uint64_t wr_id[SIGMATRACE_MAX_BATCH], raddr[SIGMATRACE_MAX_BATCH], ah[SIGMATRACE_MAX_BATCH];
+    uint64_t hw_ts[SIGMATRACE_MAX_BATCH], ts[SIGMATRACE_MAX_BATCH];
+    uint32_t send_flags[SIGMATRACE_MAX_BATCH], bytes[SIGMATRACE_MAX_BATCH], rkey[SIGMATRACE_MAX_BATCH];
+    uint32_t imm[SIGMATRACE_MAX_BATCH], remote_qpn[SIGMATRACE_MAX_BATCH], vendor_err[SIGMATRACE_MAX_BATCH];
+    uint32_t byte_len[SIGMATRACE_MAX_BATCH], qp_num[SIGMATRACE_MAX_BATCH], src_qp[SIGMATRACE_MAX_BATCH];
+    uint32_t wc_flags[SIGMATRACE_MAX_BATCH];
+    uint16_t num_sge[SIGMATRACE_MAX_BATCH];
+    uint8_t opcode[SIGMATRACE_MAX_BATCH], status[SIGMATRACE_MAX_BATCH];
+};
+
+// The event a record stands for — the st_post_send_rec, st_post_recv_rec, st_post_srq_recv_rec or st_poll_cq_rec
+// that immediate emission would have written for the same call — handed to `emit` (overloaded for the four).
+// Every element's `ts` is the record's. The sequences point into `s`, valid until its next use. `h` must have
+// passed walk_records' checks.
+template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, Emit&& emit) {
+    const uint32_t n = h.n;
+    for (uint32_t i = 0; i < n; ++i) s.ts[i] = h.ts;
+    switch (h.kind) {
+    case RecordKind::post_send: {
+        const SendFixed* f = fixed_part<SendFixed>(&h);
+        const SendEntry* e = entries<SendFixed, SendEntry>(&h);
+        for (uint32_t i = 0; i < n; ++i) {
+            s.wr_id[i] = e[i].wr_id;
+            s.opcode[i] = e[i].opcode;
+            s.send_flags[i] = e[i].send_flags;
+            s.num_sge[i] = e[i].num_sge;
+            s.bytes[i] = e[i].bytes;
+            s.raddr[i] = e[i].raddr;
+            s.rkey[i] = e[i].rkey;
+            s.imm[i] = e[i].imm;
+            s.remote_qpn[i] = e[i].remote_qpn;
+            s.ah[i] = e[i].ah;
+        }
+        st_post_send_rec r{};
+        r.qp = f->qp;
+        r.qp_num = f->qp_num;
+        r.ret = f->ret;
+        r.bad_index = f->bad_index;
+        r.api = f->api;
+        r.batch_offset = f->batch_offset;
+        r.n = n;
+        r.wr_id = s.wr_id;
+        r.opcode = s.opcode;
+        r.send_flags = s.send_flags;
+        r.num_sge = s.num_sge;
+        r.bytes = s.bytes;
+        r.raddr = s.raddr;
+        r.rkey = s.rkey;
+        r.imm = s.imm;
+        r.remote_qpn = s.remote_qpn;
+        r.ah = s.ah;
+        r.ts = s.ts;
+        emit(r);
+        return;
+    }
+    case RecordKind::post_recv:
+    case RecordKind::post_srq_recv: {
+        const RecvFixed* f = fixed_part<RecvFixed>(&h);
+        const RecvEntry* e = entries<RecvFixed, RecvEntry>(&h);
+        for (uint32_t i = 0; i < n; ++i) {
+            s.wr_id[i] = e[i].wr_id;
+            s.num_sge[i] = e[i].num_sge;
+            s.bytes[i] = e[i].bytes;
+        }
+        if (h.kind == RecordKind::post_recv) {
+            st_post_recv_rec r{};
+            r.qp = f->handle;
+            r.qp_num = f->qp_num;
+            r.ret = f->ret;
+            r.bad_index = f->bad_index;
+            r.batch_offset = f->batch_offset;
+            r.n = n;
+            r.wr_id = s.wr_id;
+            r.num_sge = s.num_sge;
+            r.bytes = s.bytes;
+            r.ts = s.ts;
+            emit(r);
+        } else {
+            st_post_srq_recv_rec r{};
+            r.srq = f->handle;
+            r.ret = f->ret;
+            r.bad_index = f->bad_index;
+            r.batch_offset = f->batch_offset;
+            r.n = n;
+            r.wr_id = s.wr_id;
+            r.num_sge = s.num_sge;
+            r.bytes = s.bytes;
+            r.ts = s.ts;
+            emit(r);
+        }
+        return;
+    }
+    case RecordKind::poll_cq: {
+        const PollFixed* f = fixed_part<PollFixed>(&h);
+        const CompletionEntry* e = entries<PollFixed, CompletionEntry>(&h);
+        for (uint32_t i = 0; i < n; ++i) {
+            s.wr_id[i] = e[i].wr_id;
+            s.status[i] = e[i].status;
+            s.opcode[i] = e[i].opcode;
+            s.vendor_err[i] = e[i].vendor_err;
+            s.byte_len[i] = e[i].byte_len;
+            s.qp_num[i] = e[i].qp_num;
+            s.src_qp[i] = e[i].src_qp;
+            s.wc_flags[i] = e[i].wc_flags;
+            s.imm[i] = e[i].imm;
+            s.hw_ts[i] = e[i].hw_ts;
+        }
+        st_poll_cq_rec r{};
+        r.cq = f->cq;
+        r.ret = f->ret;
+        r.api = f->api;
+        r.n = n;
+        r.wr_id = s.wr_id;
+        r.status = s.status;
+        r.opcode = s.opcode;
+        r.vendor_err = s.vendor_err;
+        r.byte_len = s.byte_len;
+        r.qp_num = s.qp_num;
+        r.src_qp = s.src_qp;
+        r.wc_flags = s.wc_flags;
+        r.imm = s.imm;
+        r.hw_ts = s.hw_ts;
+        r.ts = s.ts;
+        emit(r);
+        return;
+    }
+    case RecordKind::pad: return;
+    }
+}
+
+}  // namespace sigmatrace::records
