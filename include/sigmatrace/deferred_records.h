@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include <sigmatrace/schema.h>
 
@@ -259,31 +260,27 @@ template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, E
             s.num_sge[i] = e[i].num_sge;
             s.bytes[i] = e[i].bytes;
         }
+        // The QP's event and the SRQ's differ only in their handle fields.
+        auto fill = [&](auto& r) {
+            r.ret = f->ret;
+            r.bad_index = f->bad_index;
+            r.batch_offset = f->batch_offset;
+            r.n = n;
+            r.wr_id = s.wr_id;
+            r.num_sge = s.num_sge;
+            r.bytes = s.bytes;
+            r.ts = s.ts;
+            emit(r);
+        };
         if (h.kind == RecordKind::post_recv) {
             st_post_recv_rec r{};
             r.qp = f->handle;
             r.qp_num = f->qp_num;
-            r.ret = f->ret;
-            r.bad_index = f->bad_index;
-            r.batch_offset = f->batch_offset;
-            r.n = n;
-            r.wr_id = s.wr_id;
-            r.num_sge = s.num_sge;
-            r.bytes = s.bytes;
-            r.ts = s.ts;
-            emit(r);
+            fill(r);
         } else {
             st_post_srq_recv_rec r{};
             r.srq = f->handle;
-            r.ret = f->ret;
-            r.bad_index = f->bad_index;
-            r.batch_offset = f->batch_offset;
-            r.n = n;
-            r.wr_id = s.wr_id;
-            r.num_sge = s.num_sge;
-            r.bytes = s.bytes;
-            r.ts = s.ts;
-            emit(r);
+            fill(r);
         }
         return;
     }
@@ -323,6 +320,29 @@ template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, E
     }
     case RecordKind::pad: return;
     }
+}
+
+// Calls integer(name, value) for each integer field of `rec` (one of the four records expand_record() makes)
+// and sequence(name, elements) for each sequence, in schema order: what a reader needs to turn it into its
+// own representation of the event by name or by field index.
+template <typename Rec, typename Integer, typename Sequence>
+void visit_fields(const Rec& rec, Integer&& integer, Sequence&& sequence) {
+#define ST_VF_INT_(type, name, comment) integer(#name, rec.name);
+#define ST_VF_STR_(name, comment)
+#define ST_VF_SEQ_(type, name, comment) sequence(#name, rec.name);
+    if constexpr (std::is_same_v<Rec, st_post_send_rec>) {
+        SIGMATRACE_FIELDS_post_send(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
+    } else if constexpr (std::is_same_v<Rec, st_post_recv_rec>) {
+        SIGMATRACE_FIELDS_post_recv(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
+    } else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) {
+        SIGMATRACE_FIELDS_post_srq_recv(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
+    } else {
+        static_assert(std::is_same_v<Rec, st_poll_cq_rec>);
+        SIGMATRACE_FIELDS_poll_cq(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
+    }
+#undef ST_VF_SEQ_
+#undef ST_VF_STR_
+#undef ST_VF_INT_
 }
 
 }  // namespace sigmatrace::records

@@ -66,36 +66,23 @@ template <typename Rec> void RecordsExpander::add(const DecodedEvent& carrier, c
     // Field by field in schema order, as the consumer decodes an event of this kind from a trace: the integers of
     // the first call, every call's elements appended.
     int i = 0;
-    auto integer = [&](auto value) {
-        FieldValue& v = e.f[static_cast<std::size_t>(i++)];
-        if (!first) return;
-        v.present = true;
-        if constexpr (std::is_signed_v<decltype(value)>) v.u = static_cast<uint64_t>(static_cast<int64_t>(value));
-        else v.u = static_cast<uint64_t>(value);
-    };
-    auto sequence = [&](const auto* values) {
-        const std::size_t idx = static_cast<std::size_t>(i++);
-        for (uint32_t k = 0; k < rec.n; ++k) o.seq[idx][o.n + k] = static_cast<uint64_t>(values[k]);
-        FieldValue& v = e.f[idx];
-        v.present = true;
-        v.is_sequence = true;
-        v.seq = o.seq[idx].data();
-    };
-#define ST_EX_INT_(type, name, comment) integer(rec.name);
-#define ST_EX_STR_(name, comment) ++i;
-#define ST_EX_SEQ_(type, name, comment) sequence(rec.name);
-    if constexpr (std::is_same_v<Rec, st_post_send_rec>) {
-        SIGMATRACE_FIELDS_post_send(ST_EX_INT_, ST_EX_INT_, ST_EX_STR_, ST_EX_SEQ_, ST_EX_SEQ_)
-    } else if constexpr (std::is_same_v<Rec, st_post_recv_rec>) {
-        SIGMATRACE_FIELDS_post_recv(ST_EX_INT_, ST_EX_INT_, ST_EX_STR_, ST_EX_SEQ_, ST_EX_SEQ_)
-    } else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) {
-        SIGMATRACE_FIELDS_post_srq_recv(ST_EX_INT_, ST_EX_INT_, ST_EX_STR_, ST_EX_SEQ_, ST_EX_SEQ_)
-    } else {
-        SIGMATRACE_FIELDS_poll_cq(ST_EX_INT_, ST_EX_INT_, ST_EX_STR_, ST_EX_SEQ_, ST_EX_SEQ_)
-    }
-#undef ST_EX_SEQ_
-#undef ST_EX_STR_
-#undef ST_EX_INT_
+    records::visit_fields(
+        rec,
+        [&](const char*, auto value) {
+            FieldValue& v = e.f[static_cast<std::size_t>(i++)];
+            if (!first) return;
+            v.present = true;
+            if constexpr (std::is_signed_v<decltype(value)>) v.u = static_cast<uint64_t>(static_cast<int64_t>(value));
+            else v.u = static_cast<uint64_t>(value);
+        },
+        [&](const char*, const auto* values) {
+            const std::size_t idx = static_cast<std::size_t>(i++);
+            for (uint32_t k = 0; k < rec.n; ++k) o.seq[idx][o.n + k] = static_cast<uint64_t>(values[k]);
+            FieldValue& v = e.f[idx];
+            v.present = true;
+            v.is_sequence = true;
+            v.seq = o.seq[idx].data();
+        });
     o.n += rec.n;
     if (!mergeable) flush(o);  // a failed or partial call stays an event of its own
 }

@@ -53,15 +53,6 @@ protected:
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(q->qp(), &wr, &bad);
     }
-    int post_recv(FakeQp* q, uint64_t wr_id) {
-        ibv_sge sge{0x2000, 128, 0x11};
-        ibv_recv_wr wr{};
-        wr.wr_id = wr_id;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr* bad = nullptr;
-        return ibv_post_recv(q->qp(), &wr, &bad);
-    }
     int poll(int max, FakeCq* cq = nullptr) {
         std::array<ibv_wc, 32> wc{};
         return ibv_poll_cq((cq != nullptr ? cq : cq_)->cq(), max, wc.data());
@@ -178,7 +169,7 @@ TEST_F(DeferredEmissionTest, APollARepostAndAReplyInTurnEachFillAnEvent) {
     for (uint64_t id = 1; id <= kRounds; ++id) {
         complete(100 + id);
         ASSERT_EQ(poll(4), 1);
-        ASSERT_EQ(post_recv(qp_a_, 200 + id), 0);
+        ASSERT_EQ(post_one_recv(qp_a_, 200 + id), 0);
         ASSERT_EQ(post(qp_a_, 300 + id), 0);
     }
     const CapturedEvents ev = events();

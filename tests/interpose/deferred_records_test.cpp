@@ -52,15 +52,6 @@ protected:
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(qp_->qp(), wr.data(), &bad);
     }
-    int post_recv(uint64_t wr_id) {
-        ibv_sge sge{0x2000, 128, 0x11};
-        ibv_recv_wr wr{};
-        wr.wr_id = wr_id;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr* bad = nullptr;
-        return ibv_post_recv(qp_->qp(), &wr, &bad);
-    }
     int poll(int max) {
         std::array<ibv_wc, 32> wc{};
         return ibv_poll_cq(cq_->cq(), max, wc.data());
@@ -74,7 +65,7 @@ protected:
 TEST_F(DeferredRecordsTest, EachCallIsOneRecordReadBackAsImmediateEmissionWritesIt) {
     const uint64_t before = interpose::capture_clock::monotonic_ns();
     ASSERT_EQ(post_chain(10, 3), 0);
-    ASSERT_EQ(post_recv(20), 0);
+    ASSERT_EQ(post_one_recv(qp_, 20), 0);
     FakeCompletion c;
     c.wr_id = 20;
     c.opcode = IBV_WC_RECV;

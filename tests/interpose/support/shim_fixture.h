@@ -91,6 +91,16 @@ protected:
         EXPECT_NE(qp, nullptr);
         return qp != nullptr ? &fake_qp(qp)->qpx : nullptr;
     }
+    // Posts one 128-byte receive (wr_id) on `q` through the inline ibv_post_recv.
+    static int post_one_recv(FakeQp* q, uint64_t wr_id) {
+        ibv_sge sge{0x2000, 128, 0x11};
+        ibv_recv_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        return ibv_post_recv(q->qp(), &wr, &bad);
+    }
     CapturedEvents events() const {
         drain_deferred();
         return capture_->snapshot();

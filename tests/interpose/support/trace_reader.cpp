@@ -108,23 +108,13 @@ template <typename Rec> void append_record_event(const TraceEvent& carrier, cons
     e.vpid = carrier.vpid;
     e.vtid = carrier.vtid;
     e.procname = carrier.procname;
-#define ST_TR_INT_(type, fname, comment)                                                                       \
-    if constexpr (std::is_signed_v<type>) e.fields[#fname] = static_cast<int64_t>(rec.fname);                   \
-    else e.fields[#fname] = static_cast<uint64_t>(rec.fname);
-#define ST_TR_STR_(fname, comment)
-#define ST_TR_SEQ_(type, fname, comment) e.fields[#fname] = std::vector<uint64_t>(rec.fname, rec.fname + rec.n);
-    if constexpr (std::is_same_v<Rec, st_post_send_rec>) {
-        SIGMATRACE_FIELDS_post_send(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
-    } else if constexpr (std::is_same_v<Rec, st_post_recv_rec>) {
-        SIGMATRACE_FIELDS_post_recv(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
-    } else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) {
-        SIGMATRACE_FIELDS_post_srq_recv(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
-    } else {
-        SIGMATRACE_FIELDS_poll_cq(ST_TR_INT_, ST_TR_INT_, ST_TR_STR_, ST_TR_SEQ_, ST_TR_SEQ_)
-    }
-#undef ST_TR_SEQ_
-#undef ST_TR_STR_
-#undef ST_TR_INT_
+    records::visit_fields(
+        rec,
+        [&e](const char* field, auto value) {
+            if constexpr (std::is_signed_v<decltype(value)>) e.fields[field] = static_cast<int64_t>(value);
+            else e.fields[field] = static_cast<uint64_t>(value);
+        },
+        [&e, &rec](const char* field, const auto* values) { e.fields[field] = std::vector<uint64_t>(values, values + rec.n); });
     trace->events.push_back(std::move(e));
 }
 
