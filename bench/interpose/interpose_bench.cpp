@@ -72,6 +72,7 @@ enum class Emission {
     deferred,   // the default: captured into the thread's ring; the loop drains it when full (no idle points here)
     immediate,  // SIGMATRACE_DEFER=0: one LTTng event inside each call
     captured,   // deferred, with the drains outside the timed region: the data path's own cost
+    records,    // deferred in the records format (SIGMATRACE_DEFER_FORMAT=records), drains included
 };
 
 struct Setup {
@@ -83,6 +84,7 @@ void set_mode(const Setup& s) {
     interpose::Config c;
     c.mode = s.mode;
     c.defer = s.emission != Emission::immediate;
+    c.defer_records = s.emission == Emission::records;
     c.counters_interval_ms = 3600000;  // no periodic emission during a measurement
     interpose::set_config(c);
 }
@@ -313,7 +315,8 @@ int main(int argc, char** argv) {
         register_all("2:",
                      {{"traced", Setup{interpose::Mode::ops, Emission::deferred}},
                       {"traced_captured", Setup{interpose::Mode::ops, Emission::captured}},
-                      {"traced_immediate", Setup{interpose::Mode::ops, Emission::immediate}}},
+                      {"traced_immediate", Setup{interpose::Mode::ops, Emission::immediate}},
+                      {"traced_records", Setup{interpose::Mode::ops, Emission::records}}},
                      kTracedIterations);
         benchmark::RegisterBenchmark("2:event/bare_post_send", bare_event)->Iterations(kTracedIterations);
         benchmark::RegisterBenchmark("2:event/bare_3_integers", bare_small_event)->Iterations(kTracedIterations);
@@ -343,9 +346,11 @@ int main(int argc, char** argv) {
         // has no idle point so they run on the data path), its data path alone (captured), and immediate.
         auto row = [&](const char* what, const std::string& verb, double per, const char* goal) {
             const double base = at("2:" + verb + "/unwrapped");
-            std::printf("%-37s: deferred %6.2f ns, captured %6.2f ns, immediate %6.2f ns  %s\n", what,
-                        (at("2:" + verb + "/traced") - base) / per, (at("2:" + verb + "/traced_captured") - base) / per,
-                        (at("2:" + verb + "/traced_immediate") - base) / per, goal);
+            std::printf("%-37s: deferred %6.2f ns, captured %6.2f ns, immediate %6.2f ns, records %6.2f ns  %s\n",
+                        what, (at("2:" + verb + "/traced") - base) / per,
+                        (at("2:" + verb + "/traced_captured") - base) / per,
+                        (at("2:" + verb + "/traced_immediate") - base) / per,
+                        (at("2:" + verb + "/traced_records") - base) / per, goal);
         };
         // Google Benchmark's items are WRs/completions already for the chain and the poll (ns per item).
         row("traced 1 WR", "post_send_1", 1, "(goal: <= bare event + 20 ns)");
