@@ -29,7 +29,8 @@ public:
     void add(const RecordHeader* rec) noexcept;
     // Emits what is pending.
     void flush() noexcept;
-    // Forgets what is pending (a forked child's inherited state).
+    // Forgets what is pending (a forked child's inherited state). Each ring's slot holds one writer: 8 KiB more
+    // per capturing thread than the events format's builder alone.
     void discard() noexcept { used_ = 0; }
 
 private:

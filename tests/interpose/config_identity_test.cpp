@@ -36,6 +36,20 @@ TEST_F(EnvTest, DefaultsWhenNothingIsSet) {
     EXPECT_TRUE(errors.empty());
 }
 
+// Deferred emission's format: events (the default) or records; anything else keeps the default and says why.
+TEST_F(EnvTest, TheDeferFormatIsEventsOrRecords) {
+    std::string errors;
+    EXPECT_FALSE(parse_config(&fake_getenv, &errors).defer_records);
+    g_env["SIGMATRACE_DEFER_FORMAT"] = "records";
+    EXPECT_TRUE(parse_config(&fake_getenv, &errors).defer_records);
+    g_env["SIGMATRACE_DEFER_FORMAT"] = "events";
+    EXPECT_FALSE(parse_config(&fake_getenv, &errors).defer_records);
+    EXPECT_TRUE(errors.empty());
+    g_env["SIGMATRACE_DEFER_FORMAT"] = "raw";
+    EXPECT_FALSE(parse_config(&fake_getenv, &errors).defer_records);
+    EXPECT_EQ(errors, "sigmatrace: Ignoring SIGMATRACE_DEFER_FORMAT=raw: expected records or events\n");
+}
+
 // LTTNG_UST_REGISTER_TIMEOUT is lttng-ust's: read as it reads it (strtol; every negative value is -1).
 TEST_F(EnvTest, TheRegistrationTimeoutIsReadAsLttngUstReadsIt) {
     const std::pair<const char*, long> cases[] = {{"30000", 30000}, {"-1", -1}, {"-7", -1}, {"0", 0},

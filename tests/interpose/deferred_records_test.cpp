@@ -140,11 +140,6 @@ TEST_F(DeferredRecordsTest, RedactionZeroesAddressesAndKeysInTheRecords) {
     EXPECT_EQ(ev.post_send[0].bytes, (std::vector<uint32_t>{64, 128}));  // the rest as captured
 }
 
-TEST_F(DeferredRecordsTest, TheEventsFormatIsTheDefault) {
-    EXPECT_FALSE(interpose::Config{}.defer_records);
-    EXPECT_FALSE(interpose::Config(interpose::parse_config([](const char*) -> const char* { return nullptr; }, nullptr)).defer_records);
-}
-
 TEST_F(DeferredRecordsTest, TheEventsFormatMergesCalls) {
     interpose::Config c = test_config();
     c.defer = true;
