@@ -140,6 +140,42 @@ template <typename Fixed, typename Entry> const Entry* entries(const RecordHeade
     return reinterpret_cast<const Entry*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
 }
 
+// What decides whether consecutive calls may share one event (the tracer's events format merges them, the
+// analyzer's expander merges records back the same way): one whole call that succeeded, on the same object
+// (the QP, SRQ or CQ handle), through the same API.
+inline bool whole_successful_call(const RecordHeader& h) {
+    if (h.n == 0) return false;
+    switch (h.kind) {
+    case RecordKind::post_send: {
+        const SendFixed* f = fixed_part<SendFixed>(&h);
+        return f->ret == 0 && f->bad_index < 0 && f->batch_offset == 0;
+    }
+    case RecordKind::post_recv:
+    case RecordKind::post_srq_recv: {
+        const RecvFixed* f = fixed_part<RecvFixed>(&h);
+        return f->ret == 0 && f->bad_index < 0 && f->batch_offset == 0;
+    }
+    case RecordKind::poll_cq: return fixed_part<PollFixed>(&h)->ret == static_cast<int32_t>(h.n);
+    case RecordKind::pad: return false;
+    }
+    return false;
+}
+inline uint64_t handle_of(const RecordHeader& h) {
+    switch (h.kind) {
+    case RecordKind::post_send: return fixed_part<SendFixed>(&h)->qp;
+    case RecordKind::post_recv:
+    case RecordKind::post_srq_recv: return fixed_part<RecvFixed>(&h)->handle;
+    case RecordKind::poll_cq: return fixed_part<PollFixed>(&h)->cq;
+    case RecordKind::pad: return 0;
+    }
+    return 0;
+}
+inline uint32_t api_of(const RecordHeader& h) {
+    if (h.kind == RecordKind::post_send) return fixed_part<SendFixed>(&h)->api;
+    if (h.kind == RecordKind::poll_cq) return fixed_part<PollFixed>(&h)->api;
+    return 0;
+}
+
 }  // namespace sigmatrace::records
 
 // ------------------------------------------------------------------ reading an event's records

@@ -5,8 +5,7 @@
 namespace sigmatrace::analyzer {
 namespace {
 
-// The st_<event>_rec of each record kind: its event id, its slot among the open events, and what decides
-// whether calls may share an event (the tracer's events format, interpose/deferred_events.cpp, decides the same).
+// The st_<event>_rec of each record kind: its event id and its slot among the open events.
 template <typename Rec> constexpr EventId id_of() {
     if constexpr (std::is_same_v<Rec, st_post_send_rec>) return EventId::post_send;
     else if constexpr (std::is_same_v<Rec, st_post_recv_rec>) return EventId::post_recv;
@@ -19,29 +18,16 @@ template <typename Rec> constexpr std::size_t slot_of() {
     else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) return 2;
     else return 3;
 }
-template <typename Rec> uint64_t handle_of(const Rec& r) {
-    if constexpr (std::is_same_v<Rec, st_post_send_rec> || std::is_same_v<Rec, st_post_recv_rec>) return r.qp;
-    else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) return r.srq;
-    else return r.cq;
-}
-template <typename Rec> uint32_t api_of(const Rec& r) {
-    if constexpr (std::is_same_v<Rec, st_post_send_rec> || std::is_same_v<Rec, st_poll_cq_rec>) return r.api;
-    else return 0;
-}
-// One whole call that succeeded: only such calls share an event.
-template <typename Rec> bool whole_successful_call(const Rec& r) {
-    if (r.n == 0) return false;
-    if constexpr (std::is_same_v<Rec, st_poll_cq_rec>) return r.ret == static_cast<int32_t>(r.n);
-    else return r.ret == 0 && r.bad_index < 0 && r.batch_offset == 0;
-}
-
 }  // namespace
 
-template <typename Rec> void RecordsExpander::add(const DecodedEvent& carrier, const Rec& rec) {
+template <typename Rec>
+void RecordsExpander::add(const DecodedEvent& carrier, const records::RecordHeader& h, const Rec& rec) {
     Open& o = open_[slot_of<Rec>()];
-    const bool mergeable = whole_successful_call(rec);
-    if (o.active && !(o.mergeable && mergeable && o.handle == handle_of(rec) && o.api == api_of(rec) &&
-                      o.n + rec.n <= SIGMATRACE_MAX_BATCH))
+    // The same rule as the tracer's events format (<sigmatrace/deferred_records.h>).
+    const bool mergeable = records::whole_successful_call(h);
+    const uint64_t handle = records::handle_of(h);
+    const uint32_t api = records::api_of(h);
+    if (o.active && !(o.mergeable && mergeable && o.handle == handle && o.api == api && o.n + rec.n <= SIGMATRACE_MAX_BATCH))
         flush(o);
     DecodedEvent& e = o.ev;
     const bool first = !o.active;
@@ -59,8 +45,8 @@ template <typename Rec> void RecordsExpander::add(const DecodedEvent& carrier, c
         for (FieldValue& v : e.f) v = FieldValue{};
         o.active = true;
         o.mergeable = mergeable;
-        o.handle = handle_of(rec);
-        o.api = api_of(rec);
+        o.handle = handle;
+        o.api = api;
         o.n = 0;
     }
     // Field by field in schema order, as the consumer decodes an event of this kind from a trace: the integers of
@@ -110,7 +96,7 @@ void RecordsExpander::on_event(const DecodedEvent& ev) {
     bool malformed = ev.u(F::layout) != records::kLayout || words.seq_len != ev.u(F::n);
     if (ev.u(F::layout) == records::kLayout) {
         const records::WalkResult r = records::walk_records(words.seq, words.seq_len, [&](const records::RecordHeader& h) {
-            records::expand_record(h, scratch_, [&](const auto& rec) { add(ev, rec); });
+            records::expand_record(h, scratch_, [&](const auto& rec) { add(ev, h, rec); });
         });
         malformed = malformed || r.status != records::WalkStatus::ok;
     }

@@ -38,7 +38,7 @@ private:
         uint32_t api = 0;
         uint32_t n = 0;
     };
-    template <typename Rec> void add(const DecodedEvent& carrier, const Rec& rec);
+    template <typename Rec> void add(const DecodedEvent& carrier, const records::RecordHeader& h, const Rec& rec);
     void flush(Open& o);
 
     EventSink& out_;

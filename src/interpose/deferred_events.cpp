@@ -13,47 +13,11 @@ __attribute__((noinline)) void emit_event(const st_post_recv_rec* r) noexcept { 
 __attribute__((noinline)) void emit_event(const st_post_srq_recv_rec* r) noexcept { ST_TRACE_EMIT(post_srq_recv, r); }
 __attribute__((noinline)) void emit_event(const st_poll_cq_rec* r) noexcept { ST_TRACE_EMIT(poll_cq, r); }
 
-// A record that may share an event with its neighbours: one whole call that succeeded.
-bool whole_successful_call(const RecordHeader* rec) noexcept {
-    if (rec->n == 0) return false;
-    switch (rec->kind) {
-    case RecordKind::post_send: {
-        const SendFixed* f = fixed_part<SendFixed>(rec);
-        return f->ret == 0 && f->bad_index < 0 && f->batch_offset == 0;
-    }
-    case RecordKind::post_recv:
-    case RecordKind::post_srq_recv: {
-        const RecvFixed* f = fixed_part<RecvFixed>(rec);
-        return f->ret == 0 && f->bad_index < 0 && f->batch_offset == 0;
-    }
-    case RecordKind::poll_cq: return fixed_part<PollFixed>(rec)->ret == static_cast<int32_t>(rec->n);
-    case RecordKind::pad: return false;
-    }
-    return false;
-}
-
-uint64_t handle_of(const RecordHeader* rec) noexcept {
-    switch (rec->kind) {
-    case RecordKind::post_send: return fixed_part<SendFixed>(rec)->qp;
-    case RecordKind::post_recv:
-    case RecordKind::post_srq_recv: return fixed_part<RecvFixed>(rec)->handle;
-    case RecordKind::poll_cq: return fixed_part<PollFixed>(rec)->cq;
-    case RecordKind::pad: return 0;
-    }
-    return 0;
-}
-
-uint32_t api_of(const RecordHeader* rec) noexcept {
-    if (rec->kind == RecordKind::post_send) return fixed_part<SendFixed>(rec)->api;
-    if (rec->kind == RecordKind::poll_cq) return fixed_part<PollFixed>(rec)->api;
-    return 0;
-}
-
 }  // namespace
 
 bool EventBuilder::joins(const Open& o, const RecordHeader* rec) noexcept {
-    return o.kind == rec->kind && o.mergeable && o.n + rec->n <= kBatch && handle_of(rec) == o.handle &&
-           api_of(rec) == o.api && whole_successful_call(rec);
+    return o.kind == rec->kind && o.mergeable && o.n + rec->n <= kBatch && records::handle_of(*rec) == o.handle &&
+           records::api_of(*rec) == o.api && records::whole_successful_call(*rec);
 }
 
 void EventBuilder::add(const RecordHeader* rec) noexcept {
@@ -67,7 +31,7 @@ void EventBuilder::add(const RecordHeader* rec) noexcept {
 }
 
 EventBuilder::OpenPolls& EventBuilder::polls_for(const RecordHeader* rec) noexcept {
-    const uint64_t cq = handle_of(rec);
+    const uint64_t cq = records::handle_of(*rec);
     for (OpenPolls& o : polls_)
         if (o.kind != RecordKind::pad && o.handle == cq) return o;
     for (OpenPolls& o : polls_)
@@ -89,9 +53,9 @@ template <typename O> void EventBuilder::add_to(O& o, const RecordHeader* rec) n
 
 void EventBuilder::start(Open& o, const RecordHeader* rec) noexcept {
     o.kind = rec->kind;
-    o.mergeable = whole_successful_call(rec);
-    o.handle = handle_of(rec);
-    o.api = api_of(rec);
+    o.mergeable = records::whole_successful_call(*rec);
+    o.handle = records::handle_of(*rec);
+    o.api = records::api_of(*rec);
     o.n = 0;
     switch (rec->kind) {
     case RecordKind::post_send: {
