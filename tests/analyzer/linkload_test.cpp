@@ -219,11 +219,21 @@ TEST_F(LinkFindingsOnTheFabric, TheSlowedLinkIsTheOnlyGrayLink) {
     EXPECT_TRUE(e["below_peers"].get<bool>());
     EXPECT_EQ(e["window_ns"], 50 * kMs);
     EXPECT_EQ(e["fraction"], 0.5);
-    // Every link's median throughput is the configured rate (the slowed one's too: it is slow 0.6 s of 1.4 s).
+    // Every healthy link's median throughput is the configured rate. The slowed link is slow 0.6 s of its 1.4 s:
+    // with the two windows the fault's edges cut and the phase's partial first and last windows, its median
+    // window can be a mixed one (seen once under CI load: 109 MB/s), so it is held to its best window and to a
+    // median between the slowed and the configured rate.
     std::set<std::pair<std::string, std::string>> links;
     for (const json& l : r.doc["links"]) {
         links.insert({l["src"]["node"].get<std::string>(), l["dst"]["node"].get<std::string>()});
-        EXPECT_NEAR(l["throughput_bytes_per_s"]["p50"].get<double>(), kRate, 0.05 * kRate) << l.dump();
+        const double p50 = l["throughput_bytes_per_s"]["p50"].get<double>();
+        if (l["src"] == e["link"]["src"] && l["dst"] == e["link"]["dst"]) {
+            EXPECT_NEAR(l["throughput_bytes_per_s"]["max"].get<double>(), kRate, 0.05 * kRate) << l.dump();
+            EXPECT_GT(p50, 0.9 * kRate / kFactor) << l.dump();
+            EXPECT_LT(p50, 1.05 * kRate) << l.dump();
+        } else {
+            EXPECT_NEAR(p50, kRate, 0.05 * kRate) << l.dump();
+        }
     }
     EXPECT_EQ(links, (std::set<std::pair<std::string, std::string>>{
                          {"node0", "node1"}, {"node1", "node2"}, {"node2", "node3"}, {"node3", "node0"},
