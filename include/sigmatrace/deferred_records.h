@@ -1,19 +1,16 @@
-// The records of deferred emission: what the tracer's per-thread rings hold and what a `deferred_records` event
-// carries, word for word. Declared once here for the tracer (src/interpose/deferred_ring.h writes them) and for
-// every reader (the analyzer and the tests' trace reader decode them).
+// The records of deferred emission: what the tracer's per-thread rings hold, one per data-path call (or per part
+// of a chain longer than SIGMATRACE_MAX_BATCH), declared once here for the tracer (src/interpose/deferred_ring.h
+// writes them) and every reader; the rules for which records share an event; and the events they stand for
+// (expand_record). A `deferred_records` event carries them encoded: <sigmatrace/deferred_records_wire.h>.
 //
-// Why an event carries raw records: building per-field sequences from the records (one `post_send` event of 32
-// WRs = 11 sequences) cost ~230 instructions per record plus ~100 per element in LTTng-UST, which writes each
-// field with a call of its own; copying the records as they are costs ~20 (docs/PERFORMANCE.md, "Long transfer
-// windows; what emission costs").
+// A record is a RecordHeader, a fixed part and `n` entries, padded to a multiple of kAlign bytes (`size` says
+// how long). Its `ts` is the capture time: before the call for posts, after it for polls (ring ticks in the
+// tracer, CLOCK_MONOTONIC ns once read back from an event).
 //
-// Layout of an event's `words` (little-endian 64-bit words, the tracer's byte order): records back to back, each
-// a RecordHeader, a fixed part and `n` entries, padded to a multiple of kAlign bytes (`size` says how long).
-// A record is one data-path call (or one part of a chain longer than SIGMATRACE_MAX_BATCH). In an event, `ts`
-// is the capture time in CLOCK_MONOTONIC ns (the trace clock): before the call for posts, after it for polls.
-// Readers must check every header (size within the event, a multiple of kAlign, equal to record_size() of its
-// kind and n; a known kind; n <= SIGMATRACE_MAX_BATCH) and stop at the first that fails: a corrupt trace must
-// not be read past what it says.
+// Why records at all: building per-field sequences from them (one `post_send` event of 32 WRs = 11 sequences)
+// cost ~230 instructions per record plus ~100 per element in LTTng-UST, which writes each field with a call of
+// its own; encoding them into one event of words costs a few dozen (docs/PERFORMANCE.md, "Long transfer
+// windows; what emission costs" and "The records format").
 #pragma once
 
 #include <cstddef>
@@ -25,9 +22,6 @@
 #include <sigmatrace/schema.h>
 
 namespace sigmatrace::records {
-
-// The layout's version, carried by each `deferred_records` event (`layout`). A reader refuses other values.
-inline constexpr uint32_t kLayout = 1;
 
 enum class RecordKind : uint16_t { pad = 0, post_send = 1, post_recv = 2, post_srq_recv = 3, poll_cq = 4 };
 
@@ -98,7 +92,7 @@ struct CompletionEntry {
     uint8_t pad[6];
 };
 
-// The wire format: sizes and offsets may not move without a new kLayout.
+// The ring's layout, which the tracer's ring code and the wire format's field tables (deferred_records_wire.h) rely on.
 static_assert(sizeof(RecordHeader) == 16 && offsetof(RecordHeader, kind) == 4 && offsetof(RecordHeader, ts) == 8);
 static_assert(sizeof(SendFixed) == 32 && offsetof(SendFixed, batch_offset) == 24);
 static_assert(sizeof(SendEntry) == 48 && offsetof(SendEntry, send_flags) == 24 && offsetof(SendEntry, num_sge) == 44);
@@ -176,59 +170,6 @@ inline uint32_t api_of(const RecordHeader& h) {
     return 0;
 }
 
-}  // namespace sigmatrace::records
-
-// ------------------------------------------------------------------ reading an event's records
-
-namespace sigmatrace::records {
-
-enum class WalkStatus : uint8_t {
-    ok,
-    truncated,   // a header or record runs past the end of the words
-    bad_size,    // size not a multiple of kAlign, or not what the kind and n say
-    bad_kind,    // pad (never in an event) or unknown
-    bad_count,   // n > SIGMATRACE_MAX_BATCH
-};
-inline const char* to_string(WalkStatus s) {
-    switch (s) {
-    case WalkStatus::ok: return "ok";
-    case WalkStatus::truncated: return "a record runs past the end of the event";
-    case WalkStatus::bad_size: return "a record's size disagrees with its kind and entry count";
-    case WalkStatus::bad_kind: return "a record of unknown kind";
-    case WalkStatus::bad_count: return "a record with more entries than SIGMATRACE_MAX_BATCH";
-    }
-    return "?";
-}
-
-struct WalkResult {
-    WalkStatus status = WalkStatus::ok;
-    uint32_t records = 0;  // records handed to the visitor before the walk ended
-};
-
-// Hands each record of `words` (an event's payload) to `visit(const RecordHeader&)`, in order, after checking
-// its header; stops at the first record that fails a check. Each record is copied into aligned storage first,
-// so `words` need not hold the record objects themselves.
-template <typename Visit> WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit) {
-    WalkResult r;
-    alignas(16) std::byte buf[kMaxRecordSize];
-    const std::size_t total = n_words * sizeof(uint64_t);
-    std::size_t at = 0;
-    while (at < total) {
-        if (total - at < sizeof(RecordHeader)) return {WalkStatus::truncated, r.records};
-        RecordHeader h;
-        std::memcpy(&h, reinterpret_cast<const std::byte*>(words) + at, sizeof h);
-        if (h.n > SIGMATRACE_MAX_BATCH) return {WalkStatus::bad_count, r.records};
-        const std::optional<uint32_t> want = expected_size(h.kind, h.n);
-        if (!want) return {WalkStatus::bad_kind, r.records};
-        if (h.size != *want) return {WalkStatus::bad_size, r.records};
-        if (total - at < h.size) return {WalkStatus::truncated, r.records};
-        std::memcpy(buf, reinterpret_cast<const std::byte*>(words) + at, h.size);
-        visit(*reinterpret_cast<const RecordHeader*>(buf));
-        ++r.records;
-        at += h.size;
-    }
-    return r;
-}
 
 // Per-field arrays that expand_record() points an event record's sequences at.
 struct Scratch {

@@ -211,8 +211,6 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
             const bool s = ci.kind[i] == Kind::SeqSigned;
             for (uint64_t k = 0; k < len; ++k) buf[k] = read_int(bt_field_array_borrow_element_field_by_index_const(f, k), s);
             if (static_cast<int>(i) == ci.ts_field) convert_capture_times(ci, buf, len);
-            if (ci.schema->id == EventId::deferred_records && static_cast<int>(i) == fields::deferred_records::words)
-                convert_record_times(buf.data(), len, [&ci](uint64_t t) { return capture_time_ns(ci, t); });
             v.seq = buf.data();
             v.seq_len = static_cast<uint32_t>(len);
             break;
@@ -225,6 +223,14 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         }
     }
     for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
+    // A deferred_records event's capture times are in its words; the expander converts them through this.
+    if (ci.schema->id == EventId::deferred_records) {
+        ev.capture_to_ns = [](const void* ctx, uint64_t t) { return capture_time_ns(*static_cast<const ClassInfo*>(ctx), t); };
+        ev.capture_ctx = &ci;
+    } else {
+        ev.capture_to_ns = nullptr;
+        ev.capture_ctx = nullptr;
+    }
     expander_.on_event(ev);
 }
 

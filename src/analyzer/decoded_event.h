@@ -47,6 +47,11 @@ struct DecodedEvent {
     bool expanded = false;
     // Found inconsistent by a stage before the analysis (records that stop decoding): counted as malformed.
     bool inconsistent = false;
+    // A `deferred_records` event's conversion of its records' capture times (CLOCK_MONOTONIC ns of the tracer)
+    // to ns from origin, set by the Babeltrace2 consumer from the event's clock class; valid while the event is
+    // handed on. Null: the times already are ns from origin (tests, the fuzzer).
+    uint64_t (*capture_to_ns)(const void* ctx, uint64_t monotonic_ns) = nullptr;
+    const void* capture_ctx = nullptr;
 
     uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
     int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }

@@ -95,9 +95,10 @@ void RecordsExpander::on_event(const DecodedEvent& ev) {
     const FieldValue& words = ev.f[F::words];
     bool malformed = ev.u(F::layout) != records::kLayout || words.seq_len != ev.u(F::n);
     if (ev.u(F::layout) == records::kLayout) {
-        const records::WalkResult r = records::walk_records(words.seq, words.seq_len, [&](const records::RecordHeader& h) {
-            records::expand_record(h, scratch_, [&](const auto& rec) { add(ev, h, rec); });
-        });
+        const records::WalkResult r = records::walk_records(
+            words.seq, words.seq_len,
+            [&](const records::RecordHeader& h) { records::expand_record(h, scratch_, [&](const auto& rec) { add(ev, h, rec); }); },
+            [&ev](uint64_t t) { return ev.capture_to_ns != nullptr ? ev.capture_to_ns(ev.capture_ctx, t) : t; });
         malformed = malformed || r.status != records::WalkStatus::ok;
     }
     // Events do not outlive their carrier: the next carrier may come from another process or thread.

@@ -3,13 +3,15 @@
 // with the fields immediate emission would have written and every element's capture time, so that nothing after
 // it knows the tracer wrote records. Other events pass through unchanged.
 //
-// The record layout is <sigmatrace/deferred_records.h>. The records' `ts` must already be ns from origin (the
-// Babeltrace2 consumer converts them with the event's clock class, convert_record_times()). A carrier whose
+// The records and their encoding are <sigmatrace/deferred_records.h> and <sigmatrace/deferred_records_wire.h>.
+// Their capture times (CLOCK_MONOTONIC ns) become ns from origin through the carrier's `capture_to_ns` (the
+// Babeltrace2 consumer sets it from the event's clock class; none: they already are). A carrier whose
 // layout is unknown or whose records stop decoding part-way is passed on marked `inconsistent` after the records
 // that did decode (Analysis counts it); nothing past the first bad header is read.
 #pragma once
 
 #include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include <array>
 #include <vector>
@@ -45,20 +47,5 @@ private:
     records::Scratch scratch_;
     std::array<Open, 4> open_;  // post_send, post_recv, post_srq_recv, poll_cq
 };
-
-// Converts, in place, each record's capture time in `words` (a deferred_records payload) with `convert` (CLOCK_
-// MONOTONIC ns -> ns from origin), walking the records' headers as far as they are consistent.
-template <typename Convert> void convert_record_times(uint64_t* words, std::size_t n_words, Convert&& convert) {
-    std::size_t at = 0;  // in words
-    while (at + sizeof(records::RecordHeader) / 8 <= n_words) {
-        records::RecordHeader h;
-        std::memcpy(&h, words + at, sizeof h);
-        const std::optional<uint32_t> want = records::expected_size(h.kind, h.n);
-        if (!want || h.size != *want || h.n > SIGMATRACE_MAX_BATCH || at + h.size / 8 > n_words) return;
-        h.ts = convert(h.ts);
-        std::memcpy(words + at, &h, sizeof h);
-        at += h.size / 8;
-    }
-}
 
 }  // namespace sigmatrace::analyzer

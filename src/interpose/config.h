@@ -41,11 +41,11 @@ struct Config {
     bool debug = false;  // SIGMATRACE_DEBUG=1: say on stderr what gets wrapped
     // Deferred emission of data-path events (deferred_ring.h): SIGMATRACE_DEFER (1 = on, 0 = every event is
     // emitted inside the wrapped call), SIGMATRACE_DEFER_MAX_AGE_US (how long a captured record may wait for
-    // its event), SIGMATRACE_DEFER_RING_KB (per-thread ring size), SIGMATRACE_DEFER_FORMAT (events, the
-    // default: a drain builds post_send/post_recv/poll_cq events from the records, deferred_events.h; records: it
-    // writes the records themselves as `deferred_records` events, deferred_records_writer.h).
+    // its event), SIGMATRACE_DEFER_RING_KB (per-thread ring size), SIGMATRACE_DEFER_FORMAT (records, the
+    // default: a drain encodes the records into `deferred_records` events, deferred_records_writer.h; events: it
+    // builds post_send/post_recv/poll_cq events from them, deferred_events.h, which babeltrace2 alone can print).
     bool defer = true;
-    bool defer_records = false;
+    bool defer_records = true;
     uint32_t defer_max_age_us = 1000;
     uint32_t defer_ring_kb = 256;
     // SIGMATRACE_PROVIDER: the LTTng provider library to load on first RDMA use (empty: lib/sigmatrace/
@@ -88,7 +88,7 @@ inline std::atomic<uint64_t> g_defer_max_age_ticks{0};
 // while they run: the age bound in ns and the redaction bits.
 inline std::atomic<uint64_t> g_defer_max_age_ns{1000000};
 inline std::atomic<uint32_t> g_redact{0};
-inline std::atomic<bool> g_defer_records{false};
+inline std::atomic<bool> g_defer_records{true};
 }  // namespace detail
 
 inline uint32_t data_path_flags() noexcept {

@@ -1,6 +1,7 @@
-// Turning captured records (deferred_ring.h) into LTTng events: the same events, field for field, that
-// immediate emission writes from the application's structures (data_events.h), plus each element's capture
-// time `ts` in trace-clock ns.
+// The events format of deferred emission (SIGMATRACE_DEFER_FORMAT=events; the default, records, is
+// deferred_records_writer.h): turning captured records (deferred_ring.h) into LTTng events, the same events,
+// field for field, that immediate emission writes from the application's structures (data_events.h), plus each
+// element's capture time `ts` in trace-clock ns.
 //
 // Consecutive records of one ring that are whole, successful calls of the same kind on the same object (posts
 // with ret 0, polls that returned completions) become one event of up to SIGMATRACE_MAX_BATCH elements, each

@@ -21,26 +21,22 @@ __attribute__((noinline)) void emit_records(const uint64_t* words, uint32_t n) n
 
 void RecordsWriter::add(const RecordHeader* rec) noexcept {
     if (rec->kind == RecordKind::pad) return;
-    const uint32_t w = rec->size / 8;
-    if (used_ + w > kWords) flush();
-    auto* copy = reinterpret_cast<RecordHeader*>(words_ + used_);
-    std::memcpy(copy, rec, rec->size);
-    copy->ts = capture_clock::to_ns(anchor_, rec->ts);
+    if (used_ + records::max_encoded_size(rec->size) > kBytes) flush();
     // Redaction reads the atomic, not config(): this may run on the emitter thread.
-    if (const uint32_t redact = redact_bits(); redact != 0 && copy->kind == RecordKind::post_send) {
-        SendEntry* e = entries<SendFixed, SendEntry>(copy);
-        for (uint32_t i = 0; i < copy->n; ++i) {
-            if (redact & kRedactAddresses) e[i].raddr = 0;
-            if (redact & kRedactKeys) e[i].rkey = 0;
-        }
-    }
-    used_ += w;
+    const uint32_t redact = redact_bits();
+    const records::EncodeOptions opt{(redact & kRedactAddresses) != 0, (redact & kRedactKeys) != 0};
+    used_ += static_cast<uint32_t>(encoder_.encode(*rec, capture_clock::to_ns(anchor_, rec->ts), opt,
+                                                   reinterpret_cast<std::byte*>(words_) + used_));
 }
 
 void RecordsWriter::flush() noexcept {
     if (used_ == 0) return;
-    emit_records(words_, used_);
+    const uint32_t words = (used_ + 7) / 8;
+    // The last word's fill: zero bytes, which readers check.
+    std::memset(reinterpret_cast<std::byte*>(words_) + used_, 0, words * 8 - used_);
+    emit_records(words_, words);
     used_ = 0;
+    encoder_.reset();
 }
 
 }  // namespace sigmatrace::interpose::deferred

@@ -4,7 +4,8 @@
 // of a latency-bound program (ib_send_lat: ~1.8 µs one-way on the fabric) has 3-4 events on its critical path
 // (the poll that returns the receive, the repost, the reply's post, its completion). Capturing a record instead
 // — a capture-clock reading and a copy of the WR or completion values into this ring — costs ~10 ns; the events
-// are built later, off the critical path (deferred_rings.h says when).
+// are written later, off the critical path (deferred_rings.h says when; deferred_records_writer.h and
+// deferred_events.h say how).
 //
 // One ring per thread that captures, single producer (its thread), consumers serialised by a per-ring flag
 // (the thread itself at idle points, the emitter thread, exit and signal paths). The producer takes no lock:

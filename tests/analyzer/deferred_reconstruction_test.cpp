@@ -9,11 +9,13 @@
 #include <vector>
 
 #include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include "analyzer/analysis.h"
 #include "analyzer/records_expander.h"
 #include "analyzer/reorder_stage.h"
 #include "record_feeder.h"
+#include "support/records_words.h"
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -199,27 +201,23 @@ TEST(DeferredReconstruction, ZeroCaptureTimesMeanTheEventTimestamp) {
 
 // ---- deferred_records events (schema minor 4): the tracer's records, expanded before the stage
 
-// A carrier's words: a one-WR signaled RDMA WRITE post (wr_id, QP 0x1000/100) captured at `post_ts` and its
-// completion polled on CQ 0xcc at `poll_ts` (ns from origin, as the consumer hands them over).
-std::vector<uint64_t> post_and_poll_words(uint64_t wr_id, uint64_t post_ts, uint64_t poll_ts) {
+// A one-WR signaled RDMA WRITE post (wr_id, QP 0x1000/100) captured at `post_ts` and its completion polled on CQ
+// 0xcc at `poll_ts` (ns from origin, as the consumer hands them over): ring records, encoded as the tracer does.
+std::vector<testing::TestRecord> post_and_poll(uint64_t wr_id, uint64_t post_ts, uint64_t poll_ts) {
     using namespace records;
-    constexpr uint32_t kSend = record_size<SendFixed, SendEntry>(1), kPoll = record_size<PollFixed, CompletionEntry>(1);
-    alignas(16) std::array<std::byte, kSend + kPoll> buf{};
-    auto* h = reinterpret_cast<RecordHeader*>(buf.data());
-    *h = RecordHeader{kSend, RecordKind::post_send, 1, post_ts};
-    *fixed_part<SendFixed>(h) = SendFixed{0x1000, 100, 0, -1, 1, 0, 0};
-    *entries<SendFixed, SendEntry>(h) = SendEntry{wr_id, 0xabc000, 0, 2 /* SIGNALED */, 4096, 0x11, 0, 0, 1, 0 /* RDMA_WRITE */, 0};
-    auto* p = reinterpret_cast<RecordHeader*>(buf.data() + kSend);
-    *p = RecordHeader{kPoll, RecordKind::poll_cq, 1, poll_ts};
-    *fixed_part<PollFixed>(p) = PollFixed{0xcc, 1, 0};
+    std::vector<testing::TestRecord> r;
+    r.push_back(testing::TestRecord::send(
+        post_ts, SendFixed{0x1000, 100, 0, -1, 1, 0, 0},
+        {SendEntry{wr_id, 0xabc000, 0, 2 /* SIGNALED */, 4096, 0x11, 0, 0, 1, 0 /* RDMA_WRITE */, 0}}));
     CompletionEntry c{};
     c.wr_id = wr_id;
     c.qp_num = 100;
     c.opcode = 1;  // IBV_WC_RDMA_WRITE
-    *entries<PollFixed, CompletionEntry>(p) = c;
-    std::vector<uint64_t> words(buf.size() / 8);
-    std::memcpy(words.data(), buf.data(), buf.size());
-    return words;
+    r.push_back(testing::TestRecord::poll(poll_ts, PollFixed{0xcc, 1, 0}, {c}));
+    return r;
+}
+std::vector<uint64_t> post_and_poll_words(uint64_t wr_id, uint64_t post_ts, uint64_t poll_ts) {
+    return testing::encode_words(post_and_poll(wr_id, post_ts, poll_ts));
 }
 
 void emit_records(DeferredWorld& w, int64_t emitted, const std::vector<uint64_t>& words, uint32_t layout = records::kLayout) {
@@ -285,27 +283,17 @@ struct ExpandedSeen : EventSink {
 TEST(DeferredRecords, ConsecutiveWholeCallsOfAKindShareAnEventAFailedOneStandsAlone) {
     using namespace records;
     // Posts 1, 2 (QP 0x1000), a poll of two, post 3 that failed (ret 12), post 4: in one carrier.
-    std::vector<uint64_t> words;
-    auto append = [&words](const std::vector<uint64_t>& w, std::size_t count) { words.insert(words.end(), w.begin(), w.begin() + static_cast<long>(count)); };
-    const std::vector<uint64_t> p1 = post_and_poll_words(1, 100, 0), p2 = post_and_poll_words(2, 200, 0);
-    constexpr std::size_t kSendWords = record_size<SendFixed, SendEntry>(1) / 8;
-    append(p1, kSendWords);
-    append(p2, kSendWords);
+    std::vector<testing::TestRecord> recs = {post_and_poll(1, 100, 0)[0], post_and_poll(2, 200, 0)[0]};
     {  // a poll record of two completions (wr 1 and 2) at 300
-        alignas(16) std::array<std::byte, record_size<PollFixed, CompletionEntry>(2)> buf{};
-        auto* h = reinterpret_cast<RecordHeader*>(buf.data());
-        *h = RecordHeader{static_cast<uint32_t>(buf.size()), RecordKind::poll_cq, 2, 300};
-        *fixed_part<PollFixed>(h) = PollFixed{0xcc, 2, 0};
-        entries<PollFixed, CompletionEntry>(h)[0].wr_id = 1;
-        entries<PollFixed, CompletionEntry>(h)[1].wr_id = 2;
-        std::vector<uint64_t> w(buf.size() / 8);
-        std::memcpy(w.data(), buf.data(), buf.size());
-        append(w, w.size());
+        CompletionEntry c1{}, c2{};
+        c1.wr_id = 1;
+        c2.wr_id = 2;
+        recs.push_back(testing::TestRecord::poll(300, PollFixed{0xcc, 2, 0}, {c1, c2}));
     }
-    std::vector<uint64_t> p3 = post_and_poll_words(3, 400, 0);
-    reinterpret_cast<SendFixed*>(&p3[2])->ret = 12;  // the fixed part follows the 16-byte header
-    append(p3, kSendWords);
-    append(post_and_poll_words(4, 500, 0), kSendWords);
+    recs.push_back(post_and_poll(3, 400, 0)[0]);
+    fixed_part<SendFixed>(&recs.back().header())->ret = 12;
+    recs.push_back(post_and_poll(4, 500, 0)[0]);
+    const std::vector<uint64_t> words = testing::encode_words(recs);
     ExpandedSeen sink;
     RecordsExpander expander(sink);
     test::RecordFeeder feed(expander);
@@ -334,8 +322,9 @@ TEST(DeferredRecords, ConsecutiveWholeCallsOfAKindShareAnEventAFailedOneStandsAl
 TEST(DeferredRecords, ARecordThatDoesNotDecodeEndsTheCarrierAndIsCountedMalformed) {
     DeferredWorld w;
     w.setup();
-    std::vector<uint64_t> words = post_and_poll_words(9, 5'000'000, 5'001'000);
-    words[12] += 16;  // the poll record's size (its header starts after the 96-byte send record)
+    std::vector<std::size_t> sizes;
+    std::vector<uint64_t> words = testing::encode_words(post_and_poll(9, 5'000'000, 5'001'000), {}, &sizes);
+    reinterpret_cast<std::byte*>(words.data())[sizes[0]] = std::byte{9};  // the poll record's kind
     emit_records(w, 5'400'000, words);
     const nlohmann::json doc = w.finish();
     ASSERT_EQ(w.ops.ops.size(), 1u);  // the post decoded; the poll did not

@@ -1,16 +1,19 @@
-// Deferred emission in the `records` format (interpose/deferred_records_writer.h, SIGMATRACE_DEFER_FORMAT=records): a drain writes
-// the ring's records as `deferred_records` events, and a reader (<sigmatrace/deferred_records.h>) expands each
-// record into the event immediate emission writes for the same call. The capture (support/captured_events.h)
-// expands them as the analyzer and the tests' trace reader do, so these tests check both the writer and the
-// layout's reading functions.
+// Deferred emission in the `records` format (interpose/deferred_records_writer.h, SIGMATRACE_DEFER_FORMAT=records): a drain
+// encodes the ring's records into `deferred_records` events (<sigmatrace/deferred_records_wire.h>), and a reader
+// decodes each record and expands it into the event immediate emission writes for the same call
+// (<sigmatrace/deferred_records.h>). The capture (support/captured_events.h) reads them as the analyzer and the
+// tests' trace reader do, so these tests check the writer, the encoding and the reading functions.
 #include <array>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include "interpose/capture_clock.h"
 #include "interpose/deferred_records_writer.h"
+#include "support/records_words.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {
@@ -76,11 +79,12 @@ TEST_F(DeferredRecordsTest, EachCallIsOneRecordReadBackAsImmediateEmissionWrites
     const uint64_t after = interpose::capture_clock::monotonic_ns();
 
     const CapturedEvents ev = events();
-    ASSERT_EQ(ev.deferred_records.size(), 1u);  // one drain, 96 + 48 + 64 bytes: one event
+    ASSERT_EQ(ev.deferred_records.size(), 1u);  // one drain: one event
     EXPECT_EQ(ev.deferred_records[0].layout, records::kLayout);
-    EXPECT_EQ(ev.deferred_records[0].n, (records::record_size<records::SendFixed, records::SendEntry>(3) +
-                                         records::record_size<records::RecvFixed, records::RecvEntry>(1) +
-                                         records::record_size<records::PollFixed, records::CompletionEntry>(1)) / 8);
+    // 96 + 48 + 64 bytes in the ring. The first record of each kind in an event writes every field that is not
+    // at its initial value (zero mostly), so these three shrink only by the fields at zero and the padding;
+    // DeferredRecordsWire.ARecordCarriesOnlyWhatChanged checks what later records cost.
+    EXPECT_LT(ev.deferred_records[0].n * 8, 208u);
     EXPECT_EQ(ev.malformed_records, 0u);
     EXPECT_EQ(ev.order, (std::vector<EventId>{EventId::post_send, EventId::post_recv, EventId::poll_cq}));
 
@@ -115,18 +119,28 @@ TEST_F(DeferredRecordsTest, EachCallIsOneRecordReadBackAsImmediateEmissionWrites
 }
 
 TEST_F(DeferredRecordsTest, EventsHoldWholeRecordsWithinTheReadersLimit) {
-    constexpr int kPosts = 200;
+    constexpr int kPosts = 3000;
     for (int i = 0; i < kPosts; ++i) ASSERT_EQ(post_chain(static_cast<uint64_t>(i), 1), 0);
     const CapturedEvents ev = events();
-    const uint32_t record_words = records::record_size<records::SendFixed, records::SendEntry>(1) / 8;  // 12
-    const uint32_t per_event = interpose::deferred::RecordsWriter::kWords / record_words;             // 85
-    ASSERT_EQ(ev.deferred_records.size(), (kPosts + per_event - 1) / per_event);
+    // Only wr_id and the capture time change from one post to the next: 4 + 8 + a varint of 1..3 bytes each.
+    uint64_t words = 0;
     for (const cap_deferred_records& r : ev.deferred_records) {
         EXPECT_LE(r.n, interpose::deferred::RecordsWriter::kWords);
-        EXPECT_EQ(r.n % record_words, 0u);
+        words += r.n;
     }
+    EXPECT_GE(ev.deferred_records.size(), 2u);
+    EXPECT_LE(words * 8, uint64_t{kPosts} * 16) << "each event restarts from initial values; still <= 16 bytes a post";
     ASSERT_EQ(ev.post_send.size(), static_cast<size_t>(kPosts));
-    for (int i = 0; i < kPosts; ++i) EXPECT_EQ(ev.post_send[static_cast<size_t>(i)].wr_id, (std::vector<uint64_t>{static_cast<uint64_t>(i)}));
+    for (int i = 0; i < kPosts; ++i) {
+        const cap_post_send& s = ev.post_send[static_cast<size_t>(i)];
+        ASSERT_EQ(s.wr_id, (std::vector<uint64_t>{static_cast<uint64_t>(i)}));
+        ASSERT_EQ(s.rkey, (std::vector<uint32_t>{0x77}));  // carried over from the event's earlier records
+        ASSERT_EQ(s.imm, (std::vector<uint32_t>{0x5500}));
+        ASSERT_EQ(s.qp_num, qp_->qp()->qp_num);
+        if (i > 0) {
+            ASSERT_GE(s.ts[0], ev.post_send[static_cast<size_t>(i - 1)].ts[0]);
+        }
+    }
     EXPECT_EQ(ev.malformed_records, 0u);
 }
 
@@ -154,94 +168,199 @@ TEST_F(DeferredRecordsTest, TheEventsFormatMergesCalls) {
     EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{1, 2}));
 }
 
-// ---- the reading functions on hand-made words
+// ---- the encoding, on hand-made records
 
-// Words holding a one-WR send record (wr_id `id`) and a one-completion poll record.
-std::vector<uint64_t> two_records(uint64_t id) {
-    using namespace records;
-    const uint32_t send = record_size<SendFixed, SendEntry>(1);
-    const uint32_t poll = record_size<PollFixed, CompletionEntry>(1);
-    alignas(16) std::array<std::byte, 512> buf{};
-    auto* h = reinterpret_cast<RecordHeader*>(buf.data());
-    *h = RecordHeader{send, RecordKind::post_send, 1, 1000};
-    *fixed_part<SendFixed>(h) = SendFixed{0x1234, 7, 0, -1, 0, 0, 0};
-    *entries<SendFixed, SendEntry>(h) = SendEntry{id, 0xabc, 0, 2, 64, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0};
-    auto* p = reinterpret_cast<RecordHeader*>(buf.data() + send);
-    *p = RecordHeader{poll, RecordKind::poll_cq, 1, 2000};
-    *fixed_part<PollFixed>(p) = PollFixed{0x5678, 1, 0};
-    CompletionEntry c{};
-    c.wr_id = id;
-    c.byte_len = 64;
-    *entries<PollFixed, CompletionEntry>(p) = c;
-    std::vector<uint64_t> words((send + poll) / 8);
-    std::memcpy(words.data(), buf.data(), send + poll);
-    return words;
+using records::CompletionEntry;
+using records::PollFixed;
+using records::RecordKind;
+using records::RecvEntry;
+using records::RecvFixed;
+using records::SendEntry;
+using records::SendFixed;
+
+// A post of three WRs, a receive whose capture time is earlier than the post's, an SRQ receive of two, a poll of
+// two (one an error with every field set), a poll that failed (n 0, ret -5), a failed post and the second part
+// of a long chain.
+std::vector<TestRecord> varied_records() {
+    std::vector<TestRecord> r;
+    r.push_back(TestRecord::send(1'000'000, SendFixed{0x1234, 7, 0, -1, 1, 0, 0},
+                                 {SendEntry{10, 0xabc000, 0, IBV_SEND_SIGNALED, 64, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0},
+                                  SendEntry{11, 0xabc040, 0, 0, 64, 0x11, 0x99, 0, 1, IBV_WR_RDMA_WRITE_WITH_IMM, 0},
+                                  SendEntry{12, 0, 0xfeed0000, IBV_SEND_SIGNALED, 8, 0, 0, 0x42, 2, IBV_WR_SEND, 0}}));
+    r.push_back(TestRecord::recv(RecordKind::post_recv, 999'000, RecvFixed{0x2000, 8, 0, -1, 0}, {RecvEntry{20, 4096, 1, 0}}));
+    r.push_back(TestRecord::recv(RecordKind::post_srq_recv, 1'001'000, RecvFixed{0x3000, 0, 0, -1, 0},
+                                 {RecvEntry{30, 512, 2, 0}, RecvEntry{31, 512, 2, 0}}));
+    CompletionEntry c1{}, c2{};
+    c1.wr_id = 10;
+    c1.qp_num = 7;
+    c1.opcode = IBV_WC_RDMA_WRITE;
+    c1.hw_ts = 123456789;
+    c2.wr_id = 20;
+    c2.qp_num = 8;
+    c2.byte_len = 4096;
+    c2.opcode = IBV_WC_RECV;
+    c2.status = IBV_WC_LOC_LEN_ERR;
+    c2.vendor_err = 0x51;
+    c2.wc_flags = IBV_WC_WITH_IMM;
+    c2.imm = 0x99;
+    c2.src_qp = 5;
+    r.push_back(TestRecord::poll(1'002'000, PollFixed{0xcc, 2, 0}, {c1, c2}));
+    r.push_back(TestRecord::poll(1'003'000, PollFixed{0xcc, -5, 0}, {}));
+    r.push_back(TestRecord::send(1'004'000, SendFixed{0x1234, 7, 12, 0, 1, 0, 0},
+                                 {SendEntry{13, 0xabc080, 0, 0, 64, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0}}));
+    r.push_back(TestRecord::send(1'005'000, SendFixed{0x1234, 7, 0, -1, 1, 32, 0},
+                                 {SendEntry{14, 0xabc0c0, 0, 0, 64, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0}}));
+    return r;
 }
 
-struct Seen {
-    std::vector<uint64_t> send_ids, poll_ids, send_ts;
-};
-records::WalkResult read(const std::vector<uint64_t>& words, Seen& seen) {
-    records::Scratch scratch;
+// Decodes `words`, keeping each record's bytes.
+records::WalkResult decode(const std::vector<uint64_t>& words, std::vector<std::vector<std::byte>>& out) {
     return records::walk_records(words.data(), words.size(), [&](const records::RecordHeader& h) {
-        records::expand_record(h, scratch, [&](const auto& rec) {
-            using R = std::decay_t<decltype(rec)>;
-            if constexpr (std::is_same_v<R, st_post_send_rec>) {
-                seen.send_ids.push_back(rec.wr_id[0]);
-                seen.send_ts.push_back(rec.ts[0]);
-            } else if constexpr (std::is_same_v<R, st_poll_cq_rec>) {
-                seen.poll_ids.push_back(rec.wr_id[0]);
-            }
-        });
+        const auto* b = reinterpret_cast<const std::byte*>(&h);
+        out.emplace_back(b, b + h.size);
     });
 }
 
-TEST(DeferredRecordsLayout, ReadsWellFormedRecords) {
-    std::vector<uint64_t> words = two_records(5);
-    const std::vector<uint64_t> more = two_records(6);
-    words.insert(words.end(), more.begin(), more.end());
-    Seen seen;
-    const records::WalkResult r = read(words, seen);
+TEST(DeferredRecordsWire, EveryRecordDecodesToTheRingRecordItWasEncodedFrom) {
+    const std::vector<TestRecord> recs = varied_records();
+    const std::vector<uint64_t> words = encode_words(recs);
+    std::vector<std::vector<std::byte>> got;
+    const records::WalkResult r = decode(words, got);
     EXPECT_EQ(r.status, records::WalkStatus::ok);
-    EXPECT_EQ(r.records, 4u);
-    EXPECT_EQ(seen.send_ids, (std::vector<uint64_t>{5, 6}));
-    EXPECT_EQ(seen.poll_ids, (std::vector<uint64_t>{5, 6}));
-    EXPECT_EQ(seen.send_ts, (std::vector<uint64_t>{1000, 1000}));
+    ASSERT_EQ(got.size(), recs.size());
+    for (std::size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(got[i], recs[i].image()) << "record " << i;
 }
 
-TEST(DeferredRecordsLayout, StopsAtTheFirstInconsistentRecordKeepingWhatCameBefore) {
+TEST(DeferredRecordsWire, ARecordCarriesOnlyWhatChanged) {
+    // Two one-WR posts on one QP, 1 us apart, differing only in wr_id; then one on another QP.
+    const SendEntry e{1, 0xabc000, 0, IBV_SEND_SIGNALED, 65536, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0};
+    SendEntry e2 = e, e3 = e;
+    e2.wr_id = 2;
+    e3.wr_id = 3;
+    const std::vector<TestRecord> recs = {TestRecord::send(1'000'000, SendFixed{0x1234, 7, 0, -1, 1, 0, 0}, {e}),
+                                          TestRecord::send(1'001'000, SendFixed{0x1234, 7, 0, -1, 1, 0, 0}, {e2}),
+                                          TestRecord::send(1'001'001, SendFixed{0x5678, 9, 0, -1, 1, 0, 0}, {e3})};
+    std::vector<std::size_t> sizes;
+    const std::vector<uint64_t> words = encode_words(recs, {}, &sizes);
+    // The first: kind, n, present (4); ts 1,000,000 (zigzag 2,000,000: 3 bytes); qp, qp_num, api (16: ret 0,
+    // bad_index -1 and batch_offset 0 are their initial values); wr_id, raddr, send_flags, bytes, rkey, num_sge
+    // (30: ah, imm, remote_qpn and the opcode, RDMA_WRITE = 0, are zero). The second: 4, ts +1000 (2 bytes),
+    // wr_id (8). The third: 4, ts +1 (1 byte), qp and qp_num (12), wr_id (8).
+    EXPECT_EQ(sizes, (std::vector<std::size_t>{53, 14, 25}));
+    EXPECT_EQ(words.size(), (53u + 14 + 25 + 7) / 8);
+    std::vector<std::vector<std::byte>> got;
+    EXPECT_EQ(decode(words, got).status, records::WalkStatus::ok);
+    ASSERT_EQ(got.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], recs[i].image()) << "record " << i;
+}
+
+TEST(DeferredRecordsWire, ARecordShorterThanAWordAtTheEndIsARecordNotFill) {
+    // The same post three times: 53 bytes, then 6 (ts +1000) and 5 (ts +1): 64 bytes, the last record inside the
+    // last word.
+    const SendEntry e{1, 0xabc000, 0, IBV_SEND_SIGNALED, 65536, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0};
+    const SendFixed f{0x1234, 7, 0, -1, 1, 0, 0};
+    const std::vector<TestRecord> recs = {TestRecord::send(1'000'000, f, {e}), TestRecord::send(1'001'000, f, {e}),
+                                          TestRecord::send(1'001'001, f, {e})};
+    std::vector<std::size_t> sizes;
+    const std::vector<uint64_t> words = encode_words(recs, {}, &sizes);
+    EXPECT_EQ(sizes, (std::vector<std::size_t>{53, 6, 5}));
+    ASSERT_EQ(words.size(), 8u);
+    std::vector<std::vector<std::byte>> got;
+    const records::WalkResult r = decode(words, got);
+    EXPECT_EQ(r.status, records::WalkStatus::ok);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[2], recs[2].image());
+}
+
+TEST(DeferredRecordsWire, RedactionClearsAddressesAndKeysOnly) {
+    const std::vector<TestRecord> recs = varied_records();
+    const std::vector<uint64_t> words = encode_words(recs, records::EncodeOptions{true, true});
+    std::vector<std::vector<std::byte>> got;
+    EXPECT_EQ(decode(words, got).status, records::WalkStatus::ok);
+    ASSERT_EQ(got.size(), recs.size());
+    for (std::size_t i = 0; i < recs.size(); ++i) {
+        TestRecord want = recs[i];
+        if (want.header().kind == RecordKind::post_send) {
+            SendEntry* e = records::entries<SendFixed, SendEntry>(&want.header());
+            for (uint32_t k = 0; k < want.header().n; ++k) e[k].raddr = 0, e[k].rkey = 0;
+        }
+        EXPECT_EQ(got[i], want.image()) << "record " << i;
+    }
+}
+
+// The bytes of `words`, to corrupt one; and back.
+std::vector<std::byte> bytes_of(const std::vector<uint64_t>& w) {
+    const auto* b = reinterpret_cast<const std::byte*>(w.data());
+    return {b, b + w.size() * 8};
+}
+std::vector<uint64_t> words_of(const std::vector<std::byte>& b) {
+    std::vector<uint64_t> w((b.size() + 7) / 8);
+    std::memcpy(w.data(), b.data(), b.size());
+    return w;
+}
+
+TEST(DeferredRecordsWire, StopsAtTheFirstRecordThatDoesNotDecodeKeepingWhatCameBefore) {
+    std::vector<std::size_t> sizes;
+    const std::vector<uint64_t> good = encode_words(varied_records(), {}, &sizes);
+    const std::size_t second = sizes[0];  // where the post_recv record starts
     struct Case {
         const char* what;
-        void (*corrupt)(std::vector<uint64_t>&);  // applied to the second pair's first record
+        std::function<void(std::vector<std::byte>&)> corrupt;
         records::WalkStatus status;
     };
     const Case cases[] = {
-        {"size off by 16", [](std::vector<uint64_t>& w) { w[22] += 16; }, records::WalkStatus::bad_size},
-        {"size 0", [](std::vector<uint64_t>& w) { w[22] &= ~uint64_t{0xffffffff}; }, records::WalkStatus::bad_size},
-        {"pad kind", [](std::vector<uint64_t>& w) { w[22] &= ~(uint64_t{0xffff} << 32); }, records::WalkStatus::bad_kind},
-        {"kind 9", [](std::vector<uint64_t>& w) { w[22] = (w[22] & ~(uint64_t{0xffff} << 32)) | (uint64_t{9} << 32); },
-         records::WalkStatus::bad_kind},
-        {"n 33", [](std::vector<uint64_t>& w) { w[22] = (w[22] & ~(uint64_t{0xffff} << 48)) | (uint64_t{33} << 48); },
-         records::WalkStatus::bad_count},
-        {"cut short", [](std::vector<uint64_t>& w) { w.resize(w.size() - 1); }, records::WalkStatus::truncated},
-        {"half a header", [](std::vector<uint64_t>& w) { w.resize(23); }, records::WalkStatus::truncated},
+        {"pad kind", [&](auto& b) { b[second] = std::byte{0}; }, records::WalkStatus::bad_kind},
+        {"kind 9", [&](auto& b) { b[second] = std::byte{9}; }, records::WalkStatus::bad_kind},
+        {"n 33", [&](auto& b) { b[second + 1] = std::byte{33}; }, records::WalkStatus::bad_count},
+        // post_recv has 5 fixed fields and 3 columns: bit 8 names nothing.
+        {"present bit 8", [&](auto& b) { b[second + 3] |= std::byte{1}; }, records::WalkStatus::bad_fields},
+        {"cut inside it", [&](auto& b) { b.resize((second + 10 + 7) / 8 * 8); }, records::WalkStatus::truncated},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.what);
-        std::vector<uint64_t> words = two_records(5);
-        ASSERT_EQ(words.size(), 22u);  // 96 + 80 bytes: the second pair starts at word 22
-        const std::vector<uint64_t> more = two_records(6);
-        words.insert(words.end(), more.begin(), more.end());
-        c.corrupt(words);
-        Seen seen;
-        const records::WalkResult r = read(words, seen);
+        std::vector<std::byte> b = bytes_of(good);
+        c.corrupt(b);
+        std::vector<std::vector<std::byte>> got;
+        const records::WalkResult r = decode(words_of(b), got);
         EXPECT_EQ(r.status, c.status);
-        // The first pair decoded; nothing of the corrupt record or after it did, unless the cut left it whole.
-        EXPECT_EQ(seen.send_ids.front(), 5u);
-        EXPECT_EQ(seen.poll_ids.front(), 5u);
-        EXPECT_LE(r.records, 3u);
-        EXPECT_GE(r.records, 2u);
+        EXPECT_EQ(r.records, 1u);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0], varied_records()[0].image());
     }
+}
+
+TEST(DeferredRecordsWire, BadTailsTimesAndColumnsAreRefused) {
+    // A non-zero byte in the last word's fill, after two good records (53 bytes, then 6: the same post again,
+    // 1 us later; 5 bytes of fill).
+    const SendEntry e{1, 0xabc000, 0, IBV_SEND_SIGNALED, 65536, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0};
+    std::vector<uint64_t> words = encode_words({TestRecord::send(1'000'000, SendFixed{0x1234, 7, 0, -1, 1, 0, 0}, {e}),
+                                                TestRecord::send(1'001'000, SendFixed{0x1234, 7, 0, -1, 1, 0, 0}, {e})});
+    ASSERT_EQ(words.size(), 8u);
+    std::vector<std::byte> b = bytes_of(words);
+    b[63] = std::byte{1};
+    std::vector<std::vector<std::byte>> got;
+    records::WalkResult r = decode(words_of(b), got);
+    EXPECT_EQ(r.status, records::WalkStatus::bad_tail);
+    EXPECT_EQ(r.records, 2u);
+    // A capture time of eleven varint bytes.
+    b.assign(24, std::byte{0});
+    b[0] = std::byte{1};
+    for (int i = 4; i < 15; ++i) b[static_cast<std::size_t>(i)] = std::byte{0xff};
+    got.clear();
+    r = decode(words_of(b), got);
+    EXPECT_EQ(r.status, records::WalkStatus::bad_fields);
+    EXPECT_EQ(r.records, 0u);
+    // A poll of no completions that says it carries its wr_id column (bit 3: after cq, ret, api).
+    b.assign(16, std::byte{0});
+    b[0] = std::byte{4};
+    b[2] = std::byte{1 << 3};
+    got.clear();
+    r = decode(words_of(b), got);
+    EXPECT_EQ(r.status, records::WalkStatus::bad_fields);
+    EXPECT_EQ(r.records, 0u);
+    // Only zero fill after the last record is fine; eight zero bytes are not fill but a record of kind 0.
+    EXPECT_EQ(decode(std::vector<uint64_t>{0}, got).status, records::WalkStatus::bad_kind);
+    EXPECT_EQ(decode(std::vector<uint64_t>{}, got).status, records::WalkStatus::ok);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "support/captured_events.h"
 
 #include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include <type_traits>
 

@@ -2,6 +2,7 @@
 
 #include <babeltrace2/babeltrace.h>
 #include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include <filesystem>
 #include <stdexcept>

@@ -1,0 +1,439 @@
+// The words of a `deferred_records` event: how the tracer writes its records (<sigmatrace/deferred_records.h>,
+// the layout its per-thread rings hold) into an event, and how a reader gets them back. Declared once here for
+// the tracer (src/interpose/deferred_records_writer.cpp encodes) and every reader (walk_records decodes).
+//
+// Why an encoding and not the ring's bytes: a ring record is fixed-size (a one-WR post is 96 bytes, a one-
+// completion poll 80), and most of it repeats what the record before it said: the same QP, the same rkey and
+// length, a zero `ah`, `imm` and status. Written as is, a traced `ib_write_bw` made a trace 1.5x the size of the
+// events format's. Here a record carries only what differs from what the reader already knows, so the same
+// trace is several times smaller than either (docs/PERFORMANCE.md, "The records format"), at a few dozen
+// instructions per record on the drain.
+//
+// Layout 2, per event. The words are little-endian bytes; records follow each other with no padding, and the
+// event ends with fewer than 8 zero bytes that fill its last word. One record:
+//   byte 0      kind (RecordKind, never pad)
+//   byte 1      n, the entries (at most SIGMATRACE_MAX_BATCH)
+//   bytes 2-3   present: bit i set when field i of the kind (fixed fields first, then entry columns, in the
+//               order of kinds() below) is written
+//   then        ts: the capture time in CLOCK_MONOTONIC ns, as the zigzag LEB128 varint of its difference to the
+//               event's previous record's ts (0 before the first)
+//   then        each present fixed field, `width` bytes
+//   then        each present entry column: the field of entry 0, 1, ... n-1, `width` bytes each
+// An absent fixed field equals the same field of the event's previous record of the same kind (its `initial`
+// value before the first), except poll_cq's `ret`, which is then n. An absent column holds, in every entry, the
+// value that column's last entry had in the event's previous record of the same kind (`initial` before the
+// first). So every event decodes on its own: a lost event costs its own records only.
+//
+// Readers must stop at the first record that does not decode (unknown kind, n too large, a present bit the kind
+// does not have, a record running past the end, a non-zero tail): a corrupt trace must not be read past what it
+// says.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include <sigmatrace/deferred_records.h>
+
+namespace sigmatrace::records {
+
+static_assert(std::endian::native == std::endian::little, "the words are the tracer's little-endian bytes");
+static_assert(SIGMATRACE_MAX_BATCH <= 255, "n is one byte");
+
+// The layout's version, carried by each `deferred_records` event (`layout`). A reader refuses other values.
+// Layout 1 (the ring's records as they are) was never released.
+inline constexpr uint32_t kLayout = 2;
+
+// One field of a ring record, in the fixed part or in each entry.
+struct FieldSpec {
+    uint16_t offset;   // in the Fixed or Entry struct
+    uint8_t width;     // bytes: 1, 2, 4 or 8
+    uint64_t initial;  // its value before any record of its kind in an event (zero-extended to 64 bits)
+};
+
+// Which of a kind's entry columns a redaction option clears.
+inline constexpr uint8_t kNoColumn = 0xff;
+
+struct KindSpec {
+    uint8_t n_fixed = 0, n_entry = 0;
+    uint16_t fixed_size = 0, entry_size = 0;  // sizeof the Fixed and Entry structs
+    FieldSpec fixed[6]{};
+    FieldSpec entry[10]{};
+    int8_t ret_is_n = -1;                      // the fixed field whose absent value is n (poll_cq's ret), or -1
+    uint8_t raddr = kNoColumn, rkey = kNoColumn;  // columns redaction clears
+};
+
+namespace wire_detail {
+
+#define ST_FIELD_(Struct, member, init) \
+    FieldSpec { static_cast<uint16_t>(offsetof(Struct, member)), static_cast<uint8_t>(sizeof(Struct::member)), init }
+
+inline constexpr uint64_t kMinusOne32 = 0xffffffffu;  // bad_index -1 (int32_t) zero-extended
+
+constexpr KindSpec send_spec() {
+    KindSpec k;
+    k.n_fixed = 6;
+    k.n_entry = 10;
+    k.fixed_size = sizeof(SendFixed);
+    k.entry_size = sizeof(SendEntry);
+    const FieldSpec fixed[6] = {ST_FIELD_(SendFixed, qp, 0),        ST_FIELD_(SendFixed, qp_num, 0),
+                                ST_FIELD_(SendFixed, ret, 0),       ST_FIELD_(SendFixed, bad_index, kMinusOne32),
+                                ST_FIELD_(SendFixed, api, 0),       ST_FIELD_(SendFixed, batch_offset, 0)};
+    const FieldSpec entry[10] = {ST_FIELD_(SendEntry, wr_id, 0),      ST_FIELD_(SendEntry, raddr, 0),
+                                 ST_FIELD_(SendEntry, ah, 0),         ST_FIELD_(SendEntry, send_flags, 0),
+                                 ST_FIELD_(SendEntry, bytes, 0),      ST_FIELD_(SendEntry, rkey, 0),
+                                 ST_FIELD_(SendEntry, imm, 0),        ST_FIELD_(SendEntry, remote_qpn, 0),
+                                 ST_FIELD_(SendEntry, num_sge, 0),    ST_FIELD_(SendEntry, opcode, 0)};
+    for (int i = 0; i < 6; ++i) k.fixed[i] = fixed[i];
+    for (int i = 0; i < 10; ++i) k.entry[i] = entry[i];
+    k.raddr = 1;
+    k.rkey = 5;
+    return k;
+}
+
+constexpr KindSpec recv_spec() {
+    KindSpec k;
+    k.n_fixed = 5;
+    k.n_entry = 3;
+    k.fixed_size = sizeof(RecvFixed);
+    k.entry_size = sizeof(RecvEntry);
+    const FieldSpec fixed[5] = {ST_FIELD_(RecvFixed, handle, 0), ST_FIELD_(RecvFixed, qp_num, 0), ST_FIELD_(RecvFixed, ret, 0),
+                                ST_FIELD_(RecvFixed, bad_index, kMinusOne32), ST_FIELD_(RecvFixed, batch_offset, 0)};
+    const FieldSpec entry[3] = {ST_FIELD_(RecvEntry, wr_id, 0), ST_FIELD_(RecvEntry, bytes, 0), ST_FIELD_(RecvEntry, num_sge, 0)};
+    for (int i = 0; i < 5; ++i) k.fixed[i] = fixed[i];
+    for (int i = 0; i < 3; ++i) k.entry[i] = entry[i];
+    return k;
+}
+
+constexpr KindSpec poll_spec() {
+    KindSpec k;
+    k.n_fixed = 3;
+    k.n_entry = 10;
+    k.fixed_size = sizeof(PollFixed);
+    k.entry_size = sizeof(CompletionEntry);
+    const FieldSpec fixed[3] = {ST_FIELD_(PollFixed, cq, 0), ST_FIELD_(PollFixed, ret, 0), ST_FIELD_(PollFixed, api, 0)};
+    const FieldSpec entry[10] = {
+        ST_FIELD_(CompletionEntry, wr_id, 0),    ST_FIELD_(CompletionEntry, hw_ts, 0),
+        ST_FIELD_(CompletionEntry, vendor_err, 0), ST_FIELD_(CompletionEntry, byte_len, 0),
+        ST_FIELD_(CompletionEntry, qp_num, 0),   ST_FIELD_(CompletionEntry, src_qp, 0),
+        ST_FIELD_(CompletionEntry, wc_flags, 0), ST_FIELD_(CompletionEntry, imm, 0),
+        ST_FIELD_(CompletionEntry, status, 0),   ST_FIELD_(CompletionEntry, opcode, 0)};
+    for (int i = 0; i < 3; ++i) k.fixed[i] = fixed[i];
+    for (int i = 0; i < 10; ++i) k.entry[i] = entry[i];
+    k.ret_is_n = 1;
+    return k;
+}
+
+#undef ST_FIELD_
+
+inline constexpr KindSpec kSpecs[5] = {KindSpec{}, send_spec(), recv_spec(), recv_spec(), poll_spec()};
+
+constexpr bool specs_fit() {
+    for (int kind = 1; kind < 5; ++kind) {
+        const KindSpec& k = kSpecs[kind];
+        if (k.n_fixed + k.n_entry > 16) return false;  // present is 16 bits
+        for (int i = 0; i < k.n_fixed; ++i)
+            if (k.fixed[i].offset + k.fixed[i].width > k.fixed_size) return false;
+        for (int i = 0; i < k.n_entry; ++i)
+            if (k.entry[i].offset + k.entry[i].width > k.entry_size) return false;
+    }
+    return true;
+}
+static_assert(specs_fit());
+static_assert(static_cast<int>(RecordKind::poll_cq) == 4);
+
+// Fixed-width loads and stores (little-endian: the low bytes of the 64-bit value): with the width a constant they
+// are one move each, which is what keeps encoding at a few ns per record (a memcpy of a run-time width is a call).
+template <uint8_t W> uint64_t load(const std::byte* p) noexcept {
+    if constexpr (W == 1) return static_cast<uint8_t>(*p);
+    else {
+        using U = std::conditional_t<W == 2, uint16_t, std::conditional_t<W == 4, uint32_t, uint64_t>>;
+        static_assert(W == sizeof(U));
+        U v;
+        std::memcpy(&v, p, W);
+        return v;
+    }
+}
+template <uint8_t W> void store(std::byte* p, uint64_t v) noexcept {
+    using U = std::conditional_t<W == 1, uint8_t, std::conditional_t<W == 2, uint16_t, std::conditional_t<W == 4, uint32_t, uint64_t>>>;
+    static_assert(W == sizeof(U));
+    const U u = static_cast<U>(v);
+    std::memcpy(p, &u, W);
+}
+
+// What a reader already knows, per event: the last record's values of each kind, and the last ts.
+struct Known {
+    uint64_t fixed[5][6];
+    uint64_t entry[5][10];
+    uint64_t ts;
+    void reset() noexcept {
+        for (int kind = 0; kind < 5; ++kind) {
+            for (int i = 0; i < 6; ++i) fixed[kind][i] = kSpecs[kind].fixed[i].initial;
+            for (int i = 0; i < 10; ++i) entry[kind][i] = kSpecs[kind].entry[i].initial;
+        }
+        ts = 0;
+    }
+};
+
+}  // namespace wire_detail
+
+inline const KindSpec* spec_of(RecordKind kind) {
+    const auto k = static_cast<uint16_t>(kind);
+    return k >= 1 && k <= 4 ? &wire_detail::kSpecs[k] : nullptr;
+}
+
+// The most bytes encode() writes for a ring record of `size` bytes: never more than the ring record itself
+// (its 16-byte header against at most 4 + 10 here; its fields unpadded).
+constexpr uint32_t max_encoded_size(uint32_t ring_record_size) {
+    return ring_record_size;
+}
+
+struct EncodeOptions {
+    bool clear_addresses = false;  // raddr written as 0
+    bool clear_keys = false;       // rkey written as 0
+};
+
+namespace wire_detail {
+
+// The encoding of one kind, with every field's offset and width a constant.
+template <int Kind> struct KindCodec {
+    static constexpr const KindSpec& k = kSpecs[Kind];
+
+    template <std::size_t I>
+    static void fixed_out(const std::byte* fixed, uint64_t* known, uint32_t n, uint32_t& present, std::byte*& p) noexcept {
+        constexpr FieldSpec f = k.fixed[I];
+        const uint64_t v = load<f.width>(fixed + f.offset);
+        if constexpr (static_cast<int>(I) == k.ret_is_n) {
+            if (v == n) return;
+        } else {
+            if (v == known[I]) return;
+            known[I] = v;
+        }
+        present |= 1u << I;
+        store<f.width>(p, v);
+        p += f.width;
+    }
+    template <std::size_t C>
+    static void column_out(const std::byte* ents, uint32_t n, uint64_t* known, uint8_t cleared, uint32_t& present,
+                           std::byte*& p) noexcept {
+        constexpr FieldSpec f = k.entry[C];
+        constexpr bool clearable = C == k.raddr || C == k.rkey;
+        const bool clear = clearable && (cleared & (C == k.raddr ? 1 : 2)) != 0;
+        const uint64_t last = known[C];
+        uint32_t e = 0;
+        if (!clear)
+            while (e < n && load<f.width>(ents + e * k.entry_size + f.offset) == last) ++e;
+        else if (last == 0)
+            e = n;
+        if (e == n) return;
+        present |= 1u << (k.n_fixed + C);
+        for (e = 0; e < n; ++e) store<f.width>(p + e * f.width, clear ? 0 : load<f.width>(ents + e * k.entry_size + f.offset));
+        known[C] = clear ? 0 : load<f.width>(ents + (n - 1) * k.entry_size + f.offset);
+        p += n * f.width;
+    }
+    template <std::size_t I>
+    static bool fixed_in(std::byte* fixed, uint64_t* known, uint32_t n, uint32_t present, const std::byte*& p,
+                         const std::byte* end) noexcept {
+        constexpr FieldSpec f = k.fixed[I];
+        uint64_t v;
+        if (present & (1u << I)) {
+            if (end - p < f.width) return false;
+            v = load<f.width>(p);
+            p += f.width;
+        } else if constexpr (static_cast<int>(I) == k.ret_is_n) {
+            v = n;
+        } else {
+            v = known[I];
+        }
+        if constexpr (static_cast<int>(I) != k.ret_is_n) known[I] = v;
+        store<f.width>(fixed + f.offset, v);
+        return true;
+    }
+    template <std::size_t C>
+    static bool column_in(std::byte* ents, uint32_t n, uint64_t* known, uint32_t present, const std::byte*& p,
+                          const std::byte* end) noexcept {
+        constexpr FieldSpec f = k.entry[C];
+        if (present & (1u << (k.n_fixed + C))) {
+            if (static_cast<std::size_t>(end - p) < std::size_t{n} * f.width) return false;
+            for (uint32_t e = 0; e < n; ++e) store<f.width>(ents + e * k.entry_size + f.offset, load<f.width>(p + e * f.width));
+            known[C] = load<f.width>(p + (n - 1) * f.width);
+            p += n * f.width;
+        } else {
+            for (uint32_t e = 0; e < n; ++e) store<f.width>(ents + e * k.entry_size + f.offset, known[C]);
+        }
+        return true;
+    }
+    // False when a present field runs past `end`.
+    template <std::size_t... I, std::size_t... C>
+    static bool decode(std::byte* fixed, uint32_t n, uint64_t* known_fixed, uint64_t* known_entry, uint32_t present,
+                       const std::byte*& p, const std::byte* end, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
+        if (!(fixed_in<I>(fixed, known_fixed, n, present, p, end) && ...)) return false;
+        return n == 0 || (column_in<C>(fixed + k.fixed_size, n, known_entry, present, p, end) && ...);
+    }
+
+    template <std::size_t... I, std::size_t... C>
+    static uint32_t encode(const std::byte* fixed, uint32_t n, uint64_t* known_fixed, uint64_t* known_entry, uint8_t cleared,
+                           std::byte*& p, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
+        uint32_t present = 0;
+        (fixed_out<I>(fixed, known_fixed, n, present, p), ...);
+        if (n > 0) (column_out<C>(fixed + k.fixed_size, n, known_entry, cleared, present, p), ...);
+        return present;
+    }
+};
+
+}  // namespace wire_detail
+
+// Writes the records of one event. reset() at the start of each event.
+class WireEncoder {
+public:
+    WireEncoder() noexcept { known_.reset(); }
+    void reset() noexcept { known_.reset(); }
+
+    // Encodes the ring record `h` (not pad; it passed the ring's own checks) with capture time `ts_ns` into
+    // `out`, which has room for max_encoded_size(h.size) bytes; returns the bytes written.
+    std::size_t encode(const RecordHeader& h, uint64_t ts_ns, const EncodeOptions& opt, std::byte* out) noexcept {
+        using namespace wire_detail;
+        const auto kind = static_cast<uint16_t>(h.kind);
+        const uint32_t n = h.n;
+        std::byte* p = out + 4;
+        // ts: zigzag LEB128 of the difference.
+        const auto delta = static_cast<int64_t>(ts_ns - known_.ts);
+        uint64_t z = (static_cast<uint64_t>(delta) << 1) ^ static_cast<uint64_t>(delta >> 63);
+        while (z >= 0x80) {
+            *p++ = static_cast<std::byte>(z | 0x80);
+            z >>= 7;
+        }
+        *p++ = static_cast<std::byte>(z);
+        known_.ts = ts_ns;
+        const auto* fixed = reinterpret_cast<const std::byte*>(&h) + sizeof(RecordHeader);
+        const uint8_t cleared = static_cast<uint8_t>((opt.clear_addresses ? 1 : 0) | (opt.clear_keys ? 2 : 0));
+        uint32_t present = 0;
+        auto run = [&]<int K>(KindCodec<K>) {
+            present = KindCodec<K>::encode(fixed, n, known_.fixed[K], known_.entry[K], cleared, p,
+                                           std::make_index_sequence<kSpecs[K].n_fixed>{},
+                                           std::make_index_sequence<kSpecs[K].n_entry>{});
+        };
+        switch (h.kind) {
+        case RecordKind::post_send: run(KindCodec<1>{}); break;
+        case RecordKind::post_recv: run(KindCodec<2>{}); break;
+        case RecordKind::post_srq_recv: run(KindCodec<3>{}); break;
+        case RecordKind::poll_cq: run(KindCodec<4>{}); break;
+        case RecordKind::pad: break;
+        }
+        out[0] = static_cast<std::byte>(kind);
+        out[1] = static_cast<std::byte>(n);
+        out[2] = static_cast<std::byte>(present & 0xff);
+        out[3] = static_cast<std::byte>(present >> 8);
+        return static_cast<std::size_t>(p - out);
+    }
+
+private:
+    wire_detail::Known known_;
+};
+
+// ------------------------------------------------------------------ reading an event's records
+
+enum class WalkStatus : uint8_t {
+    ok,
+    truncated,   // a record runs past the end of the words
+    bad_fields,  // a present bit the kind does not have (or a column of no entries), or an overlong ts
+    bad_kind,    // pad (never in an event) or unknown
+    bad_count,   // n > SIGMATRACE_MAX_BATCH
+    bad_tail,    // what follows the last record is not the zero bytes of the last word
+};
+inline const char* to_string(WalkStatus s) {
+    switch (s) {
+    case WalkStatus::ok: return "ok";
+    case WalkStatus::truncated: return "a record runs past the end of the event";
+    case WalkStatus::bad_fields: return "a record names fields its kind does not have";
+    case WalkStatus::bad_kind: return "a record of unknown kind";
+    case WalkStatus::bad_count: return "a record with more entries than SIGMATRACE_MAX_BATCH";
+    case WalkStatus::bad_tail: return "the event ends in bytes that are not a record";
+    }
+    return "?";
+}
+
+struct WalkResult {
+    WalkStatus status = WalkStatus::ok;
+    uint32_t records = 0;  // records handed to the visitor before the walk ended
+};
+
+// Decodes each record of `words` (an event's payload) into a ring record (<sigmatrace/deferred_records.h>; its
+// `ts` the capture time in CLOCK_MONOTONIC ns passed through `to_ns`, a reader's own time base) and hands it to
+// `visit(const RecordHeader&)`, in order; stops at the first record that does not decode.
+template <typename Visit, typename ToNs>
+WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit, ToNs&& to_ns) {
+    using namespace wire_detail;
+    WalkResult r;
+    Known known;
+    known.reset();
+    alignas(16) std::byte buf[kMaxRecordSize];
+    const auto* bytes = reinterpret_cast<const std::byte*>(words);
+    const std::size_t total = n_words * sizeof(uint64_t);
+    std::size_t at = 0;
+    while (at < total) {
+        // A record starts with its kind, never 0; the last word's fill is zeros. (A record can be shorter than a
+        // word: 4 bytes and a one-byte ts when nothing else changed.)
+        if (bytes[at] == std::byte{0}) {
+            if (total - at >= 8) return {WalkStatus::bad_kind, r.records};
+            for (std::size_t i = at; i < total; ++i)
+                if (bytes[i] != std::byte{0}) return {WalkStatus::bad_tail, r.records};
+            break;
+        }
+        if (total - at < 4) return {WalkStatus::truncated, r.records};
+        const std::byte* p = bytes + at;
+        const std::byte* const end = bytes + total;
+        const auto kind = static_cast<uint8_t>(p[0]);
+        const uint32_t n = static_cast<uint8_t>(p[1]);
+        const uint32_t present = static_cast<uint32_t>(static_cast<uint8_t>(p[2])) | static_cast<uint32_t>(static_cast<uint8_t>(p[3])) << 8;
+        const KindSpec* k = spec_of(static_cast<RecordKind>(kind));
+        if (k == nullptr) return {WalkStatus::bad_kind, r.records};
+        if (n > SIGMATRACE_MAX_BATCH) return {WalkStatus::bad_count, r.records};
+        if (present >> (k->n_fixed + k->n_entry) != 0) return {WalkStatus::bad_fields, r.records};
+        p += 4;
+        uint64_t z = 0;
+        for (int shift = 0;; shift += 7) {
+            if (p == end) return {WalkStatus::truncated, r.records};
+            if (shift > 63) return {WalkStatus::bad_fields, r.records};
+            const auto b = static_cast<uint8_t>(*p++);
+            z |= static_cast<uint64_t>(b & 0x7f) << shift;
+            if ((b & 0x80) == 0) break;
+        }
+        known.ts += (z >> 1) ^ (~(z & 1) + 1);  // zigzag: the difference, two's complement
+        if (n == 0 && (present >> k->n_fixed) != 0) return {WalkStatus::bad_fields, r.records};
+        const uint32_t size = *expected_size(static_cast<RecordKind>(kind), n);
+        std::memset(buf, 0, size);
+        auto* h = reinterpret_cast<RecordHeader*>(buf);
+        h->size = size;
+        h->kind = static_cast<RecordKind>(kind);
+        h->n = static_cast<uint16_t>(n);
+        h->ts = to_ns(known.ts);
+        std::byte* fixed = buf + sizeof(RecordHeader);
+        auto run = [&]<int K>(KindCodec<K>) {
+            return KindCodec<K>::decode(fixed, n, known.fixed[K], known.entry[K], present, p, end,
+                                        std::make_index_sequence<kSpecs[K].n_fixed>{},
+                                        std::make_index_sequence<kSpecs[K].n_entry>{});
+        };
+        bool whole = false;
+        switch (static_cast<RecordKind>(kind)) {
+        case RecordKind::post_send: whole = run(KindCodec<1>{}); break;
+        case RecordKind::post_recv: whole = run(KindCodec<2>{}); break;
+        case RecordKind::post_srq_recv: whole = run(KindCodec<3>{}); break;
+        case RecordKind::poll_cq: whole = run(KindCodec<4>{}); break;
+        case RecordKind::pad: break;
+        }
+        if (!whole) return {WalkStatus::truncated, r.records};
+        visit(*h);
+        ++r.records;
+        at = static_cast<std::size_t>(p - bytes);
+    }
+    return r;
+}
+template <typename Visit> WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit) {
+    return walk_records(words, n_words, visit, [](uint64_t ts) { return ts; });
+}
+
+}  // namespace sigmatrace::records
