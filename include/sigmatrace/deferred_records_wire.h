@@ -73,56 +73,48 @@ namespace wire_detail {
 
 inline constexpr uint64_t kMinusOne32 = 0xffffffffu;  // bad_index -1 (int32_t) zero-extended
 
-constexpr KindSpec send_spec() {
+// A kind's spec from its Fixed and Entry structs and their fields, in wire order.
+template <typename Fixed, typename Entry, std::size_t NF, std::size_t NE>
+constexpr KindSpec make_spec(const FieldSpec (&fixed)[NF], const FieldSpec (&entry)[NE]) {
+    static_assert(NF <= 6 && NE <= 10);
     KindSpec k;
-    k.n_fixed = 6;
-    k.n_entry = 10;
-    k.fixed_size = sizeof(SendFixed);
-    k.entry_size = sizeof(SendEntry);
-    const FieldSpec fixed[6] = {ST_FIELD_(SendFixed, qp, 0),        ST_FIELD_(SendFixed, qp_num, 0),
-                                ST_FIELD_(SendFixed, ret, 0),       ST_FIELD_(SendFixed, bad_index, kMinusOne32),
-                                ST_FIELD_(SendFixed, api, 0),       ST_FIELD_(SendFixed, batch_offset, 0)};
-    const FieldSpec entry[10] = {ST_FIELD_(SendEntry, wr_id, 0),      ST_FIELD_(SendEntry, raddr, 0),
-                                 ST_FIELD_(SendEntry, ah, 0),         ST_FIELD_(SendEntry, send_flags, 0),
-                                 ST_FIELD_(SendEntry, bytes, 0),      ST_FIELD_(SendEntry, rkey, 0),
-                                 ST_FIELD_(SendEntry, imm, 0),        ST_FIELD_(SendEntry, remote_qpn, 0),
-                                 ST_FIELD_(SendEntry, num_sge, 0),    ST_FIELD_(SendEntry, opcode, 0)};
-    for (int i = 0; i < 6; ++i) k.fixed[i] = fixed[i];
-    for (int i = 0; i < 10; ++i) k.entry[i] = entry[i];
-    k.raddr = 1;
+    k.n_fixed = NF;
+    k.n_entry = NE;
+    k.fixed_size = sizeof(Fixed);
+    k.entry_size = sizeof(Entry);
+    for (std::size_t i = 0; i < NF; ++i) k.fixed[i] = fixed[i];
+    for (std::size_t i = 0; i < NE; ++i) k.entry[i] = entry[i];
+    return k;
+}
+
+constexpr KindSpec send_spec() {
+    KindSpec k = make_spec<SendFixed, SendEntry>(
+        {ST_FIELD_(SendFixed, qp, 0), ST_FIELD_(SendFixed, qp_num, 0), ST_FIELD_(SendFixed, ret, 0),
+         ST_FIELD_(SendFixed, bad_index, kMinusOne32), ST_FIELD_(SendFixed, api, 0), ST_FIELD_(SendFixed, batch_offset, 0)},
+        {ST_FIELD_(SendEntry, wr_id, 0), ST_FIELD_(SendEntry, raddr, 0), ST_FIELD_(SendEntry, ah, 0),
+         ST_FIELD_(SendEntry, send_flags, 0), ST_FIELD_(SendEntry, bytes, 0), ST_FIELD_(SendEntry, rkey, 0),
+         ST_FIELD_(SendEntry, imm, 0), ST_FIELD_(SendEntry, remote_qpn, 0), ST_FIELD_(SendEntry, num_sge, 0),
+         ST_FIELD_(SendEntry, opcode, 0)});
+    k.raddr = 1;  // the columns of raddr and rkey in the list above (redaction clears them)
     k.rkey = 5;
     return k;
 }
 
 constexpr KindSpec recv_spec() {
-    KindSpec k;
-    k.n_fixed = 5;
-    k.n_entry = 3;
-    k.fixed_size = sizeof(RecvFixed);
-    k.entry_size = sizeof(RecvEntry);
-    const FieldSpec fixed[5] = {ST_FIELD_(RecvFixed, handle, 0), ST_FIELD_(RecvFixed, qp_num, 0), ST_FIELD_(RecvFixed, ret, 0),
-                                ST_FIELD_(RecvFixed, bad_index, kMinusOne32), ST_FIELD_(RecvFixed, batch_offset, 0)};
-    const FieldSpec entry[3] = {ST_FIELD_(RecvEntry, wr_id, 0), ST_FIELD_(RecvEntry, bytes, 0), ST_FIELD_(RecvEntry, num_sge, 0)};
-    for (int i = 0; i < 5; ++i) k.fixed[i] = fixed[i];
-    for (int i = 0; i < 3; ++i) k.entry[i] = entry[i];
-    return k;
+    return make_spec<RecvFixed, RecvEntry>(
+        {ST_FIELD_(RecvFixed, handle, 0), ST_FIELD_(RecvFixed, qp_num, 0), ST_FIELD_(RecvFixed, ret, 0),
+         ST_FIELD_(RecvFixed, bad_index, kMinusOne32), ST_FIELD_(RecvFixed, batch_offset, 0)},
+        {ST_FIELD_(RecvEntry, wr_id, 0), ST_FIELD_(RecvEntry, bytes, 0), ST_FIELD_(RecvEntry, num_sge, 0)});
 }
 
 constexpr KindSpec poll_spec() {
-    KindSpec k;
-    k.n_fixed = 3;
-    k.n_entry = 10;
-    k.fixed_size = sizeof(PollFixed);
-    k.entry_size = sizeof(CompletionEntry);
-    const FieldSpec fixed[3] = {ST_FIELD_(PollFixed, cq, 0), ST_FIELD_(PollFixed, ret, 0), ST_FIELD_(PollFixed, api, 0)};
-    const FieldSpec entry[10] = {
-        ST_FIELD_(CompletionEntry, wr_id, 0),    ST_FIELD_(CompletionEntry, hw_ts, 0),
-        ST_FIELD_(CompletionEntry, vendor_err, 0), ST_FIELD_(CompletionEntry, byte_len, 0),
-        ST_FIELD_(CompletionEntry, qp_num, 0),   ST_FIELD_(CompletionEntry, src_qp, 0),
-        ST_FIELD_(CompletionEntry, wc_flags, 0), ST_FIELD_(CompletionEntry, imm, 0),
-        ST_FIELD_(CompletionEntry, status, 0),   ST_FIELD_(CompletionEntry, opcode, 0)};
-    for (int i = 0; i < 3; ++i) k.fixed[i] = fixed[i];
-    for (int i = 0; i < 10; ++i) k.entry[i] = entry[i];
+    KindSpec k = make_spec<PollFixed, CompletionEntry>(
+        {ST_FIELD_(PollFixed, cq, 0), ST_FIELD_(PollFixed, ret, 0), ST_FIELD_(PollFixed, api, 0)},
+        {ST_FIELD_(CompletionEntry, wr_id, 0), ST_FIELD_(CompletionEntry, hw_ts, 0),
+         ST_FIELD_(CompletionEntry, vendor_err, 0), ST_FIELD_(CompletionEntry, byte_len, 0),
+         ST_FIELD_(CompletionEntry, qp_num, 0), ST_FIELD_(CompletionEntry, src_qp, 0),
+         ST_FIELD_(CompletionEntry, wc_flags, 0), ST_FIELD_(CompletionEntry, imm, 0),
+         ST_FIELD_(CompletionEntry, status, 0), ST_FIELD_(CompletionEntry, opcode, 0)});
     k.ret_is_n = 1;
     return k;
 }
@@ -143,6 +135,8 @@ constexpr bool specs_fit() {
     return true;
 }
 static_assert(specs_fit());
+static_assert(kSpecs[1].entry[kSpecs[1].raddr].offset == offsetof(SendEntry, raddr) &&
+              kSpecs[1].entry[kSpecs[1].rkey].offset == offsetof(SendEntry, rkey));
 static_assert(static_cast<int>(RecordKind::poll_cq) == 4);
 
 // Fixed-width loads and stores (little-endian: the low bytes of the 64-bit value): with the width a constant they
