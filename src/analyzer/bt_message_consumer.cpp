@@ -112,7 +112,8 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
                     continue;
                 }
                 const bool sequence = k == Kind::SeqSigned || k == Kind::SeqUnsigned;
-                if (sequence && is_unread_sequence(info.schema->id, static_cast<int>(i))) k = Kind::SeqUnread;
+                if (sequence && !read_every_field_ && is_unread_sequence(info.schema->id, static_cast<int>(i)))
+                    k = Kind::SeqUnread;
                 info.member[i] = idx;
                 info.kind[i] = k;
                 if (capture_fields(info.schema->id).ts == static_cast<int>(i)) info.ts_field = static_cast<int>(i);

@@ -30,7 +30,11 @@ namespace sigmatrace::analyzer {
 
 class BtMessageConsumer {
 public:
-    explicit BtMessageConsumer(Analysis& analysis) : analysis_(analysis), reorder_(analysis) {}
+    // `tap`, when set, sees every event after the records expander (event_dump.h), with every field read.
+    explicit BtMessageConsumer(Analysis& analysis, EventSink* tap = nullptr)
+        : analysis_(analysis), reorder_(analysis), read_every_field_(tap != nullptr) {
+        tee_.set_tap(tap);
+    }
     ~BtMessageConsumer();
     BtMessageConsumer(const BtMessageConsumer&) = delete;
     BtMessageConsumer& operator=(const BtMessageConsumer&) = delete;
@@ -72,7 +76,9 @@ private:
 
     Analysis& analysis_;
     ReorderStage reorder_;
-    RecordsExpander expander_{reorder_};  // in front of reorder_: deferred_records events become their calls
+    TeeSink tee_{reorder_};
+    RecordsExpander expander_{tee_};  // in front of reorder_: deferred_records events become their calls
+    bool read_every_field_;           // a tap reads the sequences no analysis does (unread_fields.h)
     DecodedEvent ev_;
     std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;
     std::unordered_map<const bt_event_class*, ClassInfo> classes_;

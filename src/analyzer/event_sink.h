@@ -25,4 +25,21 @@ public:
     virtual void on_ordering(const OrderingSummary&) {}
 };
 
+// Hands each event to `tap` (when set) and then to `next`: how a reader watches the stream between two stages
+// (event_dump.h).
+class TeeSink final : public EventSink {
+public:
+    explicit TeeSink(EventSink& next) : next_(next) {}
+    void set_tap(EventSink* tap) { tap_ = tap; }
+    void on_event(const DecodedEvent& ev) override {
+        if (tap_ != nullptr) tap_->on_event(ev);
+        next_.on_event(ev);
+    }
+    void on_ordering(const OrderingSummary& s) override { next_.on_ordering(s); }
+
+private:
+    EventSink& next_;
+    EventSink* tap_ = nullptr;
+};
+
 }  // namespace sigmatrace::analyzer

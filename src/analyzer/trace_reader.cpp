@@ -215,7 +215,7 @@ std::vector<fs::path> find_trace_dirs(const fs::path& root) {
     return out;
 }
 
-ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
+ReadSummary read_traces(const fs::path& root, Analysis& analysis, EventSink* tap) {
     ReadSummary sum;
     std::error_code ec;
     if (!fs::is_directory(root, ec)) {
@@ -316,7 +316,7 @@ ReadSummary read_traces(const fs::path& root, Analysis& analysis) {
     }
 
     const bt_component_filter* mux = nullptr;
-    BtMessageConsumer consumer(analysis);
+    BtMessageConsumer consumer(analysis, tap);
     SinkState state{&consumer};
     const bt_component_sink* sink = nullptr;
     if (bt_graph_add_filter_component(graph.g, mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=

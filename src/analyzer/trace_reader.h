@@ -27,6 +27,7 @@ struct ReadSummary {
 // The trace directories under `root` (root itself included), sorted.
 std::vector<std::filesystem::path> find_trace_dirs(const std::filesystem::path& root);
 
-ReadSummary read_traces(const std::filesystem::path& root, Analysis& analysis);
+// `tap`, when set, also sees every event as read (records expanded; event_dump.h).
+ReadSummary read_traces(const std::filesystem::path& root, Analysis& analysis, EventSink* tap = nullptr);
 
 }  // namespace sigmatrace::analyzer

@@ -12,6 +12,7 @@
 #include <sigmatrace/deferred_records_wire.h>
 
 #include "analyzer/analysis.h"
+#include "analyzer/event_dump.h"
 #include "analyzer/records_expander.h"
 #include "analyzer/reorder_stage.h"
 #include "record_feeder.h"
@@ -317,6 +318,37 @@ TEST(DeferredRecords, ConsecutiveWholeCallsOfAKindShareAnEventAFailedOneStandsAl
     for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(sink.seen[i].expanded) << i;
     EXPECT_FALSE(sink.seen[4].expanded);
     EXPECT_FALSE(sink.seen[4].inconsistent);
+}
+
+// What `sigmatrace-analyze --events` writes for a carrier: each call it holds, every field, then the carrier.
+TEST(DeferredRecords, TheEventDumpShowsEachCallOfACarrierWithEveryField) {
+    struct Lines : EventSink {
+        void on_event(const DecodedEvent& ev) override { lines.push_back(format_event_line(ev)); }
+        std::vector<std::string> lines;
+    } sink;
+    RecordsExpander expander(sink);
+    test::RecordFeeder feed(expander);
+    std::vector<testing::TestRecord> recs = post_and_poll(9, 1'000, 2'500);
+    recs[1] = testing::TestRecord::poll(2'500, records::PollFixed{0xcc, -5, 0}, {});  // a poll that failed
+    const std::vector<uint64_t> words = testing::encode_words(recs);
+    st_deferred_records_rec r{};
+    r.layout = records::kLayout;
+    r.n = static_cast<uint32_t>(words.size());
+    r.words = words.data();
+    feed.emit_with(1'700'000'000'123'456'789, kVpid, r, [](DecodedEvent& ev) { ev.vtid = kThreadA; });
+    // The failed poll cannot merge and goes out at once; the post, open for more posts, at the carrier's end.
+    ASSERT_EQ(sink.lines.size(), 3u);
+    const std::string when = "[2023-11-14 22:13:20.123456789] testhost ";
+    EXPECT_EQ(sink.lines[1],
+              when + "-[800/801] sigmatrace:post_send { qp = 0x1000, qp_num = 100, ret = 0, bad_index = -1, api = 1, "
+                     "batch_offset = 0, n = 1, wr_id = [ 0x9 ], opcode = [ 0 ], send_flags = [ 0x2 ], num_sge = [ 1 ], "
+                     "bytes = [ 4096 ], raddr = [ 0xabc000 ], rkey = [ 0x11 ], imm = [ 0x0 ], remote_qpn = [ 0 ], "
+                     "ah = [ 0x0 ], ts = [ 1000 ] } (record)");
+    EXPECT_EQ(sink.lines[0], when + "-[800/801] sigmatrace:poll_cq { cq = 0xcc, ret = -5, api = 0, n = 0, wr_id = [], "
+                                    "status = [], opcode = [], vendor_err = [], byte_len = [], qp_num = [], src_qp = [], "
+                                    "wc_flags = [], imm = [], hw_ts = [], ts = [] } (record)");
+    EXPECT_EQ(sink.lines[2], when + "-[800/801] sigmatrace:deferred_records { layout = 2, n = " +
+                                 std::to_string(words.size()) + " }");
 }
 
 TEST(DeferredRecords, ARecordThatDoesNotDecodeEndsTheCarrierAndIsCountedMalformed) {

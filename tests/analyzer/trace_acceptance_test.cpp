@@ -9,12 +9,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <memory>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
 #include "analyzer/analysis.h"
+#include "analyzer/event_dump.h"
 #include "analyzer/trace_reader.h"
 
 namespace sigmatrace::analyzer {
@@ -457,6 +462,32 @@ void TraceTest::perftest_unsignaled_writes_all_complete(const std::string& env) 
     EXPECT_EQ(w["count"].get<uint64_t>(), posted);
     EXPECT_EQ(w["completed"].get<uint64_t>(), posted);
     EXPECT_GT(w["implied"].get<uint64_t>(), w["count"].get<uint64_t>() / 2);  // most were unsignaled
+    {
+        // The per-call dump (`sigmatrace-analyze --events`) holds every posted WR: in calls expanded from
+        // records (marked "(record)") or in the events format's own post_send events.
+        Analysis again;
+        std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::tmpfile(), &std::fclose);
+        ASSERT_TRUE(f);
+        EventDump dump(f.get());
+        ASSERT_FALSE(read_traces(tmp_ / "pt", again, &dump).fatal);
+        ASSERT_TRUE(dump.ok());
+        std::rewind(f.get());
+        const bool records = env.find("events") == std::string::npos;
+        uint64_t wrs = 0, lines = 0;
+        const std::regex n_field(R"([{,] n = (\d+),)");
+        char buf[16384];
+        while (std::fgets(buf, sizeof buf, f.get()) != nullptr) {
+            const std::string line = buf;
+            if (line.find(" sigmatrace:post_send {") == std::string::npos) continue;
+            std::smatch m;
+            ASSERT_TRUE(std::regex_search(line, m, n_field)) << line;
+            wrs += std::stoull(m[1]);
+            ++lines;
+            EXPECT_EQ(line.ends_with(" (record)\n"), records) << line;
+        }
+        EXPECT_EQ(wrs, posted);
+        EXPECT_GE(lines, posted / SIGMATRACE_MAX_BATCH);
+    }
     EXPECT_EQ(w["bytes"].get<uint64_t>(), posted * 4096);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
     EXPECT_EQ(doc["traffic"]["node_matrix"].size(), 1u);
@@ -495,6 +526,23 @@ TEST_F(BadInput, MissingAndEmptyDirectories) {
     r = sh(std::string(ANALYZER) + " " + DATA_DIR + "/mixed --fail-on 'p99 > fast'", tmp_);
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("Invalid --fail-on rule"), std::string::npos);
+}
+
+TEST_F(BadInput, EventsOptionUsage) {
+    const std::string mixed = std::string(DATA_DIR) + "/mixed";
+    CmdResult r = sh(std::string(ANALYZER) + " " + mixed + " --json - --events -", tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("--json and --events cannot both write to stdout"), std::string::npos) << r.err;
+    r = sh(std::string(ANALYZER) + " " + mixed + " --events " + (tmp_ / "no" / "such" / "dir" / "ev.txt").string(), tmp_);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("Cannot write the events: path="), std::string::npos) << r.err;
+    // To stdout: the events instead of the text report, one line per event the JSON document counts.
+    r = sh(std::string(ANALYZER) + " " + mixed + " --events -", tmp_);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out.find("SigmaTrace analysis"), std::string::npos);
+    const json doc = json::parse(sh(std::string(ANALYZER) + " " + mixed + " --json -", tmp_).out);
+    EXPECT_EQ(static_cast<uint64_t>(std::count(r.out.begin(), r.out.end(), '\n')), doc["trace"]["events"].get<uint64_t>());
+    EXPECT_NE(r.out.find(" sigmatrace:process_info { "), std::string::npos);
 }
 
 TEST_F(BadInput, CorruptMetadataAloneIsFatalBesideAGoodTraceIsNot) {

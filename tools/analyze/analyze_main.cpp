@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/ci_rules.h"
+#include "analyzer/event_dump.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
 #include "analyzer/report_builder.h"
@@ -38,6 +40,8 @@ outputs:
   --html FILE            a self-contained HTML report with plots
   --perfetto FILE        a timeline for ui.perfetto.dev (Chrome JSON trace format)
   --perfetto-max-ops N   operations written to the timeline at most (default 1000000)
+  --events FILE|-        every SigmaTrace event as read, one line each, deferred records expanded into the
+                         calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
 
 CI mode (exit 0 = analyzed and no rule failed, 1 = a rule failed, 2 = usage error or unreadable trace):
@@ -66,7 +70,7 @@ analysis:
 
 struct CliOptions {
     std::string dir;
-    std::optional<std::string> json_out, html_out, perfetto_out, baseline;
+    std::optional<std::string> json_out, html_out, perfetto_out, events_out, baseline;
     std::vector<std::string> rules;
     uint64_t perfetto_max_ops = 1000000;
     bool quiet = false;
@@ -136,6 +140,9 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         } else if (a == "--perfetto") {
             if (!value(v)) return "--perfetto needs a FILE";
             o.perfetto_out = v;
+        } else if (a == "--events") {
+            if (!value(v)) return "--events needs a FILE (or - for stdout)";
+            o.events_out = v;
         } else if (a == "--perfetto-max-ops") {
             if (!value(v) || !parse_u64(v, o.perfetto_max_ops)) return "--perfetto-max-ops needs a number";
         } else if (a == "--baseline") {
@@ -204,6 +211,7 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         }
     }
     if (o.dir.empty()) return "no trace directory given";
+    if (o.json_out == "-" && o.events_out == "-") return "--json and --events cannot both write to stdout";
     return "";
 }
 
@@ -281,7 +289,22 @@ int analyze_main(std::span<char* const> args) {
         analysis.add_listener(perfetto.get());
     }
 
-    const ReadSummary read = read_traces(o.dir, analysis);
+    // --events: a file of our own, or stdout (then in place of the text report).
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> events_file(nullptr, &std::fclose);
+    std::unique_ptr<EventDump> dump;
+    const bool events_to_stdout = o.events_out && *o.events_out == "-";
+    if (o.events_out) {
+        if (!events_to_stdout) {
+            events_file.reset(std::fopen(o.events_out->c_str(), "w"));
+            if (!events_file) {
+                fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
+                return kExitUsage;
+            }
+        }
+        dump = std::make_unique<EventDump>(events_to_stdout ? stdout : events_file.get());
+    }
+
+    const ReadSummary read = read_traces(o.dir, analysis, dump.get());
     for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
     if (read.fatal) return kExitUsage;
     for (const std::string& p : read.problems) analysis.on_read_problem(p);
@@ -305,12 +328,17 @@ int analyze_main(std::span<char* const> args) {
 
     bool ok = true;
     if (perfetto) ok &= perfetto->close();
+    if (dump && (!dump->ok() || std::fflush(events_to_stdout ? stdout : events_file.get()) != 0 ||
+                 (events_file && std::fclose(events_file.release()) != 0))) {
+        fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
+        ok = false;
+    }
     if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
     const bool json_to_stdout = o.json_out && *o.json_out == "-";
     if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
     if (json_to_stdout)
         fmt::print("{}\n", doc.dump(2));
-    else if (!o.quiet)
+    else if (!o.quiet && !events_to_stdout)
         fmt::print("{}", render_text_report(doc));
     if (!ok) return kExitUsage;
     return status;

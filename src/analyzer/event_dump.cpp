@@ -1,0 +1,84 @@
+#include "analyzer/event_dump.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <ctime>
+#include <iterator>
+
+#include "analyzer/schema_table.h"
+
+namespace sigmatrace::analyzer {
+namespace {
+
+void append_int(std::string& out, uint64_t v, const FieldSchema& f) {
+    if (f.hex) fmt::format_to(std::back_inserter(out), "{:#x}", v);
+    else if (f.is_signed) fmt::format_to(std::back_inserter(out), "{}", static_cast<int64_t>(v));
+    else fmt::format_to(std::back_inserter(out), "{}", v);
+}
+
+// A 32-bit signed field arrives zero- or sign-extended depending on its source; print it as its width says.
+uint64_t as_width(uint64_t v, const FieldSchema& f) {
+    if (!f.is_signed || f.bits >= 64 || f.bits == 0) return v;
+    const uint64_t sign = uint64_t{1} << (f.bits - 1);
+    const uint64_t mask = (uint64_t{1} << f.bits) - 1;
+    v &= mask;
+    return (v ^ sign) - sign;
+}
+
+}  // namespace
+
+std::string format_event_line(const DecodedEvent& ev) {
+    std::string out;
+    auto it = std::back_inserter(out);
+    const int64_t ns = ev.ts_ns;
+    const std::time_t secs = static_cast<std::time_t>(ns >= 0 ? ns / 1'000'000'000 : (ns - 999'999'999) / 1'000'000'000);
+    const int64_t frac = ns - static_cast<int64_t>(secs) * 1'000'000'000;
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    fmt::format_to(it, "[{:%Y-%m-%d %H:%M:%S}.{:09}] ", tm, frac);
+    fmt::format_to(it, "{} {}[{}/{}] ", ev.trace_hostname.empty() ? "-" : ev.trace_hostname,
+                   ev.procname.empty() ? "-" : ev.procname, ev.vpid, ev.vtid);
+    const auto schemas = event_schemas();
+    const auto id = static_cast<std::size_t>(ev.id);
+    if (id >= schemas.size()) {
+        out += "? {}";
+        return out;
+    }
+    const EventSchema& schema = schemas[id];
+    fmt::format_to(it, "sigmatrace:{} {{", schema.name);
+    bool first = true;
+    for (std::size_t i = 0; i < schema.fields.size() && i < ev.f.size(); ++i) {
+        const FieldSchema& f = schema.fields[i];
+        const FieldValue& v = ev.f[i];
+        if (!v.present) continue;
+        if (ev.id == EventId::deferred_records && static_cast<int>(i) == fields::deferred_records::words) continue;
+        fmt::format_to(it, "{} {} = ", first ? "" : ",", f.name);
+        first = false;
+        switch (f.kind) {
+        case FieldKind::String: fmt::format_to(it, "\"{}\"", v.s); break;
+        case FieldKind::Integer: append_int(out, as_width(v.u, f), f); break;
+        case FieldKind::Sequence:
+            out += "[";
+            for (uint32_t k = 0; k < v.seq_len; ++k) {
+                out += k == 0 ? " " : ", ";
+                append_int(out, as_width(v.seq[k], f), f);
+            }
+            out += v.seq_len == 0 ? "]" : " ]";
+            break;
+        }
+    }
+    out += first ? "}" : " }";
+    if (ev.expanded) out += " (record)";
+    return out;
+}
+
+void EventDump::on_event(const DecodedEvent& ev) {
+    if (!ok_) return;
+    line_ = format_event_line(ev);
+    line_ += '\n';
+    if (std::fwrite(line_.data(), 1, line_.size(), out_) != line_.size()) ok_ = false;
+    ++lines_;
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,39 @@
+// `sigmatrace-analyze DIR --events FILE`: every SigmaTrace event as read, one line each, with each
+// `deferred_records` event's records expanded into the calls they stand for — the per-call view that
+// `babeltrace2 TRACE` alone gives only for traces in the events format (docs/schema.md, "Deferred records").
+//
+// It sits between the records expander and the reordering stage (bt_message_consumer.h), so it sees events in
+// the order the trace holds them (by emission time), each expanded call with its own capture times in `ts`.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "analyzer/event_sink.h"
+
+namespace sigmatrace::analyzer {
+
+// One line, without its newline:
+//   [2026-12-01 12:00:00.123456789] host procname[vpid/vtid] sigmatrace:post_send { qp = 0x..., n = 2,
+//   wr_id = [ 7, 8 ], ... }
+// Integers in the base the schema prefers (hex with 0x), sequences in brackets, strings quoted; fields the
+// trace's event class lacks are left out; a call expanded from records ends in "(record)", a carrier's `words`
+// are left out (their length stays in `n`).
+std::string format_event_line(const DecodedEvent& ev);
+
+// Writes each event's line to `out` (not owned; must outlive this). Write errors are kept for ok().
+class EventDump final : public EventSink {
+public:
+    explicit EventDump(std::FILE* out) : out_(out) {}
+    void on_event(const DecodedEvent& ev) override;
+    bool ok() const { return ok_; }
+    uint64_t lines() const { return lines_; }
+
+private:
+    std::FILE* out_;
+    std::string line_;
+    uint64_t lines_ = 0;
+    bool ok_ = true;
+};
+
+}  // namespace sigmatrace::analyzer
