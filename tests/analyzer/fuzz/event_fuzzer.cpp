@@ -6,12 +6,14 @@
 // Built with libFuzzer by run_fuzzer.sh (clang++ -fsanitize=fuzzer,address,undefined); replayed over the
 // committed corpus by every normal build (fuzz_replay.cpp), so a regression shows without clang.
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "analyzer/analysis.h"
 #include "analyzer/ci_rules.h"
+#include "analyzer/event_dump.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
 #include "analyzer/records_expander.h"
@@ -55,7 +57,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     perfetto.open("/dev/null");
     analysis.add_listener(&perfetto);
     ReorderStage stage(analysis);
-    RecordsExpander expander(stage);  // in front of the stage, as in the Babeltrace2 consumer
+    // The expander in front of the stage, as in the Babeltrace2 consumer, with --events' dump tapped between.
+    static std::FILE* const null_out = std::fopen("/dev/null", "w");
+    EventDump dump(null_out);
+    TeeSink tee(stage);
+    tee.set_tap(&dump);
+    RecordsExpander expander(tee);
     std::array<std::vector<uint64_t>, kMaxEventFields> seqs;
     std::vector<std::string> strings(kMaxEventFields);
     int64_t ts = 1000;

@@ -10,7 +10,7 @@ for c in clang++-14 clang++; do [[ -z $cxx ]] && command -v "$c" >/dev/null && c
 [[ -n $cxx ]] || { echo "run_fuzzer.sh: skipped: no clang++ (install clang-14)"; exit 77; }
 mkdir -p "$work/corpus"
 bin=$work/analyzer_event_fuzzer
-sources=("$src"/tests/analyzer/fuzz/event_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,records_expander,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
+sources=("$src"/tests/analyzer/fuzz/event_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,event_dump,records_expander,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
 rebuild=0
 [[ -x $bin ]] || rebuild=1
 for s in "${sources[@]}" "$src"/src/analyzer/*.h "$src"/include/sigmatrace/*; do [[ $s -nt $bin ]] && rebuild=1; done
