@@ -183,6 +183,52 @@ struct Scratch {
     uint8_t opcode[SIGMATRACE_MAX_BATCH], status[SIGMATRACE_MAX_BATCH];
 };
 
+// Copies the first `count` entries of a record into per-field arrays (members named as the event's sequences),
+// from element `at` on: expand_record() into Scratch, the tracer's events-format builder into the event it is
+// building (src/interpose/deferred_events.cpp).
+template <typename Columns> void copy_send_entries(const RecordHeader& h, uint32_t count, Columns& c, uint32_t at) {
+    const SendEntry* e = entries<SendFixed, SendEntry>(&h);
+    for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t k = at + i;
+        c.wr_id[k] = e[i].wr_id;
+        c.raddr[k] = e[i].raddr;
+        c.ah[k] = e[i].ah;
+        c.send_flags[k] = e[i].send_flags;
+        c.bytes[k] = e[i].bytes;
+        c.rkey[k] = e[i].rkey;
+        c.imm[k] = e[i].imm;
+        c.remote_qpn[k] = e[i].remote_qpn;
+        c.num_sge[k] = e[i].num_sge;
+        c.opcode[k] = e[i].opcode;
+    }
+}
+template <typename Columns> void copy_recv_entries(const RecordHeader& h, uint32_t count, Columns& c, uint32_t at) {
+    const RecvEntry* e = entries<RecvFixed, RecvEntry>(&h);
+    for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t k = at + i;
+        c.wr_id[k] = e[i].wr_id;
+        c.bytes[k] = e[i].bytes;
+        c.num_sge[k] = e[i].num_sge;
+    }
+}
+template <typename Columns>
+void copy_completion_entries(const RecordHeader& h, uint32_t count, Columns& c, uint32_t at) {
+    const CompletionEntry* e = entries<PollFixed, CompletionEntry>(&h);
+    for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t k = at + i;
+        c.wr_id[k] = e[i].wr_id;
+        c.hw_ts[k] = e[i].hw_ts;
+        c.vendor_err[k] = e[i].vendor_err;
+        c.byte_len[k] = e[i].byte_len;
+        c.qp_num[k] = e[i].qp_num;
+        c.src_qp[k] = e[i].src_qp;
+        c.wc_flags[k] = e[i].wc_flags;
+        c.imm[k] = e[i].imm;
+        c.status[k] = e[i].status;
+        c.opcode[k] = e[i].opcode;
+    }
+}
+
 // The event a record stands for — the st_post_send_rec, st_post_recv_rec, st_post_srq_recv_rec or st_poll_cq_rec
 // that immediate emission would have written for the same call — handed to `emit` (overloaded for the four).
 // Every element's `ts` is the record's. The sequences point into `s`, valid until its next use. `h` must have
@@ -193,19 +239,7 @@ template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, E
     switch (h.kind) {
     case RecordKind::post_send: {
         const SendFixed* f = fixed_part<SendFixed>(&h);
-        const SendEntry* e = entries<SendFixed, SendEntry>(&h);
-        for (uint32_t i = 0; i < n; ++i) {
-            s.wr_id[i] = e[i].wr_id;
-            s.opcode[i] = e[i].opcode;
-            s.send_flags[i] = e[i].send_flags;
-            s.num_sge[i] = e[i].num_sge;
-            s.bytes[i] = e[i].bytes;
-            s.raddr[i] = e[i].raddr;
-            s.rkey[i] = e[i].rkey;
-            s.imm[i] = e[i].imm;
-            s.remote_qpn[i] = e[i].remote_qpn;
-            s.ah[i] = e[i].ah;
-        }
+        copy_send_entries(h, n, s, 0);
         st_post_send_rec r{};
         r.qp = f->qp;
         r.qp_num = f->qp_num;
@@ -231,12 +265,7 @@ template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, E
     case RecordKind::post_recv:
     case RecordKind::post_srq_recv: {
         const RecvFixed* f = fixed_part<RecvFixed>(&h);
-        const RecvEntry* e = entries<RecvFixed, RecvEntry>(&h);
-        for (uint32_t i = 0; i < n; ++i) {
-            s.wr_id[i] = e[i].wr_id;
-            s.num_sge[i] = e[i].num_sge;
-            s.bytes[i] = e[i].bytes;
-        }
+        copy_recv_entries(h, n, s, 0);
         // The QP's event and the SRQ's differ only in their handle fields.
         auto fill = [&](auto& r) {
             r.ret = f->ret;
@@ -263,19 +292,7 @@ template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, E
     }
     case RecordKind::poll_cq: {
         const PollFixed* f = fixed_part<PollFixed>(&h);
-        const CompletionEntry* e = entries<PollFixed, CompletionEntry>(&h);
-        for (uint32_t i = 0; i < n; ++i) {
-            s.wr_id[i] = e[i].wr_id;
-            s.status[i] = e[i].status;
-            s.opcode[i] = e[i].opcode;
-            s.vendor_err[i] = e[i].vendor_err;
-            s.byte_len[i] = e[i].byte_len;
-            s.qp_num[i] = e[i].qp_num;
-            s.src_qp[i] = e[i].src_qp;
-            s.wc_flags[i] = e[i].wc_flags;
-            s.imm[i] = e[i].imm;
-            s.hw_ts[i] = e[i].hw_ts;
-        }
+        copy_completion_entries(h, n, s, 0);
         st_poll_cq_rec r{};
         r.cq = f->cq;
         r.ret = f->ret;

@@ -81,47 +81,15 @@ void EventBuilder::start(Open& o, const RecordHeader* rec) noexcept {
 }
 
 void EventBuilder::append(OpenSends& o, const RecordHeader* rec, uint32_t n) noexcept {
-    const SendEntry* e = entries<SendFixed, SendEntry>(rec);
-    for (uint32_t i = 0; i < n; ++i) {
-        const uint32_t k = o.n + i;
-        o.wr_id[k] = e[i].wr_id;
-        o.raddr[k] = e[i].raddr;
-        o.ah[k] = e[i].ah;
-        o.send_flags[k] = e[i].send_flags;
-        o.bytes[k] = e[i].bytes;
-        o.rkey[k] = e[i].rkey;
-        o.imm[k] = e[i].imm;
-        o.remote_qpn[k] = e[i].remote_qpn;
-        o.num_sge[k] = e[i].num_sge;
-        o.opcode[k] = e[i].opcode;
-    }
+    records::copy_send_entries(*rec, n, o, o.n);
 }
 
 void EventBuilder::append(OpenRecvs& o, const RecordHeader* rec, uint32_t n) noexcept {
-    const RecvEntry* e = entries<RecvFixed, RecvEntry>(rec);
-    for (uint32_t i = 0; i < n; ++i) {
-        const uint32_t k = o.n + i;
-        o.wr_id[k] = e[i].wr_id;
-        o.bytes[k] = e[i].bytes;
-        o.num_sge[k] = e[i].num_sge;
-    }
+    records::copy_recv_entries(*rec, n, o, o.n);
 }
 
 void EventBuilder::append(OpenPolls& o, const RecordHeader* rec, uint32_t n) noexcept {
-    const CompletionEntry* e = entries<PollFixed, CompletionEntry>(rec);
-    for (uint32_t i = 0; i < n; ++i) {
-        const uint32_t k = o.n + i;
-        o.wr_id[k] = e[i].wr_id;
-        o.hw_ts[k] = e[i].hw_ts;
-        o.vendor_err[k] = e[i].vendor_err;
-        o.byte_len[k] = e[i].byte_len;
-        o.qp_num[k] = e[i].qp_num;
-        o.src_qp[k] = e[i].src_qp;
-        o.wc_flags[k] = e[i].wc_flags;
-        o.imm[k] = e[i].imm;
-        o.status[k] = e[i].status;
-        o.opcode[k] = e[i].opcode;
-    }
+    records::copy_completion_entries(*rec, n, o, o.n);
 }
 
 void EventBuilder::flush() noexcept {
