@@ -321,7 +321,7 @@ uint64_t QueuePair::progress(uint64_t now) {
     }
     next_due_.store(next, std::memory_order_release);
     // Work left for later: make sure the engine thread will look (cheap when it already will).
-    if (next != kNever) rt_.kick(next, waited_on());
+    if (next != kNever) rt_.kick(next, waited_on() ? 0 : app_window_ns());
     return next;
 }
 

@@ -46,9 +46,15 @@ struct PeerQp {
 namespace softfabric::engine {
 
 inline constexpr uint64_t kEagerNs = 5'000;
-// A QP that an application thread progressed (posted to, or polled its send CQ) within this window is left to
-// that thread by the engine thread, unless the application waits for completion events on its CQs.
+// A QP that an application thread progressed (posted to, or polled its send CQ) within its application window is
+// left to that thread by the engine thread, unless the application waits for completion events on its CQs. The
+// window starts at kAppWindowNs and doubles each time the engine thread looks and finds the application still at
+// work, up to kAppWindowMaxNs: each look preempts a busy-polling thread pinned to the engine's CPU, and one look
+// per 200 us cost a 64 KiB ib_write_bw ~10% of its bandwidth (docs/PERFORMANCE.md, "Software fabric"). The price:
+// when a busy application stops progressing a QP that still has work due, the engine takes the work over up to
+// kAppWindowMaxNs later (kAppWindowNs after a short burst).
 inline constexpr uint64_t kAppWindowNs = 200'000;
+inline constexpr uint64_t kAppWindowMaxNs = 3'200'000;
 inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxInline = 1024;
 inline constexpr uint32_t kMaxQueueDepth = 16384;
@@ -213,6 +219,10 @@ public:
     // Application threads record that they progress this QP (post_send, poll_cq); see kAppWindowNs.
     void note_app_progress(uint64_t now) { app_progress_ns_.store(now, std::memory_order_relaxed); }
     uint64_t app_progress_ns() const { return app_progress_ns_.load(std::memory_order_relaxed); }
+    // How long after the application's last progress the engine thread leaves this QP alone (kAppWindowNs up to
+    // kAppWindowMaxNs). Only the engine thread sets it (Runtime::engine_pass); posting threads read it (kick).
+    uint64_t app_window_ns() const { return app_window_ns_.load(std::memory_order_relaxed); }
+    void set_app_window_ns(uint64_t ns) { app_window_ns_.store(ns, std::memory_order_relaxed); }
     // True when one of the QP's CQs is armed for an event: the application sleeps until a completion.
     bool waited_on() const;
 
@@ -264,6 +274,7 @@ private:
     uint32_t staged_ = 0;    // reserved, not yet committed
     std::atomic<uint64_t> next_due_{~0ull};
     std::atomic<uint64_t> app_progress_ns_{0};
+    std::atomic<uint64_t> app_window_ns_{kAppWindowNs};
 };
 
 // Adds a receive to a receive queue (a QP's RQ or an SRQ); the caller serializes producers. EINVAL when

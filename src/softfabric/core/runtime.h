@@ -51,9 +51,10 @@ public:
     // A completion was pushed into `cq` (of any process): raise its channel event if it is armed.
     void completed_into(SharedCq* cq, bool solicited);
     void wake_member(uint32_t slot);
-    // Local work becomes due at `due_ns`: wake the engine thread if it would not look in time. `urgent`: no
-    // application thread will progress it (the application waits for a completion event).
-    void kick(uint64_t due_ns, bool urgent);
+    // Local work becomes due at `due_ns`: wake the engine thread if it would not look by `due_ns + window_ns`.
+    // `window_ns` is the QP's application window (an application thread will progress the work itself within
+    // it), 0 when none will (the application waits for a completion event).
+    void kick(uint64_t due_ns, uint64_t window_ns);
     // How many times the engine thread has walked its QPs (tests: it must not compete with application threads).
     uint64_t engine_passes() const { return engine_passes_.load(std::memory_order_relaxed); }
 
