@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "analyzer/analysis.h"
 #include "analyzer/event_dump.h"
@@ -473,9 +474,11 @@ void TraceTest::perftest_unsignaled_writes_all_complete(const std::string& env) 
         std::rewind(f.get());
         const bool records = env.find("events") == std::string::npos;
         uint64_t wrs = 0, lines = 0;
+        std::vector<std::string> all;
         char buf[16384];
         while (std::fgets(buf, sizeof buf, f.get()) != nullptr) {
             const std::string line = buf;
+            all.push_back(line);
             if (line.find(" sigmatrace:post_send {") == std::string::npos) continue;
             const std::size_t n_at = line.find(", n = ");  // post_send's n follows its integers
             ASSERT_NE(n_at, std::string::npos) << line;
@@ -485,6 +488,21 @@ void TraceTest::perftest_unsignaled_writes_all_complete(const std::string& env) 
         }
         EXPECT_EQ(wrs, posted);
         EXPECT_GE(lines, posted / SIGMATRACE_MAX_BATCH);
+
+        // The Babeltrace2 plugin's sink writes the same lines (events="FILE"): babeltrace2's own graph, the same
+        // expansion. Compared as sorted lists: events of equal time from different streams may tie in the muxer.
+        const fs::path plugin_events = tmp_ / "plugin-events.txt";
+        const CmdResult b = sh("babeltrace2 --plugin-path=" + std::string(PLUGIN_DIR) + " " + (tmp_ / "pt").string() +
+                                   " -c sink.sigmatrace.analyze -p 'events=\"" + plugin_events.string() + "\",text=no'",
+                               tmp_);
+        ASSERT_EQ(b.rc, 0) << b.err;
+        std::vector<std::string> from_plugin;
+        std::ifstream in(plugin_events);
+        for (std::string line; std::getline(in, line);) from_plugin.push_back(line + "\n");
+        ASSERT_EQ(from_plugin.size(), all.size());
+        std::sort(all.begin(), all.end());
+        std::sort(from_plugin.begin(), from_plugin.end());
+        EXPECT_TRUE(from_plugin == all) << "the plugin's event lines differ from sigmatrace-analyze's";
     }
     EXPECT_EQ(w["bytes"].get<uint64_t>(), posted * 4096);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
@@ -541,6 +559,27 @@ TEST_F(BadInput, EventsOptionUsage) {
     const json doc = json::parse(sh(std::string(ANALYZER) + " " + mixed + " --json -", tmp_).out);
     EXPECT_EQ(static_cast<uint64_t>(std::count(r.out.begin(), r.out.end(), '\n')), doc["trace"]["events"].get<uint64_t>());
     EXPECT_NE(r.out.find(" sigmatrace:process_info { "), std::string::npos);
+}
+
+// The plugin's events parameter: the same refusals as sigmatrace-analyze --events, and "-" in place of the report.
+TEST_F(BadInput, PluginEventsParameter) {
+    const std::string mixed = std::string(DATA_DIR) + "/mixed";
+    const std::string bt = "babeltrace2 --plugin-path=" + std::string(PLUGIN_DIR) + " " + mixed + " -c sink.sigmatrace.analyze -p ";
+    CmdResult r = sh(bt + "'events=\"-\",text=yes'", tmp_);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("events=\"-\" and text=yes cannot both write to stdout"), std::string::npos) << r.err;
+    r = sh(bt + "'events=\"" + (tmp_ / "no" / "such" / "dir" / "ev.txt").string() + "\"'", tmp_);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("sink.sigmatrace.analyze: Cannot write the events: path="), std::string::npos) << r.err;
+    // To stdout: one line per event, no text report; the same lines as sigmatrace-analyze --events -.
+    r = sh(bt + "'events=\"-\"'", tmp_);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out.find("SigmaTrace analysis"), std::string::npos);
+    const CmdResult a = sh(std::string(ANALYZER) + " " + mixed + " --events -", tmp_);
+    ASSERT_EQ(a.rc, 0) << a.err;
+    EXPECT_EQ(r.out, a.out);
+    const json doc = json::parse(sh(std::string(ANALYZER) + " " + mixed + " --json -", tmp_).out);
+    EXPECT_EQ(static_cast<uint64_t>(std::count(r.out.begin(), r.out.end(), '\n')), doc["trace"]["events"].get<uint64_t>());
 }
 
 TEST_F(BadInput, CorruptMetadataAloneIsFatalBesideAGoodTraceIsNot) {

@@ -2,13 +2,16 @@
 // inside any babeltrace2 graph:
 //
 //   babeltrace2 --plugin-path=PREFIX/lib/sigmatrace/bt2-plugins TRACE_DIR -c sink.sigmatrace.analyze
-//       [-p 'json="out.json",html="out.html",perfetto="out.perfetto.json",text=yes']
+//       [-p 'json="out.json",html="out.html",perfetto="out.perfetto.json",events="events.txt",text=yes']
 //
-// Parameters (all optional): json, html, perfetto (output paths), text (bool, default true: the text report on
-// stdout at the end), skew-threshold (real), error-storm (integer).
+// Parameters (all optional): json, html, perfetto (output paths), events (a path, or "-" for stdout: every
+// SigmaTrace event as read, one line each, deferred records expanded into their calls, as `sigmatrace-analyze
+// --events` writes them), text (bool: the text report on stdout at the end; default true, false when events
+// go to stdout), skew-threshold (real), error-storm (integer).
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -16,6 +19,7 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/bt_message_consumer.h"
+#include "analyzer/event_dump.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
 #include "analyzer/text_report.h"
@@ -25,11 +29,15 @@ namespace {
 using sigmatrace::analyzer::Analysis;
 using sigmatrace::analyzer::AnalysisOptions;
 using sigmatrace::analyzer::BtMessageConsumer;
+using sigmatrace::analyzer::EventDump;
 using sigmatrace::analyzer::PerfettoWriter;
 
 struct SinkData {
     std::optional<std::string> json_path, html_path, perfetto_path;
     bool text = true;
+    std::optional<std::string> events_path;
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> events_file{nullptr, &std::fclose};  // unless stdout
+    std::unique_ptr<EventDump> dump;  // declared before the consumer, which writes to it
     std::unique_ptr<Analysis> analysis;
     std::unique_ptr<BtMessageConsumer> consumer;
     std::unique_ptr<PerfettoWriter> perfetto;
@@ -55,18 +63,36 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
     data->json_path = string_param(params, "json");
     data->html_path = string_param(params, "html");
     data->perfetto_path = string_param(params, "perfetto");
+    data->events_path = string_param(params, "events");
+    const bool events_to_stdout = data->events_path && *data->events_path == "-";
+    data->text = !events_to_stdout;  // the lines replace the report on stdout, as with sigmatrace-analyze --events -
     AnalysisOptions opts;
     if (params) {
-        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "text"); v && bt_value_is_bool(v))
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "text"); v && bt_value_is_bool(v)) {
             data->text = bt_value_bool_get(v);
+            if (data->text && events_to_stdout) {
+                fmt::print(stderr, "sink.sigmatrace.analyze: events=\"-\" and text=yes cannot both write to stdout\n");
+                return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+            }
+        }
         if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "skew-threshold"); v && bt_value_is_real(v))
             opts.skew_threshold = bt_value_real_get(v);
         if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "error-storm");
             v && bt_value_is_unsigned_integer(v))
             opts.error_storm_threshold = bt_value_integer_unsigned_get(v);
     }
+    if (data->events_path) {
+        if (!events_to_stdout) {
+            data->events_file.reset(std::fopen(data->events_path->c_str(), "w"));
+            if (!data->events_file) {
+                fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
+                return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+            }
+        }
+        data->dump = std::make_unique<EventDump>(events_to_stdout ? stdout : data->events_file.get());
+    }
     data->analysis = std::make_unique<Analysis>(opts);
-    data->consumer = std::make_unique<BtMessageConsumer>(*data->analysis);
+    data->consumer = std::make_unique<BtMessageConsumer>(*data->analysis, data->dump.get());
     if (data->perfetto_path) {
         data->perfetto = std::make_unique<PerfettoWriter>(data->analysis->topology(), 1000000);
         if (!data->perfetto->open(*data->perfetto_path)) {
@@ -88,6 +114,11 @@ void analyze_finalize(bt_self_component_sink* self) {
     bt_message_iterator_put_ref(data->it);
     if (data->consumer) data->consumer->finish();  // the events still held for reordering
     data->consumer.reset();                        // releases the classes and traces it held
+    if (data->dump) {
+        const bool flushed = std::fflush(data->events_file ? data->events_file.get() : stdout) == 0;
+        if (!data->dump->ok() || !flushed)
+            fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
+    }
     nlohmann::json doc = data->analysis->finish();
     if (data->perfetto) data->perfetto->close();
     if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");
