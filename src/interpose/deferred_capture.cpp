@@ -76,9 +76,18 @@ template <typename Wr> uint32_t chain_length(const Wr* wr) noexcept {
     return n;
 }
 
+inline void copy_recv_entry(RecvEntry& e, const ibv_recv_wr& w) noexcept {
+    e.wr_id = w.wr_id;
+    e.bytes = sge_bytes(w.sg_list, w.num_sge);
+    e.num_sge = static_cast<uint16_t>(w.num_sge);
+    e.pad = 0;
+}
+
+// Chains of any length (and the empty one): a record per SIGMATRACE_MAX_BATCH WRs.
 template <typename Handle>
-void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_num, const ibv_recv_wr* wr, int ret,
-                      ibv_recv_wr* const* bad_wr) noexcept {
+__attribute__((noinline)) void defer_recv_chain_long(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_num,
+                                                     const ibv_recv_wr* wr, int ret,
+                                                     ibv_recv_wr* const* bad_wr) noexcept {
     const uint32_t total = chain_length(wr);
     const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
     const ibv_recv_wr* w = wr;
@@ -89,15 +98,24 @@ void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_
         if (h == nullptr) return;
         *fixed_part<RecvFixed>(h) = RecvFixed{reinterpret_cast<uint64_t>(handle), qp_num, ret, bad_index, offset};
         RecvEntry* e = entries<RecvFixed, RecvEntry>(h);
-        for (uint32_t i = 0; i < n; ++i, w = w->next) {
-            e[i].wr_id = w->wr_id;
-            e[i].bytes = sge_bytes(w->sg_list, w->num_sge);
-            e[i].num_sge = static_cast<uint16_t>(w->num_sge);
-            e[i].pad = 0;
-        }
+        for (uint32_t i = 0; i < n; ++i, w = w->next) copy_recv_entry(e[i], *w);
         commit(h);
         offset += n;
     } while (offset < total);
+}
+
+// The common case, one WR, straight-line: in a latency-bound program the repost is on the message's path, and
+// the chain loop's bookkeeping (and the registers it saves) cost about as much as the copy itself.
+template <typename Handle>
+inline void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_num, const ibv_recv_wr* wr,
+                             int ret, ibv_recv_wr* const* bad_wr) noexcept {
+    if (wr == nullptr || wr->next != nullptr) [[unlikely]]
+        return defer_recv_chain_long(kind, ts, handle, qp_num, wr, ret, bad_wr);
+    RecordHeader* h = begin_record<RecvFixed, RecvEntry>(kind, 1, ts);
+    if (h == nullptr) return;
+    *fixed_part<RecvFixed>(h) = RecvFixed{reinterpret_cast<uint64_t>(handle), qp_num, ret, bad_index_of(wr, ret, bad_wr), 0};
+    copy_recv_entry(*entries<RecvFixed, RecvEntry>(h), *wr);
+    commit(h);
 }
 
 }  // namespace
@@ -145,6 +163,16 @@ void defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int r
 
 void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint32_t n_total, uint32_t first_index,
                    int ret) noexcept {
+    if (n_total == 1) [[likely]] {  // one WR: its entry copied as a struct (a memcpy of a variable size is a call)
+        RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, 1, ts);
+        if (h == nullptr) return;
+        *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
+                                              s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1,
+                                              first_index, 0};
+        *entries<SendFixed, SendEntry>(h) = records[0];
+        commit(h);
+        return;
+    }
     uint32_t done = 0;
     do {
         const uint32_t n = std::min(n_total - done, kBatch);
@@ -160,8 +188,23 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
     } while (done < n_total);
 }
 
-void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
-    const uint64_t ts = capture_ticks();
+namespace {
+
+inline void copy_completion(CompletionEntry& e, const ibv_wc& c) noexcept {
+    e = CompletionEntry{};
+    e.wr_id = c.wr_id;
+    e.vendor_err = c.vendor_err;
+    e.byte_len = c.byte_len;
+    e.qp_num = c.qp_num;
+    e.src_qp = c.src_qp;
+    e.wc_flags = c.wc_flags;
+    e.imm = (c.wc_flags & IBV_WC_WITH_IMM) ? c.imm_data : 0;
+    e.status = static_cast<uint8_t>(c.status);
+    e.opcode = static_cast<uint8_t>(c.opcode);
+}
+
+// Polls of several completions (or none, or a failed poll): a record per SIGMATRACE_MAX_BATCH completions.
+__attribute__((noinline)) void defer_poll_cq_many(uint64_t ts, ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
     const int total = ret > 0 ? ret : 0;
     int done = 0;
     do {  // a failed poll (ret < 0) is one record of n = 0, as when immediate
@@ -170,22 +213,23 @@ void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
         if (h == nullptr) return;
         *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), ret, 0};
         CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
-        for (uint32_t i = 0; i < n; ++i) {
-            const ibv_wc& c = wc[done + static_cast<int>(i)];
-            e[i] = CompletionEntry{};
-            e[i].wr_id = c.wr_id;
-            e[i].vendor_err = c.vendor_err;
-            e[i].byte_len = c.byte_len;
-            e[i].qp_num = c.qp_num;
-            e[i].src_qp = c.src_qp;
-            e[i].wc_flags = c.wc_flags;
-            e[i].imm = (c.wc_flags & IBV_WC_WITH_IMM) ? c.imm_data : 0;
-            e[i].status = static_cast<uint8_t>(c.status);
-            e[i].opcode = static_cast<uint8_t>(c.opcode);
-        }
+        for (uint32_t i = 0; i < n; ++i) copy_completion(e[i], wc[done + static_cast<int>(i)]);
         commit(h);
         done += static_cast<int>(n);
     } while (done < total);
+}
+
+}  // namespace
+
+void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
+    const uint64_t ts = capture_ticks();
+    if (ret != 1) [[unlikely]] return defer_poll_cq_many(ts, cq, wc, ret);
+    // One completion, straight-line (as defer_recv_chain's one WR): the poll that returns a message's receive.
+    RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, 1, ts);
+    if (h == nullptr) return;
+    *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), 1, 0};
+    copy_completion(*entries<PollFixed, CompletionEntry>(h), wc[0]);
+    commit(h);
 }
 
 void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& b) noexcept {

@@ -62,7 +62,7 @@ public:
             tail_cache_ = tail_.load(std::memory_order_acquire);
             if (capacity_ - (pos - tail_cache_) < need) return nullptr;
         }
-        if (contiguous < size) {
+        if (contiguous < size) [[unlikely]] {
             // The record would straddle the end: a pad record takes the rest, the record starts at offset 0.
             auto* pad = reinterpret_cast<RecordHeader*>(data_ + off);
             pad->size = static_cast<uint32_t>(contiguous);

@@ -270,6 +270,26 @@ TEST_F(ContextOpsTest, PostRecvAndSrqRecvAreRecorded) {
     EXPECT_EQ(bad, &r[1]);
     EXPECT_EQ(events().post_recv.back().bad_index, 1);
     EXPECT_EQ(events().post_recv.back().ret, ENOMEM);
+
+    // One WR (deferred capture takes a straight-line path for it): the same fields, and a failure at it.
+    r[0].next = nullptr;
+    clear_events();
+    ASSERT_EQ(ibv_post_recv(q->qp(), r, &bad), 0);
+    q->fail_post_at = 0;
+    bad = nullptr;
+    EXPECT_EQ(ibv_post_recv(q->qp(), r, &bad), ENOMEM);
+    EXPECT_EQ(bad, &r[0]);
+    const CapturedEvents one = events();
+    ASSERT_EQ(one.post_recv.size(), 2u);
+    EXPECT_EQ(one.post_recv[0].qp_num, q->qp()->qp_num);
+    EXPECT_EQ(one.post_recv[0].wr_id, (std::vector<uint64_t>{71}));
+    EXPECT_EQ(one.post_recv[0].num_sge, (std::vector<uint16_t>{2}));
+    EXPECT_EQ(one.post_recv[0].bytes, (std::vector<uint32_t>{512}));
+    EXPECT_EQ(one.post_recv[0].ret, 0);
+    EXPECT_EQ(one.post_recv[0].bad_index, -1);
+    EXPECT_EQ(one.post_recv[1].ret, ENOMEM);
+    EXPECT_EQ(one.post_recv[1].bad_index, 0);
+    EXPECT_EQ(one.post_recv[1].wr_id, (std::vector<uint64_t>{71}));
 }
 
 TEST_F(ContextOpsTest, ReqNotifyIsRecorded) {
