@@ -50,7 +50,7 @@ inline constexpr uint64_t kEagerNs = 5'000;
 // left to that thread by the engine thread, unless the application waits for completion events on its CQs. The
 // window starts at kAppWindowNs and doubles each time the engine thread looks and finds the application still at
 // work, up to kAppWindowMaxNs: each look preempts a busy-polling thread pinned to the engine's CPU, and one look
-// per 200 us cost a 64 KiB ib_write_bw ~10% of its bandwidth (docs/PERFORMANCE.md, "Software fabric"). The price:
+// per 200 us cost a 64 KiB ib_write_bw ~12% of its bandwidth (docs/PERFORMANCE.md, "Software fabric"). The price:
 // when a busy application stops progressing a QP that still has work due, the engine takes the work over up to
 // kAppWindowMaxNs later (kAppWindowNs after a short burst).
 inline constexpr uint64_t kAppWindowNs = 200'000;

@@ -262,7 +262,7 @@ uint64_t engine_due(const engine::QueuePair& qp, uint64_t now) {
 // often; any other QP gets kAppWindowNs back, so that one that fell idle is taken over soon after its next post.
 // Whether work is pending at the look does not matter (a streaming ib_write_bw often has none for a moment:
 // requiring it reset the window at one look in three). At a fixed 200 us window the looks alone cost a 64 KiB
-// ib_write_bw ~14% of its bandwidth.
+// ib_write_bw ~12% of its bandwidth.
 void adapt_app_window(engine::QueuePair& qp, uint64_t now) {
     const uint64_t window = qp.app_window_ns();
     const bool busy = !qp.waited_on() && qp.app_progress_ns() + window > now;
