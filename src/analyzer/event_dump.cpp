@@ -73,6 +73,29 @@ std::string format_event_line(const DecodedEvent& ev) {
     return out;
 }
 
+std::unique_ptr<EventDump> EventDump::open(const std::string& path) {
+    if (path == "-") return std::make_unique<EventDump>(stdout);
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) return nullptr;
+    auto dump = std::make_unique<EventDump>(f);
+    dump->owns_out_ = true;
+    return dump;
+}
+
+EventDump::~EventDump() {
+    if (owns_out_) std::fclose(out_);
+}
+
+bool EventDump::finish() {
+    if (std::fflush(out_) != 0) ok_ = false;
+    if (owns_out_) {
+        owns_out_ = false;
+        if (std::fclose(out_) != 0) ok_ = false;
+        out_ = nullptr;
+    }
+    return ok_;
+}
+
 void EventDump::on_event(const DecodedEvent& ev) {
     if (!ok_) return;
     line_ = format_event_line(ev);

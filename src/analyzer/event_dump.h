@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "analyzer/event_sink.h"
@@ -25,12 +26,23 @@ std::string format_event_line(const DecodedEvent& ev);
 class EventDump final : public EventSink {
 public:
     explicit EventDump(std::FILE* out) : out_(out) {}
+    // The lines of `sigmatrace-analyze --events PATH` and the plugin's events=PATH: into a file of its own
+    // (created or truncated), or to stdout for "-". nullptr when the file cannot be created.
+    static std::unique_ptr<EventDump> open(const std::string& path);
+    ~EventDump() override;
+    EventDump(const EventDump&) = delete;
+    EventDump& operator=(const EventDump&) = delete;
+
     void on_event(const DecodedEvent& ev) override;
     bool ok() const { return ok_; }
     uint64_t lines() const { return lines_; }
+    // Flushes the lines, and closes the file open() created: false when a line, the flush or the close failed
+    // (a full disk shows only there). Call once, after the last event.
+    bool finish();
 
 private:
     std::FILE* out_;
+    bool owns_out_ = false;
     std::string line_;
     uint64_t lines_ = 0;
     bool ok_ = true;

@@ -290,18 +290,13 @@ int analyze_main(std::span<char* const> args) {
     }
 
     // --events: a file of our own, or stdout (then in place of the text report).
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> events_file(nullptr, &std::fclose);
     std::unique_ptr<EventDump> dump;
-    const bool events_to_stdout = o.events_out && *o.events_out == "-";
     if (o.events_out) {
-        if (!events_to_stdout) {
-            events_file.reset(std::fopen(o.events_out->c_str(), "w"));
-            if (!events_file) {
-                fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
-                return kExitUsage;
-            }
+        dump = EventDump::open(*o.events_out);
+        if (!dump) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
+            return kExitUsage;
         }
-        dump = std::make_unique<EventDump>(events_to_stdout ? stdout : events_file.get());
     }
 
     const ReadSummary read = read_traces(o.dir, analysis, dump.get());
@@ -328,13 +323,13 @@ int analyze_main(std::span<char* const> args) {
 
     bool ok = true;
     if (perfetto) ok &= perfetto->close();
-    if (dump && (!dump->ok() || std::fflush(events_to_stdout ? stdout : events_file.get()) != 0 ||
-                 (events_file && std::fclose(events_file.release()) != 0))) {
+    if (dump && !dump->finish()) {
         fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
         ok = false;
     }
     if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
     const bool json_to_stdout = o.json_out && *o.json_out == "-";
+    const bool events_to_stdout = o.events_out && *o.events_out == "-";
     if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
     if (json_to_stdout)
         fmt::print("{}\n", doc.dump(2));

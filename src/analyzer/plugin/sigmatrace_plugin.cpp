@@ -11,7 +11,6 @@
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
-#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -36,7 +35,6 @@ struct SinkData {
     std::optional<std::string> json_path, html_path, perfetto_path;
     bool text = true;
     std::optional<std::string> events_path;
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> events_file{nullptr, &std::fclose};  // unless stdout
     std::unique_ptr<EventDump> dump;  // declared before the consumer, which writes to it
     std::unique_ptr<Analysis> analysis;
     std::unique_ptr<BtMessageConsumer> consumer;
@@ -82,14 +80,11 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
             opts.error_storm_threshold = bt_value_integer_unsigned_get(v);
     }
     if (data->events_path) {
-        if (!events_to_stdout) {
-            data->events_file.reset(std::fopen(data->events_path->c_str(), "w"));
-            if (!data->events_file) {
-                fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
-                return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
-            }
+        data->dump = EventDump::open(*data->events_path);
+        if (!data->dump) {
+            fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
+            return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
         }
-        data->dump = std::make_unique<EventDump>(events_to_stdout ? stdout : data->events_file.get());
     }
     data->analysis = std::make_unique<Analysis>(opts);
     data->consumer = std::make_unique<BtMessageConsumer>(*data->analysis, data->dump.get());
@@ -114,11 +109,8 @@ void analyze_finalize(bt_self_component_sink* self) {
     bt_message_iterator_put_ref(data->it);
     if (data->consumer) data->consumer->finish();  // the events still held for reordering
     data->consumer.reset();                        // releases the classes and traces it held
-    if (data->dump) {
-        const bool flushed = std::fflush(data->events_file ? data->events_file.get() : stdout) == 0;
-        if (!data->dump->ok() || !flushed)
-            fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
-    }
+    if (data->dump && !data->dump->finish())
+        fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
     nlohmann::json doc = data->analysis->finish();
     if (data->perfetto) data->perfetto->close();
     if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");
