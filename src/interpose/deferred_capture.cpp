@@ -161,14 +161,23 @@ void defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int r
     defer_recv_chain(RecordKind::post_srq_recv, ts, srq, 0, wr, ret, bad_wr);
 }
 
+namespace {
+
+// An ibv_wr_* list's fixed part; wr_complete posts all WRs of the list or none: on failure the first one is
+// where it stopped.
+inline SendFixed wr_list_fixed(const QpState& s, int ret, uint32_t batch_offset) noexcept {
+    return SendFixed{reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
+                     s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1, batch_offset, 0};
+}
+
+}  // namespace
+
 void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint32_t n_total, uint32_t first_index,
                    int ret) noexcept {
     if (n_total == 1) [[likely]] {  // one WR: its entry copied as a struct (a memcpy of a variable size is a call)
         RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, 1, ts);
         if (h == nullptr) return;
-        *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
-                                              s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1,
-                                              first_index, 0};
+        *fixed_part<SendFixed>(h) = wr_list_fixed(s, ret, first_index);
         *entries<SendFixed, SendEntry>(h) = records[0];
         commit(h);
         return;
@@ -178,10 +187,7 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
         const uint32_t n = std::min(n_total - done, kBatch);
         RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, n, ts);
         if (h == nullptr) return;
-        // wr_complete posts all WRs of the list or none: on failure the first one is where it stopped.
-        *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
-                                              s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1,
-                                              first_index + done, 0};
+        *fixed_part<SendFixed>(h) = wr_list_fixed(s, ret, first_index + done);
         std::memcpy(entries<SendFixed, SendEntry>(h), records + done, n * sizeof(SendEntry));
         commit(h);
         done += n;
