@@ -138,6 +138,39 @@ TEST_F(WrApiTest, FailedCompleteAndAbort) {
     EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{2}));
 }
 
+// A list of one WR (w_complete copies it itself) and an empty list (complete_list's path with n = 0).
+TEST_F(WrApiTest, AOneWrListAndAnEmptyListAreRecordedWithTheirResults) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    clear_events();
+    char payload[2] = {'h', 'i'};
+    ibv_wr_start(qpx);
+    qpx->wr_id = 0xabc;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_send_imm(qpx, htobe32(5));
+    ibv_wr_set_inline_data(qpx, payload, sizeof payload);
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+    ibv_wr_start(qpx);
+    ASSERT_EQ(ibv_wr_complete(qpx), 0);
+
+    EXPECT_EQ(fake_qp(&qpx->qp_base)->posted_send_ids, (std::vector<uint64_t>{0xabc}));
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 2u);
+    const cap_post_send& one = ev.post_send[0];
+    EXPECT_EQ(one.ret, 0);
+    EXPECT_EQ(one.bad_index, -1);
+    EXPECT_EQ(one.wr_id, (std::vector<uint64_t>{0xabc}));
+    EXPECT_EQ(one.opcode, (std::vector<uint8_t>{IBV_WR_SEND_WITH_IMM}));
+    EXPECT_EQ(one.send_flags, (std::vector<uint32_t>{IBV_SEND_SIGNALED | IBV_SEND_INLINE}));
+    EXPECT_EQ(one.bytes, (std::vector<uint32_t>{2}));
+    EXPECT_EQ(one.imm, (std::vector<uint32_t>{htobe32(5)}));
+    const cap_post_send& empty = ev.post_send[1];
+    EXPECT_EQ(empty.ret, 0);
+    EXPECT_TRUE(empty.wr_id.empty()) << "an empty list is one call that posted nothing";
+}
+
 // Opens a list of `n` unsignaled one-SGE RDMA WRITEs on `qpx` (wr_id i, 64 bytes to 0x1000 * i); the caller
 // completes it.
 void start_write_list(ibv_qp_ex* qpx, uint64_t n) {
