@@ -53,7 +53,8 @@ template <int S> __attribute__((noinline)) int post_send_counted(ibv_qp* qp, ibv
 
 template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     const uint32_t f = data_path_flags();
-    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]] return post_send_recorded<S>(qp, wr, bad_wr, f);
+    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]]
+        return post_send_recorded<S>(qp, wr, bad_wr, f);
     if (f & kFlagCounting) [[unlikely]] return post_send_counted<S>(qp, wr, bad_wr);
     return g_slots[S].post_send(qp, wr, bad_wr);
 }
@@ -79,7 +80,8 @@ template <int S> __attribute__((noinline)) int post_recv_counted(ibv_qp* qp, ibv
 
 template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     const uint32_t f = data_path_flags();
-    if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]] return post_recv_recorded<S>(qp, wr, bad_wr, f);
+    if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]]
+        return post_recv_recorded<S>(qp, wr, bad_wr, f);
     if (f & kFlagCounting) [[unlikely]] return post_recv_counted<S>(qp, wr, bad_wr);
     return g_slots[S].post_recv(qp, wr, bad_wr);
 }
