@@ -31,79 +31,52 @@ int g_slots_used = 0;
 // The posts' recording and counting paths are out of line, reached by a tail call: the wrapper that records
 // nothing is then its flag tests and a tail call to the provider, with no frame of its own (inline, the
 // recording path's saved registers and stack frame were paid by every untraced post: message_footprint.sh
-// counted 26 instructions for an untraced post_recv wrapper, 8 now).
-template <int S>
-__attribute__((noinline)) int post_send_recorded(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, uint32_t f) {
+// counted 26 instructions for an untraced post_recv wrapper, 8 now). One template serves the three posts:
+// `Post` is the slot's entry point, `Defer`, `Trace` and `Count` what records or counts the call.
+template <int S, auto Post, auto Defer, auto Trace, typename Handle, typename Wr>
+__attribute__((noinline)) int post_recorded(Handle* h, Wr* wr, Wr** bad_wr, uint32_t f) {
     if (f & kFlagDefer) {
         const uint64_t ts = capture_ticks();
-        const int ret = g_slots[S].post_send(qp, wr, bad_wr);
-        defer_post_send(ts, qp, wr, ret, bad_wr);
+        const int ret = (g_slots[S].*Post)(h, wr, bad_wr);
+        Defer(ts, h, wr, ret, bad_wr);
         return ret;
     }
-    const int ret = g_slots[S].post_send(qp, wr, bad_wr);
-    trace_post_send(qp, wr, ret, bad_wr);
+    const int ret = (g_slots[S].*Post)(h, wr, bad_wr);
+    Trace(h, wr, ret, bad_wr);
     return ret;
 }
 
-template <int S> __attribute__((noinline)) int post_send_counted(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    const int ret = g_slots[S].post_send(qp, wr, bad_wr);
-    count_post_send(qp, wr, ret, bad_wr);
+template <int S, auto Post, auto Count, typename Wr>
+__attribute__((noinline)) int post_counted(ibv_qp* qp, Wr* wr, Wr** bad_wr) {
+    const int ret = (g_slots[S].*Post)(qp, wr, bad_wr);
+    Count(qp, wr, ret, bad_wr);
     return ret;
 }
 
 template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    constexpr auto kPost = &ProviderEntryPoints::post_send;
     const uint32_t f = data_path_flags();
     if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]]
-        return post_send_recorded<S>(qp, wr, bad_wr, f);
-    if (f & kFlagCounting) [[unlikely]] return post_send_counted<S>(qp, wr, bad_wr);
+        return post_recorded<S, kPost, defer_post_send, trace_post_send>(qp, wr, bad_wr, f);
+    if (f & kFlagCounting) [[unlikely]] return post_counted<S, kPost, count_post_send>(qp, wr, bad_wr);
     return g_slots[S].post_send(qp, wr, bad_wr);
 }
 
-template <int S>
-__attribute__((noinline)) int post_recv_recorded(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, uint32_t f) {
-    if (f & kFlagDefer) {
-        const uint64_t ts = capture_ticks();
-        const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
-        defer_post_recv(ts, qp, wr, ret, bad_wr);
-        return ret;
-    }
-    const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
-    trace_post_recv(qp, wr, ret, bad_wr);
-    return ret;
-}
-
-template <int S> __attribute__((noinline)) int post_recv_counted(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    const int ret = g_slots[S].post_recv(qp, wr, bad_wr);
-    count_post_recv(qp, wr, ret, bad_wr);
-    return ret;
-}
-
 template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    constexpr auto kPost = &ProviderEntryPoints::post_recv;
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]]
-        return post_recv_recorded<S>(qp, wr, bad_wr, f);
-    if (f & kFlagCounting) [[unlikely]] return post_recv_counted<S>(qp, wr, bad_wr);
+        return post_recorded<S, kPost, defer_post_recv, trace_post_recv>(qp, wr, bad_wr, f);
+    if (f & kFlagCounting) [[unlikely]] return post_counted<S, kPost, count_post_recv>(qp, wr, bad_wr);
     return g_slots[S].post_recv(qp, wr, bad_wr);
-}
-
-template <int S>
-__attribute__((noinline)) int post_srq_recv_recorded(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr, uint32_t f) {
-    if (f & kFlagDefer) {
-        const uint64_t ts = capture_ticks();
-        const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
-        defer_post_srq_recv(ts, srq, wr, ret, bad_wr);
-        return ret;
-    }
-    const int ret = g_slots[S].post_srq_recv(srq, wr, bad_wr);
-    trace_post_srq_recv(srq, wr, ret, bad_wr);
-    return ret;
 }
 
 template <int S> int post_srq_recv_w(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     // Counters are per QP and an SRQ receive belongs to no QP until it completes: counted at completion.
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]]
-        return post_srq_recv_recorded<S>(srq, wr, bad_wr, f);
+        return post_recorded<S, &ProviderEntryPoints::post_srq_recv, defer_post_srq_recv, trace_post_srq_recv>(
+            srq, wr, bad_wr, f);
     return g_slots[S].post_srq_recv(srq, wr, bad_wr);
 }
 
