@@ -27,7 +27,7 @@ class EventDump final : public EventSink {
 public:
     explicit EventDump(std::FILE* out) : out_(out) {}
     // The lines of `sigmatrace-analyze --events PATH` and the plugin's events=PATH: into a file of its own
-    // (created or truncated), or to stdout for "-". nullptr when the file cannot be created.
+    // (created or truncated), or to stdout for "-". nullptr when the file cannot be created, errno saying why.
     static std::unique_ptr<EventDump> open(const std::string& path);
     ~EventDump() override;
     EventDump(const EventDump&) = delete;

@@ -552,6 +552,7 @@ TEST_F(BadInput, EventsOptionUsage) {
     r = sh(std::string(ANALYZER) + " " + mixed + " --events " + (tmp_ / "no" / "such" / "dir" / "ev.txt").string(), tmp_);
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("Cannot write the events: path="), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ev.txt: No such file or directory"), std::string::npos) << r.err;
     // To stdout: the events instead of the text report, one line per event the JSON document counts.
     r = sh(std::string(ANALYZER) + " " + mixed + " --events -", tmp_);
     EXPECT_EQ(r.rc, 0) << r.err;
@@ -571,6 +572,7 @@ TEST_F(BadInput, PluginEventsParameter) {
     r = sh(bt + "'events=\"" + (tmp_ / "no" / "such" / "dir" / "ev.txt").string() + "\"'", tmp_);
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("sink.sigmatrace.analyze: Cannot write the events: path="), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ev.txt: No such file or directory"), std::string::npos) << r.err;
     // To stdout: one line per event, no text report; the same lines as sigmatrace-analyze --events -.
     r = sh(bt + "'events=\"-\"'", tmp_);
     EXPECT_EQ(r.rc, 0) << r.err;

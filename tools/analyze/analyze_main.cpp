@@ -4,8 +4,10 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -294,7 +296,8 @@ int analyze_main(std::span<char* const> args) {
     if (o.events_out) {
         dump = EventDump::open(*o.events_out);
         if (!dump) {
-            fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
+            fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}: {}\n", *o.events_out,
+                       std::strerror(errno));
             return kExitUsage;
         }
     }

@@ -11,6 +11,8 @@
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -82,7 +84,8 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
     if (data->events_path) {
         data->dump = EventDump::open(*data->events_path);
         if (!data->dump) {
-            fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
+            fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}: {}\n", *data->events_path,
+                       std::strerror(errno));
             return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
         }
     }
