@@ -41,6 +41,19 @@ inline uint64_t now_ticks() noexcept {
     return monotonic_ns();
 }
 
+// The capture time when reading it takes no call (the TSC): false where the clock is clock_gettime, a call.
+// For data-path fast paths that hand every case needing a call to their general path, and so make no call.
+inline bool now_ticks_without_call(uint64_t& ticks) noexcept {
+#if defined(__x86_64__)
+    if (detail::g_use_tsc) [[likely]] {
+        ticks = __rdtsc();
+        return true;
+    }
+#endif
+    (void)ticks;
+    return false;
+}
+
 // Library constructor: decides TSC or not and takes the first (ticks, ns) pair with a first rate estimate
 // (~50 µs of measuring). Safe to call again (a forked child keeps its parent's calibration).
 void calibrate() noexcept;

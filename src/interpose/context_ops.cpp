@@ -37,9 +37,7 @@ template <int S, auto Post, auto Defer, auto Trace, typename Handle, typename Wr
 __attribute__((noinline)) int post_recorded(Handle* h, Wr* wr, Wr** bad_wr, uint32_t f) {
     if (f & kFlagDefer) {
         const uint64_t ts = capture_ticks();
-        const int ret = (g_slots[S].*Post)(h, wr, bad_wr);
-        Defer(ts, h, wr, ret, bad_wr);
-        return ret;
+        return Defer(ts, h, wr, (g_slots[S].*Post)(h, wr, bad_wr), bad_wr);  // returns ret: a tail call
     }
     const int ret = (g_slots[S].*Post)(h, wr, bad_wr);
     Trace(h, wr, ret, bad_wr);
@@ -85,8 +83,8 @@ template <int S> int poll_cq_w(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     const uint32_t f = data_path_flags();
     if (ret != 0) {
         if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) [[unlikely]] {
-            if (f & kFlagDefer) defer_poll_cq(cq, wc, ret);
-            else trace_poll_cq(cq, wc, ret);
+            if (f & kFlagDefer) return defer_poll_cq(cq, wc, ret);  // returns ret: a tail call
+            trace_poll_cq(cq, wc, ret);
         } else if ((f & kFlagCounting) && ret > 0) [[unlikely]] {
             count_completions(cq->context, wc, ret);
         }

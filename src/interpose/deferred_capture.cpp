@@ -36,6 +36,14 @@ __attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noe
     return h;
 }
 
+// Room in the calling thread's ring without a call: nullptr when it has no ring yet or the ring is full. The
+// one-entry fast paths below use it and hand every other case to their general path with a tail call, so they
+// make no call of their own (no registers to save, no frame: message_footprint.sh counts the difference).
+inline RecordHeader* try_reserve(uint32_t size) noexcept {
+    Ring* r = tls_ring;
+    return r != nullptr ? r->reserve_fast(size) : nullptr;
+}
+
 inline RecordHeader* reserve(uint32_t size) noexcept {
     Ring* r = tls_ring;
     RecordHeader* h = r != nullptr ? r->reserve(size) : nullptr;
@@ -58,15 +66,26 @@ inline void commit(RecordHeader* h) noexcept {
     if (h->ts - tls_oldest_hint > defer_max_age_ticks()) [[unlikely]] age_check(h->ts);
 }
 
-template <typename Fixed, typename Entry>
-RecordHeader* begin_record(RecordKind kind, uint32_t n, uint64_t ts) noexcept {
-    const uint32_t size = record_size<Fixed, Entry>(n);
-    RecordHeader* h = reserve(size);
-    if (h == nullptr) return nullptr;
+inline void set_header(RecordHeader* h, uint32_t size, RecordKind kind, uint32_t n, uint64_t ts) noexcept {
     h->size = size;
     h->kind = kind;
     h->n = static_cast<uint16_t>(n);
     h->ts = ts;
+}
+
+template <typename Fixed, typename Entry>
+RecordHeader* begin_record(RecordKind kind, uint32_t n, uint64_t ts) noexcept {
+    const uint32_t size = record_size<Fixed, Entry>(n);
+    RecordHeader* h = reserve(size);
+    if (h != nullptr) set_header(h, size, kind, n, ts);
+    return h;
+}
+
+// A one-entry record in the ring's free space, or nullptr (then the caller takes its general path).
+template <typename Fixed, typename Entry> RecordHeader* try_begin_one(RecordKind kind, uint64_t ts) noexcept {
+    constexpr uint32_t kSize = record_size<Fixed, Entry>(1);
+    RecordHeader* h = try_reserve(kSize);
+    if (h != nullptr) set_header(h, kSize, kind, 1, ts);
     return h;
 }
 
@@ -83,46 +102,54 @@ inline void copy_recv_entry(RecvEntry& e, const ibv_recv_wr& w) noexcept {
     e.pad = 0;
 }
 
-// Chains of any length (and the empty one): a record per SIGMATRACE_MAX_BATCH WRs.
-template <typename Handle>
-__attribute__((noinline)) void defer_recv_chain_long(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_num,
-                                                     const ibv_recv_wr* wr, int ret,
-                                                     ibv_recv_wr* const* bad_wr) noexcept {
+// The QP number a receive record carries: an SRQ's receives belong to no QP until they complete.
+inline uint32_t recv_qp_num(const ibv_qp* qp) noexcept { return qp->qp_num; }
+inline uint32_t recv_qp_num(const ibv_srq*) noexcept { return 0; }
+
+// Chains of any length (and the empty one): a record per SIGMATRACE_MAX_BATCH WRs. Also a one-WR chain that
+// the fast path below could not reserve for (no ring yet, or a full one). The fast path's own arguments, so
+// that it reaches here by a tail call.
+template <RecordKind kKind, typename Handle>
+__attribute__((noinline)) int defer_recv_chain_long(uint64_t ts, Handle* handle, const ibv_recv_wr* wr, int ret,
+                                                    ibv_recv_wr* const* bad_wr) noexcept {
+    const uint32_t qp_num = recv_qp_num(handle);
     const uint32_t total = chain_length(wr);
     const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
     const ibv_recv_wr* w = wr;
     uint32_t offset = 0;
     do {  // one record per SIGMATRACE_MAX_BATCH WRs; an empty chain is one record of n = 0, as when immediate
         const uint32_t n = std::min(total - offset, kBatch);
-        RecordHeader* h = begin_record<RecvFixed, RecvEntry>(kind, n, ts);
-        if (h == nullptr) return;
+        RecordHeader* h = begin_record<RecvFixed, RecvEntry>(kKind, n, ts);
+        if (h == nullptr) return ret;
         *fixed_part<RecvFixed>(h) = RecvFixed{reinterpret_cast<uint64_t>(handle), qp_num, ret, bad_index, offset};
         RecvEntry* e = entries<RecvFixed, RecvEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) copy_recv_entry(e[i], *w);
         commit(h);
         offset += n;
     } while (offset < total);
+    return ret;
 }
 
 // The common case, one WR, straight-line: in a latency-bound program the repost is on the message's path, and
 // the chain loop's bookkeeping (and the registers it saves) cost about as much as the copy itself.
-template <typename Handle>
-inline void defer_recv_chain(RecordKind kind, uint64_t ts, Handle* handle, uint32_t qp_num, const ibv_recv_wr* wr,
-                             int ret, ibv_recv_wr* const* bad_wr) noexcept {
-    if (wr == nullptr || wr->next != nullptr) [[unlikely]]
-        return defer_recv_chain_long(kind, ts, handle, qp_num, wr, ret, bad_wr);
-    RecordHeader* h = begin_record<RecvFixed, RecvEntry>(kind, 1, ts);
-    if (h == nullptr) return;
-    *fixed_part<RecvFixed>(h) = RecvFixed{reinterpret_cast<uint64_t>(handle), qp_num, ret, bad_index_of(wr, ret, bad_wr), 0};
+template <RecordKind kKind, typename Handle>
+inline int defer_recv_chain(uint64_t ts, Handle* handle, const ibv_recv_wr* wr, int ret,
+                             ibv_recv_wr* const* bad_wr) noexcept {
+    RecordHeader* h = nullptr;
+    if (wr == nullptr || wr->next != nullptr || (h = try_begin_one<RecvFixed, RecvEntry>(kKind, ts)) == nullptr)
+        [[unlikely]] return defer_recv_chain_long<kKind>(ts, handle, wr, ret, bad_wr);
+    *fixed_part<RecvFixed>(h) =
+        RecvFixed{reinterpret_cast<uint64_t>(handle), recv_qp_num(handle), ret, bad_index_of(wr, ret, bad_wr), 0};
     copy_recv_entry(*entries<RecvFixed, RecvEntry>(h), *wr);
     commit(h);
+    return ret;
 }
 
 }  // namespace
 
 __thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec"))) = 0;
 
-void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
+int defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
     const uint32_t total = chain_length(wr);
     const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
     const bool ud = qp->qp_type == IBV_QPT_UD;
@@ -131,7 +158,7 @@ void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ib
     do {
         const uint32_t n = std::min(total - offset, kBatch);
         RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, n, ts);
-        if (h == nullptr) return;
+        if (h == nullptr) return ret;
         *fixed_part<SendFixed>(h) = SendFixed{reinterpret_cast<uint64_t>(qp), qp->qp_num, ret, bad_index, 0, offset, 0};
         SendEntry* e = entries<SendFixed, SendEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) {
@@ -151,14 +178,16 @@ void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ib
         commit(h);
         offset += n;
     } while (offset < total);
+    return ret;
 }
 
-void defer_post_recv(uint64_t ts, ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
-    defer_recv_chain(RecordKind::post_recv, ts, qp, qp->qp_num, wr, ret, bad_wr);
+int defer_post_recv(uint64_t ts, ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
+    return defer_recv_chain<RecordKind::post_recv>(ts, qp, wr, ret, bad_wr);
 }
 
-void defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
-    defer_recv_chain(RecordKind::post_srq_recv, ts, srq, 0, wr, ret, bad_wr);
+int defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int ret,
+                        ibv_recv_wr* const* bad_wr) noexcept {
+    return defer_recv_chain<RecordKind::post_srq_recv>(ts, srq, wr, ret, bad_wr);
 }
 
 namespace {
@@ -170,18 +199,9 @@ inline SendFixed wr_list_fixed(const QpState& s, int ret, uint32_t batch_offset)
                      s.qp_num.load(std::memory_order_relaxed), ret, ret != 0 ? 0 : -1, 1, batch_offset, 0};
 }
 
-}  // namespace
-
-void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint32_t n_total, uint32_t first_index,
-                   int ret) noexcept {
-    if (n_total == 1) [[likely]] {  // one WR: its entry copied as a struct (a memcpy of a variable size is a call)
-        RecordHeader* h = begin_record<SendFixed, SendEntry>(RecordKind::post_send, 1, ts);
-        if (h == nullptr) return;
-        *fixed_part<SendFixed>(h) = wr_list_fixed(s, ret, first_index);
-        *entries<SendFixed, SendEntry>(h) = records[0];
-        commit(h);
-        return;
-    }
+// Lists of any length, and a one-WR list the fast path could not reserve for.
+__attribute__((noinline)) void defer_wr_list_general(uint64_t ts, const QpState& s, const WrRecord* records,
+                                                     uint32_t n_total, uint32_t first_index, int ret) noexcept {
     uint32_t done = 0;
     do {
         const uint32_t n = std::min(n_total - done, kBatch);
@@ -192,6 +212,19 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
         commit(h);
         done += n;
     } while (done < n_total);
+}
+
+}  // namespace
+
+void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint32_t n_total, uint32_t first_index,
+                   int ret) noexcept {
+    // One WR: its entry copied as a struct (a memcpy of a variable size is a call).
+    RecordHeader* h = nullptr;
+    if (n_total != 1 || (h = try_begin_one<SendFixed, SendEntry>(RecordKind::post_send, ts)) == nullptr) [[unlikely]]
+        return defer_wr_list_general(ts, s, records, n_total, first_index, ret);
+    *fixed_part<SendFixed>(h) = wr_list_fixed(s, ret, first_index);
+    *entries<SendFixed, SendEntry>(h) = records[0];
+    commit(h);
 }
 
 namespace {
@@ -209,33 +242,38 @@ inline void copy_completion(CompletionEntry& e, const ibv_wc& c) noexcept {
     e.opcode = static_cast<uint8_t>(c.opcode);
 }
 
-// Polls of several completions (or none, or a failed poll): a record per SIGMATRACE_MAX_BATCH completions.
-__attribute__((noinline)) void defer_poll_cq_many(uint64_t ts, ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
+// Polls of several completions (or none, or a failed poll): a record per SIGMATRACE_MAX_BATCH completions. Also
+// a one-completion poll that the fast path could not record without a call (the clock or the ring).
+__attribute__((noinline)) int defer_poll_cq_general(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
+    const uint64_t ts = capture_ticks();
     const int total = ret > 0 ? ret : 0;
     int done = 0;
     do {  // a failed poll (ret < 0) is one record of n = 0, as when immediate
         const uint32_t n = static_cast<uint32_t>(std::min(total - done, static_cast<int>(kBatch)));
         RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, n, ts);
-        if (h == nullptr) return;
+        if (h == nullptr) return ret;
         *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), ret, 0};
         CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
         for (uint32_t i = 0; i < n; ++i) copy_completion(e[i], wc[done + static_cast<int>(i)]);
         commit(h);
         done += static_cast<int>(n);
     } while (done < total);
+    return ret;
 }
 
 }  // namespace
 
-void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
-    const uint64_t ts = capture_ticks();
-    if (ret != 1) [[unlikely]] return defer_poll_cq_many(ts, cq, wc, ret);
+int defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
     // One completion, straight-line (as defer_recv_chain's one WR): the poll that returns a message's receive.
-    RecordHeader* h = begin_record<PollFixed, CompletionEntry>(RecordKind::poll_cq, 1, ts);
-    if (h == nullptr) return;
+    uint64_t ts = 0;
+    RecordHeader* h = nullptr;
+    if (ret != 1 || !capture_clock::now_ticks_without_call(ts) ||
+        (h = try_begin_one<PollFixed, CompletionEntry>(RecordKind::poll_cq, ts)) == nullptr) [[unlikely]]
+        return defer_poll_cq_general(cq, wc, ret);
     *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), 1, 0};
     copy_completion(*entries<PollFixed, CompletionEntry>(h), wc[0]);
     commit(h);
+    return ret;
 }
 
 void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& b) noexcept {

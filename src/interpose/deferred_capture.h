@@ -22,17 +22,18 @@ inline uint64_t capture_ticks() noexcept {
     return capture_clock::now_ticks();
 }
 
-// Posts: `ts` taken before the real call; the rest after it (ret, bad_wr).
-void defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept;
-void defer_post_recv(uint64_t ts, ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept;
-void defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept;
+// Posts: `ts` taken before the real call; the rest after it (ret, bad_wr). They return `ret` (as the polls do),
+// so that a wrapper ends with a tail call to them.
+int defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept;
+int defer_post_recv(uint64_t ts, ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept;
+int defer_post_srq_recv(uint64_t ts, ibv_srq* srq, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept;
 // An ibv_wr_* list at ibv_wr_complete (`ts` before the provider's wr_complete), or a part of a list that
 // outgrew its buffer.
 void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint32_t n, uint32_t first_index,
                    int ret) noexcept;
 // Polls: a non-empty ibv_poll_cq (ts taken here, after the call), an extended-CQ pass (`ts` taken when
 // start_poll returned its first completion).
-void defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept;
+int defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept;
 void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& b) noexcept;
 
 // Idle points of the calling thread: an empty poll. The ring is drained (all of it) once kIdleDrainBytes

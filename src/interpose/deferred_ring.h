@@ -51,9 +51,20 @@ public:
 
     // ---- producer (the owning thread only)
 
+    // Room for a record of `size` bytes when it is known free and before the buffer's end (`limit_`: a compare),
+    // else nullptr; reserve() then decides. For the data path's fast paths, which hand everything else to their
+    // general path.
+    RecordHeader* reserve_fast(uint32_t size) noexcept {
+        const uint64_t pos = head_.load(std::memory_order_relaxed);
+        if (pos + size > limit_) return nullptr;
+        reserved_at_ = pos;
+        return reinterpret_cast<RecordHeader*>(data_ + (pos & mask_));
+    }
+
     // Room for a record of `size` bytes, or nullptr when the ring is full. Writes nothing visible: fill the
     // record, then commit(). Reloads the consumer's position only when the cached one says "full".
     RecordHeader* reserve(uint32_t size) noexcept {
+        if (RecordHeader* h = reserve_fast(size)) return h;
         uint64_t pos = head_.load(std::memory_order_relaxed);
         const uint64_t off = pos & mask_;
         const uint64_t contiguous = capacity_ - off;
@@ -72,6 +83,7 @@ public:
             pos += contiguous;
         }
         reserved_at_ = pos;
+        update_limit(pos);
         return reinterpret_cast<RecordHeader*>(data_ + (pos & mask_));
     }
     // Publishes the record reserve() returned (its header's size must be set).
@@ -138,6 +150,7 @@ public:
         tail_.store(start, std::memory_order_release);
         head_.store(start, std::memory_order_release);
         tail_cache_ = start;
+        update_limit(start);
     }
 
     // In a forked child: the parent's records are the parent's to emit. Only the forking thread exists, so
@@ -146,14 +159,24 @@ public:
         const uint64_t h = head_.load(std::memory_order_relaxed);
         tail_.store(h, std::memory_order_relaxed);
         tail_cache_ = h;
+        update_limit(h);
         consumer_busy_.store(false, std::memory_order_relaxed);
     }
 
     uint64_t capacity() const noexcept { return capacity_; }
 
 private:
+    // The end of what reserve_fast may hand out from `pos`: free as far as the producer knows (tail_cache_),
+    // and not past the end of the buffer (a record there needs a pad record first).
+    void update_limit(uint64_t pos) noexcept {
+        const uint64_t free_end = tail_cache_ + capacity_;
+        const uint64_t buffer_end = (pos & ~mask_) + capacity_;
+        limit_ = free_end < buffer_end ? free_end : buffer_end;
+    }
+
     // Producer-side line.
     alignas(64) std::atomic<uint64_t> head_{0};
+    uint64_t limit_ = 0;  // 0: the first reserve takes reserve()'s full path, which sets it
     uint64_t tail_cache_ = 0;
     uint64_t reserved_at_ = 0;
     std::byte* const data_;

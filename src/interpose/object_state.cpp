@@ -44,11 +44,7 @@ QpState* Registry::add_qp(ibv_qp* qp, ibv_context* ctx, uint32_t qp_num, uint32_
     s->qpx = nullptr;
     s->wrapped_send_ops = 0;
     s->orig = {};
-    s->pending.clear();
-    s->pending_emitted = 0;
-    s->pending_bytes = 0;
-    s->pending_count = 0;
-    s->build_mode = 0;
+    s->list.close();
     s->qp_type = qp_type;
     s->ctx.store(ctx, std::memory_order_relaxed);
     s->qp_num.store(qp_num, std::memory_order_relaxed);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -24,29 +25,54 @@ namespace sigmatrace::interpose {
 // deferred post_send entry: a deferred list is copied into the ring as it is.
 using WrRecord = deferred::SendEntry;
 
-// The provider's ibv_qp_ex function pointers that the wrappers replace (qp_ex_wrappers.cpp).
+// The provider's ibv_qp_ex function pointers that the wrappers replace (qp_ex_wrappers.cpp). The ones every
+// posted message calls come first, in one cache line (QpState places this struct at its second line).
 struct QpExOriginals {
-    decltype(ibv_qp_ex::wr_atomic_cmp_swp) wr_atomic_cmp_swp;
-    decltype(ibv_qp_ex::wr_atomic_fetch_add) wr_atomic_fetch_add;
-    decltype(ibv_qp_ex::wr_bind_mw) wr_bind_mw;
-    decltype(ibv_qp_ex::wr_local_inv) wr_local_inv;
-    decltype(ibv_qp_ex::wr_rdma_read) wr_rdma_read;
-    decltype(ibv_qp_ex::wr_rdma_write) wr_rdma_write;
-    decltype(ibv_qp_ex::wr_rdma_write_imm) wr_rdma_write_imm;
+    decltype(ibv_qp_ex::wr_complete) wr_complete;
     decltype(ibv_qp_ex::wr_send) wr_send;
     decltype(ibv_qp_ex::wr_send_imm) wr_send_imm;
+    decltype(ibv_qp_ex::wr_rdma_write) wr_rdma_write;
+    decltype(ibv_qp_ex::wr_rdma_write_imm) wr_rdma_write_imm;
+    decltype(ibv_qp_ex::wr_set_sge) wr_set_sge;
+    decltype(ibv_qp_ex::wr_set_inline_data) wr_set_inline_data;
+    decltype(ibv_qp_ex::wr_rdma_read) wr_rdma_read;
+    // The rest.
+    decltype(ibv_qp_ex::wr_atomic_cmp_swp) wr_atomic_cmp_swp;
+    decltype(ibv_qp_ex::wr_atomic_fetch_add) wr_atomic_fetch_add;
+    decltype(ibv_qp_ex::wr_atomic_write) wr_atomic_write;
+    decltype(ibv_qp_ex::wr_bind_mw) wr_bind_mw;
+    decltype(ibv_qp_ex::wr_local_inv) wr_local_inv;
     decltype(ibv_qp_ex::wr_send_inv) wr_send_inv;
     decltype(ibv_qp_ex::wr_send_tso) wr_send_tso;
     decltype(ibv_qp_ex::wr_set_ud_addr) wr_set_ud_addr;
     decltype(ibv_qp_ex::wr_set_xrc_srqn) wr_set_xrc_srqn;
-    decltype(ibv_qp_ex::wr_set_inline_data) wr_set_inline_data;
     decltype(ibv_qp_ex::wr_set_inline_data_list) wr_set_inline_data_list;
-    decltype(ibv_qp_ex::wr_set_sge) wr_set_sge;
     decltype(ibv_qp_ex::wr_set_sge_list) wr_set_sge_list;
-    decltype(ibv_qp_ex::wr_start) wr_start;
-    decltype(ibv_qp_ex::wr_complete) wr_complete;
     decltype(ibv_qp_ex::wr_abort) wr_abort;
-    decltype(ibv_qp_ex::wr_atomic_write) wr_atomic_write;
+};
+
+// The ibv_wr_* list being built on a QP, from its first WR to wr_complete (wr_abort). Touched only by the thread
+// inside the provider's wr_start..wr_complete window, which the provider serialises per QP (wr_start takes the
+// send-queue lock; the wrappers are not called before it). A fixed buffer
+// rather than a std::vector: appending is then a bounds test and a store, with no growth path for the compiler
+// to keep registers for (the setters inline it).
+struct WrList {
+    WrRecord* wrs = nullptr;  // `capacity` entries (QpState::wr_storage); a full list is emitted early
+    uint32_t size = 0;
+    uint32_t capacity = 0;
+    uint32_t emitted = 0;     // WRs of this list already emitted (lists longer than the buffer)
+    uint32_t count = 0;       // counters mode: WRs built so far
+    uint64_t bytes = 0;       // counters mode: bytes of the WRs built so far
+    uint8_t mode = 0;         // closed (0), recording, counting or nothing recorded (qp_ex_wrappers.cpp)
+
+    // No list open (wr_complete, wr_abort, a reused state).
+    void close() noexcept {
+        size = 0;
+        emitted = 0;
+        count = 0;
+        bytes = 0;
+        mode = 0;
+    }
 };
 
 // Counters mode totals of one QP.
@@ -131,6 +157,8 @@ struct QpCountersSnapshot {
     bool operator==(const QpCountersSnapshot&) const = default;
 };
 
+// What a posted message touches comes first: the key and the list (first cache line), then the provider's
+// entry points (the second holds the ones every message calls). message_footprint.sh counts the lines.
 struct QpState {
     // Keys, read by lock-free lookups (cleared when the state is released).
     std::atomic<ibv_qp*> qp{nullptr};
@@ -138,22 +166,17 @@ struct QpState {
     std::atomic<uint32_t> qp_num{0};
     uint32_t qp_type = 0;
 
+    // The ibv_wr_* API (set when the QP has an ibv_qp_ex whose pointers we replaced).
+    WrList list;
+    QpExOriginals orig{};
+    ibv_qp_ex* qpx = nullptr;
+    uint64_t wrapped_send_ops = 0;  // IBV_QP_EX_WITH_* flags whose setters are wrapped
+    std::unique_ptr<WrRecord[]> wr_storage;  // list.wrs; kept when the state is reused
+
     QpCounters counters;
     // Owned by the counters emitter (under the registry mutex): what the last qp_counters event covered.
     QpCountersSnapshot emitted;
     uint64_t emitted_at_ns = 0;
-
-    // The ibv_wr_* API (set when the QP has an ibv_qp_ex whose pointers we replaced).
-    ibv_qp_ex* qpx = nullptr;
-    uint64_t wrapped_send_ops = 0;  // IBV_QP_EX_WITH_* flags whose setters are wrapped
-    QpExOriginals orig{};
-    // The WR list between wr_start and wr_complete. Touched only by the thread inside that window, which the
-    // provider serialises per QP (wr_start takes the send-queue lock).
-    std::vector<WrRecord> pending;  // capacity reserved at creation; never grows on the data path
-    uint32_t pending_emitted = 0;   // WRs of this list already emitted (lists longer than the buffer)
-    uint64_t pending_bytes = 0;     // counters mode: bytes of the WRs built so far
-    uint32_t pending_count = 0;     // counters mode: WRs built so far
-    uint8_t build_mode = 0;         // 0 nothing, 1 recording events, 2 counting
 };
 
 // Extended CQ state: originals and the completions of the poll pass in progress (start_poll..end_poll runs

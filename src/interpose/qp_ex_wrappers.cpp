@@ -14,9 +14,27 @@
 namespace sigmatrace::interpose {
 namespace {
 
-constexpr uint8_t kBuildNothing = 0;
+// A QP's list state (WrList::mode). A list opens at its first WR, not at wr_start, which is not wrapped: the
+// provider's wr_start is called directly, and what the list records is decided when its first opcode setter
+// (or, for an empty list, wr_complete) comes. Every list a message posts saves a wrapped call that way.
+// wr_complete and wr_abort close the list. A second wr_start without either (mlx5 then posts the abandoned
+// WRs with the next list's doorbell) leaves those WRs in the next list's record, as the provider does.
+constexpr uint8_t kListClosed = 0;  // no list, or one whose first WR has not come yet
 constexpr uint8_t kBuildRecording = 1;
 constexpr uint8_t kBuildCounting = 2;
+constexpr uint8_t kBuildNothing = 3;
+
+// What a list opening now records (one flags load; the tracepoint's own "enabled" load when tracing).
+inline uint8_t opening_mode() noexcept {
+    const uint32_t f = data_path_flags();
+    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) return kBuildRecording;
+    return (f & kFlagCounting) ? kBuildCounting : kBuildNothing;
+}
+
+// Whether the open list records or counts what its data setters add.
+inline bool builds(const WrList& l) noexcept {
+    return l.mode == kBuildRecording || l.mode == kBuildCounting;
+}
 // wr_complete copies at most this many WRs of a list out of the QP's state (one event's worth, on the stack).
 constexpr size_t kWrTailCopy = SIGMATRACE_MAX_BATCH;
 
@@ -35,36 +53,50 @@ constexpr size_t kWrTailCopy = SIGMATRACE_MAX_BATCH;
     std::abort();
 }
 
-inline QpState& state_of(ibv_qp_ex* q) {
-    QpState* s = qp_state_cached(q);
-    if (s == nullptr) [[unlikely]] missing_state(q);
-    return *s;
+// The wrappers find their QP's state in the thread's one-entry cache (object_state.h). On a miss they call
+// this instead, with their own arguments (a tail call): the lookup, out of line, then the wrapper again, which
+// now hits. So a wrapper's hit path makes no call before its tail call to the provider, and keeps no frame or
+// saved registers for the lookup (message_footprint.sh counts the difference).
+template <auto kWrapper, typename... A> __attribute__((noinline)) auto after_lookup(ibv_qp_ex* q, A... a) {
+    if (qp_state_lookup(q) == nullptr) missing_state(q);
+    return kWrapper(q, a...);
+}
+
+inline QpState* cached_state(const ibv_qp_ex* q) noexcept {
+    QpState* s = tls_last_qp;
+    return (s != nullptr && s->qp.load(std::memory_order_relaxed) == reinterpret_cast<const void*>(q)) ? s : nullptr;
 }
 
 // Emits the first `n` WRs of the list being built, reported with ret 0 (the list's last event, at wr_complete,
 // carries its real result): all of them when the list outgrows its buffer (more WRs between wr_start and
 // wr_complete than the send queue depth: the provider will fail the list, but the record must not allocate),
 // and at wr_complete all but the last part that wr_complete copies out.
-__attribute__((noinline)) void flush_early(QpState& s, size_t n) noexcept {
-    const uint32_t k = static_cast<uint32_t>(n);
-    if (data_path_flags() & kFlagDefer) defer_wr_list(capture_ticks(), s, s.pending.data(), k, s.pending_emitted, 0);
-    else trace_wr_list(s, s.pending.data(), k, s.pending_emitted, 0);
-    s.pending_emitted += k;
-    s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<std::ptrdiff_t>(n));
+__attribute__((noinline)) void flush_early(QpState& s, uint32_t n) noexcept {
+    WrList& l = s.list;
+    if (data_path_flags() & kFlagDefer) defer_wr_list(capture_ticks(), s, l.wrs, n, l.emitted, 0);
+    else trace_wr_list(s, l.wrs, n, l.emitted, 0);
+    l.emitted += n;
+    std::copy(l.wrs + n, l.wrs + l.size, l.wrs);
+    l.size -= n;
 }
 
+// Inline in every opcode setter: recording, a bounds test and the entry's stores (a full buffer is emitted
+// first, out of line); counting, an increment; nothing, one compare.
 inline void begin_wr(QpState& s, const ibv_qp_ex* q, ibv_wr_opcode opcode, uint32_t rkey, uint64_t raddr, uint32_t imm) {
-    if (s.build_mode == kBuildRecording) {
-        if (s.pending.size() == s.pending.capacity()) flush_early(s, s.pending.size());
+    WrList& l = s.list;
+    if (l.mode == kListClosed) l.mode = opening_mode();  // the list's first WR
+    if (l.mode == kBuildRecording) {
+        if (l.size == l.capacity) [[unlikely]] flush_early(s, l.size);
         // Data setters fill num_sge and bytes; wr_set_ud_addr the address handle and remote QPN.
-        s.pending.push_back(WrRecord{q->wr_id, raddr, 0, q->wr_flags, 0, rkey, imm, 0, 0, static_cast<uint8_t>(opcode), 0});
-    } else if (s.build_mode == kBuildCounting) {
-        ++s.pending_count;
+        l.wrs[l.size++] = WrRecord{q->wr_id, raddr, 0, q->wr_flags, 0, rkey, imm, 0, 0, static_cast<uint8_t>(opcode), 0};
+    } else if (l.mode == kBuildCounting) {
+        ++l.count;
     }
 }
 
 inline WrRecord* current_wr(QpState& s) {
-    return (s.build_mode == kBuildRecording && !s.pending.empty()) ? &s.pending.back() : nullptr;
+    WrList& l = s.list;
+    return (l.mode == kBuildRecording && l.size != 0) ? &l.wrs[l.size - 1] : nullptr;
 }
 
 inline void add_data(QpState& s, uint16_t num_sge, uint64_t bytes, bool inline_data) {
@@ -72,70 +104,94 @@ inline void add_data(QpState& s, uint16_t num_sge, uint64_t bytes, bool inline_d
         r->num_sge = num_sge;
         r->bytes = static_cast<uint32_t>(bytes);
         if (inline_data) r->send_flags |= IBV_SEND_INLINE;
-    } else if (s.build_mode == kBuildCounting) {
-        s.pending_bytes += bytes;
+    } else if (s.list.mode == kBuildCounting) {
+        s.list.bytes += bytes;
     }
 }
 
 // ------------------------------------------------------------------ opcode setters
 
 void w_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, uint64_t compare, uint64_t swap) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_atomic_cmp_swp>(q, rkey, raddr, compare, swap);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, raddr, 0);
     s.orig.wr_atomic_cmp_swp(q, rkey, raddr, compare, swap);
 }
 void w_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, uint64_t add) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_atomic_fetch_add>(q, rkey, raddr, add);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, raddr, 0);
     s.orig.wr_atomic_fetch_add(q, rkey, raddr, add);
 }
 void w_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_bind_mw>(q, mw, rkey, info);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_BIND_MW, rkey, 0, 0);
     s.orig.wr_bind_mw(q, mw, rkey, info);
 }
 void w_local_inv(ibv_qp_ex* q, uint32_t rkey) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_local_inv>(q, rkey);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_LOCAL_INV, rkey, 0, 0);
     s.orig.wr_local_inv(q, rkey);
 }
 void w_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_rdma_read>(q, rkey, raddr);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_RDMA_READ, rkey, raddr, 0);
     s.orig.wr_rdma_read(q, rkey, raddr);
 }
 void w_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_rdma_write>(q, rkey, raddr);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_RDMA_WRITE, rkey, raddr, 0);
     s.orig.wr_rdma_write(q, rkey, raddr);
 }
 void w_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, __be32 imm) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_rdma_write_imm>(q, rkey, raddr, imm);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, raddr, imm);
     s.orig.wr_rdma_write_imm(q, rkey, raddr, imm);
 }
 void w_send(ibv_qp_ex* q) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_send>(q);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_SEND, 0, 0, 0);
     s.orig.wr_send(q);
 }
 void w_send_imm(ibv_qp_ex* q, __be32 imm) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_send_imm>(q, imm);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_SEND_WITH_IMM, 0, 0, imm);
     s.orig.wr_send_imm(q, imm);
 }
 void w_send_inv(ibv_qp_ex* q, uint32_t rkey) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_send_inv>(q, rkey);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_SEND_WITH_INV, rkey, 0, 0);
     s.orig.wr_send_inv(q, rkey);
 }
 void w_send_tso(ibv_qp_ex* q, void* hdr, uint16_t hdr_sz, uint16_t mss) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_send_tso>(q, hdr, hdr_sz, mss);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_TSO, 0, 0, 0);
     s.orig.wr_send_tso(q, hdr, hdr_sz, mss);
 }
 void w_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, const void* data) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_atomic_write>(q, rkey, raddr, data);
+    QpState& s = *sp;
     begin_wr(s, q, IBV_WR_ATOMIC_WRITE, rkey, raddr, 0);
     add_data(s, 0, 8, false);  // an atomic write carries 8 bytes inline, no SGE
     s.orig.wr_atomic_write(q, rkey, raddr, data);
@@ -144,7 +200,9 @@ void w_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, const void* dat
 // ------------------------------------------------------------------ data setters
 
 void w_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_ud_addr>(q, ah, remote_qpn, remote_qkey);
+    QpState& s = *sp;
     if (WrRecord* r = current_wr(s)) {
         r->ah = reinterpret_cast<uint64_t>(ah);
         r->remote_qpn = remote_qpn;
@@ -152,16 +210,23 @@ void w_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remot
     s.orig.wr_set_ud_addr(q, ah, remote_qpn, remote_qkey);
 }
 void w_set_xrc_srqn(ibv_qp_ex* q, uint32_t srqn) {
-    state_of(q).orig.wr_set_xrc_srqn(q, srqn);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_xrc_srqn>(q, srqn);
+    QpState& s = *sp;
+    s.orig.wr_set_xrc_srqn(q, srqn);
 }
 void w_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_inline_data>(q, addr, length);
+    QpState& s = *sp;
     add_data(s, 1, length, true);
     s.orig.wr_set_inline_data(q, addr, length);
 }
 void w_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
-    QpState& s = state_of(q);
-    if (s.build_mode != kBuildNothing) {
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_inline_data_list>(q, n, bufs);
+    QpState& s = *sp;
+    if (builds(s.list)) {
         uint64_t bytes = 0;
         for (size_t i = 0; i < n; ++i) bytes += bufs[i].length;
         add_data(s, static_cast<uint16_t>(n), bytes, true);
@@ -169,13 +234,17 @@ void w_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
     s.orig.wr_set_inline_data_list(q, n, bufs);
 }
 void w_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
-    QpState& s = state_of(q);
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_sge>(q, lkey, addr, length);
+    QpState& s = *sp;
     add_data(s, 1, length, false);
     s.orig.wr_set_sge(q, lkey, addr, length);
 }
 void w_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sgl) {
-    QpState& s = state_of(q);
-    if (s.build_mode != kBuildNothing) {
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_sge_list>(q, n, sgl);
+    QpState& s = *sp;
+    if (builds(s.list)) {
         uint64_t bytes = 0;
         for (size_t i = 0; i < n; ++i) bytes += sgl[i].length;
         add_data(s, static_cast<uint16_t>(n), bytes, false);
@@ -185,29 +254,11 @@ void w_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sgl) {
 
 // ------------------------------------------------------------------ list boundaries
 
-void w_start(ibv_qp_ex* q) {
-    QpState& s = state_of(q);
-    const uint32_t f = data_path_flags();
-    uint8_t mode = kBuildNothing;
-    if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) mode = kBuildRecording;
-    else if (f & kFlagCounting) mode = kBuildCounting;
-    // The provider's wr_start first: it takes the send queue's lock, which serialises lists on one QP, so the
-    // list state below is only touched by the thread whose list is open.
-    s.orig.wr_start(q);
-    if (mode == kBuildNothing && s.build_mode == kBuildNothing) return;  // untraced: nothing to reset
-    s.pending.clear();
-    s.pending_emitted = 0;
-    s.pending_count = 0;
-    s.pending_bytes = 0;
-    s.build_mode = mode;
-}
-
 // The end of a recorded list, once its WRs are copied out of the QP's state: resets that state and returns the
 // index of the copied WRs' first one in the list.
 inline uint32_t release_list(QpState& s) noexcept {
-    const uint32_t first_index = s.pending_emitted;
-    s.pending.clear();
-    s.build_mode = kBuildNothing;
+    const uint32_t first_index = s.list.emitted;
+    s.list.close();
     return first_index;
 }
 
@@ -226,47 +277,65 @@ inline int complete_and_record(QpState& s, ibv_qp_ex* q, const WrRecord* wrs, ui
 
 // wr_complete of a recorded list of any length but one (w_complete copies a one-WR list itself).
 __attribute__((noinline)) int complete_list(QpState& s, ibv_qp_ex* q) {
-    if (s.pending.size() > kWrTailCopy) {
+    WrList& l = s.list;
+    if (l.size > kWrTailCopy) {
         // Everything but the last kWrTailCopy WRs, reported now (ret 0; the tail's event carries the result).
-        const size_t keep = s.pending.size() % kWrTailCopy == 0 ? kWrTailCopy : s.pending.size() % kWrTailCopy;
-        flush_early(s, s.pending.size() - keep);
+        const uint32_t keep = l.size % kWrTailCopy == 0 ? kWrTailCopy : l.size % kWrTailCopy;
+        flush_early(s, l.size - keep);
     }
     WrRecord tail[kWrTailCopy];
-    const uint32_t n = static_cast<uint32_t>(s.pending.size());
-    std::copy_n(s.pending.data(), n, tail);
+    const uint32_t n = l.size;
+    std::copy_n(l.wrs, n, tail);
     const uint32_t first_index = release_list(s);
     return complete_and_record(s, q, tail, n, first_index);
 }
 
-int w_complete(ibv_qp_ex* q) {
-    QpState& s = state_of(q);
-    const uint8_t mode = s.build_mode;
-    if (mode == kBuildNothing) return s.orig.wr_complete(q);
+// wr_complete of a list that was recorded or counted. Out of line: its frame and saved registers are then
+// not paid by wr_complete when nothing is recorded (the compiler set them up before the mode test).
+__attribute__((noinline)) int complete_built(QpState& s, ibv_qp_ex* q) {
+    if (s.list.mode == kListClosed) {  // a list without WRs: recorded (or counted) as one, if anything is
+        s.list.mode = opening_mode();
+        if (s.list.mode == kBuildNothing) {
+            s.list.close();
+            return s.orig.wr_complete(q);
+        }
+    }
     // The provider's wr_complete releases the send queue's lock: from then on another thread may start a list
     // on this QP. So everything is taken out of the QP's list state before the call: the list's last (or only)
     // part is copied out (longer lists have their earlier parts emitted first, as when a list outgrows its
     // buffer, flush_early), and the state is reset.
-    if (mode == kBuildCounting) {
-        const uint32_t count = s.pending_count;
-        const uint64_t bytes = s.pending_bytes;
-        s.build_mode = kBuildNothing;
+    if (s.list.mode == kBuildCounting) {
+        const uint32_t count = s.list.count;
+        const uint64_t bytes = s.list.bytes;
+        s.list.close();
         const int ret = s.orig.wr_complete(q);
         if (ret == 0) s.counters.add_posted(count, bytes, 0, 0);
         else s.counters.add_posted(0, 0, 0, 1);
         return ret;
     }
-    if (s.pending.size() != 1) [[unlikely]] return complete_list(s, q);
+    if (s.list.size != 1) [[unlikely]] return complete_list(s, q);
     // One WR, every message's list in a latency-bound program: copied as one struct, in a small frame
     // (complete_list's copy of up to 32 WRs is a memmove call in a 1.5 KiB frame, before the doorbell).
-    const WrRecord one = s.pending.front();
+    const WrRecord one = s.list.wrs[0];
     const uint32_t first_index = release_list(s);
     return complete_and_record(s, q, &one, 1, first_index);
 }
 
+int w_complete(ibv_qp_ex* q) {
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_complete>(q);
+    if (sp->list.mode == kBuildNothing) {  // nothing recorded: the list had only to be closed
+        sp->list.mode = kListClosed;
+        return sp->orig.wr_complete(q);
+    }
+    return complete_built(*sp, q);
+}
+
 void w_abort(ibv_qp_ex* q) {
-    QpState& s = state_of(q);
-    s.build_mode = kBuildNothing;
-    s.pending.clear();
+    QpState* sp = cached_state(q);
+    if (sp == nullptr) [[unlikely]] return after_lookup<w_abort>(q);
+    QpState& s = *sp;
+    s.list.close();
     s.orig.wr_abort(q);
 }
 
@@ -290,7 +359,6 @@ void w_abort(ibv_qp_ex* q) {
     X(wr_set_inline_data_list, w_set_inline_data_list, 0)               \
     X(wr_set_sge, w_set_sge, 0)                                         \
     X(wr_set_sge_list, w_set_sge_list, 0)                               \
-    X(wr_start, w_start, 0)                                             \
     X(wr_complete, w_complete, 0)                                       \
     X(wr_abort, w_abort, 0)
 
@@ -310,8 +378,14 @@ void apply(QpState& s, ibv_qp_ex* qpx, uint64_t ops) {
 void wrap_qp_ex(QpState& s, ibv_qp_ex* qpx, uint64_t send_ops_flags, uint32_t max_wrs) {
     if (qpx == nullptr) return;
     if (s.qpx == nullptr) {
-        // Sized once, here: the data path only appends up to capacity (flush_early beyond).
-        s.pending.reserve(std::clamp<uint32_t>(max_wrs, 32, 8192));
+        // Sized here: the data path only appends up to capacity (flush_early beyond). A reused state keeps a
+        // buffer that is large enough.
+        const uint32_t capacity = std::clamp<uint32_t>(max_wrs, 32, 8192);
+        if (s.list.capacity < capacity) {
+            s.wr_storage = std::make_unique<WrRecord[]>(capacity);
+            s.list.wrs = s.wr_storage.get();
+            s.list.capacity = capacity;
+        }
         s.qpx = qpx;
         s.wrapped_send_ops = send_ops_flags;
     }

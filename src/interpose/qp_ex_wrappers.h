@@ -3,7 +3,8 @@
 // A list of WRs is built between wr_start and wr_complete; each opcode setter (wr_send, wr_rdma_write, ...)
 // starts a WR from the QP's current wr_id/wr_flags, and the data setters (wr_set_sge, wr_set_inline_data,
 // wr_set_ud_addr, ...) complete it. The wrappers record the list in the QP's state and emit it as post_send
-// events (api = 1) at wr_complete, which is when the provider rings the doorbell.
+// events (api = 1) at wr_complete, which is when the provider rings the doorbell. wr_start is left to the
+// provider: a list opens at its first WR (qp_ex_wrappers.cpp says why).
 //
 // Providers rewrite some of these pointers after creation (mlx5 sets wr_complete on every transition to RTS
 // or RESET), so wrap_qp_ex() is re-run after every ibv_modify_qp: a pointer that is no longer ours becomes

@@ -316,5 +316,56 @@ TEST(DeferredRing, RewindsToItsStartWhenItsProducerEmptiedIt) {
     EXPECT_EQ(ring.pending_bytes(), 64u);
 }
 
+// The ring alone, at its limits: full, a record that would straddle the end (a pad record, then offset 0), and
+// the fast reserve, which hands out only space known free before the end and leaves the rest to reserve().
+TEST(DeferredRing, FillsUpPadsAtTheEndAndTheFastReserveStopsWhereReserveMustDecide) {
+    using interpose::deferred::RecordHeader;
+    using interpose::deferred::RecordKind;
+    alignas(64) static std::array<std::byte, 64 * 1024> memory{};
+    interpose::deferred::Ring ring(memory.data(), memory.size());
+    constexpr uint32_t kSize = 96;
+    auto fill = [](RecordHeader* h, uint64_t ts) {
+        h->size = kSize;
+        h->kind = RecordKind::post_recv;
+        h->n = 0;
+        h->ts = ts;
+    };
+    EXPECT_EQ(ring.reserve_fast(kSize), nullptr);  // nothing known yet: reserve() decides first
+    const uint32_t fits = static_cast<uint32_t>(memory.size() / kSize);  // 682, 64 bytes left at the end
+    for (uint32_t i = 0; i < fits; ++i) {
+        RecordHeader* h = i % 2 == 0 ? ring.reserve(kSize) : ring.reserve_fast(kSize);
+        ASSERT_NE(h, nullptr) << i;
+        ASSERT_EQ(reinterpret_cast<std::byte*>(h), memory.data() + uint64_t{i} * kSize) << i;
+        fill(h, i + 1);
+        ring.commit(h);
+    }
+    EXPECT_EQ(ring.reserve_fast(kSize), nullptr);
+    EXPECT_EQ(ring.reserve(kSize), nullptr);  // 64 bytes free, at the end: full
+    std::vector<uint64_t> seen;
+    auto collect = [&seen](const RecordHeader* h) { seen.push_back(h->ts); };
+    ASSERT_TRUE(ring.try_lock_consumer());
+    EXPECT_EQ(ring.consume(UINT64_MAX, 2, collect), 2u);  // frees 192 bytes at the start
+    ring.unlock_consumer();
+    EXPECT_EQ(ring.reserve_fast(kSize), nullptr);  // would straddle the end
+    RecordHeader* wrapped = ring.reserve(kSize);   // a 64-byte pad record, then offset 0
+    ASSERT_EQ(reinterpret_cast<std::byte*>(wrapped), memory.data());
+    fill(wrapped, 1000);
+    ring.commit(wrapped);
+    RecordHeader* next = ring.reserve_fast(kSize);  // 96..192: freed, before the end
+    ASSERT_EQ(reinterpret_cast<std::byte*>(next), memory.data() + kSize);
+    fill(next, 1001);
+    ring.commit(next);
+    EXPECT_EQ(ring.reserve_fast(kSize), nullptr);  // 192.. is the oldest unconsumed record
+    EXPECT_EQ(ring.reserve(kSize), nullptr);
+    ASSERT_TRUE(ring.try_lock_consumer());
+    EXPECT_EQ(ring.consume(UINT64_MAX, UINT32_MAX, collect), fits - 2 + 2);  // the pad record is skipped
+    ring.unlock_consumer();
+    ASSERT_EQ(seen.size(), fits + 2);
+    for (uint32_t i = 0; i < fits; ++i) EXPECT_EQ(seen[i], i + 1) << i;
+    EXPECT_EQ(seen[fits], 1000u);
+    EXPECT_EQ(seen[fits + 1], 1001u);
+    EXPECT_FALSE(ring.has_pending());
+}
+
 }  // namespace
 }  // namespace sigmatrace::testing

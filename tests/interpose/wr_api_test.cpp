@@ -138,6 +138,53 @@ TEST_F(WrApiTest, FailedCompleteAndAbort) {
     EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{2}));
 }
 
+// wr_start is the provider's own: what a list records is decided at its first WR. Recording turned on after
+// wr_start but before the first WR records that list; turned off after its first WR, the list is still
+// recorded whole; a list whose first WR came while recording was off is not recorded at all.
+TEST_F(WrApiTest, WhatAListRecordsIsDecidedAtItsFirstWr) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    interpose::Config off = test_config();
+    off.categories &= ~interpose::kCategorySend;
+    auto post_one = [qpx](uint64_t wr_id, uint32_t bytes) {
+        qpx->wr_id = wr_id;
+        qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_send(qpx);
+        ibv_wr_set_sge(qpx, 1, 0x1000, bytes);
+    };
+    clear_events();
+
+    interpose::set_config(off);
+    ibv_wr_start(qpx);
+    interpose::set_config(test_config());  // before the first WR: this list is recorded
+    post_one(1, 10);
+    post_one(2, 20);
+    interpose::set_config(off);  // after it: still the whole list
+    EXPECT_EQ(ibv_wr_complete(qpx), 0);
+
+    ibv_wr_start(qpx);
+    post_one(3, 30);  // first WR while off: not recorded, even though recording is back on at wr_complete
+    interpose::set_config(test_config());
+    post_one(4, 40);
+    EXPECT_EQ(ibv_wr_complete(qpx), 0);
+
+    ibv_wr_start(qpx);
+    post_one(5, 50);
+    EXPECT_EQ(ibv_wr_complete(qpx), 0);
+
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 2u);
+    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(ev.post_send[0].bytes, (std::vector<uint32_t>{10, 20}));
+    EXPECT_EQ(ev.post_send[0].ret, 0);
+    EXPECT_EQ(ev.post_send[1].wr_id, (std::vector<uint64_t>{5}));
+    EXPECT_EQ(ev.post_send[1].bytes, (std::vector<uint32_t>{50}));
+    EXPECT_EQ(fake_qp(&qpx->qp_base)->posted_send_ids, (std::vector<uint64_t>{1, 2, 3, 4, 5}))
+        << "the provider posted every list";
+}
+
 // A list of one WR (w_complete copies it itself) and an empty list (complete_list's path with n = 0).
 TEST_F(WrApiTest, AOneWrListAndAnEmptyListAreRecordedWithTheirResults) {
     FakeDevice dev;
