@@ -67,6 +67,13 @@ inline QpState* cached_state(const ibv_qp_ex* q) noexcept {
     return (s != nullptr && s->qp.load(std::memory_order_relaxed) == reinterpret_cast<const void*>(q)) ? s : nullptr;
 }
 
+// The opening of every wrapper below: `s`, the QP's state, from the thread's cache; on a miss the wrapper
+// returns what re-entering it after the lookup returns (after_lookup, with the arguments it was given).
+#define ST_STATE_OR_REENTER(self, ...)                                                          \
+    QpState* const state_ = cached_state(q);                                                   \
+    if (state_ == nullptr) [[unlikely]] return after_lookup<self>(q __VA_OPT__(, ) __VA_ARGS__); \
+    QpState& s = *state_
+
 // Emits the first `n` WRs of the list being built, reported with ret 0 (the list's last event, at wr_complete,
 // carries its real result): all of them when the list outgrows its buffer (more WRs between wr_start and
 // wr_complete than the send queue depth: the provider will fail the list, but the record must not allocate),
@@ -112,86 +119,62 @@ inline void add_data(QpState& s, uint16_t num_sge, uint64_t bytes, bool inline_d
 // ------------------------------------------------------------------ opcode setters
 
 void w_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, uint64_t compare, uint64_t swap) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_atomic_cmp_swp>(q, rkey, raddr, compare, swap);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_atomic_cmp_swp, rkey, raddr, compare, swap);
     begin_wr(s, q, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, raddr, 0);
     s.orig.wr_atomic_cmp_swp(q, rkey, raddr, compare, swap);
 }
 void w_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, uint64_t add) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_atomic_fetch_add>(q, rkey, raddr, add);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_atomic_fetch_add, rkey, raddr, add);
     begin_wr(s, q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, raddr, 0);
     s.orig.wr_atomic_fetch_add(q, rkey, raddr, add);
 }
 void w_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_bind_mw>(q, mw, rkey, info);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_bind_mw, mw, rkey, info);
     begin_wr(s, q, IBV_WR_BIND_MW, rkey, 0, 0);
     s.orig.wr_bind_mw(q, mw, rkey, info);
 }
 void w_local_inv(ibv_qp_ex* q, uint32_t rkey) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_local_inv>(q, rkey);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_local_inv, rkey);
     begin_wr(s, q, IBV_WR_LOCAL_INV, rkey, 0, 0);
     s.orig.wr_local_inv(q, rkey);
 }
 void w_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_rdma_read>(q, rkey, raddr);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_rdma_read, rkey, raddr);
     begin_wr(s, q, IBV_WR_RDMA_READ, rkey, raddr, 0);
     s.orig.wr_rdma_read(q, rkey, raddr);
 }
 void w_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_rdma_write>(q, rkey, raddr);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_rdma_write, rkey, raddr);
     begin_wr(s, q, IBV_WR_RDMA_WRITE, rkey, raddr, 0);
     s.orig.wr_rdma_write(q, rkey, raddr);
 }
 void w_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, __be32 imm) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_rdma_write_imm>(q, rkey, raddr, imm);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_rdma_write_imm, rkey, raddr, imm);
     begin_wr(s, q, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, raddr, imm);
     s.orig.wr_rdma_write_imm(q, rkey, raddr, imm);
 }
 void w_send(ibv_qp_ex* q) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_send>(q);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_send);
     begin_wr(s, q, IBV_WR_SEND, 0, 0, 0);
     s.orig.wr_send(q);
 }
 void w_send_imm(ibv_qp_ex* q, __be32 imm) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_send_imm>(q, imm);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_send_imm, imm);
     begin_wr(s, q, IBV_WR_SEND_WITH_IMM, 0, 0, imm);
     s.orig.wr_send_imm(q, imm);
 }
 void w_send_inv(ibv_qp_ex* q, uint32_t rkey) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_send_inv>(q, rkey);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_send_inv, rkey);
     begin_wr(s, q, IBV_WR_SEND_WITH_INV, rkey, 0, 0);
     s.orig.wr_send_inv(q, rkey);
 }
 void w_send_tso(ibv_qp_ex* q, void* hdr, uint16_t hdr_sz, uint16_t mss) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_send_tso>(q, hdr, hdr_sz, mss);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_send_tso, hdr, hdr_sz, mss);
     begin_wr(s, q, IBV_WR_TSO, 0, 0, 0);
     s.orig.wr_send_tso(q, hdr, hdr_sz, mss);
 }
 void w_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, const void* data) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_atomic_write>(q, rkey, raddr, data);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_atomic_write, rkey, raddr, data);
     begin_wr(s, q, IBV_WR_ATOMIC_WRITE, rkey, raddr, 0);
     add_data(s, 0, 8, false);  // an atomic write carries 8 bytes inline, no SGE
     s.orig.wr_atomic_write(q, rkey, raddr, data);
@@ -200,9 +183,7 @@ void w_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, const void* dat
 // ------------------------------------------------------------------ data setters
 
 void w_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_ud_addr>(q, ah, remote_qpn, remote_qkey);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_set_ud_addr, ah, remote_qpn, remote_qkey);
     if (WrRecord* r = current_wr(s)) {
         r->ah = reinterpret_cast<uint64_t>(ah);
         r->remote_qpn = remote_qpn;
@@ -210,22 +191,16 @@ void w_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remot
     s.orig.wr_set_ud_addr(q, ah, remote_qpn, remote_qkey);
 }
 void w_set_xrc_srqn(ibv_qp_ex* q, uint32_t srqn) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_xrc_srqn>(q, srqn);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_set_xrc_srqn, srqn);
     s.orig.wr_set_xrc_srqn(q, srqn);
 }
 void w_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_inline_data>(q, addr, length);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_set_inline_data, addr, length);
     add_data(s, 1, length, true);
     s.orig.wr_set_inline_data(q, addr, length);
 }
 void w_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_inline_data_list>(q, n, bufs);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_set_inline_data_list, n, bufs);
     if (builds(s.list)) {
         uint64_t bytes = 0;
         for (size_t i = 0; i < n; ++i) bytes += bufs[i].length;
@@ -234,16 +209,12 @@ void w_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
     s.orig.wr_set_inline_data_list(q, n, bufs);
 }
 void w_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_sge>(q, lkey, addr, length);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_set_sge, lkey, addr, length);
     add_data(s, 1, length, false);
     s.orig.wr_set_sge(q, lkey, addr, length);
 }
 void w_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sgl) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_set_sge_list>(q, n, sgl);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_set_sge_list, n, sgl);
     if (builds(s.list)) {
         uint64_t bytes = 0;
         for (size_t i = 0; i < n; ++i) bytes += sgl[i].length;
@@ -322,22 +293,21 @@ __attribute__((noinline)) int complete_built(QpState& s, ibv_qp_ex* q) {
 }
 
 int w_complete(ibv_qp_ex* q) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_complete>(q);
-    if (sp->list.mode == kBuildNothing) {  // nothing recorded: the list had only to be closed
-        sp->list.mode = kListClosed;
-        return sp->orig.wr_complete(q);
+    ST_STATE_OR_REENTER(w_complete);
+    if (s.list.mode == kBuildNothing) {  // nothing recorded: the list had only to be closed
+        s.list.mode = kListClosed;
+        return s.orig.wr_complete(q);
     }
-    return complete_built(*sp, q);
+    return complete_built(s, q);
 }
 
 void w_abort(ibv_qp_ex* q) {
-    QpState* sp = cached_state(q);
-    if (sp == nullptr) [[unlikely]] return after_lookup<w_abort>(q);
-    QpState& s = *sp;
+    ST_STATE_OR_REENTER(w_abort);
     s.list.close();
     s.orig.wr_abort(q);
 }
+
+#undef ST_STATE_OR_REENTER
 
 // (member, wrapper, IBV_QP_EX_WITH_* flag that makes the member usable; 0 = always present)
 #define ST_QPX_MEMBERS(X)                                               \

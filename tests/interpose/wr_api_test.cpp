@@ -185,6 +185,44 @@ TEST_F(WrApiTest, WhatAListRecordsIsDecidedAtItsFirstWr) {
         << "the provider posted every list";
 }
 
+// Lists built on two QPs in turn by one thread: every wrapped call misses the thread's one-entry state cache
+// (the other QP's state is in it) and re-enters after the lookup. Each list records exactly its own WRs.
+TEST_F(WrApiTest, ListsOnTwoQpsBuiltInTurnEachRecordTheirOwnWrs) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* a = create_ex_qp(dev, cq, kOps);
+    ibv_qp_ex* b = create_ex_qp(dev, cq, kOps);
+    clear_events();
+    ibv_wr_start(a);
+    ibv_wr_start(b);
+    for (uint64_t i = 0; i < 3; ++i) {
+        a->wr_id = 100 + i;
+        a->wr_flags = IBV_SEND_SIGNALED;
+        b->wr_id = 200 + i;
+        b->wr_flags = 0;
+        ibv_wr_rdma_write(a, 0x10, 0xa000 + i);
+        ibv_wr_send(b);
+        ibv_wr_set_sge(a, 1, 0x1000, static_cast<uint32_t>(10 + i));
+        ibv_wr_set_sge(b, 1, 0x2000, static_cast<uint32_t>(20 + i));
+    }
+    EXPECT_EQ(ibv_wr_complete(b), 0);
+    EXPECT_EQ(ibv_wr_complete(a), 0);
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 2u);
+    const auto& eb = ev.post_send[0];  // b completed first
+    const auto& ea = ev.post_send[1];
+    EXPECT_EQ(eb.qp_num, b->qp_base.qp_num);
+    EXPECT_EQ(eb.wr_id, (std::vector<uint64_t>{200, 201, 202}));
+    EXPECT_EQ(eb.bytes, (std::vector<uint32_t>{20, 21, 22}));
+    EXPECT_EQ(eb.opcode, (std::vector<uint8_t>{IBV_WR_SEND, IBV_WR_SEND, IBV_WR_SEND}));
+    EXPECT_EQ(ea.qp_num, a->qp_base.qp_num);
+    EXPECT_EQ(ea.wr_id, (std::vector<uint64_t>{100, 101, 102}));
+    EXPECT_EQ(ea.bytes, (std::vector<uint32_t>{10, 11, 12}));
+    EXPECT_EQ(ea.raddr, (std::vector<uint64_t>{0xa000, 0xa001, 0xa002}));
+    EXPECT_EQ(ea.send_flags, (std::vector<uint32_t>{IBV_SEND_SIGNALED, IBV_SEND_SIGNALED, IBV_SEND_SIGNALED}));
+}
+
 // A list of one WR (w_complete copies it itself) and an empty list (complete_list's path with n = 0).
 TEST_F(WrApiTest, AOneWrListAndAnEmptyListAreRecordedWithTheirResults) {
     FakeDevice dev;
