@@ -17,8 +17,9 @@ namespace {
 // A QP's list state (WrList::mode). A list opens at its first WR, not at wr_start, which is not wrapped: the
 // provider's wr_start is called directly, and what the list records is decided when its first opcode setter
 // (or, for an empty list, wr_complete) comes. Every list a message posts saves a wrapped call that way.
-// wr_complete and wr_abort close the list. A second wr_start without either (mlx5 then posts the abandoned
-// WRs with the next list's doorbell) leaves those WRs in the next list's record, as the provider does.
+// wr_complete and wr_abort close the list. A second wr_start without either leaves the first one's WRs in the
+// next list's record, which is what the hardware gets too where a provider allows it (mlx5 without locking:
+// its wr_start keeps the WQEs already written, and the next doorbell covers them).
 constexpr uint8_t kListClosed = 0;  // no list, or one whose first WR has not come yet
 constexpr uint8_t kBuildRecording = 1;
 constexpr uint8_t kBuildCounting = 2;
