@@ -53,17 +53,19 @@ struct QpExOriginals {
 
 // The ibv_wr_* list being built on a QP, from its first WR to wr_complete (wr_abort). Touched only by the thread
 // inside the provider's wr_start..wr_complete window, which the provider serialises per QP (wr_start takes the
-// send-queue lock; the wrappers are not called before it). A fixed buffer
-// rather than a std::vector: appending is then a bounds test and a store, with no growth path for the compiler
-// to keep registers for (the setters inline it).
+// send-queue lock; the wrappers are not called before it). A fixed buffer rather than a std::vector: appending
+// is then a bounds test and a store, with no growth path for the compiler to keep registers for (the setters
+// inline it).
 struct WrList {
+    static constexpr uint8_t kClosed = 0;  // `mode` with no list open; the other modes: qp_ex_wrappers.cpp
+
     WrRecord* wrs = nullptr;  // `capacity` entries (QpState::wr_storage); a full list is emitted early
     uint32_t size = 0;
     uint32_t capacity = 0;
     uint32_t emitted = 0;     // WRs of this list already emitted (lists longer than the buffer)
     uint32_t count = 0;       // counters mode: WRs built so far
     uint64_t bytes = 0;       // counters mode: bytes of the WRs built so far
-    uint8_t mode = 0;         // closed (0), recording, counting or nothing recorded (qp_ex_wrappers.cpp)
+    uint8_t mode = kClosed;   // closed, recording, counting or nothing recorded
 
     // No list open (wr_complete, wr_abort, a reused state).
     void close() noexcept {
@@ -71,7 +73,7 @@ struct WrList {
         emitted = 0;
         count = 0;
         bytes = 0;
-        mode = 0;
+        mode = kClosed;
     }
 };
 

@@ -20,7 +20,7 @@ namespace {
 // wr_complete and wr_abort close the list. A second wr_start without either leaves the first one's WRs in the
 // next list's record, which is what the hardware gets too where a provider allows it (mlx5 without locking:
 // its wr_start keeps the WQEs already written, and the next doorbell covers them).
-constexpr uint8_t kListClosed = 0;  // no list, or one whose first WR has not come yet
+constexpr uint8_t kListClosed = WrList::kClosed;  // no list, or one whose first WR has not come yet
 constexpr uint8_t kBuildRecording = 1;
 constexpr uint8_t kBuildCounting = 2;
 constexpr uint8_t kBuildNothing = 3;
