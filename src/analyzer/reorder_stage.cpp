@@ -65,11 +65,13 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
     const int64_t key = order_key(ev);
     // The announced bound is a promise the emitter may not keep (descheduled on a busy machine): an event that
     // came later than it widens the window for what follows, up to kMaxReorderWindowNs (memory: the events of
-    // one window are held).
+    // one window are held). Widened before this event is held or released, so that it and the rest of its drain
+    // are ordered in the wider window. A delay past the cap still widens to the cap.
     if (capture_fields(ev.id).ts >= 0 && key < ev.ts_ns) {
-        const int64_t delay = ev.ts_ns - key;
-        if (delay < kMaxReorderWindowNs && 2 * delay + margin_ns_ > summary_.window_ns)
-            summary_.window_ns = std::min(kMaxReorderWindowNs, 2 * delay + margin_ns_);
+        const int64_t delay = ev.ts_ns - key;   // > 0; no overflow: key > 0 here, or key == ev.ts_ns
+        const int64_t wanted = delay >= kMaxReorderWindowNs / 2 ? kMaxReorderWindowNs
+                                                                : std::min(kMaxReorderWindowNs, 2 * delay + margin_ns_);
+        summary_.window_ns = std::max(summary_.window_ns, wanted);
     }
     if (key < released_key_) {
         // Emitted later than its process promised: an event of its time was already released.
@@ -89,6 +91,16 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
     // Released: key + window < watermark, i.e. key < watermark - window (no overflow near INT64_MIN/MAX).
     if (watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns)
         release(watermark_ - summary_.window_ns, false);
+    if (heap_.size() > max_held_) release_beyond_memory_bound();
+}
+
+void ReorderStage::release_beyond_memory_bound() {
+    // Each held event has one heap entry. Every round releases the oldest key (at least one element); a split
+    // event's remainder goes back in, so rounds repeat until a whole event has gone out.
+    while (heap_.size() > max_held_) {
+        const int64_t oldest = heap_.front().key;
+        release(oldest == std::numeric_limits<int64_t>::max() ? oldest : oldest + 1, oldest == std::numeric_limits<int64_t>::max());
+    }
 }
 
 void ReorderStage::finish() {

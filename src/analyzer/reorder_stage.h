@@ -18,13 +18,14 @@
 // An event that still comes older than what was released ("late": the tracer missed its bound) is processed
 // at once, never dropped, and counted: the report says ordering was not guaranteed. A data event emitted later
 // after its capture than the window allows (late or not) widens the window to twice that delay for what
-// follows, up to kMaxReorderWindowNs: on a busy machine an emitter is descheduled for milliseconds.
+// follows, up to kMaxReorderWindowNs: on a busy machine an emitter is descheduled for milliseconds, or longer.
 //
 // Immediate traces (every defer_us 0) pass straight through: no key, no copy, no heap.
 // Held events are deep copies (DecodedEvent points at the producer's storage, valid for one call) in pooled
 // slots that keep their buffers: no allocation per event once the pool covers the window.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -43,8 +44,17 @@ inline constexpr int64_t kReorderMarginNs = 20'000'000;
 // events carry capture times: the tracer's default SIGMATRACE_DEFER_MAX_AGE_US. A larger setting shows up as
 // late events.
 inline constexpr int64_t kAssumedDeferNs = 1'000'000;
-// The most the window grows to when events come later than their process announced (see on_event).
-inline constexpr int64_t kMaxReorderWindowNs = 100'000'000;
+// The most the window grows to when events come later than their process announced (see on_event). The emitter
+// thread runs at SCHED_IDLE: on a saturated machine it waits for a free CPU, and the last records of a thread
+// that stopped calling verbs come out when a CPU comes free or at its exit. In the ASan stage of CI (both cores of
+// the 2-core VM busy) ib_write_bw's last drain came out 108 to 580 ms after its captures; the 100 ms cap
+// this replaced let such a drain's merged poll pass the posts it completes. Memory is bounded by kMaxHeldEvents,
+// not by the window.
+inline constexpr int64_t kMaxReorderWindowNs = 10'000'000'000;
+// The most events held at once (about 1 KB each for a one-WR call, plus 8 bytes per element of its sequences).
+// Past it the oldest held event is released before its time: a dense trace with a wide window costs at most
+// this, and an event that then comes older than one released that way is processed as late (counted).
+inline constexpr std::size_t kMaxHeldEvents = std::size_t{1} << 20;
 
 // The time an event is ordered by: its first element's capture time for a data event (elements' times are
 // non-decreasing), ev.ts_ns for every other event and for data events without elements or capture times.
@@ -52,7 +62,8 @@ int64_t order_key(const DecodedEvent& ev);
 
 class ReorderStage final : public EventSink {
 public:
-    explicit ReorderStage(EventSink& out, int64_t margin_ns = kReorderMarginNs) : out_(out), margin_ns_(margin_ns) {}
+    explicit ReorderStage(EventSink& out, int64_t margin_ns = kReorderMarginNs, std::size_t max_held = kMaxHeldEvents)
+        : out_(out), margin_ns_(margin_ns), max_held_(max_held < 1 ? 1 : max_held) {}
     ReorderStage(const ReorderStage&) = delete;
     ReorderStage& operator=(const ReorderStage&) = delete;
 
@@ -88,6 +99,8 @@ private:
 
     uint32_t copy_into_slot(const DecodedEvent& ev);
     void release(int64_t upto_key_exclusive, bool all);
+    // Releases the oldest held elements until at most max_held_ events are held (see kMaxHeldEvents).
+    void release_beyond_memory_bound();
     // Releases elements k.. of a held split event that are captured before `limit_exclusive` (element k at least)
     // as one view; returns the next element and its capture time, kNoNext after the last.
     std::pair<uint32_t, int64_t> release_run(Slot& s, uint32_t k, int64_t limit_exclusive);
@@ -97,6 +110,7 @@ private:
 
     EventSink& out_;
     int64_t margin_ns_;
+    std::size_t max_held_;
     int64_t watermark_ = INT64_MIN;   // newest event timestamp seen
     int64_t released_key_ = INT64_MIN;
     uint64_t arrivals_ = 0;

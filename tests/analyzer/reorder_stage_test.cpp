@@ -199,6 +199,38 @@ TEST(ReorderStage, AnEventLaterThanItsBoundWidensTheWindowForWhatFollows) {
     EXPECT_EQ(out.summary.window_ns, 2 * 2'000'000);
 }
 
+TEST(ReorderStage, PastItsMemoryBoundTheOldestHeldEventIsReleasedEarly) {
+    Capture out;
+    ReorderStage stage(out, 0, /*max_held=*/2);
+    RecordFeeder feed(stage);
+    process_info(feed, 1'000'000, 1000);        // window 2 ms: nothing below is due before finish()
+    post(feed, 2'000'500, 2'000'300, 3);
+    post(feed, 2'000'600, 2'000'100, 1);
+    ASSERT_EQ(out.seen.size(), 1u);
+    EXPECT_EQ(stage.held(), 2u);
+    post(feed, 2'000'700, 2'000'200, 2);        // a third: the oldest (1) goes out before its time
+    ASSERT_EQ(out.seen.size(), 2u);
+    EXPECT_EQ(out.seen[1].wr_ids, std::vector<uint64_t>{1});
+    EXPECT_EQ(stage.held(), 2u);
+    // A merged event of 3 calls at 2.000180, .280, .380, the oldest held: its first element goes out alone (2
+    // comes before the second), its remainder goes back, and 2 goes out to get down to the bound.
+    post(feed, 2'000'800, 2'000'180, 10, 3, 100);
+    ASSERT_EQ(out.seen.size(), 4u);
+    EXPECT_EQ(out.seen[2].wr_ids, std::vector<uint64_t>{10});
+    EXPECT_EQ(out.seen[3].wr_ids, std::vector<uint64_t>{2});
+    EXPECT_EQ(stage.held(), 2u);                // 3 and the merged event's remainder
+    post(feed, 2'000'900, 2'000'150, 4);        // older than what went out: processed at once, counted late
+    ASSERT_EQ(out.seen.size(), 5u);
+    EXPECT_EQ(out.seen[4].wr_ids, std::vector<uint64_t>{4});
+    stage.finish();
+    std::vector<uint64_t> rest;
+    for (std::size_t i = 5; i < out.seen.size(); ++i)
+        for (uint64_t id : out.seen[i].wr_ids) rest.push_back(id);
+    EXPECT_EQ(rest, (std::vector<uint64_t>{11, 3, 12}));
+    EXPECT_EQ(out.summary.late_events, 1u);
+    EXPECT_LE(out.summary.max_held, 3u);
+}
+
 TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     Analysis analysis;
     ReorderStage stage(analysis, 0);
