@@ -65,8 +65,8 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
     const int64_t key = order_key(ev);
     // The announced bound is a promise the emitter may not keep (descheduled on a busy machine): an event that
     // came later than it widens the window for what follows, up to kMaxReorderWindowNs (memory: the events of
-    // one window are held). Widened before this event is held or released, so that it and the rest of its drain
-    // are ordered in the wider window. A delay past the cap still widens to the cap.
+    // one window are held, at most max_held_). Widened before this event is held or released, so that it and the
+    // rest of its drain are ordered in the wider window. A delay past the cap still widens to the cap.
     if (capture_fields(ev.id).ts >= 0 && key < ev.ts_ns) {
         const int64_t delay = ev.ts_ns - key;   // > 0; no overflow: key > 0 here, or key == ev.ts_ns
         const int64_t wanted = delay >= kMaxReorderWindowNs / 2 ? kMaxReorderWindowNs
