@@ -20,6 +20,13 @@ elseif(SIGMATRACE_TSAN)
   add_link_options(-fsanitize=thread)
   set(SIGMATRACE_SANITIZER_RUNTIME tsan)
 endif()
+# Sanitizer reports need function names and file:line, which line tables (-g1) give; RelWithDebInfo's full -g
+# made every compile of the ASan build ~30% slower for nothing they print (trace_acceptance_test.cpp: 47.6 s ->
+# 33.1 s; the code generated is the same). It comes after CMAKE_<LANG>_FLAGS_<CONFIG> on the command line, so
+# it is the -g that counts.
+if(SIGMATRACE_SANITIZE OR SIGMATRACE_TSAN)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX,C>:-g1>)
+endif()
 
 # Path of the sanitizer runtime shared object, for LD_PRELOAD in tests (empty without sanitizers).
 set(SIGMATRACE_SANITIZER_PRELOAD "")
