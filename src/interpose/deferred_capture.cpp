@@ -227,6 +227,27 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
     commit(h);
 }
 
+RecordHeader* defer_wr_one_begin(uint64_t ts, const QpState& s, const WrRecord& wr, uint32_t first_index) noexcept {
+    RecordHeader* h = try_begin_one<SendFixed, SendEntry>(RecordKind::post_send, ts);
+    if (h == nullptr) [[unlikely]] return nullptr;
+    *fixed_part<SendFixed>(h) = wr_list_fixed(s, 0, first_index);  // a success until finish says otherwise
+    *entries<SendFixed, SendEntry>(h) = wr;
+    // No age check here (finish does it): a drain now would delay the doorbell. Not published when another
+    // record of this thread is unfinished (a wr_complete inside a provider's wr_complete): then the space is
+    // simply reserved again by the next record, and the caller records after the call.
+    return tls_ring->commit_unfinished(h) ? h : nullptr;
+}
+
+void defer_wr_one_finish(RecordHeader* h, uint64_t ts, int ret) noexcept {
+    if (ret != 0) [[unlikely]] {  // only a failure touches the record again (its lines left L1 in the call)
+        SendFixed* f = fixed_part<SendFixed>(h);
+        f->ret = ret;
+        f->bad_index = 0;
+    }
+    tls_ring->finish();
+    if (ts - tls_oldest_hint > defer_max_age_ticks()) [[unlikely]] age_check(ts);
+}
+
 namespace {
 
 inline void copy_completion(CompletionEntry& e, const ibv_wc& c) noexcept {

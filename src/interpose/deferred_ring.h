@@ -14,6 +14,13 @@
 // (a header, a fixed part, n entries), 16-byte aligned, never split at the end of the buffer (a pad record fills
 // the rest), at most SIGMATRACE_MAX_BATCH entries each (one record = one call, or one part of a long chain;
 // consecutive records may share an event, deferred_events.h).
+//
+// A record may be published before its last value is known: an ibv_wr_* list's record is written before the
+// provider's wr_complete (the doorbell), while the list's lines are still in the caches, and only its result is
+// written after the call. Such a record is committed unfinished (commit_unfinished: its position is kept on the
+// producer's line) and finished by one release store on that line; consumers stop at an unfinished record, so
+// none is emitted without its result, and records the same thread captures in between (none do on the fabric or
+// mlx5) wait behind it. A ring has at most one unfinished record.
 #pragma once
 
 #include <atomic>
@@ -90,6 +97,28 @@ public:
     void commit(const RecordHeader* h) noexcept {
         head_.store(reserved_at_ + h->size, std::memory_order_release);
     }
+    // Publishes the record reserve() returned as unfinished, when no other is (else false, and nothing is
+    // published): consumers stop at it until finish().
+    bool commit_unfinished(const RecordHeader* h) noexcept {
+        if (unfinished_.load(std::memory_order_relaxed) != kNone) return false;
+        // Release: a consumer that reads this position has also seen the finish() of the record before it.
+        unfinished_.store(reserved_at_, std::memory_order_release);
+        commit(h);
+        return true;
+    }
+    // Finishes the unfinished record: what the producer wrote to it before this is what consumers read. The
+    // record's own lines are not touched (after the doorbell they have usually left the L1 cache).
+    void finish() noexcept { unfinished_.store(kNone, std::memory_order_release); }
+    // The owning thread leaves while its record is unfinished (it exited inside the provider's call): the record,
+    // whose result is unknown, becomes a pad record, so that the ring drains and its next thread starts clean.
+    // Returns whether there was one.
+    bool abandon_unfinished() noexcept {
+        const uint64_t at = unfinished_.load(std::memory_order_relaxed);
+        if (at == kNone) return false;
+        reinterpret_cast<RecordHeader*>(data_ + (at & mask_))->kind = RecordKind::pad;
+        finish();
+        return true;
+    }
     // Whether records wait for their events. Cheap enough for every empty poll: the producer's own head and the
     // consumer's tail (a cache line the consumer writes only when it frees records).
     bool has_pending() const noexcept {
@@ -121,13 +150,16 @@ public:
     void unlock_consumer() noexcept { consumer_busy_.store(false, std::memory_order_release); }
 
     // Hands each committed record captured at or before `cutoff_ts` (all of them: UINT64_MAX) to `emit`, oldest
-    // first, at most `max_records`; frees each after its emission. Returns how many were handed over. Call with
-    // the consumer lock held.
+    // first, at most `max_records`, stopping at an unfinished one; frees each after its emission. Returns how
+    // many were handed over. Call with the consumer lock held.
     template <typename Emit> uint32_t consume(uint64_t cutoff_ts, uint32_t max_records, Emit&& emit) noexcept {
         uint64_t t = tail_.load(std::memory_order_relaxed);
         const uint64_t h = head_.load(std::memory_order_acquire);
+        // Loaded after head_: a record committed unfinished up to h has its position here until finish(), whose
+        // release this acquire pairs with (a later record's position, or none, lets this one through).
+        const uint64_t unfinished = unfinished_.load(std::memory_order_acquire);
         uint32_t done = 0;
-        while (t != h && done < max_records) {
+        while (t != h && done < max_records && t != unfinished) {
             const auto* rec = reinterpret_cast<const RecordHeader*>(data_ + (t & mask_));
             if (rec->kind != RecordKind::pad) {
                 if (rec->ts > cutoff_ts) break;
@@ -160,6 +192,7 @@ public:
         tail_.store(h, std::memory_order_relaxed);
         tail_cache_ = h;
         update_limit(h);
+        unfinished_.store(kNone, std::memory_order_relaxed);
         consumer_busy_.store(false, std::memory_order_relaxed);
     }
 
@@ -174,8 +207,11 @@ private:
         limit_ = free_end < buffer_end ? free_end : buffer_end;
     }
 
+    static constexpr uint64_t kNone = ~0ull;
+
     // Producer-side line.
     alignas(64) std::atomic<uint64_t> head_{0};
+    std::atomic<uint64_t> unfinished_{kNone};  // the unfinished record's position, kNone when there is none
     uint64_t limit_ = 0;  // 0: the first reserve takes reserve()'s full path, which sets it
     uint64_t tail_cache_ = 0;
     uint64_t reserved_at_ = 0;

@@ -142,6 +142,7 @@ uint64_t ring_capacity() noexcept {
 void on_thread_exit(void* p) {
     auto* slot = static_cast<RingSlot*>(p);
     const int saved = errno;
+    if (slot->ring.abandon_unfinished()) note_dropped_record();  // it exited inside a provider's wr_complete
     drain_slot(*slot, kEverything, kAll, Wait::yes);
     tls_ring = nullptr;
     tls_slot = nullptr;

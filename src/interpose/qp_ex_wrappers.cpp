@@ -286,8 +286,20 @@ __attribute__((noinline)) int complete_built(QpState& s, ibv_qp_ex* q) {
         return ret;
     }
     if (s.list.size != 1) [[unlikely]] return complete_list(s, q);
-    // One WR, every message's list in a latency-bound program: copied as one struct, in a small frame
-    // (complete_list's copy of up to 32 WRs is a memmove call in a 1.5 KiB frame, before the doorbell).
+    // One WR, every message's list in a latency-bound program and every WRITE of ib_write_bw: deferred, its
+    // record is written into the ring before the doorbell and finished with the result after it
+    // (deferred_capture.h says why).
+    if (data_path_flags() & kFlagDefer) [[likely]] {
+        const uint64_t ts = capture_ticks();
+        if (deferred::RecordHeader* h = defer_wr_one_begin(ts, s, s.list.wrs[0], s.list.emitted)) [[likely]] {
+            s.list.close();
+            const int ret = s.orig.wr_complete(q);
+            defer_wr_one_finish(h, ts, ret);
+            return ret;
+        }
+    }
+    // Otherwise copied as one struct, in a small frame (complete_list's copy of up to 32 WRs is a memmove call
+    // in a 1.5 KiB frame, before the doorbell), and recorded after the call.
     const WrRecord one = s.list.wrs[0];
     const uint32_t first_index = release_list(s);
     return complete_and_record(s, q, &one, 1, first_index);

@@ -316,6 +316,58 @@ TEST(DeferredRing, RewindsToItsStartWhenItsProducerEmptiedIt) {
     EXPECT_EQ(ring.pending_bytes(), 64u);
 }
 
+// The ring alone: a record committed unfinished (written before the doorbell, its result still to come) holds
+// itself and every later record back from consumers until its producer finishes it; it counts as the oldest.
+// A ring has one unfinished record at most; one its thread leaves behind (abandon) becomes a pad record.
+TEST(DeferredRing, AnUnfinishedRecordHoldsItselfAndLaterRecordsBackUntilFinished) {
+    using interpose::deferred::RecordHeader;
+    using interpose::deferred::RecordKind;
+    alignas(64) static std::array<std::byte, 64 * 1024> memory{};
+    interpose::deferred::Ring ring(memory.data(), memory.size());
+    auto fill = [&ring](RecordKind kind, uint64_t ts) {
+        RecordHeader* h = ring.reserve(64);
+        EXPECT_NE(h, nullptr);
+        if (h == nullptr) return h;
+        h->size = 64;
+        h->kind = kind;
+        h->n = 0;
+        h->ts = ts;
+        return h;
+    };
+    std::vector<std::pair<RecordKind, uint64_t>> seen;
+    auto consume = [&ring, &seen] {
+        EXPECT_TRUE(ring.try_lock_consumer());
+        const uint32_t n = ring.consume(UINT64_MAX, UINT32_MAX, [&seen](const RecordHeader* h) { seen.emplace_back(h->kind, h->ts); });
+        ring.rewind_if_empty_by_producer();  // not while a record is unfinished: it stays where it is
+        ring.unlock_consumer();
+        return n;
+    };
+    ring.commit(fill(RecordKind::post_recv, 1));
+    ASSERT_TRUE(ring.commit_unfinished(fill(RecordKind::post_send, 2)));
+    RecordHeader* second = fill(RecordKind::post_send, 99);
+    EXPECT_FALSE(ring.commit_unfinished(second)) << "one unfinished record at a time; nothing published";
+    ring.commit(fill(RecordKind::poll_cq, 3));  // reserved again where `second` was
+    EXPECT_EQ(ring.pending_bytes(), 192u);
+    EXPECT_EQ(consume(), 1u);
+    EXPECT_EQ(ring.pending_bytes(), 128u);
+    EXPECT_EQ(ring.oldest_ts(), 2u);
+    EXPECT_EQ(consume(), 0u) << "still unfinished";
+    ring.finish();
+    EXPECT_EQ(consume(), 2u);
+    EXPECT_EQ(seen, (std::vector<std::pair<RecordKind, uint64_t>>{
+                        {RecordKind::post_recv, 1}, {RecordKind::post_send, 2}, {RecordKind::poll_cq, 3}}));
+    EXPECT_FALSE(ring.has_pending());
+
+    EXPECT_FALSE(ring.abandon_unfinished());
+    ASSERT_TRUE(ring.commit_unfinished(fill(RecordKind::post_send, 4)));
+    ring.commit(fill(RecordKind::post_recv, 5));
+    EXPECT_EQ(consume(), 0u);
+    EXPECT_TRUE(ring.abandon_unfinished());
+    EXPECT_EQ(consume(), 1u) << "the abandoned record is skipped as a pad record";
+    EXPECT_EQ(seen.back(), (std::pair<RecordKind, uint64_t>{RecordKind::post_recv, 5}));
+    EXPECT_FALSE(ring.has_pending());
+}
+
 // The ring alone, at its limits: full, a record that would straddle the end (a pad record, then offset 0), and
 // the fast reserve, which hands out only space known free before the end and leaves the rest to reserve().
 TEST(DeferredRing, FillsUpPadsAtTheEndAndTheFastReserveStopsWhereReserveMustDecide) {

@@ -256,6 +256,68 @@ TEST_F(WrApiTest, AOneWrListAndAnEmptyListAreRecordedWithTheirResults) {
     EXPECT_TRUE(empty.wr_id.empty()) << "an empty list is one call that posted nothing";
 }
 
+// Deferred, a one-WR list's record is published before the doorbell, unfinished, and finished with the result
+// after it (deferred_capture.h). Inside the provider's wr_complete: another consumer (what the emitter thread
+// does) emits nothing of it, and a record the same thread captures there waits behind it; both come out after
+// the call, the list's with its result, success or failure, and the caller sees the provider's errno.
+TEST_F(WrApiTest, AOneWrListRecordedBeforeTheDoorbellIsEmittedOnlyWithItsResult) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    FakeQp* other = create_qp(dev, cq, cq);
+    ASSERT_EQ(post_one_recv(other, 99), 0);  // this thread's ring exists from here on (its first capture makes it)
+    clear_events();
+    std::vector<uint64_t> emitted_inside;
+    uint64_t next_recv = 100;
+    std::vector<uint64_t> pending_inside;  // bytes left in this thread's ring after that consumer ran
+    fake_qp(&qpx->qp_base)->during_complete = [&] {
+        interpose::deferred::drain_all(interpose::deferred::Wait::no);
+        emitted_inside.push_back(capture_->total());
+        const interpose::deferred::Ring* ring = interpose::deferred::tls_ring;
+        pending_inside.push_back(ring != nullptr ? ring->pending_bytes() : 0);
+        ASSERT_EQ(post_one_recv(other, next_recv++), 0);
+    };
+    auto post_write = [&](uint64_t wr_id) {
+        ibv_wr_start(qpx);
+        qpx->wr_id = wr_id;
+        qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_rdma_write(qpx, 0x77, 0xab000000 + wr_id);
+        ibv_wr_set_sge(qpx, 0x5, 0x1000, 65536);
+        return ibv_wr_complete(qpx);
+    };
+    errno = 0;
+    EXPECT_EQ(post_write(1), 0);
+    EXPECT_EQ(errno, kFakeSuccessErrno);
+    fake_qp(&qpx->qp_base)->fail_complete = true;
+    EXPECT_EQ(post_write(2), EINVAL);
+    EXPECT_EQ(errno, kFakeFailureErrno);
+    // Inside the second call the first list and the first receive are out (2 events), the second list is not.
+    EXPECT_EQ(emitted_inside, (std::vector<uint64_t>{0, 2})) << "a list's record waits for its result";
+
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_send.size(), 2u);
+    ASSERT_EQ(ev.post_recv.size(), 2u);
+    EXPECT_EQ(ev.post_send[0].ret, 0);
+    EXPECT_EQ(ev.post_send[0].bad_index, -1);
+    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{1}));
+    EXPECT_EQ(ev.post_send[0].raddr, (std::vector<uint64_t>{0xab000001}));
+    EXPECT_EQ(ev.post_send[0].rkey, (std::vector<uint32_t>{0x77}));
+    EXPECT_EQ(ev.post_send[0].bytes, (std::vector<uint32_t>{65536}));
+    EXPECT_EQ(ev.post_send[1].ret, EINVAL);
+    EXPECT_EQ(ev.post_send[1].bad_index, 0);
+    EXPECT_EQ(ev.post_send[1].wr_id, (std::vector<uint64_t>{2}));
+    EXPECT_EQ(ev.post_recv[0].wr_id, (std::vector<uint64_t>{100}));
+    EXPECT_EQ(ev.post_recv[1].wr_id, (std::vector<uint64_t>{101}));
+    if (test_defer_mode()) {
+        EXPECT_EQ(pending_inside, (std::vector<uint64_t>{96, 96})) << "the list's record, in the ring, held back";
+        EXPECT_LT(ev.post_send[0].ts, ev.post_recv[0].ts);
+        EXPECT_LT(ev.post_recv[0].ts, ev.post_send[1].ts);
+        EXPECT_LT(ev.post_send[1].ts, ev.post_recv[1].ts);
+    }
+    fake_qp(&qpx->qp_base)->during_complete = nullptr;
+}
+
 // Opens a list of `n` unsignaled one-SGE RDMA WRITEs on `qpx` (wr_id i, 64 bytes to 0x1000 * i); the caller
 // completes it.
 void start_write_list(ibv_qp_ex* qpx, uint64_t n) {

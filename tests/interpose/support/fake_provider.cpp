@@ -146,6 +146,7 @@ struct FakeFunctions {
     static void wr_set_ud_addr(ibv_qp_ex*, ibv_ah*, uint32_t, uint32_t) {}
     static int finish(ibv_qp_ex* qpx) {
         FakeQp* q = fake_qp(&qpx->qp_base);
+        if (q->during_complete) q->during_complete();
         int ret = 0;
         if (q->fail_complete) {
             q->fail_complete = false;

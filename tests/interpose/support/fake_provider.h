@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -61,6 +62,7 @@ struct FakeQp {
     std::vector<FakeWr> building;           // ibv_wr_* list in progress
     int fail_post_at = -1;                  // next post_send/post_recv fails at this chain index
     bool fail_complete = false;             // next wr_complete fails
+    std::function<void()> during_complete;  // run inside wr_complete, between the doorbell and its return
 
     ibv_qp* qp() { return &qpx.qp_base; }
 };
