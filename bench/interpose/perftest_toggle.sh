@@ -19,7 +19,8 @@
 # transfer has begun, phases of PHASE_S seconds (default 1.5) alternate, on/off in odd pairs and off/on in even
 # ones, each after SETTLE_S (default 0.3 s: the change reaches the program through its lttng-ust listener
 # thread) and measured by two readings of `sigmatrace fabric --stats` (the link's bytes) and the clock. The ratio
-# of a pair's two phases is one sample; the script prints every pair's ratio and their median, mean and range.
+# of a pair's two phases is one sample (a pair the transfer did not outlast is left out); the script prints every
+# pair's ratio and their median, mean and range.
 #
 # CONTROL=1 leaves the events disabled in both kinds of phases (the ratio should be 1).
 #
@@ -91,9 +92,14 @@ for run in $(seq "$runs"); do
       # A phase is kept only if the transfer ran all through it (the program still moving data at its end).
       if [[ -z ${tb:-} || -z ${ba:-} ]] || (( bb <= ba )); then rate=(); break; fi
       rate[$state]=$(awk -v db=$((bb - ba)) -v dt=$((tb - ta)) 'BEGIN { printf "%.1f", db / dt * 1000 }')  # MB/s
+      last=$bb
       unset tb
     done
     [[ -n ${rate[on]:-} && -n ${rate[off]:-} ]] || break
+    # The transfer must outlast the pair: one that ended inside its last phase would make that phase look slow.
+    sleep 0.2
+    read -r _ bc < <(sample "$name"; echo "0 0")
+    (( ${bc:-0} > last )) || break
     ratio=$(awk -v a="${rate[on]}" -v b="${rate[off]}" 'BEGIN { printf "%.4f", a / b }')
     echo "$ratio" >>"$work/ratios"
     echo "run $run pair $p (${order[*]}): recording ${rate[on]} MB/s, not recording ${rate[off]} MB/s, ratio $ratio"
