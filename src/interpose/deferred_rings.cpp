@@ -266,10 +266,11 @@ void shutdown() noexcept {
     drain_all(Wait::yes);
     const uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
     if (dropped != 0) {
-        char msg[200];
+        char msg[256];
         const int n = std::snprintf(msg, sizeof msg,
-                                    "sigmatrace: %llu data-path records were not traced: no memory for a "
-                                    "thread's deferred-emission ring (SIGMATRACE_DEFER_RING_KB)\n",
+                                    "sigmatrace: %llu data-path records were not traced: no memory or no room for "
+                                    "them in a thread's deferred-emission ring (SIGMATRACE_DEFER_RING_KB), or their "
+                                    "thread exited inside the provider's call\n",
                                     static_cast<unsigned long long>(dropped));
         if (n > 0) {
             ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));

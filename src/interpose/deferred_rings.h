@@ -36,7 +36,8 @@ Ring* ring_for_this_thread() noexcept;
 // Initial-exec TLS: the data path reads it with one %fs-relative load.
 extern __thread Ring* tls_ring __attribute__((tls_model("initial-exec")));
 
-// Records the producer failed to keep (no memory for a ring): reported on stderr at exit when not 0.
+// Records the producer failed to keep (no memory for a ring, a ring it could not empty, a record its thread left
+// unfinished at exit): reported on stderr at exit when not 0.
 void note_dropped_record() noexcept;
 
 enum class Wait : uint8_t {
