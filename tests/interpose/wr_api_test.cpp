@@ -1,6 +1,9 @@
 // The ibv_wr_* API: a QP created with ibv_create_qp_ex(send_ops_flags) through the wrapped verbs_context,
 // lists built with the inline ibv_wr_start / ibv_wr_<opcode> / ibv_wr_set_* / ibv_wr_complete.
+#include <pthread.h>
+
 #include <cerrno>
+#include <thread>
 #include <vector>
 
 #include "interpose/context_ops.h"
@@ -316,6 +319,58 @@ TEST_F(WrApiTest, AOneWrListRecordedBeforeTheDoorbellIsEmittedOnlyWithItsResult)
         EXPECT_LT(ev.post_send[1].ts, ev.post_recv[1].ts);
     }
     fake_qp(&qpx->qp_base)->during_complete = nullptr;
+}
+
+// A thread that exits inside the provider's wr_complete (pthread_exit from the provider) leaves its list's record
+// unfinished: at its exit the record is dropped and counted, what it captured before still comes out, and the
+// ring it frees records normally for the next thread.
+TEST_F(WrApiTest, AThreadThatExitsInsideWrCompleteHasThatListDroppedAndCounted) {
+    FakeDevice dev;
+    open(dev);
+    FakeCq* cq = dev.make_cq(64);
+    ibv_qp_ex* qpx = create_ex_qp(dev, cq, kOps);
+    FakeQp* other = create_qp(dev, cq, cq);
+    clear_events();
+    const uint64_t dropped_before = interpose::deferred::ring_stats().dropped_records;
+    FakeQp* fq = fake_qp(&qpx->qp_base);
+    fq->during_complete = [fq] {
+        fq->during_complete = nullptr;
+        fq->mutex.unlock();  // the provider's send-queue lock, which its wr_complete would have released
+        pthread_exit(nullptr);
+    };
+    std::thread([&] {
+        ASSERT_EQ(post_one_recv(other, 7), 0);  // this thread's first capture: it makes its ring
+        ASSERT_EQ(post_one_recv(other, 8), 0);
+        ibv_wr_start(qpx);
+        qpx->wr_id = 1;
+        qpx->wr_flags = 0;
+        ibv_wr_rdma_write(qpx, 0x77, 0xab000000);
+        ibv_wr_set_sge(qpx, 0x5, 0x1000, 64);
+        (void)ibv_wr_complete(qpx);
+        ADD_FAILURE() << "pthread_exit returned";
+    }).join();
+    std::thread([&] {  // likely given the ring the first thread freed
+        ibv_wr_start(qpx);
+        qpx->wr_id = 2;
+        qpx->wr_flags = 0;
+        ibv_wr_rdma_write(qpx, 0x77, 0xab000002);
+        ibv_wr_set_sge(qpx, 0x5, 0x1000, 64);
+        EXPECT_EQ(ibv_wr_complete(qpx), 0);
+    }).join();
+
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.post_recv.size(), 2u);
+    EXPECT_EQ(ev.post_recv[0].wr_id, (std::vector<uint64_t>{7}));
+    EXPECT_EQ(ev.post_recv[1].wr_id, (std::vector<uint64_t>{8}));
+    if (test_defer_mode()) {
+        EXPECT_EQ(interpose::deferred::ring_stats().dropped_records, dropped_before + 1);
+        ASSERT_EQ(ev.post_send.size(), 1u) << "the list whose thread exited in its call is not emitted";
+        EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{2}));
+        EXPECT_EQ(ev.post_send[0].ret, 0);
+    } else {
+        ASSERT_EQ(ev.post_send.size(), 1u);  // immediate: the event is written after the call, which never returned
+        EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{2}));
+    }
 }
 
 // Opens a list of `n` unsignaled one-SGE RDMA WRITEs on `qpx` (wr_id i, 64 bytes to 0x1000 * i); the caller
