@@ -34,10 +34,10 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
 // A one-WR ibv_wr_* list in two steps around the provider's wr_complete (`ts` taken before the call):
 // defer_wr_one_begin writes the record before the doorbell, while the list's lines are still in the caches, and
 // publishes it unfinished (deferred_ring.h); defer_wr_one_finish adds the call's result. Why: after the doorbell
-// the fabric's send has copied the message (64 KiB evicts the L1 cache), and building the record there cost
-// ~25 ns per WRITE of ib_write_bw, most of it cache misses on what the setters had just written
-// (docs/PERFORMANCE.md). begin returns nullptr when it cannot reserve without a call (no ring yet, a full ring):
-// the caller then takes the record-after-the-call path (defer_wr_list).
+// the fabric's send has copied the message (64 KiB evicts the L1 cache), and building the record there from a
+// copy cost ib_write_bw's client ~0.19% of its CPU (~12 ns per WRITE, by sampling), against ~0.14% for the two
+// steps (docs/PERFORMANCE.md, "Recording before the doorbell"). begin returns nullptr when it cannot reserve
+// without a call (no ring yet, a full ring): the caller then takes the record-after-the-call path (defer_wr_list).
 deferred::RecordHeader* defer_wr_one_begin(uint64_t ts, const QpState& s, const WrRecord& wr, uint32_t first_index) noexcept;
 void defer_wr_one_finish(deferred::RecordHeader* h, uint64_t ts, int ret) noexcept;
 // Polls: a non-empty ibv_poll_cq (ts taken here, after the call), an extended-CQ pass (`ts` taken when
