@@ -23,6 +23,8 @@ if [[ ${SIGMATRACE_SANDBOXED:-0} != 1 ]]; then
   exec "$here/tests/support/sandbox.sh" "$0" "$build" "$rounds" ${3:+"$3"}
 fi
 sigmatrace=$build/stage/bin/sigmatrace
+# shellcheck source=bench/interpose/stats.sh
+source "$here/bench/interpose/stats.sh"
 program=$build/bench/bin/fabric_pingpong
 preload=$build/stage/lib/libsigmatrace.so
 iters=${ITERS:-100000}
@@ -65,7 +67,6 @@ for r in $(seq "$rounds"); do
   done
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo
 echo "medians over $rounds rounds, $iters messages each (ns; in brackets: minus plain)"
 for v in "${variants[@]}"; do

@@ -26,6 +26,8 @@ if [[ ${SIGMATRACE_SANDBOXED:-0} != 1 ]]; then
 fi
 (( $(nproc) >= 2 )) || { echo "perftest_concurrent.sh: needs 2 CPUs" >&2; exit 2; }
 sigmatrace=$build/stage/bin/sigmatrace
+# shellcheck source=bench/interpose/stats.sh
+source "$here/bench/interpose/stats.sh"
 work=$(mktemp -d /tmp/perftest-concurrent.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 iters=${BW_ITERS:-300000}
@@ -54,8 +56,6 @@ server_rc=$?
 EOF
 chmod +x "$work/pair.sh"
 
-bw_of() { awk '/^ *#bytes/ { getline; print $4; exit }' "$1"; }  # BW average[MB/sec]
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 : >"$work/ratios"
 for r in $(seq "$rounds"); do
   x=$(( r % 2 )) y=$(( (r + 1) % 2 ))  # untraced on CPU x, traced on CPU y
@@ -83,8 +83,6 @@ for r in $(seq "$rounds"); do
   echo "$ratio" >>"$work/ratios"
   echo "round $r: untraced (CPU $x) $p MB/s, traced (CPU $y) $t MB/s, ratio $ratio"
 done
-range() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f..%.3f", lo, hi }'; }
-mean() { awk '{ s += $1 } END { printf "%.3f", s / NR }'; }
 echo
 what="traced and untraced"
 [[ ${CONTROL:-0} == 1 ]] && what="CONTROL: untraced and untraced"

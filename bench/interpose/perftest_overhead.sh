@@ -24,6 +24,8 @@ if [[ ${SIGMATRACE_SANDBOXED:-0} != 1 ]]; then
 fi
 sigmatrace=$build/stage/bin/sigmatrace
 pair=$here/tests/interpose/support/run_pair.sh
+# shellcheck source=bench/interpose/stats.sh
+source "$here/bench/interpose/stats.sh"
 work=$(mktemp -d /tmp/perftest-overhead.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -45,11 +47,9 @@ run() {
   echo "$out/client.out"
 }
 
-# The result line of perftest follows the header line that starts with " #bytes".
-bw_of() { awk '/^ *#bytes/ { getline; print $4; exit }' "$1"; }       # BW average[MB/sec]
+# The result line of perftest follows the header line that starts with " #bytes" (bw_of: stats.sh).
 lat_of() { awk '/^ *#bytes/ { getline; print $5; exit }' "$1"; }      # t_typical[usec] (median)
 min_of() { awk '/^ *#bytes/ { getline; print $3; exit }' "$1"; }      # t_min[usec]
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 : >"$work/bw_plain"; : >"$work/bw_traced"; : >"$work/lat_plain"; : >"$work/lat_traced"
 : >"$work/min_plain"; : >"$work/min_traced"
@@ -76,8 +76,6 @@ lp=$(median <"$work/lat_plain"); lt=$(median <"$work/lat_traced")
 round_ratios() { paste "$1" "$2" | awk '{ printf "%.4f\n", $2 / $1 }'; }
 bw_ratios=$(round_ratios "$work/bw_plain" "$work/bw_traced")
 lat_ratios=$(round_ratios "$work/lat_plain" "$work/lat_traced")
-mean() { awk '{ s += $1 } END { printf "%.3f", s / NR }'; }
-range() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f..%.3f", lo, hi }'; }
 echo
 echo "ib_write_bw 64 KiB, $bw_iters iterations, median of $rounds: untraced $bp MB/s, traced $bt MB/s," \
      "ratio of medians $(awk -v a="$bt" -v b="$bp" 'BEGIN { printf "%.3f", a / b }');" \

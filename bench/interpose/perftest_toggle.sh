@@ -36,6 +36,8 @@ fi
 command -v lttng >/dev/null || { echo "perftest_toggle.sh: needs lttng (lttng-tools)" >&2; exit 2; }
 sigmatrace=$build/stage/bin/sigmatrace
 pair=$here/tests/interpose/support/run_pair.sh
+# shellcheck source=bench/interpose/stats.sh
+source "$here/bench/interpose/stats.sh"
 work=$(mktemp -d /tmp/perftest-toggle.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export RUN_PAIR_PIN=${RUN_PAIR_PIN:-1}  # server on CPU 0, client on CPU 1
@@ -106,12 +108,9 @@ for run in $(seq "$runs"); do
   done
   events "$session" on 2>/dev/null || true
   wait "$recorder" || { echo "run $run failed:" >&2; cat "$work/r$run.log" "$work/o$run"/*.out >&2; exit 1; }
-  echo "run $run: ib_write_bw's own average over the whole run (both kinds of phases): $(awk '/^ *#bytes/ { getline; print $4; exit }' "$work/o$run/client.out") MB/s"
+  echo "run $run: ib_write_bw's own average over the whole run (both kinds of phases): $(bw_of "$work/o$run/client.out") MB/s"
   rm -rf "$work/t$run.trace"
 done
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-range() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f..%.3f", lo, hi }'; }
-mean() { awk '{ s += $1 } END { printf "%.4f", s / NR }'; }
 n=$(wc -l <"$work/ratios")
 echo
 echo "ib_write_bw 64 KiB, recording / not recording within one run, $n phase pairs over $runs runs: median ratio" \
