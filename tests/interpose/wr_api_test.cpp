@@ -259,6 +259,16 @@ TEST_F(WrApiTest, AOneWrListAndAnEmptyListAreRecordedWithTheirResults) {
     EXPECT_TRUE(empty.wr_id.empty()) << "an empty list is one call that posted nothing";
 }
 
+// Posts a one-WR list: an RDMA WRITE of `length` bytes to 0xab000000 + wr_id, rkey 0x77. Returns wr_complete's result.
+int write_one(ibv_qp_ex* qpx, uint64_t wr_id, unsigned flags, uint32_t length) {
+    ibv_wr_start(qpx);
+    qpx->wr_id = wr_id;
+    qpx->wr_flags = flags;
+    ibv_wr_rdma_write(qpx, 0x77, 0xab000000 + wr_id);
+    ibv_wr_set_sge(qpx, 0x5, 0x1000, length);
+    return ibv_wr_complete(qpx);
+}
+
 // Deferred, a one-WR list's record is published before the doorbell, unfinished, and finished with the result
 // after it (deferred_capture.h). Inside the provider's wr_complete: another consumer (what the emitter thread
 // does) emits nothing of it, and a record the same thread captures there waits behind it; both come out after
@@ -281,19 +291,11 @@ TEST_F(WrApiTest, AOneWrListRecordedBeforeTheDoorbellIsEmittedOnlyWithItsResult)
         pending_inside.push_back(ring != nullptr ? ring->pending_bytes() : 0);
         ASSERT_EQ(post_one_recv(other, next_recv++), 0);
     };
-    auto post_write = [&](uint64_t wr_id) {
-        ibv_wr_start(qpx);
-        qpx->wr_id = wr_id;
-        qpx->wr_flags = IBV_SEND_SIGNALED;
-        ibv_wr_rdma_write(qpx, 0x77, 0xab000000 + wr_id);
-        ibv_wr_set_sge(qpx, 0x5, 0x1000, 65536);
-        return ibv_wr_complete(qpx);
-    };
     errno = 0;
-    EXPECT_EQ(post_write(1), 0);
+    EXPECT_EQ(write_one(qpx, 1, IBV_SEND_SIGNALED, 65536), 0);
     EXPECT_EQ(errno, kFakeSuccessErrno);
     fake_qp(&qpx->qp_base)->fail_complete = true;
-    EXPECT_EQ(post_write(2), EINVAL);
+    EXPECT_EQ(write_one(qpx, 2, IBV_SEND_SIGNALED, 65536), EINVAL);
     EXPECT_EQ(errno, kFakeFailureErrno);
     // Inside the second call the first list and the first receive are out (2 events), the second list is not.
     EXPECT_EQ(emitted_inside, (std::vector<uint64_t>{0, 2})) << "a list's record waits for its result";
@@ -341,22 +343,11 @@ TEST_F(WrApiTest, AThreadThatExitsInsideWrCompleteHasThatListDroppedAndCounted) 
     std::thread([&] {
         ASSERT_EQ(post_one_recv(other, 7), 0);  // this thread's first capture: it makes its ring
         ASSERT_EQ(post_one_recv(other, 8), 0);
-        ibv_wr_start(qpx);
-        qpx->wr_id = 1;
-        qpx->wr_flags = 0;
-        ibv_wr_rdma_write(qpx, 0x77, 0xab000000);
-        ibv_wr_set_sge(qpx, 0x5, 0x1000, 64);
-        (void)ibv_wr_complete(qpx);
+        (void)write_one(qpx, 1, 0, 64);
         ADD_FAILURE() << "pthread_exit returned";
     }).join();
-    std::thread([&] {  // likely given the ring the first thread freed
-        ibv_wr_start(qpx);
-        qpx->wr_id = 2;
-        qpx->wr_flags = 0;
-        ibv_wr_rdma_write(qpx, 0x77, 0xab000002);
-        ibv_wr_set_sge(qpx, 0x5, 0x1000, 64);
-        EXPECT_EQ(ibv_wr_complete(qpx), 0);
-    }).join();
+    // Likely given the ring the first thread freed.
+    std::thread([&] { EXPECT_EQ(write_one(qpx, 2, 0, 64), 0); }).join();
 
     const CapturedEvents ev = events();
     ASSERT_EQ(ev.post_recv.size(), 2u);
