@@ -45,12 +45,12 @@ iters=${BW_ITERS:-4000000}
 phase_s=${PHASE_S:-1.5}
 settle_s=${SETTLE_S:-0.3}
 
-# "<ns> <bytes>": the clock in the middle of one read of the fabric's counters (all links), or nothing when the
-# fabric is gone.
+# "<ns> <bytes>": the clock in the middle of one read of the fabric's counters (all links); "0 0" when the fabric
+# cannot be read (not there yet, or gone), which every caller treats as no progress.
 sample() {
   local t0 t1 json
   t0=$(date +%s%N)
-  json=$("$sigmatrace" fabric --stats --json --name "$1" 2>/dev/null) || return 0
+  json=$("$sigmatrace" fabric --stats --json --name "$1" 2>/dev/null) || { echo "0 0"; return 0; }
   t1=$(date +%s%N)
   awk -v t=$(( (t0 + t1) / 2 )) '{ while (match($0, /"bytes": [0-9]+/)) { s += substr($0, RSTART + 9, RLENGTH - 9); $0 = substr($0, RSTART + RLENGTH) } }
        END { printf "%.0f %.0f\n", t, s }' <<<"$json"  # %d would clip at 2^31 in mawk
@@ -73,8 +73,8 @@ for run in $(seq "$runs"); do
   recorder=$!
   # The transfer has begun when the link has carried a few MB.
   for _ in $(seq 600); do
-    read -r _ b < <(sample "$name"; echo "0 0") || true
-    (( ${b:-0} > 100000000 )) && break
+    read -r _ b < <(sample "$name")
+    (( b > 100000000 )) && break
     sleep 0.05
   done
   session=$(lttng list 2>/dev/null | awk '/^ *[0-9]+\) / { print $2; exit }')
@@ -92,16 +92,15 @@ for run in $(seq "$runs"); do
       sleep "$phase_s"
       read -r tb bb < <(sample "$name")
       # A phase is kept only if the transfer ran all through it (the program still moving data at its end).
-      if [[ -z ${tb:-} || -z ${ba:-} ]] || (( bb <= ba )); then rate=(); break; fi
+      if (( bb <= ba )); then rate=(); break; fi
       rate[$state]=$(awk -v db=$((bb - ba)) -v dt=$((tb - ta)) 'BEGIN { printf "%.1f", db / dt * 1000 }')  # MB/s
       last=$bb
-      unset tb
     done
     [[ -n ${rate[on]:-} && -n ${rate[off]:-} ]] || break
     # The transfer must outlast the pair: one that ended inside its last phase would make that phase look slow.
     sleep 0.2
-    read -r _ bc < <(sample "$name"; echo "0 0")
-    (( ${bc:-0} > last )) || break
+    read -r _ bc < <(sample "$name")
+    (( bc > last )) || break
     ratio=$(awk -v a="${rate[on]}" -v b="${rate[off]}" 'BEGIN { printf "%.4f", a / b }')
     echo "$ratio" >>"$work/ratios"
     echo "run $run pair $p (${order[*]}): recording ${rate[on]} MB/s, not recording ${rate[off]} MB/s, ratio $ratio"
