@@ -136,6 +136,11 @@ int cmd_fabric(Args args) {
             fab->join_locked(node);
         }
         fabric::write_fake_sysfs(sysfs, o.name, node, o.rails);
+        if (softfabric::configured_part_id() != 0) {
+            if (std::string problem = fabric::expose_sys_class_infiniband(sysfs); !problem.empty())
+                fmt::print(stderr, "sigmatrace fabric: note: /sys/class/infiniband shows no fabric NIC ({}); UCX and "
+                                   "Open MPI then miss the NICs' locality and driver\n", problem);
+        }
 
         setenv("SYSFS_PATH", sysfs.c_str(), 1);
         setenv("RDMAV_DRIVERS", (layout.fabric_dir() / "libsoftfabric").c_str(), 1);

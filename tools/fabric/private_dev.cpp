@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 namespace sigmatrace::fabric {
 namespace {
@@ -85,6 +86,35 @@ std::filesystem::path enter_private_dev(uint32_t rails, const std::vector<int>& 
             throw SetupError(fmt::format("Cannot create {}: {}", node, std::strerror(errno)));
     }
     return std::filesystem::path(kDevDir) / "softfabric-sysfs";
+}
+
+}  // namespace sigmatrace::fabric
+
+namespace sigmatrace::fabric {
+
+std::string expose_sys_class_infiniband(const std::filesystem::path& sysfs) {
+    namespace fs = std::filesystem;
+    const fs::path sys_class = "/sys/class";
+    const fs::path view = fs::path(kDevDir) / "softfabric-sysclass";
+    std::error_code ec;
+    if (!fs::is_directory(sys_class, ec)) return fmt::format("{} is not a directory", sys_class.string());
+    fs::create_directories(view, ec);
+    if (ec) return fmt::format("cannot create {}: {}", view.string(), ec.message());
+    for (const auto& entry : fs::directory_iterator(sys_class, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name == "infiniband") continue;  // the fabric's replaces a real one: the command sees only fabric NICs
+        const fs::path at = view / name;
+        fs::create_directory(at, ec);
+        if (ec) return fmt::format("cannot create {}: {}", at.string(), ec.message());
+        if (mount(entry.path().c_str(), at.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+            return fmt::format("cannot bind {} into the view: {}", entry.path().string(), std::strerror(errno));
+    }
+    if (ec) return fmt::format("cannot list {}: {}", sys_class.string(), ec.message());
+    fs::create_symlink(sysfs / "class/infiniband", view / "infiniband", ec);
+    if (ec) return fmt::format("cannot create {}: {}", (view / "infiniband").string(), ec.message());
+    if (mount(view.c_str(), sys_class.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        return fmt::format("cannot mount the view on {}: {}", sys_class.string(), std::strerror(errno));
+    return {};
 }
 
 }  // namespace sigmatrace::fabric

@@ -23,4 +23,10 @@ public:
 // namespace of one of `fabric_member_pids` when it can, and creates one only for the first member.
 std::filesystem::path enter_private_dev(uint32_t rails, const std::vector<int>& fabric_member_pids);
 
+// Inside that namespace, shows the fake tree's class/infiniband at /sys/class/infiniband too, where UCX and Open
+// MPI read some attributes directly (device/numa_node, device/local_cpus, device/driver): /sys/class becomes a
+// view holding every original entry (bind mounts) plus the fabric's infiniband class. Returns an empty string
+// on success, else what failed (the command still runs; only those direct reads miss).
+std::string expose_sys_class_infiniband(const std::filesystem::path& sysfs);
+
 }  // namespace sigmatrace::fabric

@@ -150,6 +150,7 @@ QueuePair::QueuePair(Runtime& rt, const QueuePairConfig& config)
     shared_->rq_offset = rq_offset_;
     shared_->srq_offset = config.srq_offset;
     shared_->recv_cq_offset = config.recv_cq_offset;
+    shared_->dc_role = static_cast<uint32_t>(config.dc_role);
     qpn_ = rt.claim_qpn(shared_offset_);
     if (!qpn_) {
         arena.release(rq_offset_, rq_bytes_);
@@ -235,7 +236,8 @@ bool QueuePair::waited_on() const {
 void QueuePair::schedule(Wqe* w, uint64_t earliest) {
     LinkModel& links = rt_.links();
     NicId src = config_.nic;
-    NicId dst = config_.type == IBV_QPT_UD ? w->ud.nic : transport_.dest_nic;
+    NicId dst = per_wqe_destination() ? w->ud.nic : transport_.dest_nic;
+    const bool acked = config_.type == IBV_QPT_RC || config_.dc_role == DcRole::Initiator;
     switch (w->opcode) {
         case Opcode::Send:
         case Opcode::SendWithImm:
@@ -245,8 +247,8 @@ void QueuePair::schedule(Wqe* w, uint64_t earliest) {
             w->t_sent = tx.start_ns;
             w->t_exec = tx.arrive_ns;
             w->lost = tx.lost;
-            // UD and UC complete once sent; RC when the ACK is back.
-            w->t_done = config_.type == IBV_QPT_RC ? tx.arrive_ns + tx.latency_ns : tx.end_ns;
+            // UD and UC complete once sent; RC and DC when the ACK is back.
+            w->t_done = acked ? tx.arrive_ns + tx.latency_ns : tx.end_ns;
             break;
         }
         case Opcode::RdmaRead: {
@@ -349,7 +351,7 @@ QueuePair::Outcome QueuePair::lost_attempt(Wqe* w, uint64_t) {
 }
 
 QueuePair::Outcome QueuePair::rnr_nak(Wqe* w, uint64_t, uint32_t responder_rnr_timer) {
-    NicId dst = transport_.dest_nic;
+    NicId dst = per_wqe_destination() ? w->ud.nic : transport_.dest_nic;
     rt_.links().count_rnr(dst, config_.nic);
     if (transport_.rnr_retry != 7 && ++w->rnr_attempts > transport_.rnr_retry) {
         w->status = IBV_WC_RNR_RETRY_EXC_ERR;
@@ -395,9 +397,10 @@ void QueuePair::responder_error(const PeerQp& p, SharedCq* rcq, uint64_t wr_id, 
 QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
     if (w->status != IBV_WC_SUCCESS) return Outcome::Failed;
     const bool ud = config_.type == IBV_QPT_UD;
+    const bool dci = config_.dc_role == DcRole::Initiator;
     // UD and UC have no ACK/NAK: whatever keeps the responder from accepting a message drops it silently, and
     // the sender completes successfully.
-    const bool reliable = config_.type == IBV_QPT_RC;
+    const bool reliable = config_.type == IBV_QPT_RC || dci;
     const bool local_write = w->opcode == Opcode::RdmaRead || w->opcode == Opcode::AtomicCmpSwp ||
                              w->opcode == Opcode::AtomicFetchAdd;
     iovec local[kMaxIov];
@@ -411,7 +414,7 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
         return Outcome::Failed;
     }
     NicId src = config_.nic;
-    NicId dst = ud ? w->ud.nic : transport_.dest_nic;
+    NicId dst = ud || dci ? w->ud.nic : transport_.dest_nic;
     if (w->lost) {
         if (!reliable) return Outcome::Done;
         return lost_attempt(w, now);
@@ -419,7 +422,7 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
 
     // Find the responder. Anything that keeps the packet from being accepted is, to the requester, a loss.
     PeerQp p;
-    uint32_t dqpn = ud ? w->ud.qpn : transport_.dest_qpn;
+    uint32_t dqpn = ud || dci ? w->ud.qpn : transport_.dest_qpn;
     bool reachable = rt_.find_qp(dqpn, p) && p.qp->nic == dst.index() && rt_.peer_alive(p.member);
     if (reachable) {
         uint32_t ts = p.qp->state.load(std::memory_order_acquire);
@@ -428,6 +431,10 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
             uint32_t qkey = (w->ud.qkey & 0x8000'0000u) ? shared_->qkey.load() : w->ud.qkey;
             reachable = qkey == p.qp->qkey.load();
         }
+        // A DCI reaches a DCT (in RTR: a DCT never moves further) that accepts its access key; a DCT that refuses
+        // the key does not answer, so the initiator retries and fails as for an absent target.
+        if (reachable && dci)
+            reachable = p.qp->dc_role == static_cast<uint32_t>(DcRole::Target) && w->ud.qkey == p.qp->qkey.load();
     }
     if (!reachable) {
         rt_.links().count_lost(src, dst);

@@ -83,7 +83,8 @@ struct Sge {
     uint32_t lkey;
 };
 
-// Where a UD send goes (from the address handle and the WR).
+// Where a UD or DC send goes (from the address handle and the WR, or from the WQE's address vector). For DC, qkey
+// holds the DC access key (its low 32 bits).
 struct UdDestination {
     NicId nic;
     uint32_t qpn = 0;
@@ -179,6 +180,7 @@ struct QueuePairConfig {
     uint64_t srq_offset = 0;       // RecvRing of the SRQ in this process's arena
     uint64_t recv_cq_offset = 0;   // SharedCq in this process's arena
     SharedCq* send_cq = nullptr;   // used by the default sink
+    DcRole dc_role = DcRole::None; // IBV_QPT_DRIVER QPs: a DC initiator (per-WQE destination) or target
 };
 
 class QueuePair {
@@ -237,6 +239,10 @@ public:
 
 private:
     enum class Outcome { Done, Retry, Failed };
+    // UD and DC initiators take each operation's destination from the WQE (Wqe::ud), others from transport().
+    bool per_wqe_destination() const {
+        return config_.type == IBV_QPT_UD || config_.dc_role == DcRole::Initiator;
+    }
     Wqe* at(uint64_t index) { return reinterpret_cast<Wqe*>(sq_.data() + (index & (capacity_ - 1)) * stride_); }
     void schedule(Wqe* w, uint64_t earliest);
     Outcome execute(Wqe* w, uint64_t now);

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 namespace softfabric {
@@ -39,6 +40,16 @@ std::optional<NicId> nic_from_gid(const ibv_gid& gid) {
     if (node >= kMaxNodes || rail >= kMaxRails) return std::nullopt;
     return NicId{node, rail};
 }
+
+uint32_t configured_part_id() {
+    static const uint32_t id = [] {
+        const char* v = std::getenv("SOFTFABRIC_VENDOR_PART_ID");
+        return v && *v ? static_cast<uint32_t>(std::strtoul(v, nullptr, 0)) : kDefaultVendorPartId;
+    }();
+    return id;
+}
+
+std::string pci_address(uint32_t rail) { return fmt::format("0000:{:02x}:00.0", 0x0b + rail); }
 
 std::optional<uint32_t> parse_node_name(const std::string& text) {
     std::string_view s = text;

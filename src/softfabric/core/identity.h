@@ -24,6 +24,10 @@ inline constexpr uint32_t kMaxRails = 8;
 inline constexpr uint32_t kMaxNics = kMaxNodes * kMaxRails;
 inline constexpr uint64_t kGuidPrefix = 0x5346'0000'0000'0000ull;
 inline constexpr uint32_t kVendorId = 0x5346;  // reported vendor_id ("SF")
+// The PCI function the fake sysfs puts under each NIC (its ConnectX personality): Mellanox's PCI vendor id, and
+// as device id the NIC's vendor_part_id (on a ConnectX the two are the same number).
+inline constexpr uint32_t kPciVendorMellanox = 0x15b3;
+inline constexpr uint32_t kDefaultVendorPartId = 4123;  // ConnectX-6
 
 struct NicId {
     uint32_t node = 0;
@@ -48,6 +52,13 @@ ibv_gid gid_of(NicId nic);
 // Inverses: the NIC a LID or GID designates, or nothing when it names no fabric NIC.
 std::optional<NicId> nic_from_lid(uint16_t lid);
 std::optional<NicId> nic_from_gid(const ibv_gid& gid);
+
+// The vendor_part_id every fabric NIC reports, and the PCI device id of its sysfs parent:
+// $SOFTFABRIC_VENDOR_PART_ID (docs/configuration.md), else kDefaultVendorPartId; 0 = a generic NIC without a PCI
+// parent. Read once per process.
+uint32_t configured_part_id();
+// "0000:0b:00.0": the PCI address of a NIC's sysfs parent, unique per rail within a node.
+std::string pci_address(uint32_t rail);
 
 // Parses "node3" or "3" into 3.
 std::optional<uint32_t> parse_node_name(const std::string& text);

@@ -152,7 +152,7 @@ struct SharedQp {
     uint32_t type;       // enum ibv_qp_type
     uint32_t nic;        // NIC index of its port
     uint64_t pd_id;
-    std::atomic<uint32_t> qkey;          // UD
+    std::atomic<uint32_t> qkey;          // UD; a DCT's access key (its low 32 bits)
     std::atomic<uint32_t> access_flags;  // qp_access_flags: which remote operations it accepts
     std::atomic<uint32_t> min_rnr_timer; // encoded IB value, owner sets at RTR
     std::atomic<uint32_t> flush_request; // a peer moved this QP to ERROR: the owner must flush its queues
@@ -162,8 +162,14 @@ struct SharedQp {
     uint64_t srq_offset;      // RecvRing of its SRQ, 0 if none
     uint64_t recv_cq_offset;  // SharedCq
     uint32_t member;
-    uint32_t reserved[5];
+    uint32_t dc_role;    // enum DcRole: a DC initiator or target (type IBV_QPT_DRIVER), else 0
+    uint32_t reserved[4];
 };
 static_assert(sizeof(SharedQp) == 96);
+
+// The two halves of a dynamically connected (mlx5 DC) transport: a DCI sends to any DCT named in each WQE's
+// address vector, reliably (acknowledged, retried like RC); a DCT receives into its SRQ from any DCI that presents
+// its access key (kept in SharedQp::qkey).
+enum class DcRole : uint32_t { None = 0, Initiator = 1, Target = 2 };
 
 }  // namespace softfabric

@@ -78,25 +78,27 @@ void CqeRing::requester(uint16_t wqe_counter, uint8_t wqe_opcode, uint32_t qpn, 
     publish(cqe, static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0)));
 }
 
-void CqeRing::responder(uint16_t wqe_counter, ibv_wc_opcode opcode, uint32_t qpn, uint32_t byte_cnt, uint32_t imm_raw,
-                        bool with_imm, uint64_t ts_ns, ibv_wc_status status) {
+void CqeRing::responder(const Responder& r) {
     std::lock_guard lk(mu_);
     bool owner = false;
     uint8_t* cqe = next_slot(owner);
     uint8_t staged[64] = {};
-    const bool error = status != IBV_WC_SUCCESS;
-    if (with_imm) std::memcpy(staged + 36, &imm_raw, 4);  // as the sender wrote it
-    layout::store_be32(staged + 44, byte_cnt);
-    if (error) staged[55] = syndrome_of(status);
-    else layout::store_be64(staged + 48, ts_ns);
-    layout::store_be32(staged + 56, qpn & 0xffffff);
-    layout::store_be16(staged + 60, wqe_counter);
+    const bool error = r.status != IBV_WC_SUCCESS;
+    layout::store_be16(staged + 24, r.slid);
+    // flags_rqpn: [29:28] where the GRH is (1 = in the receive buffer), [27:24] SL, [23:0] source QPN.
+    layout::store_be32(staged + 28, (r.grh ? 1u << 28 : 0u) | (uint32_t{r.sl & 0xfu} << 24) | (r.src_qpn & 0xffffff));
+    if (r.with_imm) std::memcpy(staged + 36, &r.imm_raw, 4);
+    layout::store_be32(staged + 44, r.byte_cnt);
+    if (error) staged[55] = syndrome_of(r.status);
+    else layout::store_be64(staged + 48, r.ts_ns);
+    layout::store_be32(staged + 56, r.qpn & 0xffffff);
+    layout::store_be16(staged + 60, r.wqe_counter);
     std::memcpy(cqe, staged, 56);
     std::memcpy(cqe + 56, staged + 56, 7);
     uint8_t op = layout::cqe_op::RESP_SEND;
     if (error) op = layout::cqe_op::RESP_ERR;
-    else if (opcode == IBV_WC_RECV_RDMA_WITH_IMM) op = layout::cqe_op::RESP_WR_IMM;
-    else if (with_imm) op = layout::cqe_op::RESP_SEND_IMM;
+    else if (r.opcode == IBV_WC_RECV_RDMA_WITH_IMM) op = layout::cqe_op::RESP_WR_IMM;
+    else if (r.with_imm) op = layout::cqe_op::RESP_SEND_IMM;
     publish(cqe, static_cast<uint8_t>(op << 4 | (owner ? 1 : 0)));
 }
 

@@ -22,6 +22,7 @@ public:
     uint32_t cqn() const { return cqn_; }
     uint8_t* ring() const { return ring_; }
     uint32_t ncqe() const { return ncqe_; }
+    uint32_t cqe_size() const { return cqe_size_; }
 
     // Fills every slot with an invalid CQE (opcode INVALID, owner 0): what a driver does before handing a CQ out.
     void invalidate_all();
@@ -31,10 +32,28 @@ public:
     void requester(uint16_t wqe_counter, uint8_t wqe_opcode, uint32_t qpn, uint32_t byte_cnt, uint64_t ts_ns,
                    ibv_wc_status status, uint32_t vendor_err);
     // A responder completion (receive consumed by a SEND or an RDMA WRITE with immediate).
-    void responder(uint16_t wqe_counter, ibv_wc_opcode opcode, uint32_t qpn, uint32_t byte_cnt, uint32_t imm_raw,
-                   bool with_imm, uint64_t ts_ns, ibv_wc_status status);
+    struct Responder {
+        uint16_t wqe_counter = 0;  // the receive WQE: RQ counter, or SRQ slot
+        ibv_wc_opcode opcode = IBV_WC_RECV;
+        uint32_t qpn = 0;          // the receiving QP (sop_drop_qpn)
+        uint32_t byte_cnt = 0;
+        uint32_t imm_raw = 0;      // as the sender wrote it
+        bool with_imm = false;
+        uint64_t ts_ns = 0;
+        ibv_wc_status status = IBV_WC_SUCCESS;
+        // Where it came from (flags_rqpn, slid): the sender's QPN, LID and SL, and whether a GRH sits in front of
+        // the data (UD receives).
+        uint32_t src_qpn = 0;
+        uint16_t slid = 0;
+        uint8_t sl = 0;
+        bool grh = false;
+    };
+    void responder(const Responder& r);
 
-    uint64_t produced() const { return pi_; }
+    uint64_t produced() {
+        std::lock_guard lk(mu_);
+        return pi_;
+    }
 
 private:
     uint8_t* next_slot(bool& owner);

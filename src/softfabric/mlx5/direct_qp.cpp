@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "gpumem/mlx5_layout.h"
+#include "mlx5/address_vector.h"
 
 namespace softfabric::mlx5 {
 namespace {
@@ -12,6 +13,7 @@ namespace gm = sigmatrace::gpumem;
 namespace op = sigmatrace::gpumem::mlx5::op;
 
 constexpr uint32_t kAutoReceives = 64;
+constexpr uint32_t kNoQpn = 0xffffff;  // no fabric QP has this number
 
 // The engine opcode of an mlx5 opcode; false for those it cannot execute.
 bool engine_opcode(uint8_t mlx5_opcode, engine::Opcode& out) {
@@ -111,7 +113,8 @@ bool DirectQp::pump(uint64_t now) {
             break;
         }
         if (next_ + w.wqebbs > seen_) break;  // the doorbell record stops inside this WQE
-        if (!submit_one(w, *payload_, now)) break;  // the engine queue is full: next pass
+        const uint8_t* wqe = g_.sq + size_t{static_cast<uint32_t>(next_ & (g_.wqebbs - 1))} * 64;
+        if (!submit_one(w, *payload_, wqe, now)) break;  // the engine queue is full: next pass
         next_ += w.wqebbs;
         did = true;
     }
@@ -131,7 +134,7 @@ void DirectQp::enter_error_if_failed() {
     if (pending) qp_.set_state(IBV_QPS_ERR);
 }
 
-bool DirectQp::submit_one(const gm::DecodedWqe& w, const gm::WqePayload& p, uint64_t) {
+bool DirectQp::submit_one(const gm::DecodedWqe& w, const gm::WqePayload& p, const uint8_t* wqe, uint64_t) {
     const bool signaled = (w.fm_ce_se & gm::mlx5::kCtrlCqUpdate) != 0;
     if (completes_locally(w.opcode)) {
         if (completed_ == submitted_) {
@@ -157,6 +160,15 @@ bool DirectQp::submit_one(const gm::DecodedWqe& w, const gm::WqePayload& p, uint
     if (w.fm_ce_se & gm::mlx5::kCtrlSolicited) e->flags |= engine::kSolicited;
     if (w.fm_ce_se & gm::mlx5::kCtrlFence) e->flags |= engine::kFence;
     e->imm_data = w.imm;
+    if (g_.transport == gm::Transport::Ud || g_.transport == gm::Transport::Dci) {
+        // The address vector right after the control segment (in the WQE's first block). One that names no
+        // fabric NIC goes nowhere: UD drops it, DC retries it until the retry count is exhausted, as a NIC
+        // does for an unreachable destination.
+        if (!destination_of_av(wqe + sizeof(gm::mlx5::CtrlSeg), g_.transport == gm::Transport::Ud, e->ud)) {
+            e->ud.nic = qp_.nic();
+            e->ud.qpn = kNoQpn;
+        }
+    }
     e->rkey = w.rkey;
     e->remote_addr = w.raddr;
     if (eop == engine::Opcode::AtomicCmpSwp) {
@@ -205,9 +217,19 @@ bool DirectQp::pump_receives(uint64_t now) {
     for (int n; (n = recv_shared_->pop(16, wc, ts)) > 0;) {
         for (int i = 0; i < n; ++i, ++recv_done_) {
             if (!recv_cq_) continue;
-            const bool imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
-            recv_cq_->responder(static_cast<uint16_t>(recv_done_), wc[i].opcode, qpn_, wc[i].byte_len,
-                                wc[i].imm_data, imm, ts[i], wc[i].status);
+            CqeRing::Responder r;
+            r.wqe_counter = static_cast<uint16_t>(recv_done_);
+            r.opcode = wc[i].opcode;
+            r.qpn = qpn_;
+            r.byte_cnt = wc[i].byte_len;
+            r.imm_raw = wc[i].imm_data;
+            r.with_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
+            r.ts_ns = ts[i];
+            r.status = wc[i].status;
+            r.src_qpn = wc[i].src_qp;
+            r.slid = wc[i].slid;
+            r.sl = wc[i].sl;
+            recv_cq_->responder(r);
         }
         did = true;
     }

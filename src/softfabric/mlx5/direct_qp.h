@@ -30,6 +30,7 @@ public:
         uint32_t wqebbs = 0;          // power of two
         uint32_t* send_dbr = nullptr; // DBR[1], big-endian; null for a DBR-less QP
         uint64_t* doorbell = nullptr; // DBR-less QPs: the doorbell register in the UAR page
+        // Rc, Ud or Dci: what follows the control segment (UD and DCI WQEs name their destination there).
         sigmatrace::gpumem::Transport transport = sigmatrace::gpumem::Transport::Rc;
     };
     // `owned` is null for a verbs QP (its engine QP belongs to the provider's QpImpl).
@@ -67,7 +68,9 @@ private:
         uint8_t opcode;
         bool signaled;
     };
-    bool submit_one(const sigmatrace::gpumem::DecodedWqe& w, const sigmatrace::gpumem::WqePayload& p, uint64_t now);
+    // `wqe` is the WQE's first block in the ring (UD and DC read their address vector there).
+    bool submit_one(const sigmatrace::gpumem::DecodedWqe& w, const sigmatrace::gpumem::WqePayload& p,
+                    const uint8_t* wqe, uint64_t now);
     // The producer index last published, modulo 2^16; false when there is none for this QP (a DBR-less QP whose
     // UAR page holds no doorbell of its own).
     bool published_index(uint16_t& index) const;

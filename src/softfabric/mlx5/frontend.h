@@ -7,9 +7,11 @@
 
 namespace softfabric::mlx5 {
 
-// The provider's destroy_qp / destroy_cq call these first: a QP or CQ whose rings were exported with
-// mlx5dv_init_obj stops being driven through them.
+// The provider's destroy_qp / destroy_cq / destroy_srq / destroy_ah call these first: an object whose rings (or
+// address vector) were exported with mlx5dv_init_obj stops being driven through them.
 void forget_verbs_qp(ibv_qp* qp);
 void forget_verbs_cq(ibv_cq* cq);
+void forget_verbs_srq(ibv_srq* srq);
+void forget_verbs_ah(ibv_ah* ah);
 
 }  // namespace softfabric::mlx5

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SOFTFABRIC_MLX5_ABI_VERSION 1u
+#define SOFTFABRIC_MLX5_ABI_VERSION 2u
 #define SOFTFABRIC_MLX5_ENTRY "softfabric_mlx5_frontend"
 
 #ifdef __cplusplus
@@ -37,8 +37,14 @@ struct softfabric_mlx5_ops {
     int (*obj_query)(struct mlx5dv_devx_obj* obj, const void* in, size_t inlen, void* out, size_t outlen);
     int (*obj_destroy)(struct mlx5dv_devx_obj* obj);
     int (*query_eqn)(struct ibv_context* ctx, uint32_t vector, uint32_t* eqn);
-    /* mlx5dv_init_obj for fabric QPs, CQs and PDs (every object named in obj must be a fabric one). */
+    /* mlx5dv_init_obj for fabric QPs, CQs, SRQs, PDs and AHs (every object named in obj must be a fabric one). */
     int (*init_obj)(struct mlx5dv_obj* obj, uint64_t obj_type);
+    /* mlx5dv_query_device, mlx5dv_create_cq and mlx5dv_create_qp on a fabric context. */
+    int (*query_device)(struct ibv_context* ctx, struct mlx5dv_context* attrs);
+    struct ibv_cq_ex* (*create_cq)(struct ibv_context* ctx, struct ibv_cq_init_attr_ex* cq_attr,
+                                   struct mlx5dv_cq_init_attr* mlx5_attr);
+    struct ibv_qp* (*create_qp)(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* qp_attr,
+                                struct mlx5dv_qp_init_attr* mlx5_attr);
 };
 
 /* Exported by the provider. NULL when the provider was built for another ABI version. */

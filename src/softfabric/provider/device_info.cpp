@@ -12,9 +12,6 @@
 namespace softfabric::provider {
 namespace {
 
-// ConnectX-5: perftest uses the ibv_wr_* API only on ConnectX-4+, BlueField and EFA part ids.
-constexpr uint32_t kDefaultVendorPartId = 4119;
-
 ibv_mtu mtu_enum(uint32_t bytes) {
     switch (bytes) {
         case 256: return IBV_MTU_256;
@@ -27,14 +24,9 @@ ibv_mtu mtu_enum(uint32_t bytes) {
 
 }  // namespace
 
-uint32_t vendor_part_id() {
-    // Read once: SOFTFABRIC_VENDOR_PART_ID (docs/configuration.md).
-    static const uint32_t id = [] {
-        const char* v = std::getenv("SOFTFABRIC_VENDOR_PART_ID");
-        return v && *v ? static_cast<uint32_t>(std::strtoul(v, nullptr, 0)) : kDefaultVendorPartId;
-    }();
-    return id;
-}
+// A ConnectX part id by default: perftest uses the ibv_wr_* API only on ConnectX-4+, BlueField and EFA part ids,
+// and UCX's mlx5 transports need the matching PCI id in sysfs (core/identity.h).
+uint32_t vendor_part_id() { return configured_part_id(); }
 
 uint32_t port_mtu_bytes(const Runtime& rt) {
     uint32_t mtu = const_cast<Runtime&>(rt).region().config.mtu;

@@ -117,6 +117,7 @@ public:
     int wr_error = 0;             // first error of the current ibv_wr_start..ibv_wr_complete batch
     engine::Wqe* wr_current = nullptr;
     bool dest_known = false;      // the AV names a fabric NIC
+    DcRole dc_role = DcRole::None;  // IBV_QPT_DRIVER: a DC initiator or target (mlx5dv_create_qp)
 };
 struct QpObject {
     pabi::verbs_qp vqp;  // first: ibv_qp* / ibv_qp_ex* convert back, and ibv_qp_to_qp_ex() reads comp_mask
@@ -142,6 +143,9 @@ void cq_event(ibv_cq*);
 int resize_cq(ibv_cq*, int);
 ibv_qp* create_qp(ibv_pd*, ibv_qp_init_attr*);
 ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex*);
+// A DC initiator (DCI: sends only, destination in each WQE) or target (DCT: receives into attr->srq only), of
+// type IBV_QPT_DRIVER: what mlx5dv_create_qp creates for MLX5DV_DCTYPE_DCI / _DCT. `access_key` is the DCT's.
+ibv_qp* create_dc_qp(ibv_context*, ibv_qp_init_attr_ex*, DcRole role, uint64_t access_key);
 int modify_qp(ibv_qp*, ibv_qp_attr*, int);
 int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
 int destroy_qp(ibv_qp*);

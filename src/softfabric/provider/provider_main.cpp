@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -145,7 +146,9 @@ struct verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
         obj->vctx.context.async_fd = p[0];
         impl->async_write_fd = p[1];
     }
-    obj->vctx.context.num_comp_vectors = 1;
+    // One completion vector per CPU, as a ConnectX has an event queue per core: UCX passes the lowest CPU near the
+    // device as a CQ's comp_vector.
+    obj->vctx.context.num_comp_vectors = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
     return &obj->vctx;
 }
 

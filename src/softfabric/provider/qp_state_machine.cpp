@@ -84,4 +84,25 @@ bool transition_ok(ibv_qp_type type, ibv_qp_state from, ibv_qp_state to, int mas
     return (mask & ~(r.required | r.optional)) == 0;
 }
 
+bool dc_transition_ok(bool initiator, ibv_qp_state from, ibv_qp_state to, int mask) {
+    mask &= ~(IBV_QP_STATE | IBV_QP_CUR_STATE);
+    int required = 0, optional = 0;
+    if (to == IBV_QPS_RESET || to == IBV_QPS_ERR) {
+        return true;
+    } else if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+        required = IBV_QP_PKEY_INDEX | IBV_QP_PORT | (initiator ? 0 : IBV_QP_ACCESS_FLAGS);
+        optional = initiator ? IBV_QP_ACCESS_FLAGS : 0;
+    } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
+        required = IBV_QP_PATH_MTU | (initiator ? 0 : IBV_QP_AV | IBV_QP_MIN_RNR_TIMER);
+        optional = IBV_QP_AV | IBV_QP_PKEY_INDEX | (initiator ? 0 : IBV_QP_ACCESS_FLAGS);
+    } else if (initiator && from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
+        required = IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    } else if (initiator && from == IBV_QPS_RTS && to == IBV_QPS_RTS) {
+        optional = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+    } else {
+        return false;
+    }
+    return (mask & required) == required && (mask & ~(required | optional)) == 0;
+}
+
 }  // namespace softfabric::provider

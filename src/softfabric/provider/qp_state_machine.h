@@ -19,4 +19,9 @@ TransitionRule transition_rule(ibv_qp_type type, ibv_qp_state from, ibv_qp_state
 // IBV_QP_CUR_STATE are handled by the caller).
 bool transition_ok(ibv_qp_type type, ibv_qp_state from, ibv_qp_state to, int mask);
 
+// The same for DC QPs (mlx5's rules): a DCI goes RESET -> INIT (port, P_Key) -> RTR (MTU, the local path) -> RTS
+// (timeouts and retries, like RC; no destination: each WQE names one); a DCT goes RESET -> INIT (port, P_Key,
+// access) -> RTR (MTU, local path, RNR timer) and stays there.
+bool dc_transition_ok(bool initiator, ibv_qp_state from, ibv_qp_state to, int mask);
+
 }  // namespace softfabric::provider

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/fabric_objects.h"
+#include "mlx5/frontend.h"
 #include "provider/objects.h"
 
 namespace softfabric::provider {
@@ -80,6 +81,7 @@ ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 }
 
 int destroy_ah(ibv_ah* ah) {
+    mlx5::forget_verbs_ah(ah);  // its mlx5 address vector (mlx5dv_init_obj) goes with it
     delete reinterpret_cast<AhObject*>(ah);
     return 0;
 }

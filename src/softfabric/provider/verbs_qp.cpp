@@ -18,10 +18,21 @@ constexpr uint64_t kSupportedSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WIT
                                        IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                                        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 
-ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr) {
-    if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr, DcRole dc = DcRole::None,
+               uint64_t dc_key = 0) {
+    const bool dc_ok = attr->qp_type == IBV_QPT_DRIVER && dc != DcRole::None;
+    if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD && !dc_ok) {
         errno = EOPNOTSUPP;
         return nullptr;
+    }
+    if (dc == DcRole::Target && !attr->srq) {  // a DCT receives into an SRQ only
+        errno = EINVAL;
+        return nullptr;
+    }
+    if (dc == DcRole::Initiator) {  // a DCI has no receive side
+        attr->srq = nullptr;
+        attr->cap.max_recv_wr = 0;
+        attr->cap.max_recv_sge = 0;
     }
     if (!attr->send_cq || !attr->recv_cq) {
         errno = EINVAL;
@@ -46,11 +57,13 @@ ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr) {
     cfg.sq_depth = std::max(cap.max_send_wr, 1u);
     cfg.max_send_sge = std::max(cap.max_send_sge, 1u);
     cfg.max_inline = cap.max_inline_data;
-    cfg.rq_depth = srq ? 0 : std::max(cap.max_recv_wr, 1u);
+    cfg.rq_depth = srq || dc == DcRole::Initiator ? 0 : std::max(cap.max_recv_wr, 1u);
     cfg.max_recv_sge = std::max(cap.max_recv_sge, 1u);
     cfg.srq_offset = srq ? srq->offset : 0;
     cfg.recv_cq_offset = rcq.offset;
     cfg.send_cq = scq.shared;
+    cfg.dc_role = dc;
+    if (dc == DcRole::Target) cfg.sq_depth = 1;  // nothing is ever posted to a DCT
 
     QpImpl* impl = nullptr;
     try {
@@ -66,10 +79,12 @@ ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr) {
     impl->recv_cq = &rcq;
     impl->srq = srq;
     impl->send_ops_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
+    impl->dc_role = dc;
+    if (dc == DcRole::Target) impl->engine.shared().qkey.store(static_cast<uint32_t>(dc_key));
     // Report what was really allocated.
     cap.max_send_wr = impl->engine.sq_depth();
     cap.max_send_sge = cfg.max_send_sge;
-    if (!srq) {
+    if (!srq && impl->engine.receive_ring()) {
         cap.max_recv_wr = impl->engine.receive_ring()->capacity;
         cap.max_recv_sge = impl->engine.receive_ring()->max_sge;
     }
@@ -143,13 +158,24 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     return make_qp(ctx, attr->pd, attr);
 }
 
+ibv_qp* create_dc_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr, DcRole role, uint64_t access_key) {
+    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || role == DcRole::None) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    return make_qp(ctx, attr->pd, attr, role, access_key);
+}
+
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     QpImpl& q = qp_of(qp);
     engine::QueuePair& e = q.engine;
     ibv_qp_state cur = e.state();
     if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return EINVAL;
     ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-    if (!transition_ok(qp->qp_type, cur, next, mask)) return EINVAL;
+    const bool dc = q.dc_role != DcRole::None;
+    if (dc ? !dc_transition_ok(q.dc_role == DcRole::Initiator, cur, next, mask)
+           : !transition_ok(qp->qp_type, cur, next, mask))
+        return EINVAL;
     // Values the hardware would reject.
     if ((mask & IBV_QP_PORT) && attr->port_num != 1) return EINVAL;
     if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0) return EINVAL;
@@ -161,7 +187,8 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > 16) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > 16) return EINVAL;
     std::optional<NicId> dest;
-    if (mask & IBV_QP_AV) {
+    // A DC QP's address vector describes its own port's path only: each DCI WQE names its destination.
+    if ((mask & IBV_QP_AV) && !dc) {
         dest = attr->ah_attr.is_global ? nic_from_gid(attr->ah_attr.grh.dgid) : nic_from_lid(attr->ah_attr.dlid);
         if (!dest) {
             std::fprintf(stderr, "softfabric: ibv_modify_qp: the address vector (dlid %u%s) names no fabric NIC\n",
@@ -182,7 +209,10 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     }
     if (mask & IBV_QP_PKEY_INDEX) q.attr.pkey_index = attr->pkey_index;
     if (mask & IBV_QP_PORT) q.attr.port_num = attr->port_num;
-    if (mask & IBV_QP_AV) {
+    if ((mask & IBV_QP_AV) && dc) {
+        t.sl = attr->ah_attr.sl;
+        q.attr.ah_attr = attr->ah_attr;
+    } else if (mask & IBV_QP_AV) {
         t.dest_nic = *dest;
         t.sl = attr->ah_attr.sl;
         t.has_grh = attr->ah_attr.is_global;

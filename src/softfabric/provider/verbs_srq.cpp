@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/fabric_objects.h"
+#include "mlx5/frontend.h"
 #include "provider/objects.h"
 
 namespace softfabric::provider {
@@ -85,6 +86,7 @@ int destroy_srq(ibv_srq* srq) {
         std::lock_guard lock(s->post_lock);
         if (s->attached_qps > 0) return EBUSY;
     }
+    mlx5::forget_verbs_srq(srq);  // a WQE ring exported with mlx5dv_init_obj stops being read first
     s->rt->arena().release(s->offset, s->bytes);
     delete reinterpret_cast<SrqObject*>(srq);
     delete s;

@@ -79,6 +79,54 @@ SF_EXPORT bool mlx5dv_is_supported(struct ibv_device* device) {
     return real ? real(device) : false;
 }
 
+// A fabric device opens as a plain fabric context: its DevX commands (MLX5DV_CONTEXT_FLAGS_DEVX) are those the
+// fabric implements (docs/softfabric.md), on any of its contexts.
+SF_EXPORT struct ibv_context* mlx5dv_open_device(struct ibv_device* device, struct mlx5dv_context_attr* attr) {
+    if (device && fabric() && std::strncmp(device->name, "sfab_", 5) == 0) {
+        if (attr && (attr->flags & ~uint32_t{MLX5DV_CONTEXT_FLAGS_DEVX})) {
+            errno = EOPNOTSUPP;
+            return nullptr;
+        }
+        ibv_context* ctx = ibv_open_device(device);
+        if (!ctx || fabric_context(ctx)) return ctx;
+        ibv_close_device(ctx);  // named like a fabric NIC, driven by another provider: the real library decides
+    }
+    auto real = REAL(mlx5dv_open_device, "MLX5_1.7");
+    return real ? real(device, attr) : no_real<ibv_context*>(nullptr);
+}
+
+SF_EXPORT int mlx5dv_query_device(struct ibv_context* ctx, struct mlx5dv_context* attrs) {
+    if (fabric_context(ctx)) return fabric()->query_device(ctx, attrs);
+    auto real = REAL(mlx5dv_query_device, "MLX5_1.0");
+    return real ? real(ctx, attrs) : ENOSYS;
+}
+
+SF_EXPORT struct ibv_cq_ex* mlx5dv_create_cq(struct ibv_context* ctx, struct ibv_cq_init_attr_ex* cq_attr,
+                                            struct mlx5dv_cq_init_attr* mlx5_attr) {
+    if (fabric_context(ctx)) return fabric()->create_cq(ctx, cq_attr, mlx5_attr);
+    auto real = REAL(mlx5dv_create_cq, "MLX5_1.1");
+    return real ? real(ctx, cq_attr, mlx5_attr) : no_real<ibv_cq_ex*>(nullptr);
+}
+
+SF_EXPORT struct ibv_qp* mlx5dv_create_qp(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* qp_attr,
+                                         struct mlx5dv_qp_init_attr* mlx5_attr) {
+    if (fabric_context(ctx)) return fabric()->create_qp(ctx, qp_attr, mlx5_attr);
+    auto real = REAL(mlx5dv_create_qp, "MLX5_1.3");
+    return real ? real(ctx, qp_attr, mlx5_attr) : no_real<ibv_qp*>(nullptr);
+}
+
+// The fabric raises no DevX events (its objects report errors in CQEs only): an event channel is refused as on
+// a kernel without DevX event support.
+SF_EXPORT struct mlx5dv_devx_event_channel* mlx5dv_devx_create_event_channel(
+    struct ibv_context* ctx, enum mlx5dv_devx_create_event_channel_flags flags) {
+    if (fabric_context(ctx)) {
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
+    auto real = REAL(mlx5dv_devx_create_event_channel, "MLX5_1.11");
+    return real ? real(ctx, flags) : no_real<mlx5dv_devx_event_channel*>(nullptr);
+}
+
 SF_EXPORT struct mlx5dv_devx_umem* mlx5dv_devx_umem_reg(struct ibv_context* ctx, void* addr, size_t size,
                                                         uint32_t access) {
     if (fabric_context(ctx)) return fabric()->umem_reg(ctx, addr, size, access);
@@ -161,6 +209,12 @@ SF_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp* qp, const void* in, size_t in
     return real ? real(qp, in, inlen, out, outlen) : ENOSYS;
 }
 
+SF_EXPORT int mlx5dv_devx_qp_query(struct ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen) {
+    if (qp && fabric_context(qp->context)) return EOPNOTSUPP;  // QUERY_QP is not emulated: use ibv_query_qp
+    auto real = REAL(mlx5dv_devx_qp_query, "MLX5_1.8");
+    return real ? real(qp, in, inlen, out, outlen) : ENOSYS;
+}
+
 namespace {
 
 // Which of the objects named in an init_obj call are the fabric's: all (1), none (0) or a mix (-1).
@@ -171,6 +225,7 @@ int fabric_share(const mlx5dv_obj* obj, uint64_t type) {
     if ((type & MLX5DV_OBJ_CQ) && obj->cq.in) count(obj->cq.in->context);
     if ((type & MLX5DV_OBJ_PD) && obj->pd.in) count(obj->pd.in->context);
     if ((type & MLX5DV_OBJ_SRQ) && obj->srq.in) count(obj->srq.in->context);
+    if ((type & MLX5DV_OBJ_AH) && obj->ah.in) count(obj->ah.in->context);
     if (fab && other) return -1;
     return fab ? 1 : 0;
 }
