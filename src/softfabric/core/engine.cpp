@@ -169,6 +169,17 @@ QueuePair::~QueuePair() {
     rt_.arena().release(shared_offset_, sizeof(SharedQp));
 }
 
+bool QueuePair::grow_inline(uint32_t max_inline) {
+    std::lock_guard lock(sq_lock_);
+    if (max_inline <= config_.max_inline) return true;
+    if (tail_ != done_ || staged_ != 0) return false;
+    config_.max_inline = max_inline;
+    stride_ = static_cast<uint32_t>((sizeof(Wqe) + sizeof(Sge) * std::max(config_.max_send_sge, 1u) +
+                                     config_.max_inline + 63) & ~size_t{63});
+    sq_.assign(size_t{capacity_} * stride_, 0);
+    return true;
+}
+
 void QueuePair::set_state(ibv_qp_state s) {
     if (s == IBV_QPS_RESET) {
         std::lock_guard lock(sq_lock_);

@@ -200,6 +200,10 @@ public:
     const QueuePairConfig& config() const { return config_; }
     uint32_t sq_depth() const { return capacity_; }
 
+    // Makes room for `max_inline` inline bytes per WQE (a front end whose WQEs may carry more inline data than
+    // the QP was created with: an mlx5 WQE holds as much as fits in it). Only while nothing is queued; false
+    // otherwise.
+    bool grow_inline(uint32_t max_inline);
     // Replaces the default CqSink (another front end's completions); nullptr restores the default.
     void set_completion_sink(CompletionSink* sink) { sink_ = sink ? sink : &default_sink_; }
 
