@@ -216,12 +216,10 @@ void QueuePair::commit(uint64_t now) {
     uint64_t first_due = kNever;
     for (uint32_t i = 0; i < staged_; ++i) {
         Wqe* w = at(tail_);
-        w->length = 0;
-        if (w->flags & kInline) {
-            w->length = w->inline_length;
-        } else {
-            for (uint32_t s = 0; s < w->num_sge; ++s) w->length += w->sges()[s].length;
-        }
+        // Inline bytes first, then the gather list (an mlx5 WQE may carry both: headers inline, payload by
+        // reference); the verbs front end uses one or the other.
+        w->length = (w->flags & kInline) ? w->inline_length : 0;
+        for (uint32_t s = 0; s < w->num_sge; ++s) w->length += w->sges()[s].length;
         if (w->opcode == Opcode::AtomicCmpSwp || w->opcode == Opcode::AtomicFetchAdd) w->length = 8;
         w->status = IBV_WC_SUCCESS;
         if (state() == IBV_QPS_ERR) {
@@ -375,10 +373,7 @@ QueuePair::Outcome QueuePair::rnr_nak(Wqe* w, uint64_t, uint32_t responder_rnr_t
 
 bool QueuePair::local_iov(Wqe* w, bool need_write, iovec* iov, int& n) {
     n = 0;
-    if (w->flags & kInline) {
-        if (w->inline_length) iov[n++] = {w->inline_data(config_.max_send_sge), w->inline_length};
-        return true;
-    }
+    if ((w->flags & kInline) && w->inline_length) iov[n++] = {w->inline_data(config_.max_send_sge), w->inline_length};
     const MrEntry* table = rt_.arena().mr_table();
     uint32_t access = need_write ? IBV_ACCESS_LOCAL_WRITE : 0;
     for (uint32_t i = 0; i < w->num_sge; ++i) {

@@ -73,7 +73,7 @@ enum class Opcode : uint8_t {
 enum WqeFlag : uint32_t {
     kSignaled = 1u << 0,
     kSolicited = 1u << 1,
-    kInline = 1u << 2,
+    kInline = 1u << 2,  // inline_length bytes at inline_data() come first, then the num_sge gather entries
     kFence = 1u << 3,
 };
 
