@@ -98,6 +98,11 @@ struct ExportedQp {
     std::unique_ptr<DirectQp> qp;
     std::unique_ptr<RecvMirror> rq;  // a QP with its own receive queue
     ibv_cq* send_cq = nullptr;
+    // A NIC consumes a receive queue in order and writes its CQEs in that order (UCX's ud_mlx5 relies on it). On
+    // the fabric, senders consume entries of one queue concurrently and push their completions independently, so
+    // they may arrive out of order: completions past a gap wait here for the one that fills it.
+    uint64_t rq_next = 0;
+    std::map<uint64_t, CqeRing::Responder> rq_held;
 };
 struct ExportedSrq {
     std::unique_ptr<Allocation> ring, dbrec;
@@ -413,6 +418,7 @@ public:
             e = std::move(it->second);
             exported_qps_.erase(it);
             std::erase(direct_, e->qp.get());
+            rq_by_qpn_.erase(e->qp->qpn());
         }
     }
     void forget_cq(ibv_cq* cq) {
@@ -454,6 +460,7 @@ private:
         exported_cqs_.clear();
         exported_srqs_.clear();
         for (auto& [q, e] : exported_qps_) e->rq.reset();
+        rq_by_qpn_.clear();
         running_ = false;
         if (executor_.joinable()) new (&executor_) std::thread();
     }
@@ -701,6 +708,7 @@ private:
             g.send_dbr = static_cast<uint32_t*>(e->dbrec->p) + 1;
             g.transport = transport;
             e->qp = std::make_unique<DirectQp>(impl.engine, nullptr, g);
+            if (e->rq) rq_by_qpn_[e->qp->qpn()] = e.get();
             e->send_cq = qp->send_cq;
             if (auto it = exported_cqs_.find(qp->send_cq); it != exported_cqs_.end()) e->qp->set_send_cq(it->second->cq.get());
             direct_.push_back(e->qp.get());
@@ -788,6 +796,8 @@ private:
             for (int i = 0; i < n; ++i) {
                 const ibv_wc& c = wc[i];
                 if (c.opcode & IBV_WC_RECV) {
+                    ExportedQp* owner = nullptr;
+                    if (auto q = rq_by_qpn_.find(c.qp_num); q != rq_by_qpn_.end()) owner = q->second;
                     CqeRing::Responder r;
                     r.wqe_counter = static_cast<uint16_t>(c.wr_id);
                     r.opcode = c.opcode;
@@ -801,7 +811,14 @@ private:
                     r.slid = c.slid;
                     r.sl = c.sl;
                     r.grh = (c.wc_flags & IBV_WC_GRH) != 0;
-                    e.cq->responder(r);
+                    if (!owner) {
+                        e.cq->responder(r);
+                        continue;
+                    }
+                    owner->rq_held.emplace(c.wr_id, r);
+                    for (auto h = owner->rq_held.begin(); h != owner->rq_held.end() && h->first == owner->rq_next;
+                         h = owner->rq_held.erase(h), ++owner->rq_next)
+                        e.cq->responder(h->second);
                 } else {
                     e.cq->requester(static_cast<uint16_t>(c.wr_id), 0, c.qp_num, c.byte_len, ts[i], c.status,
                                     c.vendor_err);
@@ -900,6 +917,7 @@ private:
     std::map<ibv_qp*, std::unique_ptr<ExportedQp>> exported_qps_;
     std::map<ibv_srq*, std::unique_ptr<ExportedSrq>> exported_srqs_;
     std::map<ibv_ah*, std::unique_ptr<ExportedAh>> exported_ahs_;
+    std::map<uint32_t, ExportedQp*> rq_by_qpn_;  // exported QPs with a receive queue of their own
     std::map<ibv_cq*, uint32_t> cqe_sizes_;  // CQs from mlx5dv_create_cq with 128-byte CQEs (or 64)
     std::vector<DirectQp*> direct_;
     void* uar_page_ = nullptr;
