@@ -432,6 +432,19 @@ public:
         e = std::move(it->second);
         exported_cqs_.erase(it);
     }
+    void reset_qp(ibv_qp* qp) {
+        std::lock_guard lk(mu_);  // the executor is between passes
+        auto it = exported_qps_.find(qp);
+        if (it == exported_qps_.end()) return;
+        ExportedQp& e = *it->second;
+        auto* dbrec = static_cast<uint32_t*>(e.dbrec->p);
+        __atomic_store_n(&dbrec[0], 0u, __ATOMIC_RELEASE);
+        __atomic_store_n(&dbrec[1], 0u, __ATOMIC_RELEASE);
+        e.qp->reset_cursor();
+        if (e.rq) e.rq->reset();
+        e.rq_next = 0;
+        e.rq_held.clear();
+    }
     void forget_srq(ibv_srq* srq) {
         std::unique_ptr<ExportedSrq> e;
         std::lock_guard lk(mu_);
@@ -973,6 +986,9 @@ void forget_verbs_qp(ibv_qp* qp) {
 }
 void forget_verbs_cq(ibv_cq* cq) {
     if (Frontend::exists()) Frontend::instance().forget_cq(cq);
+}
+void reset_verbs_qp(ibv_qp* qp) {
+    if (Frontend::exists()) Frontend::instance().reset_qp(qp);
 }
 void forget_verbs_srq(ibv_srq* srq) {
     if (Frontend::exists()) Frontend::instance().forget_srq(srq);

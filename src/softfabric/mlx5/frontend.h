@@ -13,5 +13,8 @@ void forget_verbs_qp(ibv_qp* qp);
 void forget_verbs_cq(ibv_cq* cq);
 void forget_verbs_srq(ibv_srq* srq);
 void forget_verbs_ah(ibv_ah* ah);
+// The provider's modify_qp calls this after moving a QP to RESET: as libmlx5 does, the fabric clears its doorbell
+// records, and the exported rings start again at WQE 0 (UCX resets a failed DCI and posts from index 0 again).
+void reset_verbs_qp(ibv_qp* qp);
 
 }  // namespace softfabric::mlx5

@@ -40,6 +40,14 @@ bool RecvMirror::post(uint32_t slot) {
     return true;
 }
 
+void RecvMirror::reset() {
+    seen16_ = 0;
+    pending_ = 0;
+    posted_ = 0;
+    have_last_ = false;
+    last_slot_ = 0;
+}
+
 bool RecvMirror::pump() {
     const uint32_t raw = __atomic_load_n(dbrec_, __ATOMIC_ACQUIRE);  // pairs with the driver's store after its WQEs
     const auto counter = static_cast<uint16_t>(__builtin_bswap32(raw));

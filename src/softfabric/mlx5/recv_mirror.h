@@ -29,6 +29,8 @@ public:
 
     // Copies what the doorbell record newly counts. Returns true when it copied something.
     bool pump();
+    // The queue starts again at WQE 0 with a zero counter (its QP was reset).
+    void reset();
     // WQEs that could not be copied because a data segment was malformed (more segments than the queue takes).
     uint64_t dropped() const { return dropped_; }
 

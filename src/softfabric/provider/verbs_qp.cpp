@@ -254,6 +254,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     if (next != cur || (mask & IBV_QP_STATE)) {
         e.set_state(next);
         q.attr.qp_state = next;
+        if (next == IBV_QPS_RESET) mlx5::reset_verbs_qp(qp);
     }
     return 0;
 }
