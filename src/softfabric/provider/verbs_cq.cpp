@@ -20,8 +20,9 @@ constexpr uint64_t kSupportedWcFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_
                                        IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                                        IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
-CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel) {
-    if (cqe < 1 || cqe > (1 << 22) - 1) {
+CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, uint32_t comp_vector) {
+    // A completion vector names one of the context's event queues (num_comp_vectors of them, as the kernel checks).
+    if (cqe < 1 || cqe > (1 << 22) - 1 || comp_vector >= static_cast<uint32_t>(ctx->num_comp_vectors)) {
         errno = EINVAL;
         return nullptr;
     }
@@ -126,8 +127,8 @@ void install_cq_ex_ops(ibv_cq_ex* cq, uint64_t wc_flags) {
         cq->read_completion_wallclock_ns = read_completion_wallclock_ns;
 }
 
-ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int) {
-    CqObject* obj = make_cq(ctx, cqe, channel);
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
+    CqObject* obj = make_cq(ctx, cqe, channel, static_cast<uint32_t>(comp_vector));
     return obj ? &obj->vcq.cq : nullptr;
 }
 
@@ -136,7 +137,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
         errno = EOPNOTSUPP;
         return nullptr;
     }
-    CqObject* obj = make_cq(ctx, static_cast<int>(attr->cqe), attr->channel);
+    CqObject* obj = make_cq(ctx, static_cast<int>(attr->cqe), attr->channel, attr->comp_vector);
     if (!obj) return nullptr;
     install_cq_ex_ops(&obj->vcq.cq_ex, attr->wc_flags);
     return &obj->vcq.cq_ex;
@@ -186,10 +187,10 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 
 void cq_event(ibv_cq*) {}
 
-int resize_cq(ibv_cq* cq, int cqe) {
-    // The ring cannot move (peers address it by offset); a size within the current capacity is accepted.
-    if (cqe < 1 || cqe > cq->cqe) return EINVAL;
-    return 0;
+int resize_cq(ibv_cq*, int) {
+    // Refused with what libibverbs answers for a provider without resize: a CQ's ring is addressed by its arena
+    // offset from every process that completes into it, so it cannot be reallocated under them.
+    return EOPNOTSUPP;
 }
 
 }  // namespace softfabric::provider

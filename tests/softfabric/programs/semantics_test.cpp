@@ -498,6 +498,92 @@ TEST(SharedReceiveQueue, TwoQpsConsumeOneSrq) {
     ibv_destroy_qp(second);
 }
 
+// What rdma-core's own tests (pyverbs, tests/ of v44) check of a device's refusals and attributes, one by one.
+struct OpenDevice {
+    OpenDevice() {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        for (int i = 0; list && i < n && !ctx; ++i)
+            if (std::strcmp(ibv_get_device_name(list[i]), "sfab_0") == 0) ctx = ibv_open_device(list[i]);
+        if (list) ibv_free_device_list(list);
+        if (ctx) pd = ibv_alloc_pd(ctx);
+    }
+    ~OpenDevice() {
+        if (pd) ibv_dealloc_pd(pd);
+        if (ctx) ibv_close_device(ctx);
+    }
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+};
+
+TEST(DeviceContract, CompVectorBeyondTheContextsVectorsIsInvalid) {
+    OpenDevice d;
+    ASSERT_NE(d.ctx, nullptr);
+    ASSERT_GE(d.ctx->num_comp_vectors, 1);
+    ibv_cq* last = ibv_create_cq(d.ctx, 16, nullptr, nullptr, d.ctx->num_comp_vectors - 1);
+    ASSERT_NE(last, nullptr) << std::strerror(errno);
+    ibv_destroy_cq(last);
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq(d.ctx, 16, nullptr, nullptr, d.ctx->num_comp_vectors), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = 16;
+    attr.comp_vector = static_cast<uint32_t>(d.ctx->num_comp_vectors) + 1;
+    attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq_ex(d.ctx, &attr), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(DeviceContract, PhysPortCountExMatchesPhysPortCount) {
+    OpenDevice d;
+    ASSERT_NE(d.ctx, nullptr);
+    ibv_device_attr_ex attr{};
+    ASSERT_EQ(ibv_query_device_ex(d.ctx, nullptr, &attr), 0);
+    EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+    EXPECT_EQ(attr.phys_port_cnt_ex, 1u);
+}
+
+TEST(DeviceContract, ResizeCqIsNotSupportedEitherWay) {
+    OpenDevice d;
+    ASSERT_NE(d.ctx, nullptr);
+    ibv_cq* cq = ibv_create_cq(d.ctx, 8, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    const int cqe = cq->cqe;
+    EXPECT_EQ(ibv_resize_cq(cq, 1), EOPNOTSUPP);
+    EXPECT_EQ(ibv_resize_cq(cq, cqe * 4), EOPNOTSUPP);
+    EXPECT_EQ(cq->cqe, cqe);
+    ibv_destroy_cq(cq);
+}
+
+TEST(DeviceContract, CreateFlagsInTheMaskWithNoFlagIsAPlainQp) {
+    OpenDevice d;
+    ASSERT_NE(d.ctx, nullptr);
+    ASSERT_NE(d.pd, nullptr);
+    ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = IBV_QPT_RC;
+    attr.send_cq = cq;
+    attr.recv_cq = cq;
+    attr.cap.max_send_wr = 4;
+    attr.cap.max_recv_wr = 4;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.pd = d.pd;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    attr.create_flags = 0;
+    ibv_qp* qp = ibv_create_qp_ex(d.ctx, &attr);
+    ASSERT_NE(qp, nullptr) << std::strerror(errno);
+    EXPECT_EQ(qp->qp_type, IBV_QPT_RC);
+    ibv_destroy_qp(qp);
+    attr.create_flags = IBV_QP_CREATE_SCATTER_FCS;  // a real flag asks for what the fabric does not do
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp_ex(d.ctx, &attr), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ibv_destroy_cq(cq);
+}
+
 TEST(ExtendedApi, WrApiAndExtendedCq) {
     RcPair p;
     ibv_qp_ex* qpx = ibv_qp_to_qp_ex(p.me.qp);
