@@ -540,6 +540,82 @@ TEST(ExtendedApi, WrApiAndExtendedCq) {
     ASSERT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
 }
 
+// What rdma-core's own tests (pyverbs, tests/ of rdma-core v44: test_cq, test_cqex, test_device, test_qpex) check
+// of a provider: the right error for each request it cannot honour, and the rest working.
+TEST(ProviderContract, CqVectorsResizeDeviceAttrsAndCreateFlags) {
+    RcPair p;
+    ibv_context* ctx = p.me.ctx;
+    ASSERT_GE(ctx->num_comp_vectors, 1);
+
+    // A completion vector must exist.
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq(ctx, 16, nullptr, nullptr, ctx->num_comp_vectors), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq(ctx, 16, nullptr, nullptr, -1), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    ibv_cq* last_vector = ibv_create_cq(ctx, 16, nullptr, nullptr, ctx->num_comp_vectors - 1);
+    ASSERT_NE(last_vector, nullptr);
+    EXPECT_EQ(ibv_destroy_cq(last_vector), 0);
+    ibv_cq_init_attr_ex ca{};
+    ca.cqe = 16;
+    ca.comp_vector = static_cast<uint32_t>(ctx->num_comp_vectors);
+    errno = 0;
+    EXPECT_EQ(ibv_create_cq_ex(ctx, &ca), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+
+    // The port count, in both fields.
+    ibv_device_attr_ex dx{};
+    ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &dx), 0);
+    EXPECT_EQ(dx.orig_attr.phys_port_cnt, 1);
+    EXPECT_EQ(dx.phys_port_cnt_ex, 1u);
+
+    // Resize: shrink, grow within what the ring reserved (63 entries), never below the completions waiting,
+    // beyond the reserve ENOMEM (the ring cannot move).
+    ibv_cq* cq = ibv_create_cq(ctx, 3, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    EXPECT_EQ(cq->cqe, 3);
+    EXPECT_EQ(ibv_resize_cq(cq, 1), 0);
+    EXPECT_EQ(cq->cqe, 1);
+    EXPECT_EQ(ibv_resize_cq(cq, 7), 0);
+    EXPECT_EQ(cq->cqe, 7);
+    EXPECT_EQ(ibv_resize_cq(cq, 63), 0);
+    EXPECT_EQ(cq->cqe, 63);
+    EXPECT_EQ(ibv_resize_cq(cq, 64), ENOMEM);
+    EXPECT_EQ(cq->cqe, 63) << "a refused resize changes nothing";
+    EXPECT_EQ(ibv_resize_cq(cq, 0), EINVAL);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    for (uint64_t i = 0; i < 5; ++i) ASSERT_EQ(p.me.write(100 + i, 0, 64, p.peer.wire().addr, p.peer.wire().rkey), 0);
+    usleep(50'000);  // all five complete (resize delivers what is due before counting)
+    EXPECT_EQ(ibv_resize_cq(p.me.cq, 4), EINVAL) << "five completions wait";
+    EXPECT_EQ(ibv_resize_cq(p.me.cq, 5), 0);
+    ibv_wc wc{};
+    for (uint64_t i = 0; i < 5; ++i) {
+        ASSERT_TRUE(p.me.poll(wc));
+        EXPECT_EQ(wc.wr_id, 100 + i);
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    }
+
+    // CREATE_FLAGS asking for nothing is accepted; any flag is refused.
+    ibv_cq* qcq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    ASSERT_NE(qcq, nullptr);
+    ibv_qp_init_attr_ex qa{};
+    qa.qp_type = IBV_QPT_RC;
+    qa.send_cq = qa.recv_cq = qcq;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    qa.pd = p.me.pd;
+    qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    ibv_qp* qp = ibv_create_qp_ex(ctx, &qa);
+    ASSERT_NE(qp, nullptr) << strerror(errno);
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    qa.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp_ex(ctx, &qa), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_EQ(ibv_destroy_cq(qcq), 0);
+}
+
 // Loss on a link that is down (run with a fault configuration: SOFTFABRIC_TEST_LINK_DOWN=1).
 TEST(Faults, DownLinkExhaustsRetries) {
     if (!std::getenv("SOFTFABRIC_TEST_LINK_DOWN")) GTEST_SKIP() << "needs the fabric configuration 'down ...'";
