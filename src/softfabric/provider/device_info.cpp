@@ -67,7 +67,6 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_devi
     d.local_ca_ack_delay = 16;
     d.phys_port_cnt = 1;
     a.device_cap_flags_ex = d.device_cap_flags;
-    a.phys_port_cnt_ex = d.phys_port_cnt;  // the same count (rdma-core fills phys_port_cnt from it when >= 256)
     a.completion_timestamp_mask = ~0ull;  // completion timestamps are CLOCK_MONOTONIC nanoseconds
     a.hca_core_clock = 1'000'000;         // kHz: one tick per nanosecond
     std::memcpy(attr, &a, std::min(attr_size, sizeof a));

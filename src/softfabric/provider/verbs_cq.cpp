@@ -20,17 +20,8 @@ constexpr uint64_t kSupportedWcFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_
                                        IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                                        IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
-// Every CQ's ring holds at least this many entries, whatever its size: ibv_resize_cq can grow a CQ up to there
-// (the ring cannot move: peers address it by offset).
-constexpr uint32_t kMinRingEntries = 63;
-
-// The size reported in ibv_cq::cqe for a request of `cqe` entries (rounded up as the ring is).
-int reported_cqe(int cqe) {
-    return static_cast<int>(std::bit_ceil(static_cast<uint32_t>(cqe) + 1) - 1);
-}
-
-CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, uint32_t comp_vector) {
-    if (cqe < 1 || cqe > (1 << 22) - 1 || comp_vector >= static_cast<uint32_t>(ctx->num_comp_vectors)) {
+CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel) {
+    if (cqe < 1 || cqe > (1 << 22) - 1) {
         errno = EINVAL;
         return nullptr;
     }
@@ -48,7 +39,7 @@ CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, uint32_t
     Runtime& rt = *context_of(ctx).rt;
     auto impl = std::make_unique<CqImpl>();
     auto obj = std::make_unique<CqObject>();
-    ArenaBlock block = create_shared_cq(rt, std::max(static_cast<uint32_t>(cqe), kMinRingEntries), event_fd,
+    ArenaBlock block = create_shared_cq(rt, static_cast<uint32_t>(cqe), event_fd,
                                         reinterpret_cast<uint64_t>(&obj->vcq.cq));
     if (!block.offset) {
         errno = ENOMEM;
@@ -62,7 +53,7 @@ CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, uint32_t
     impl->has_channel = channel != nullptr;
     if (channel) rt.add_event_cq(s);
     obj->impl = impl.release();
-    obj->vcq.cq.cqe = reported_cqe(cqe);
+    obj->vcq.cq.cqe = static_cast<int>(s->capacity - 1);
     return obj.release();
 }
 
@@ -135,12 +126,8 @@ void install_cq_ex_ops(ibv_cq_ex* cq, uint64_t wc_flags) {
         cq->read_completion_wallclock_ns = read_completion_wallclock_ns;
 }
 
-ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
-    if (comp_vector < 0) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    CqObject* obj = make_cq(ctx, cqe, channel, static_cast<uint32_t>(comp_vector));
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int) {
+    CqObject* obj = make_cq(ctx, cqe, channel);
     return obj ? &obj->vcq.cq : nullptr;
 }
 
@@ -149,11 +136,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
         errno = EOPNOTSUPP;
         return nullptr;
     }
-    if (attr->cqe > static_cast<uint32_t>((1 << 22) - 1)) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    CqObject* obj = make_cq(ctx, static_cast<int>(attr->cqe), attr->channel, attr->comp_vector);
+    CqObject* obj = make_cq(ctx, static_cast<int>(attr->cqe), attr->channel);
     if (!obj) return nullptr;
     install_cq_ex_ops(&obj->vcq.cq_ex, attr->wc_flags);
     return &obj->vcq.cq_ex;
@@ -173,8 +156,9 @@ int destroy_cq(ibv_cq* cq) {
     return 0;
 }
 
-// Delivers what the CQ's senders have due (the caller holds c.poll_lock).
-void progress_senders(CqImpl& c) {
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+    CqImpl& c = cq_of(cq);
+    std::lock_guard lock(c.poll_lock);
     uint64_t now = now_ns();
     for (engine::QueuePair* qp : c.senders) {
         qp->note_app_progress(now);
@@ -182,12 +166,6 @@ void progress_senders(CqImpl& c) {
         std::unique_lock sq(qp->sq_lock(), std::try_to_lock);
         if (sq.owns_lock()) qp->progress(now);
     }
-}
-
-int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
-    CqImpl& c = cq_of(cq);
-    std::lock_guard lock(c.poll_lock);
-    progress_senders(c);
     int got = c.shared->pop(n, wc);
     if (got == 0 && c.shared->overflow.load(std::memory_order_acquire)) {
         static bool reported = false;
@@ -209,17 +187,8 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 void cq_event(ibv_cq*) {}
 
 int resize_cq(ibv_cq* cq, int cqe) {
-    if (cqe < 1 || cqe > (1 << 22) - 1) return EINVAL;
-    CqImpl& c = cq_of(cq);
-    std::lock_guard lock(c.poll_lock);
-    progress_senders(c);
-    // Fewer entries than completions waiting would lose some (what hardware refuses too).
-    const uint64_t waiting = c.shared->tail.load(std::memory_order_acquire) - c.shared->head.load(std::memory_order_relaxed);
-    if (static_cast<uint64_t>(cqe) < waiting) return EINVAL;
-    // The ring cannot move (peers address it by offset): it grows only within what it reserved at creation.
-    const int size = reported_cqe(cqe);
-    if (static_cast<uint32_t>(size) > c.shared->capacity - 1) return ENOMEM;
-    cq->cqe = size;
+    // The ring cannot move (peers address it by offset); a size within the current capacity is accepted.
+    if (cqe < 1 || cqe > cq->cqe) return EINVAL;
     return 0;
 }
 
