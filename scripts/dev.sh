@@ -3,6 +3,7 @@
 #
 #   scripts/dev.sh demo    install what is missing, build, install into ./_install, run `sigmatrace demo`
 #   scripts/dev.sh test    install what is missing, build, run the whole test suite: the normal build, then
+#                          libsigmatrace.so built with CMake's default generator and loaded into programs, then
 #                          the ASan+UBSan build, then the TSan build of the shim's threading tests
 #
 # Options (environment): SIGMATRACE_JOBS (build parallelism, default nproc), SIGMATRACE_BUILD_ROOT
@@ -76,6 +77,15 @@ case "$mode" in
     configure_and_build "$build_root/normal"
     log "Testing (normal)"
     run_ctest "$build_root/normal"
+    # CMake's default generator (Unix Makefiles) links the library's objects in another order than Ninja: its
+    # start-up and shutdown must not depend on it (tests/interpose/init_order_test.sh). Only the library and the
+    # provider it loads are built.
+    log "Building libsigmatrace.so with CMake's default generator (Release)"
+    env -u CMAKE_GENERATOR cmake -S "$here" -B "$build_root/make" -DCMAKE_BUILD_TYPE=Release -DSIGMATRACE_WERROR=ON \
+      -DSIGMATRACE_BUILD_TESTS=OFF -DSIGMATRACE_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$build_root/make" -j "$jobs" --target sigmatrace_preload
+    log "Testing (default generator: the library loaded into programs)"
+    "$here/tests/interpose/init_order_test.sh" "$build_root/make/stage/lib/libsigmatrace.so"
     if [[ ${SIGMATRACE_TEST_SANITIZERS:-1} == 1 ]]; then
       log "Building (ASan+UBSan)"
       configure_and_build "$build_root/asan" -DSIGMATRACE_SANITIZE=ON -DSIGMATRACE_BUILD_BENCH=OFF -DSIGMATRACE_CUDA=OFF

@@ -11,7 +11,18 @@ namespace {
 
 // The configuration in force: written before the program runs (library constructor) or by a test between
 // runs, read afterwards. Guarded by nothing else because nothing writes it concurrently with readers.
-Config g_config;
+// Constructed on first use, never destroyed: the library constructor writes it before the dynamic initialisers of
+// other translation units are guaranteed to have run (their order follows the link order), and destructors that
+// run after ours (other libraries', atexit handlers) may still read it.
+Config& stored_config() noexcept {
+    union Storage {
+        Config value;
+        Storage() : value() {}
+        ~Storage() {}
+    };
+    static Storage storage;
+    return storage.value;
+}
 
 void note(std::string* errors, std::string_view var, std::string_view value, std::string_view expected) {
     if (errors == nullptr) return;
@@ -132,11 +143,11 @@ Config parse_config(const char* (*get)(const char*), std::string* errors) {
 }
 
 const Config& config() noexcept {
-    return g_config;
+    return stored_config();
 }
 
 void set_config(const Config& c) noexcept {
-    g_config = c;
+    stored_config() = c;
     detail::g_defer_max_age_ns.store(static_cast<uint64_t>(c.defer_max_age_us) * 1000, std::memory_order_relaxed);
     detail::g_redact.store(c.redact, std::memory_order_relaxed);
     detail::g_defer_records.store(c.defer_records, std::memory_order_relaxed);

@@ -11,4 +11,6 @@
 extern "C" {
 __attribute__((weak, visibility("hidden"))) void sigmatrace_gpumem_before_destroy_qp(struct ibv_qp* qp);
 __attribute__((weak, visibility("hidden"))) void sigmatrace_gpumem_before_destroy_cq(struct ibv_cq* cq);
+// Stops the watcher after a final sweep; called by the library's one destructor (library_init.cpp), first.
+__attribute__((weak, visibility("hidden"))) void sigmatrace_gpumem_shutdown();
 }

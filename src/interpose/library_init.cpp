@@ -14,6 +14,7 @@
 #include "interpose/config.h"
 #include "interpose/counters_emitter.h"
 #include "interpose/deferred_rings.h"
+#include "interpose/gpumem_hooks.h"
 #include "interpose/object_state.h"
 #include "interpose/process_identity.h"
 
@@ -54,10 +55,15 @@ __attribute__((constructor)) void sigmatrace_library_init() {
     install_lttng_provider_loader();
 }
 
+// The library's only constructor and destructor besides the tracepoint definitions' (which run before and
+// after them whatever the link order: tracepoint_definitions.cpp) and exit_hooks.cpp's, which shares nothing with
+// these. No namespace-scope object of the library has a dynamic initialiser (tests/interpose/
+// init_order_test.sh checks it), so nothing here depends on the order in which the linker laid them out.
 __attribute__((destructor)) void sigmatrace_library_fini() {
-    // Deferred records of every thread, then (counters mode) the remainder of every live QP, while the
-    // tracepoint definitions (linked first: their destructor runs after this one) and the provider (loaded
-    // later than this library: finalised after it) still stand.
+    // The GPU watcher's final sweep, then the deferred records of every thread, then (counters mode) the
+    // remainder of every live QP, while the tracepoint definitions and the provider (loaded later than this
+    // library: finalised after it) still stand.
+    if (sigmatrace_gpumem_shutdown != nullptr) sigmatrace_gpumem_shutdown();
     deferred::shutdown();
     counters_shutdown();
 }

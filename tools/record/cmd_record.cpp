@@ -3,7 +3,8 @@
 //   1. parse the command line; find libsigmatrace.so next to this binary (InstallLayout);
 //   2. use the user's lttng-sessiond, or start a private one (lttng_control.h);
 //   3. create a session: per-uid channel sized by --channel-size, vpid/vtid/procname contexts, sigmatrace:*;
-//   4. run the command with libsigmatrace.so preloaded (traced_environment.h) and wait for it;
+//   4. run the command with libsigmatrace.so preloaded (traced_environment.h), its launcher told to forward the
+//      tracer's variables to remote ranks (rank_forwarding.h), and wait for it;
 //   5. stop (waits until all data is in the trace), report the trace path and the discarded-event count,
 //      destroy the session, stop a private daemon;
 //   6. exit with the command's status.
@@ -22,6 +23,7 @@
 #include "common/install_layout.h"
 #include "record/lttng_control.h"
 #include "record/process_report.h"
+#include "record/rank_forwarding.h"
 #include "record/record_options.h"
 #include "record/subprocess.h"
 #include "record/traced_environment.h"
@@ -138,7 +140,14 @@ int cmd_record(Args args) {
         setup.blocking = opt.blocking;
         setup.report_file = report_file.path();
         const Environment env = traced_environment(current_environment(), setup);
-        status = run_foreground(opt.command, env, &spawn_error);
+        std::string launcher_path;
+        const Launcher launcher = identify_launcher(opt.command.front(), env, &launcher_path);
+        const LaunchPlan plan =
+            forward_to_ranks(opt.command, env, rank_variables(env), launcher,
+                             launcher == Launcher::open_mpi ? env_list_from_param_files(env, launcher_path) : "");
+        if (launcher != Launcher::other)
+            fmt::print(stderr, "sigmatrace record: ranks on other machines get the tracer's variables: {}\n", plan.how);
+        status = run_foreground(plan.command, plan.env, &spawn_error);
         if (!spawn_error.empty()) error(spawn_error);
 
         if (std::string e = session.stop(); !e.empty()) error(e);

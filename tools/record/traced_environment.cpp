@@ -11,9 +11,8 @@ std::string value_of(const Environment& env, const std::string& name) {
     return e != nullptr ? e->substr(name.size() + 1) : std::string();
 }
 
-void set_default(Environment& env, std::vector<std::string>& forwarded, const std::string& name, const std::string& value) {
+void set_default(Environment& env, const std::string& name, const std::string& value) {
     if (find_variable(env, name) == nullptr) set_variable(env, name, value);
-    forwarded.push_back(name);
 }
 
 // Whether `entry` is one of the items of `list` separated by any of `separators`.
@@ -31,15 +30,12 @@ bool contains_entry(const std::string& list, const std::string& entry, const cha
 }  // namespace
 
 Environment traced_environment(Environment env, const TraceSetup& setup) {
-    std::vector<std::string> forwarded;
-
     std::string preload = value_of(env, "LD_PRELOAD");
     if (!setup.sanitizer_runtime.empty() && !contains_entry(preload, setup.sanitizer_runtime, ": "))
         preload = preload.empty() ? setup.sanitizer_runtime : setup.sanitizer_runtime + ":" + preload;
     if (preload.empty()) preload = setup.preload_library;
     else if (!contains_entry(preload, setup.preload_library, ": ")) preload += ":" + setup.preload_library;
     set_variable(env, "LD_PRELOAD", preload);
-    forwarded.push_back("LD_PRELOAD");
     // Sanitizer builds only: options the runtime needs in programs that were not built for it.
     auto add_option = [&](const char* var, const char* key, const char* option) {
         const std::string v = value_of(env, var);
@@ -50,29 +46,26 @@ Environment traced_environment(Environment env, const TraceSetup& setup) {
     if (setup.sanitizer_runtime.find("libtsan") != std::string::npos)  // lttng-ust restarts threads in a forked child
         add_option("TSAN_OPTIONS", "die_after_fork", "die_after_fork=0");
 
-    set_default(env, forwarded, "LTTNG_UST_REGISTER_TIMEOUT", kRegisterTimeoutMs);
-    set_default(env, forwarded, "LTTNG_UST_WITHOUT_BADDR_STATEDUMP", "1");
-    set_default(env, forwarded, "LTTNG_UST_WITHOUT_PROCNAME_STATEDUMP", "1");
-    if (setup.blocking) {
-        set_variable(env, "LTTNG_UST_ALLOW_BLOCKING", "1");
-        forwarded.push_back("LTTNG_UST_ALLOW_BLOCKING");
-    }
+    set_default(env, "LTTNG_UST_REGISTER_TIMEOUT", kRegisterTimeoutMs);
+    set_default(env, "LTTNG_UST_WITHOUT_BADDR_STATEDUMP", "1");
+    set_default(env, "LTTNG_UST_WITHOUT_PROCNAME_STATEDUMP", "1");
+    if (setup.blocking) set_variable(env, "LTTNG_UST_ALLOW_BLOCKING", "1");
     if (!setup.mode.empty()) set_variable(env, "SIGMATRACE_MODE", setup.mode);
     if (!setup.report_file.empty()) set_variable(env, "SIGMATRACE_RECORD_REPORT", setup.report_file);
+    return env;
+}
+
+std::vector<std::string> rank_variables(const Environment& env) {
+    std::vector<std::string> names;
+    for (const char* n : {"LD_PRELOAD", "LTTNG_UST_REGISTER_TIMEOUT", "LTTNG_UST_WITHOUT_BADDR_STATEDUMP",
+                          "LTTNG_UST_WITHOUT_PROCNAME_STATEDUMP", "LTTNG_UST_ALLOW_BLOCKING"})
+        if (find_variable(env, n) != nullptr) names.emplace_back(n);
     for (const auto& e : env) {
         if (e.rfind("SIGMATRACE_", 0) != 0) continue;
         const std::string name = e.substr(0, e.find('='));
-        if (std::find(forwarded.begin(), forwarded.end(), name) == forwarded.end()) forwarded.push_back(name);
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
-
-    std::string list = value_of(env, "OMPI_MCA_mca_base_env_list");
-    for (const auto& name : forwarded) {
-        if (contains_entry(list, name, ";")) continue;
-        if (!list.empty()) list += ";";
-        list += name;
-    }
-    set_variable(env, "OMPI_MCA_mca_base_env_list", list);
-    return env;
+    return names;
 }
 
 }  // namespace sigmatrace::record

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "record/subprocess.h"
 
@@ -43,9 +44,11 @@ inline constexpr const char* kRegisterTimeoutMs = "30000";
 //   SIGMATRACE_MODE            the --mode value, when given
 //   SIGMATRACE_RECORD_REPORT   the report file, when given (always this recording's: a nested record
 //                              replaces its parent's for its own command)
-//   OMPI_MCA_mca_base_env_list the variables above (and every SIGMATRACE_*) appended, so that Open MPI's
-//                              mpirun forwards them to ranks it starts on other nodes without the user's -x
-//                              (local ranks inherit the environment anyway)
+// Local ranks inherit it; rank_forwarding.h makes a launcher forward rank_variables() to ranks elsewhere.
 Environment traced_environment(Environment base, const TraceSetup& setup);
+
+// The variables of a traced environment every rank needs: LD_PRELOAD, the lttng-ust ones set above (and
+// LTTNG_UST_ALLOW_BLOCKING when set), every SIGMATRACE_*. Never LTTNG_HOME: a private one exists on this node only.
+std::vector<std::string> rank_variables(const Environment& traced);
 
 }  // namespace sigmatrace::record

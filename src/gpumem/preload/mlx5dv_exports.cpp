@@ -159,7 +159,8 @@ extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_before_d
     if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(u64(cq)); });
 }
 
-// Stops the watcher with a final sweep before the LTTng probe (linked first, so destroyed last) goes away.
-__attribute__((destructor)) static void sigmatrace_gpumem_fini() {
+// Called first by libsigmatrace.so's one destructor (src/interpose/library_init.cpp), while the tracepoint
+// definitions are still registered (tracepoint_definitions.cpp): the watcher's final sweep can still emit.
+extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_shutdown() {
     if (GpuMemRuntime::exists()) GpuMemRuntime::instance().shutdown();
 }

@@ -345,7 +345,9 @@ void QueuePair::deliver(Wqe* w, uint64_t now) {
     c.opcode = wc_opcode_of(w->opcode);
     c.byte_len = static_cast<uint32_t>(w->length);
     c.qp_num = qpn_;
-    c.time_ns = now;
+    // The CQE timestamp is when the operation completed on the modelled link, as a NIC stamps a CQE when it
+    // writes it: a delivery delayed because this process or the engine thread waited for a CPU does not move it.
+    c.time_ns = std::min(w->t_done, now);
     sink_->deliver(c);
 }
 
@@ -568,7 +570,7 @@ QueuePair::Outcome QueuePair::execute(Wqe* w, uint64_t now) {
             }
             if (is_write) wc.byte_len = static_cast<uint32_t>(w->length);
             wc.status = IBV_WC_SUCCESS;
-            rcq->push(wc, now_ns());
+            rcq->push(wc, std::min(w->t_exec, now_ns()));  // when the data arrived (see deliver())
             rt_.completed_into(rcq, (w->flags & kSolicited) != 0);
             rt_.links().count_delivered(src, dst, w->length);
             return Outcome::Done;

@@ -130,7 +130,7 @@ struct SendCompletion {
     uint32_t byte_len;
     uint32_t qp_num;
     uint32_t vendor_err;
-    uint64_t time_ns;
+    uint64_t time_ns;  // when it completed in the link model (t_done), never later than its delivery
 };
 
 // Where a QP's send completions go. The verbs front end pushes them into a CQ (CqSink); another front end may

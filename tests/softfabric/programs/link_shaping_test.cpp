@@ -4,54 +4,90 @@
 // Run under `sigmatrace fabric --node 0 --rails 2 --config gray.conf` with
 //   bandwidth 1GB/s
 //   slow node0/0 -> node0/1 factor 4 from 1500ms to 3500ms
-// (tests/softfabric/CMakeLists.txt writes it). Times count from the fabric's start, read from its counters.
+// (tests/softfabric/CMakeLists.txt writes it). Times count from the fabric's start, read from its counters; rates
+// come from the fabric's CQE timestamps, so the test holds on busy CPUs (measure_rate()).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "core/clock.h"
 #include "core/stats.h"
 #include "verbs_harness.h"
 
 namespace sftest {
 namespace {
 
-double fabric_uptime_s() {
-    const char* name = std::getenv("SOFTFABRIC_NAME");
-    return static_cast<double>(softfabric::read_stats(name ? name : "default").uptime_ns) * 1e-9;
+// When the fabric started, on its clock (CLOCK_MONOTONIC, softfabric/core/clock.h): read once from its counters.
+uint64_t fabric_start_ns() {
+    static const uint64_t start = [] {
+        const char* name = std::getenv("SOFTFABRIC_NAME");
+        const uint64_t uptime = softfabric::read_stats(name ? name : "default").uptime_ns;
+        return softfabric::now_ns() - uptime;
+    }();
+    return start;
 }
 
-// Streams 64 KiB RDMA writes for `duration_s` with 512 in flight; returns the rate in bytes/s measured between
-// the first and the last completion.
-double measure_rate(Endpoint& me, const Wire& target, double duration_s) {
+double fabric_uptime_s() {
+    return static_cast<double>(softfabric::now_ns() - fabric_start_ns()) * 1e-9;
+}
+
+struct Rate {
+    double bytes_per_s = 0;
+    uint64_t intervals = 0;  // completions measured
+    uint64_t excluded = 0;   // completions after an idle link (the WR was posted too late to queue)
+};
+
+// Streams 64 KiB RDMA writes, 512 in flight, until the fabric's uptime reaches `until_s`, and measures the rate
+// the link delivered them at from the fabric's own CQE timestamps (the modelled completion times, which a
+// process or engine thread waiting for a CPU does not move). A completion counts only when its WR was queued
+// behind the previous one on the link (posted at least 10 us, more than the round trip, before that one
+// completed): its interval is then the link's serialization time alone. When this process starves, the window
+// drains and the link idles: those intervals measure the sender, not the link, and are left out (and counted).
+Rate measure_rate(Endpoint& me, const Wire& target, double until_s) {
     constexpr uint32_t kSize = 64 * 1024;
-    constexpr int kWindow = 512;  // 32 ms of data at 1 GB/s: the link stays busy while this process waits for a
-                                  // CPU (the test shares 2 cores with everything else)
+    constexpr int kWindow = 512;
+    constexpr uint64_t kQueuedMarginNs = 10'000;
+    std::vector<uint64_t> posted_at;  // after each post returned: not before the fabric took the WR
     int in_flight = 0;
-    uint64_t posted = 0, completed = 0;
-    double first = 0, last = 0;
-    double end = now_s() + duration_s;
-    while (now_s() < end || in_flight > 0) {
-        while (in_flight < kWindow && now_s() < end) {
-            uint64_t off = (posted % 64) * kSize;
-            EXPECT_EQ(me.write(posted, off, kSize, target.addr + off, target.rkey), 0);
-            ++posted;
+    uint64_t completed = 0;
+    uint64_t previous_ts = 0;
+    uint64_t busy_ns = 0;
+    Rate r;
+    while (fabric_uptime_s() < until_s || in_flight > 0) {
+        while (in_flight < kWindow && fabric_uptime_s() < until_s) {
+            const uint64_t n = posted_at.size();
+            const uint64_t off = (n % 64) * kSize;
+            EXPECT_EQ(me.write(n, off, kSize, target.addr + off, target.rkey), 0);
+            posted_at.push_back(softfabric::now_ns());
             ++in_flight;
         }
         ibv_wc wc{};
-        if (!me.poll(wc, 5.0)) {
+        uint64_t ts = 0;
+        if (!me.poll(wc, &ts, 5.0)) {
             ADD_FAILURE() << "no completion within 5 s";
-            return 0;
+            return r;
         }
         EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(wc.wr_id, completed) << "RC completions in order";
         --in_flight;
-        double t = now_s();
-        if (completed == 0) first = t;
-        last = t;
+        if (completed > 0) {
+            EXPECT_GE(ts, previous_ts) << "CQE timestamps in completion order";
+            if (posted_at[completed] + kQueuedMarginNs <= previous_ts) {
+                busy_ns += ts - previous_ts;
+                ++r.intervals;
+            } else {
+                ++r.excluded;
+            }
+        }
+        previous_ts = ts;
         ++completed;
     }
-    return static_cast<double>(completed - 1) * kSize / (last - first);
+    if (busy_ns > 0) r.bytes_per_s = static_cast<double>(r.intervals) * kSize * 1e9 / static_cast<double>(busy_ns);
+    return r;
 }
 
 void wait_until_uptime(double s) {
@@ -66,6 +102,7 @@ TEST(LinkShaping, ConfiguredRateThenGrayFailureThenRecovery) {
         return o;
     }());
     EndpointOptions mine;
+    mine.completion_timestamps = true;
     mine.device = "sfab_0";
     mine.buffer = 8 << 20;
     mine.depth = 512;
@@ -73,20 +110,29 @@ TEST(LinkShaping, ConfiguredRateThenGrayFailureThenRecovery) {
     ASSERT_EQ(me.connect(peer.wire()), 0);
     ASSERT_EQ(peer.connect(me.wire()), 0);
 
-    ASSERT_LT(fabric_uptime_s(), 0.4) << "the test must start within 0.4 s of the fabric";
-    double normal = measure_rate(me, peer.wire(), 1.0);  // ends before 1.5 s (1.0 s + 32 ms in flight)
+    ASSERT_LT(fabric_uptime_s(), 0.5) << "the test must start within 0.5 s of the fabric";
+    const Rate normal = measure_rate(me, peer.wire(), 1.0);  // ends before 1.5 s (+ 32 ms in flight)
     wait_until_uptime(1.6);
-    double gray = measure_rate(me, peer.wire(), 1.5);    // ends before 3.5 s (+ 128 ms in flight)
+    const Rate gray = measure_rate(me, peer.wire(), 3.1);    // ends before 3.5 s (+ 128 ms in flight)
     wait_until_uptime(3.6);
-    double recovered = measure_rate(me, peer.wire(), 0.5);
+    const Rate recovered = measure_rate(me, peer.wire(), 4.1);
     std::printf("shaped rate %.1f MB/s (configured 1000), during the gray failure %.1f MB/s (slow-down %.2fx, "
-                "configured 4x), after it %.1f MB/s\n",
-                normal / 1e6, gray / 1e6, normal / gray, recovered / 1e6);
+                "configured 4x), after it %.1f MB/s; completions measured %llu/%llu/%llu, after an idle link "
+                "%llu/%llu/%llu\n",
+                normal.bytes_per_s / 1e6, gray.bytes_per_s / 1e6, normal.bytes_per_s / gray.bytes_per_s,
+                recovered.bytes_per_s / 1e6, static_cast<unsigned long long>(normal.intervals),
+                static_cast<unsigned long long>(gray.intervals), static_cast<unsigned long long>(recovered.intervals),
+                static_cast<unsigned long long>(normal.excluded), static_cast<unsigned long long>(gray.excluded),
+                static_cast<unsigned long long>(recovered.excluded));
+    // Enough of each phase measured to mean something (a phase is thousands of 64 KiB writes).
+    EXPECT_GT(normal.intervals, 1000u);
+    EXPECT_GT(gray.intervals, 1000u);
+    EXPECT_GT(recovered.intervals, 1000u);
     // A shaped link delivers within 5% of its configured rate.
-    EXPECT_NEAR(normal, 1e9, 0.05e9);
-    EXPECT_NEAR(recovered, 1e9, 0.05e9);
+    EXPECT_NEAR(normal.bytes_per_s, 1e9, 0.05e9);
+    EXPECT_NEAR(recovered.bytes_per_s, 1e9, 0.05e9);
     // The measured slow-down matches the configured factor.
-    EXPECT_NEAR(normal / gray, 4.0, 0.2);
+    EXPECT_NEAR(normal.bytes_per_s / gray.bytes_per_s, 4.0, 0.2);
 }
 
 }  // namespace

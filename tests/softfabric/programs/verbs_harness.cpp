@@ -85,7 +85,17 @@ Endpoint::Endpoint(const EndpointOptions& o) : type(o.type) {
         channel = ibv_create_comp_channel(ctx);
         if (!channel) die("ibv_create_comp_channel", errno);
     }
-    cq = ibv_create_cq(ctx, static_cast<int>(o.depth * 4), nullptr, channel, 0);
+    if (o.completion_timestamps) {
+        ibv_cq_init_attr_ex ca{};
+        ca.cqe = o.depth * 4;
+        ca.channel = channel;
+        ca.wc_flags = uint64_t{IBV_WC_STANDARD_FLAGS} | uint64_t{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
+        cq_ex = ibv_create_cq_ex(ctx, &ca);
+        if (!cq_ex) die("ibv_create_cq_ex", errno);
+        cq = ibv_cq_ex_to_cq(cq_ex);
+    } else {
+        cq = ibv_create_cq(ctx, static_cast<int>(o.depth * 4), nullptr, channel, 0);
+    }
     if (!cq) die("ibv_create_cq", errno);
     if (o.srq) {
         ibv_srq_init_attr sa{};
@@ -198,6 +208,25 @@ bool Endpoint::poll(ibv_wc& wc, double timeout_s) {
         int n = ibv_poll_cq(cq, 1, &wc);
         if (n > 0) return true;
         if (n < 0) return false;
+    } while (now_s() < end);
+    return false;
+}
+
+bool Endpoint::poll(ibv_wc& wc, uint64_t* completion_ts, double timeout_s) {
+    if (!cq_ex) die("Endpoint::poll with a timestamp needs EndpointOptions::completion_timestamps", EINVAL);
+    double end = now_s() + timeout_s;
+    ibv_poll_cq_attr attr{};
+    do {
+        int err = ibv_start_poll(cq_ex, &attr);
+        if (err == ENOENT) continue;
+        if (err != 0) return false;
+        wc = ibv_wc{};
+        wc.wr_id = cq_ex->wr_id;
+        wc.status = cq_ex->status;
+        wc.opcode = ibv_wc_read_opcode(cq_ex);
+        *completion_ts = ibv_wc_read_completion_ts(cq_ex);
+        ibv_end_poll(cq_ex);
+        return true;
     } while (now_s() < end);
     return false;
 }

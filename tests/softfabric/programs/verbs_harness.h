@@ -43,6 +43,7 @@ struct EndpointOptions {
     bool channel = false;
     bool srq = false;
     uint32_t depth = 256;
+    bool completion_timestamps = false;  // an extended CQ whose completions carry the CQE timestamp
 };
 
 class Endpoint {
@@ -59,6 +60,9 @@ public:
     int post_recv(uint64_t wr_id, uint64_t offset, uint32_t length);
     // Polls one completion, spinning up to `timeout_s`; false on timeout.
     bool poll(ibv_wc& wc, double timeout_s = 5.0);
+    // The same, with the completion's CQE timestamp (ns, CLOCK_MONOTONIC on the fabric); needs
+    // EndpointOptions::completion_timestamps. Only wr_id, status and opcode of `wc` are filled.
+    bool poll(ibv_wc& wc, uint64_t* completion_ts, double timeout_s = 5.0);
     int post(ibv_send_wr& wr);
     // Convenience work requests on the local buffer.
     int write(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t raddr, uint32_t rkey, bool signaled = true);
@@ -71,6 +75,7 @@ public:
     ibv_pd* pd = nullptr;
     ibv_comp_channel* channel = nullptr;
     ibv_cq* cq = nullptr;
+    ibv_cq_ex* cq_ex = nullptr;  // with completion_timestamps: the extended CQ `cq` belongs to
     ibv_srq* srq = nullptr;
     ibv_qp* qp = nullptr;
     ibv_mr* mr = nullptr;
