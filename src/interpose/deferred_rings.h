@@ -66,7 +66,12 @@ void before_fork() noexcept;
 void after_fork_child() noexcept;
 void after_fork_child_resume() noexcept;
 
-// Stops the emitter thread (library destructor), then drains every ring.
+// Tracing started in this process with deferred emission (after the provider's load): registers the exit() and
+// quick_exit() drains, which must run before lttng-ust's destructor.
+void tracing_started() noexcept;
+
+// Stops the emitter thread (library destructor), then drains every ring if lttng-ust still stands; what is left
+// stays for record's salvage (ring_file.h) or is reported on stderr.
 void shutdown() noexcept;
 
 // Tests: how many rings exist / are owned, and the emitter's state.

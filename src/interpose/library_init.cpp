@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "interpose/deferred_rings.h"
 #include "interpose/object_state.h"
 #include "interpose/process_identity.h"
+#include "interpose/ring_file.h"
 
 using namespace sigmatrace::interpose;
 
@@ -55,11 +57,33 @@ __attribute__((constructor)) void sigmatrace_library_init() {
 }
 
 __attribute__((destructor)) void sigmatrace_library_fini() {
-    // Deferred records of every thread, then (counters mode) the remainder of every live QP, while the
-    // tracepoint definitions (linked first: their destructor runs after this one) and the provider (loaded
-    // later than this library: finalised after it) still stand.
+    // Deferred records of every thread, then (counters mode) the remainder of every live QP. The tracepoint
+    // definitions (linked first) unregister after this destructor; lttng-ust, loaded later than this library,
+    // has usually been finalised already: deferred::shutdown then keeps the records for record's salvage (the
+    // exit handler registered when tracing started drained everything captured before it).
     deferred::shutdown();
     counters_shutdown();
 }
 
 }  // namespace
+
+// `sigmatrace record`'s salvage step, run as `sigmatrace salvage-rings DIR` with libsigmatrace.so preloaded after the
+// command ended (tools/record): emits what the command's processes left in their ring files (ring_file.h). Writes
+// one line to `out` ("records=N processes=P lost=L live=R unreadable=U", or "error=..."); returns 0, or 1 when it
+// could not salvage at all.
+extern "C" __attribute__((visibility("default"))) int sigmatrace_salvage_rings(const char* dir, char* out, size_t size) {
+    if (!activate_tracing_for_salvage()) {
+        std::snprintf(out, size, "error=no recording session reaches the salvaging process");
+        return 1;
+    }
+    deferred::SalvageCounts c;
+    const char* error = nullptr;
+    if (!deferred::salvage_rings(dir, &c, &error)) {
+        std::snprintf(out, size, "error=%s (%s)", error, dir);
+        return 1;
+    }
+    std::snprintf(out, size, "records=%llu processes=%u lost=%llu live=%u unreadable=%u",
+                  static_cast<unsigned long long>(c.records), c.processes, static_cast<unsigned long long>(c.lost),
+                  c.live, c.unreadable);
+    return 0;
+}

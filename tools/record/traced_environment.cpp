@@ -59,6 +59,7 @@ Environment traced_environment(Environment env, const TraceSetup& setup) {
     }
     if (!setup.mode.empty()) set_variable(env, "SIGMATRACE_MODE", setup.mode);
     if (!setup.report_file.empty()) set_variable(env, "SIGMATRACE_RECORD_REPORT", setup.report_file);
+    if (!setup.salvage_dir.empty()) set_variable(env, "SIGMATRACE_SALVAGE_DIR", setup.salvage_dir);
     for (const auto& e : env) {
         if (e.rfind("SIGMATRACE_", 0) != 0) continue;
         const std::string name = e.substr(0, e.find('='));
