@@ -77,8 +77,8 @@ PeriodicThread& emitter() {
     return *e;
 }
 
-// Whether an event written now reaches the session: false before tracing starts, with no session, and after
-// lttng-ust's destructor tore the session down at exit (the "enabled" words are cleared with it).
+// Whether an event written now reaches the session: false before tracing starts, with no session, and at exit
+// once the provider's probe has unregistered (which clears the "enabled" words: see drain_at_exit).
 bool tracer_accepts_events() noexcept {
     return defer_records() ? ST_TRACE_ENABLED(deferred_records) : ST_TRACE_ENABLED(post_send);
 }
@@ -88,10 +88,10 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
     Ring& r = *slot.ring;
     if (!r.has_pending()) return 0;
     if (slot.owner.load(std::memory_order_relaxed) < 0) return 0;  // a forked child's unusable inherited ring
-    // At exit, once lttng-ust has shut down (its destructor may run before ours, and before other libraries'
-    // destructors that still post or poll), an event written now would vanish without a trace: the records stay
-    // in the ring, where record's salvage finds them (ring_file.h), or are reported at exit. Before exit, a ring
-    // without a session is drained into nothing as before (its records are not wanted).
+    // At exit, once the provider's probe has unregistered (drain_at_exit says when), an event written now would
+    // vanish without a trace: the records stay in the ring, where record's salvage finds them (ring_file.h), or
+    // are reported at exit. Before exit, a ring without a session is drained into nothing as before (its records
+    // are not wanted).
     if (g_exiting.load(std::memory_order_relaxed) && !tracer_accepts_events()) return 0;
     if (!r.try_lock_consumer()) {
         if (wait == Wait::no) return 0;
@@ -353,11 +353,14 @@ void init() noexcept {
 
 namespace {
 
-// exit() and quick_exit(), registered when tracing starts: after the provider's load, so that they run before
-// lttng-ust's destructor (exit handlers run before the libraries' destructors; lttng-ust's session is gone after
-// its own). Handlers the application registers later run before this one; records captured after it (earlier
-// handlers, other libraries' destructors) are drained by the library destructor if lttng-ust still stands, else
-// left for record's salvage.
+// exit() and quick_exit(), registered when tracing starts, after the provider's load. Why then: the probe
+// (libsigmatrace-lttng.so, C++) registers with lttng-ust from a static object whose destructor — the probe's
+// unregistration, which disables every sigmatrace tracepoint — was registered with __cxa_atexit during that
+// load. exit() runs such handlers in reverse order of registration, all before any library destructor, so a
+// drain in our library destructor found every event disabled and its records vanished (a program returning from
+// main lost them all). This handler, registered after the load, runs before the probe's. Handlers the
+// application registers later run before it; records captured after it (earlier handlers, libraries'
+// destructors) are left in their rings for record's salvage.
 void drain_at_exit() {
     g_exiting.store(true, std::memory_order_relaxed);
     drain_all(Wait::yes);

@@ -58,9 +58,9 @@ __attribute__((constructor)) void sigmatrace_library_init() {
 
 __attribute__((destructor)) void sigmatrace_library_fini() {
     // Deferred records of every thread, then (counters mode) the remainder of every live QP. The tracepoint
-    // definitions (linked first) unregister after this destructor; lttng-ust, loaded later than this library,
-    // has usually been finalised already: deferred::shutdown then keeps the records for record's salvage (the
-    // exit handler registered when tracing started drained everything captured before it).
+    // definitions (linked first) unregister after this destructor, but after exit() the provider's probe has
+    // already unregistered (deferred_rings.cpp, drain_at_exit): deferred::shutdown then keeps what is left for
+    // record's salvage (the exit handler registered when tracing started drained everything captured before it).
     deferred::shutdown();
     counters_shutdown();
 }

@@ -1,7 +1,7 @@
 // Deferred-emission rings that outlive their process. Under `sigmatrace record` (SIGMATRACE_SALVAGE_DIR set) a
 // thread's ring (deferred_ring.h) lives in a file of that directory on /dev/shm instead of anonymous memory:
 // what a process captured but never emitted — it called _exit, was killed by SIGKILL, or captured records after
-// lttng-ust had shut down at exit — is still there when the process is gone, and record's salvage step
+// the provider's probe had unregistered at exit — is still there when the process is gone, and record's salvage step
 // (salvage_rings) emits it as `deferred_records` events carrying the process's pid and tid (origin_pid,
 // origin_tid), the same encoding and capture times as the process's own drains.
 //

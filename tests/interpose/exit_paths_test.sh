@@ -48,9 +48,9 @@ for mode in return exit quick_exit _exit sigkill; do run_mode "$mode"; done
 
 # SIGKILL at seeded random points of a program writing in a loop.
 RANDOM=25
-for k in 1 2 3 4; do
+for k in 1 2 3; do
   name=ep-kill-$k trace=$work/kill-$k
-  delay_ms=$((50 + RANDOM % 400))
+  delay_ms=$((20 + RANDOM % 100))
   "$sigmatrace" record -o "$trace" -- sh -c '
     "$1" fabric --name "$2" -- "$3" forever 0 >"$4.out" 2>&1 &
     pid=$!
