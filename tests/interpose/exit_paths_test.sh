@@ -5,7 +5,7 @@
 # program's own count and the fabric's (`sigmatrace fabric --stats`, the operations it executed), as do their
 # bytes, and the trace says it is complete. Then SIGKILL at seeded random points of a program that writes
 # until killed (`sigmatrace fabric` execs it: same pid): analyzer == fabric, within the one WRITE that may be inside ibv_post_send when the kill lands.
-# Runs inside tests/support/sandbox.sh (record starts its own session daemon there).
+# Runs inside tests/support/sandbox.sh --lttng (one session daemon for every recording).
 set -uo pipefail
 sigmatrace=$1 analyze=$2 program=$3
 work=$(mktemp -d /tmp/interpose-exit-paths.XXXXXX)
@@ -13,6 +13,7 @@ trap 'rm -rf "$work"' EXIT
 status=0
 fail() { echo "FAILED: $*"; status=1; }
 writes=50
+ulimit -c 0  # abort mode: no core file
 bytes=4096
 
 # "WRITES BYTES COMPLETE COMPLETIONS" from the analysis; "OPS BYTES" over every link of the fabric.
@@ -44,7 +45,7 @@ run_mode() {  # MODE: a recorded run that ends that way; checks the counts
   echo "$mode: trace $aops WRITEs $abytes B, fabric $fops $fbytes B, complete=$complete"
 }
 
-for mode in return exit quick_exit _exit sigkill; do run_mode "$mode"; done
+for mode in return exit quick_exit thread exec abort _exit sigkill; do run_mode "$mode"; done
 
 # SIGKILL at seeded random points of a program writing in a loop.
 RANDOM=25

@@ -3,6 +3,9 @@
 //   return      returns from main            exit        exit(0)
 //   quick_exit  quick_exit(0)                _exit       _exit(0)
 //   sigkill     raise(SIGKILL) after the last completion
+//   abort       abort() (SIGABRT, default action: the tracer's fatal-signal handler drains, then the process dies)
+//   thread      the WRITEs are done by a second thread, which exits; main then returns
+//   exec        execs /bin/true after the last completion
 //   forever     posts until it is killed from outside (WRITES is ignored); prints "running" after the first write
 // Prints "writes N" (the WRITEs it completed) before ending; exit 77 without a device.
 #include <infiniband/verbs.h>
@@ -14,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rc_loopback.h"
@@ -109,11 +113,21 @@ int main(int argc, char** argv) {
             }
         }
     }
-    for (int i = 0; i < writes; ++i)
-        if (!write_one(lb, static_cast<uint64_t>(i))) return fail("RDMA WRITE");
+    bool ok = true;
+    auto run = [&] {
+        for (int i = 0; i < writes && ok; ++i) ok = write_one(lb, static_cast<uint64_t>(i));
+    };
+    if (mode == "thread") std::thread(run).join();
+    else run();
+    if (!ok) return fail("RDMA WRITE");
     std::printf("writes %d\n", writes);
     std::fflush(stdout);
-    if (mode == "return") return 0;
+    if (mode == "return" || mode == "thread") return 0;
+    if (mode == "abort") std::abort();
+    if (mode == "exec") {
+        execl("/bin/true", "true", static_cast<char*>(nullptr));
+        return fail("execl");
+    }
     if (mode == "exit") std::exit(0);
     if (mode == "quick_exit") std::quick_exit(0);
     if (mode == "_exit") _exit(0);
