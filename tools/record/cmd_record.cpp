@@ -107,12 +107,19 @@ private:
 // process of the command) while the session still records, and reports what it did.
 void salvage_rings(const SalvageDir& dir, Environment env) {
     if (dir.path().empty()) return;
-    env = without(without(std::move(env), "SIGMATRACE_RECORD_REPORT"), "SIGMATRACE_SALVAGE_DIR");
+    // Processes that end with their rings empty remove their files: usually nothing is left to salvage, and no
+    // salvaging process (an lttng-ust registration) is started.
+    bool any = false;
     std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir.path(), ec)) any = any || e.path().filename().string().rfind("ring-", 0) == 0;
+    if (!any) return;
+    env = without(without(std::move(env), "SIGMATRACE_RECORD_REPORT"), "SIGMATRACE_SALVAGE_DIR");
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
     const Captured c = run_captured({self.string(), std::string(kSalvageVerb), dir.path()}, env);
+    // Its counts are its last line (lttng-ust may have said something before).
     std::string line = c.output;
     while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    if (const size_t nl = line.rfind('\n'); nl != std::string::npos) line = line.substr(nl + 1);
     unsigned long long records = 0, lost = 0;
     unsigned processes = 0, live = 0, unreadable = 0;
     if (c.status != 0 || std::sscanf(line.c_str(), "records=%llu processes=%u lost=%llu live=%u unreadable=%u", &records,
