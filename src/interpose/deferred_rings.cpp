@@ -206,9 +206,13 @@ bool map_ring(RingSlot& slot, uint64_t cap, pid_t tid, void* at) noexcept {
     slot.path[0] = '\0';
     const std::string& dir = config().salvage_dir;
     if (!dir.empty()) {
-        static std::atomic<uint32_t> serial{0};  // file names unique within the process (pid, tid, serial)
-        const int n = std::snprintf(slot.path, sizeof slot.path, "%s/ring-%d-%d-%u", dir.c_str(), static_cast<int>(getpid()),
-                                    static_cast<int>(tid), serial.fetch_add(1, std::memory_order_relaxed));
+        // Unique names: pid, tid, a serial within the process, and the time (an exec'd image keeps the pid and
+        // starts the serial again).
+        static std::atomic<uint32_t> serial{0};
+        const int n = std::snprintf(slot.path, sizeof slot.path, "%s/ring-%d-%d-%u-%llu", dir.c_str(),
+                                    static_cast<int>(getpid()), static_cast<int>(tid),
+                                    serial.fetch_add(1, std::memory_order_relaxed),
+                                    static_cast<unsigned long long>(capture_clock::monotonic_ns()));
         const int fd = n > 0 && static_cast<size_t>(n) < sizeof slot.path
                            ? ::open(slot.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
                            : -1;
