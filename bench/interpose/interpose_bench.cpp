@@ -87,6 +87,8 @@ void set_mode(const Setup& s) {
     c.defer = s.emission != Emission::immediate;
     c.defer_records = s.emission != Emission::events;
     c.counters_interval_ms = 3600000;  // no periodic emission during a measurement
+    // INTERPOSE_BENCH_SALVAGE_DIR: rings in files of that directory, as under `sigmatrace record` (ring_file.h).
+    if (const char* dir = std::getenv("INTERPOSE_BENCH_SALVAGE_DIR")) c.salvage_dir = dir;
     interpose::set_config(c);
 }
 

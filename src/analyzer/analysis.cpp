@@ -41,6 +41,12 @@ void Analysis::on_event(const DecodedEvent& ev) {
         pr.last_ts = std::max(pr.last_ts, ev.ts_ns);
     }
     switch (ev.id) {
+    case EventId::deferred_records: {
+        namespace F = fields::deferred_records;
+        if (ev.f[F::origin_pid].present && static_cast<int32_t>(ev.u(F::origin_pid)) > 0) ++salvaged_events_;
+        if (const uint64_t lost = ev.f[F::lost].present ? ev.u(F::lost) : 0; lost != 0) lost_records_[ev.vpid] += lost;
+        break;
+    }
     case EventId::process_info:
         retired_scratch_.clear();
         topo_.on_process_info(ev, p, retired_scratch_);

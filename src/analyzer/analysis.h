@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,10 @@ private:
     std::vector<DiscardRecord> discards_;
     OrderingSummary ordering_;
     std::vector<std::string> read_problems_;
+    // Deferred records salvaged from the rings of processes that ended without emitting them (record's salvage
+    // step), and records it could not save, by process.
+    uint64_t salvaged_events_ = 0;
+    std::map<int64_t, uint64_t> lost_records_;
     std::vector<std::string> trace_paths_;
     std::vector<ErrorSample> first_errors_;
     std::map<uint8_t, uint64_t> errors_by_status_;

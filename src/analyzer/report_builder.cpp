@@ -99,6 +99,12 @@ std::vector<NodeId> ReportBuilder::trace_nodes() const {
     return out;
 }
 
+uint64_t ReportBuilder::lost_records_total() const {
+    uint64_t n = 0;
+    for (const auto& [pid, count] : a_.lost_records_) n += count;
+    return n;
+}
+
 json ReportBuilder::trace_section() const {
     uint64_t discarded = 0, discarded_packets = 0;
     for (const DiscardRecord& d : a_.discards_) (d.packets ? discarded_packets : discarded) += d.count;
@@ -117,7 +123,9 @@ json ReportBuilder::trace_section() const {
                 {"duration_ns", a_.events_ ? a_.last_ts_ - a_.first_ts_ : 0},
                 {"start_ns", a_.first_ts_},
                 {"paths", a_.trace_paths_},
-                {"complete", a_.read_problems_.empty()},
+                {"salvaged_events", a_.salvaged_events_},
+                {"lost_records", lost_records_total()},
+                {"complete", a_.read_problems_.empty() && lost_records_total() == 0},
                 {"read_problems", a_.read_problems_},
                 {"events_by_type", by_type}};
 }
@@ -487,6 +495,18 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
                         format_count(discarded),
                         discarded_packets ? fmt::format(" and {} packets", format_count(discarded_packets)) : ""),
             json{{"discarded_events", discarded}, {"discarded_packets", discarded_packets}, {"streams", streams}}));
+    }
+
+    // Records a process captured that neither it nor record's salvage step could put in the trace.
+    if (const uint64_t lost = lost_records_total(); lost != 0) {
+        json procs = json::array();
+        for (const auto& [pid, n] : a_.lost_records_) procs.push_back(json{{"pid", pid}, {"records", n}});
+        findings.push_back(finding(
+            "records_lost", "error",
+            fmt::format("{} data-path calls captured by the tracer are not in the trace (their process ended while "
+                        "one was inside the provider's call, or its ring was damaged): counts below are lower bounds",
+                        format_count(lost)),
+            json{{"lost_records", lost}, {"processes", procs}}));
     }
 
     // Deferred emission: events that came after the reordering window were processed out of capture order.

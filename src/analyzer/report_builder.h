@@ -27,6 +27,7 @@ public:
 
 private:
     nlohmann::json trace_section() const;
+    uint64_t lost_records_total() const;
     nlohmann::json processes_section() const;
     nlohmann::json ops_section() const;
     nlohmann::json qps_section() const;

@@ -12,6 +12,7 @@
 
 #include "interpose/capture_clock.h"
 #include "interpose/config.h"
+#include "interpose/deferred_rings.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/process_identity.h"
 #include "provider/trace.h"
@@ -114,7 +115,10 @@ void load_provider() {
         return;
     }
     // Deferred emission: records a thread has not emitted yet must not die with a crash or a kill.
-    if (config().mode == Mode::ops && config().defer) install_fatal_signal_handlers();
+    if (config().mode == Mode::ops && config().defer) {
+        install_fatal_signal_handlers();
+        deferred::tracing_started();
+    }
     // The provider registered with the session daemon while loading (lttng-ust waits up to
     // LTTNG_UST_REGISTER_TIMEOUT); a recording session enables every sigmatrace event, so a disabled
     // process_info here means the registration did not complete in time.
@@ -167,6 +171,16 @@ void activate_tracing() noexcept {
         while (g_state.load(std::memory_order_acquire) == kLoading) nanosleep(&pause, nullptr);
     }
     emit_process_info_once();
+}
+
+bool activate_tracing_for_salvage() noexcept {
+    // No process_info and no report line: the salvaging process is not one of the traced command's.
+    int expected = kIdle;
+    if (g_state.compare_exchange_strong(expected, kLoading, std::memory_order_acq_rel)) {
+        if (const ProviderLoader loader = g_loader.load(std::memory_order_acquire); loader != nullptr) (void)loader();
+        g_state.store(kDone, std::memory_order_release);
+    }
+    return ST_TRACE_ENABLED(deferred_records);
 }
 
 bool tracing_activated() noexcept {

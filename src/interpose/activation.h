@@ -42,6 +42,10 @@ void activate_tracing() noexcept;
 // True once this process's first RDMA use has loaded the provider (or tried to).
 bool tracing_activated() noexcept;
 
+// Record's salvage step (ring_file.h): loads the provider without identifying this process (no process_info, no
+// report line). Returns whether deferred_records events reach a session.
+bool activate_tracing_for_salvage() noexcept;
+
 // lttng-ust's fork hooks (the calls liblttng-ust-fork.so makes), once the provider is loaded; nullptr before.
 struct LttngForkHooks {
     void (*before_fork)(sigset_t*);

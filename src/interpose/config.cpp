@@ -133,6 +133,7 @@ Config parse_config(const char* (*get)(const char*), std::string* errors) {
     }
     if (const char* v = get("SIGMATRACE_PROVIDER"); v != nullptr) c.provider_path = v;
     if (const char* v = get("SIGMATRACE_RECORD_REPORT"); v != nullptr) c.record_report = v;
+    if (const char* v = get("SIGMATRACE_SALVAGE_DIR"); v != nullptr) c.salvage_dir = v;
     // lttng-ust's own variable, parsed exactly as it does (strtol, every negative value meaning -1), not validated:
     // it is lttng-ust's to judge.
     if (const char* v = get("LTTNG_UST_REGISTER_TIMEOUT"); v != nullptr) {

@@ -54,6 +54,10 @@ struct Config {
     // SIGMATRACE_RECORD_REPORT: set by `sigmatrace record`, the file each process that used RDMA appends one
     // line to (traced or not, and why): see activation.cpp.
     std::string record_report;
+    // SIGMATRACE_SALVAGE_DIR: set by `sigmatrace record`, a directory (on /dev/shm) where each capturing thread's
+    // deferred-emission ring lives as a file instead of anonymous memory, so that record can emit what a process
+    // left in its rings after the process is gone (_exit, SIGKILL): ring_file.h.
+    std::string salvage_dir;
     // LTTNG_UST_REGISTER_TIMEOUT as lttng-ust reads it (ms; -1 waits forever, 0 not at all; unset: 3000): how long
     // its constructor, run by the provider's load, waits for the session daemon. A load that lasts that long
     // means lttng-ust gave up waiting, and the registration may never have completed (activation.cpp).

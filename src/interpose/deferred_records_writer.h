@@ -27,10 +27,20 @@ public:
 
     // The capture-clock anchor of this drain (ticks -> CLOCK_MONOTONIC ns).
     void start_run(const capture_clock::Anchor& anchor) noexcept { anchor_ = anchor; }
-    // Appends one record (a pad record is skipped); emits the pending event first when it would not fit.
-    void add(const RecordHeader* rec) noexcept;
+    // Appends one record (a pad record is skipped); emits the pending event first when it would not fit, and
+    // then returns true (the records added before this one are in the trace).
+    bool add(const RecordHeader* rec) noexcept;
     // Emits what is pending.
     void flush() noexcept;
+    // Records salvaged from a ring of a process that is gone (ring_file.h): the events carry its pid and tid,
+    // and how many of its records could not be saved. 0: the emitting process's own records.
+    void set_origin(int32_t pid, int32_t tid, uint32_t lost) noexcept {
+        origin_pid_ = pid;
+        origin_tid_ = tid;
+        lost_ = lost;
+    }
+    // Emits an event without records (what a salvaged ring could not save, when it saved nothing).
+    void emit_empty() noexcept;
     // Forgets what is pending (a forked child's inherited state). Each ring's slot holds one writer: 8 KiB more
     // per capturing thread than the events format's builder alone.
     void discard() noexcept {
@@ -42,6 +52,9 @@ private:
     capture_clock::Anchor anchor_{};
     records::WireEncoder encoder_;  // what the pending event's readers will know
     uint32_t used_ = 0;             // bytes
+    int32_t origin_pid_ = 0;
+    int32_t origin_tid_ = 0;
+    uint32_t lost_ = 0;
     alignas(16) uint64_t words_[kWords];
 };
 

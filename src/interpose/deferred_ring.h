@@ -149,10 +149,14 @@ public:
     }
     void unlock_consumer() noexcept { consumer_busy_.store(false, std::memory_order_release); }
 
-    // Hands each committed record captured at or before `cutoff_ts` (all of them: UINT64_MAX) to `emit`, oldest
-    // first, at most `max_records`, stopping at an unfinished one; frees each after its emission. Returns how
-    // many were handed over. Call with the consumer lock held.
-    template <typename Emit> uint32_t consume(uint64_t cutoff_ts, uint32_t max_records, Emit&& emit) noexcept {
+    // Hands each committed record captured at or before `cutoff_ts` (all of them: UINT64_MAX) to `emit(rec, end)`
+    // (`end`: the position after the record), oldest first, at most `max_records`, stopping at an unfinished one.
+    // Frees nothing: the consumer calls release_to() once the records are really in the trace (an event written),
+    // so that a process killed meanwhile leaves them in the ring for salvage (ring_file.h) instead of losing
+    // them. `*stop` gets the position consume stopped at (release_to(*stop) frees everything it handed over, and
+    // the pad records among them). Returns how many were handed over. Call with the consumer lock held.
+    template <typename Emit>
+    uint32_t consume(uint64_t cutoff_ts, uint32_t max_records, uint64_t* stop, Emit&& emit) noexcept {
         uint64_t t = tail_.load(std::memory_order_relaxed);
         const uint64_t h = head_.load(std::memory_order_acquire);
         // Loaded after head_: a record committed unfinished up to h has its position here until finish(), whose
@@ -163,14 +167,36 @@ public:
             const auto* rec = reinterpret_cast<const RecordHeader*>(data_ + (t & mask_));
             if (rec->kind != RecordKind::pad) {
                 if (rec->ts > cutoff_ts) break;
-                emit(rec);
+                emit(rec, t + rec->size);
                 ++done;
             }
             t += rec->size;
-            tail_.store(t, std::memory_order_release);
         }
+        *stop = t;
         return done;
     }
+    // consume() and free each record as soon as `emit(rec)` returns (tests, and consumers that emit inside emit).
+    template <typename Emit> uint32_t consume(uint64_t cutoff_ts, uint32_t max_records, Emit&& emit) noexcept {
+        uint64_t stop = 0;
+        const uint32_t n = consume(cutoff_ts, max_records, &stop, [&emit](const RecordHeader* rec, uint64_t) { emit(rec); });
+        release_to(stop);
+        return n;
+    }
+    // Frees the records before `pos` (a position consume handed out). Consumer lock held.
+    void release_to(uint64_t pos) noexcept {
+        if (pos > tail_.load(std::memory_order_relaxed)) tail_.store(pos, std::memory_order_release);
+    }
+
+    // What a reader of a ring left behind by a process that is gone needs (ring_file.h): the producer's and the
+    // consumer's positions, and the unfinished record's (kNone: none).
+    struct Positions {
+        uint64_t head, tail, unfinished;
+    };
+    Positions positions() const noexcept {
+        return {head_.load(std::memory_order_acquire), tail_.load(std::memory_order_acquire),
+                unfinished_.load(std::memory_order_acquire)};
+    }
+    static constexpr uint64_t kNoUnfinished = ~0ull;
 
     // The producer itself, holding the consumer lock, after it emptied the ring: the next record starts at
     // offset 0 again. A thread that drains at its idle points then writes the same few KiB over and over, which

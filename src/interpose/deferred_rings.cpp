@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -21,14 +23,20 @@
 #include "interpose/deferred_events.h"
 #include "interpose/deferred_records_writer.h"
 #include "interpose/periodic_thread.h"
+#include "interpose/ring_file.h"
+#include "provider/trace.h"
 
 namespace sigmatrace::interpose::deferred {
 
 __thread Ring* tls_ring __attribute__((tls_model("initial-exec"))) = nullptr;
 
 struct RingSlot {
-    explicit RingSlot(std::byte* memory, uint64_t capacity) noexcept : ring(memory, capacity) {}
-    Ring ring;
+    // The mapping: a RingFileHeader, the Ring at kRingOffset, its bytes from kDataOffset (ring_file.h), in a file
+    // of SIGMATRACE_SALVAGE_DIR (`path`) or anonymous memory (`path` empty).
+    RingFileHeader* file = nullptr;
+    Ring* ring = nullptr;
+    uint64_t map_bytes = 0;
+    char path[256] = {};
     std::atomic<pid_t> owner{0};       // tid of the thread producing into it, 0 when free
     std::atomic<RingSlot*> next{nullptr};
     // What its records become, in the configured format (records, or events built from them): only the
@@ -51,6 +59,9 @@ std::atomic<RingSlot*> g_rings{nullptr};
 std::mutex g_list_mutex;
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<bool> g_emitter_needed_after_fork{false};
+// The process is exiting (our exit handler or destructor ran): from then on records are kept when no event can be
+// written (drain_slot).
+std::atomic<bool> g_exiting{false};
 // Runs the thread-exit drain (created by the library constructor's first call, before any thread captures).
 pthread_key_t g_exit_key;
 std::atomic<bool> g_exit_key_made{false};
@@ -66,10 +77,22 @@ PeriodicThread& emitter() {
     return *e;
 }
 
+// Whether an event written now reaches the session: false before tracing starts, with no session, and at exit
+// once the provider's probe has unregistered (which clears the "enabled" words: see drain_at_exit).
+bool tracer_accepts_events() noexcept {
+    return defer_records() ? ST_TRACE_ENABLED(deferred_records) : ST_TRACE_ENABLED(post_send);
+}
+
 // Drains `slot` (records at or before cutoff) if no other consumer holds it.
 uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait wait) noexcept {
-    Ring& r = slot.ring;
+    Ring& r = *slot.ring;
     if (!r.has_pending()) return 0;
+    if (slot.owner.load(std::memory_order_relaxed) < 0) return 0;  // a forked child's unusable inherited ring
+    // At exit, once the provider's probe has unregistered (drain_at_exit says when), an event written now would
+    // vanish without a trace: the records stay in the ring, where record's salvage finds them (ring_file.h), or
+    // are reported at exit. Before exit, a ring without a session is drained into nothing as before (its records
+    // are not wanted).
+    if (g_exiting.load(std::memory_order_relaxed) && !tracer_accepts_events()) return 0;
     if (!r.try_lock_consumer()) {
         if (wait == Wait::no) return 0;
         // Another consumer drains this ring now (bounded work); wait up to ~100 ms for it.
@@ -80,18 +103,28 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
             nanosleep(&pause, nullptr);
         }
     }
+    // Records are freed only once the event holding them is written: a process killed in the middle of a drain
+    // leaves the rest in its ring, for salvage (ring_file.h), not in a half-built event.
     uint32_t n;
+    uint64_t stop = 0;
+    const capture_clock::Anchor anchor = capture_clock::anchor_now();
+    slot.file->store_anchor(anchor);
     if (defer_records()) {
         RecordsWriter& records = slot.records;
-        records.start_run(capture_clock::anchor_now());
-        n = r.consume(cutoff, max_records, [&records](const RecordHeader* h) { records.add(h); });
+        records.start_run(anchor);
+        uint64_t pending_end = 0;  // the position after the last record added to the event being built
+        n = r.consume(cutoff, max_records, &stop, [&](const RecordHeader* h, uint64_t end) {
+            if (records.add(h)) r.release_to(pending_end);  // the event before this record was written
+            pending_end = end;
+        });
         records.flush();  // the last records go out before another consumer may take the ring
     } else {
         EventBuilder& events = slot.events;
-        events.start_run(capture_clock::anchor_now());
-        n = r.consume(cutoff, max_records, [&events](const RecordHeader* h) { events.add(h); });
+        events.start_run(anchor);
+        n = r.consume(cutoff, max_records, &stop, [&events](const RecordHeader* h, uint64_t) { events.add(h); });
         events.flush();
     }
+    r.release_to(stop);
     if (&slot == tls_slot) r.rewind_if_empty_by_producer();
     r.unlock_consumer();
     return n;
@@ -142,10 +175,11 @@ uint64_t ring_capacity() noexcept {
 void on_thread_exit(void* p) {
     auto* slot = static_cast<RingSlot*>(p);
     const int saved = errno;
-    if (slot->ring.abandon_unfinished()) note_dropped_record();  // it exited inside a provider's wr_complete
+    if (slot->ring->abandon_unfinished()) note_dropped_record();  // it exited inside a provider's wr_complete
     drain_slot(*slot, kEverything, kAll, Wait::yes);
     tls_ring = nullptr;
     tls_slot = nullptr;
+    slot->file->tid.store(0, std::memory_order_relaxed);
     slot->owner.store(0, std::memory_order_release);
     errno = saved;
 }
@@ -154,19 +188,65 @@ RingSlot* claim_free_slot(pid_t tid) noexcept {
     for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire)) {
         pid_t free = 0;
         // A free ring is empty: its thread drained it before letting go.
-        if (s->ring.capacity() == ring_capacity() && s->owner.compare_exchange_strong(free, tid, std::memory_order_acq_rel))
+        if (s->ring->capacity() == ring_capacity() && s->owner.compare_exchange_strong(free, tid, std::memory_order_acq_rel)) {
+            s->file->tid.store(tid, std::memory_order_relaxed);
             return s;
+        }
     }
     return nullptr;
 }
 
+// A fresh mapping for a ring of `cap` bytes: in a new file of the salvage directory when there is one (and it
+// works), else anonymous. `at`: replace the mapping there (a forked child's inherited ring), else anywhere.
+// Fills `slot`'s mapping fields and constructs the ring in it; false when no memory could be had.
+bool map_ring(RingSlot& slot, uint64_t cap, pid_t tid, void* at) noexcept {
+    const uint64_t bytes = kDataOffset + cap;
+    const int fixed = at != nullptr ? MAP_FIXED : 0;
+    void* mem = MAP_FAILED;
+    slot.path[0] = '\0';
+    const std::string& dir = config().salvage_dir;
+    if (!dir.empty()) {
+        // Unique names: pid, tid, a serial within the process, and the time (an exec'd image keeps the pid and
+        // starts the serial again).
+        static std::atomic<uint32_t> serial{0};
+        const int n = std::snprintf(slot.path, sizeof slot.path, "%s/ring-%d-%d-%u-%llu", dir.c_str(),
+                                    static_cast<int>(getpid()), static_cast<int>(tid),
+                                    serial.fetch_add(1, std::memory_order_relaxed),
+                                    static_cast<unsigned long long>(capture_clock::monotonic_ns()));
+        const int fd = n > 0 && static_cast<size_t>(n) < sizeof slot.path
+                           ? ::open(slot.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
+                           : -1;
+        if (fd >= 0) {
+            if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+                mem = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | fixed, fd, 0);
+            ::close(fd);
+            if (mem == MAP_FAILED) unlink(slot.path);
+        }
+        if (mem == MAP_FAILED) slot.path[0] = '\0';
+    }
+    if (mem == MAP_FAILED) mem = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | fixed, -1, 0);
+    if (mem == MAP_FAILED) return false;
+    auto* base = static_cast<std::byte*>(mem);
+    auto* file = new (base) RingFileHeader{};
+    file->magic = kRingFileMagic;
+    file->version = kRingFileVersion;
+    file->ring_object_size = sizeof(Ring);
+    file->capacity = cap;
+    file->pid = getpid();
+    file->tid.store(tid, std::memory_order_relaxed);
+    file->store_anchor(capture_clock::anchor_now());
+    slot.file = file;
+    slot.ring = new (base + kRingOffset) Ring(base + kDataOffset, cap);
+    slot.map_bytes = bytes;
+    return true;
+}
+
 RingSlot* new_slot(pid_t tid) noexcept {
     const uint64_t cap = ring_capacity();
-    void* mem = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return nullptr;
-    auto* slot = new (std::nothrow) RingSlot(static_cast<std::byte*>(mem), cap);
-    if (slot == nullptr) {
-        munmap(mem, cap);
+    auto* slot = new (std::nothrow) RingSlot();
+    if (slot == nullptr) return nullptr;
+    if (!map_ring(*slot, cap, tid, nullptr)) {
+        delete slot;
         return nullptr;
     }
     slot->owner.store(tid, std::memory_order_relaxed);
@@ -201,7 +281,7 @@ Ring* ring_for_this_thread() noexcept {
         // lttng-ust's thread-local state, allocated now: a fatal-signal handler may emit from this thread.
         if (LttngInitThread init = lttng_init_thread()) init();
         tls_slot = slot;
-        tls_ring = &slot->ring;
+        tls_ring = slot->ring;
         start_emitter();
     }
     errno = saved;
@@ -210,6 +290,7 @@ Ring* ring_for_this_thread() noexcept {
 
 void note_dropped_record() noexcept {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
+    if (RingSlot* slot = tls_slot) slot->file->dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint32_t drain_own(uint64_t cutoff_ts, uint32_t max_records, Wait wait) noexcept {
@@ -240,7 +321,20 @@ void after_fork_child() noexcept {
     const pid_t me = this_tid();
     bool mine = false;
     for (RingSlot* s = g_rings.load(std::memory_order_relaxed); s != nullptr; s = s->next.load(std::memory_order_relaxed)) {
-        s->ring.drop_all_after_fork();
+        // A ring in a file is the parent's, shared: this process gets a fresh one in its place (same address, so
+        // tls_ring stays valid) before anything here writes to it. If not even anonymous memory can be had there,
+        // the mapping stays the parent's: this process never touches it again (owner -1 is never free; this
+        // thread gets a new ring at its next capture).
+        if (s->path[0] != '\0' && !map_ring(*s, s->ring->capacity(), s == tls_slot ? me : 0, s->file)) {
+            s->owner.store(-1, std::memory_order_relaxed);
+            if (s == tls_slot) {
+                tls_slot = nullptr;
+                tls_ring = nullptr;
+                if (g_exit_key_made.load(std::memory_order_relaxed)) pthread_setspecific(g_exit_key, nullptr);
+            }
+            continue;
+        }
+        s->ring->drop_all_after_fork();
         s->events.discard();  // a thread of the parent may have been building events from it
         s->records.discard();
         if (s == tls_slot) {
@@ -261,12 +355,62 @@ void init() noexcept {
     make_exit_key();
 }
 
+namespace {
+
+// exit() and quick_exit(), registered when tracing starts, after the provider's load. Why then: the probe
+// (libsigmatrace-lttng.so, C++) registers with lttng-ust from a static object whose destructor — the probe's
+// unregistration, which disables every sigmatrace tracepoint — was registered with __cxa_atexit during that
+// load. exit() runs such handlers in reverse order of registration, all before any library destructor, so a
+// drain in our library destructor found every event disabled and its records vanished (a program returning from
+// main lost them all). This handler, registered after the load, runs before the probe's. Handlers the
+// application registers later run before it; records captured after it (earlier handlers, libraries'
+// destructors) are left in their rings for record's salvage.
+void drain_at_exit() {
+    g_exiting.store(true, std::memory_order_relaxed);
+    drain_all(Wait::yes);
+}
+
+}  // namespace
+
+void tracing_started() noexcept {
+    static std::atomic<bool> registered{false};
+    if (registered.exchange(true)) return;
+    std::atexit(&drain_at_exit);
+    std::at_quick_exit(&drain_at_exit);
+}
+
 void shutdown() noexcept {
+    const bool had_session = tracer_accepts_events() || g_exiting.load(std::memory_order_relaxed);
+    g_exiting.store(true, std::memory_order_relaxed);
     emitter().stop();
     drain_all(Wait::yes);
+    // What is still there could not be written (lttng-ust already shut down, or no session). In files of the
+    // salvage directory it waits for record; otherwise it is lost, and said so.
+    uint64_t left = 0;
+    bool files = true;
+    for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire)) {
+        const Ring::Positions p = s->ring->positions();
+        if (p.head != p.tail) {
+            if (s->path[0] == '\0') files = false;
+            ++left;
+        } else if (s->path[0] != '\0' && s->file->dropped.load(std::memory_order_relaxed) == 0) {
+            unlink(s->path);  // nothing to salvage: the file need not wait for record
+        }
+    }
     const uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
+    char msg[512];
+    if (left != 0 && !files && had_session) {
+        const int n = std::snprintf(msg, sizeof msg,
+                                    "sigmatrace: %llu thread rings still hold data-path records at exit that could not "
+                                    "be traced (captured after the tracer shut down, or no recording session); run "
+                                    "under `sigmatrace record`, which salvages them\n",
+                                    static_cast<unsigned long long>(left));
+        if (n > 0) {
+            ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
+            (void)ignored;
+        }
+    }
     if (dropped != 0) {
-        char msg[256];
         const int n = std::snprintf(msg, sizeof msg,
                                     "sigmatrace: %llu data-path records were not traced: no memory or no room for "
                                     "them in a thread's deferred-emission ring (SIGMATRACE_DEFER_RING_KB), or their "

@@ -13,7 +13,8 @@
 //   - by the emitter thread (SCHED_IDLE), every age bound, for records older than two bounds: a thread that
 //     stops posting still gets its events out (with the emitter's vtid: an event's vtid context is the thread
 //     that emitted it, which is the capturing thread unless that thread stopped calling verbs or exited);
-//   - at thread exit (that thread's ring), at process exit, before exec* and _exit (every ring), before fork
+//   - at thread exit (that thread's ring), by an exit()/quick_exit() handler and the library destructor, before
+//     exec* and _exit (every ring), before fork
 //     (the forking thread's ring; a forked child drops what it inherited), and from fatal-signal handlers
 //     (fatal_signals.h).
 // Consumers of one ring never race: each takes the ring's consumer flag (try-lock; the emitter and signal
@@ -66,7 +67,12 @@ void before_fork() noexcept;
 void after_fork_child() noexcept;
 void after_fork_child_resume() noexcept;
 
-// Stops the emitter thread (library destructor), then drains every ring.
+// Tracing started in this process with deferred emission (after the provider's load): registers the exit() and
+// quick_exit() drains, which must run before the provider's probe unregisters (deferred_rings.cpp says why).
+void tracing_started() noexcept;
+
+// Stops the emitter thread (library destructor), then drains every ring if events still reach a session; what is left
+// stays for record's salvage (ring_file.h) or is reported on stderr.
 void shutdown() noexcept;
 
 // Tests: how many rings exist / are owned, and the emitter's state.

@@ -11,8 +11,10 @@
 // (include/lttng/ust-thread.h: lttng_ust_init_thread, called when a thread gets its ring; its ring buffer
 // supports nesting over an interrupted event); draining allocates nothing and takes no lock.
 //
-// A handler the application installs later replaces ours (and may chain to it). SIGKILL cannot be caught: a
-// killed thread loses the records of at most its last SIGMATRACE_DEFER_MAX_AGE_US (docs/interpose.md).
+// A handler the application installs later replaces ours (and may chain to it). SIGKILL cannot be caught: under
+// `sigmatrace record` the rings are files that record salvages after the process is gone (ring_file.h), as it
+// does the rings a handler skipped; elsewhere a killed thread loses the records of at most its last
+// SIGMATRACE_DEFER_MAX_AGE_US (docs/interpose.md, "Exit paths").
 #pragma once
 
 namespace sigmatrace::interpose {

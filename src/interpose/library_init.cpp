@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "interpose/gpumem_hooks.h"
 #include "interpose/object_state.h"
 #include "interpose/process_identity.h"
+#include "interpose/ring_file.h"
 
 using namespace sigmatrace::interpose;
 
@@ -61,11 +63,34 @@ __attribute__((constructor)) void sigmatrace_library_init() {
 // init_order_test.sh checks it), so nothing here depends on the order in which the linker laid them out.
 __attribute__((destructor)) void sigmatrace_library_fini() {
     // The GPU watcher's final sweep, then the deferred records of every thread, then (counters mode) the
-    // remainder of every live QP, while the tracepoint definitions and the provider (loaded later than this
-    // library: finalised after it) still stand.
+    // remainder of every live QP. The tracepoint definitions unregister after this destructor, but after exit()
+    // the provider's probe has already unregistered (deferred_rings.cpp, drain_at_exit): deferred::shutdown then
+    // keeps what is left for record's salvage (the exit handler registered when tracing started drained
+    // everything captured before it).
     if (sigmatrace_gpumem_shutdown != nullptr) sigmatrace_gpumem_shutdown();
     deferred::shutdown();
     counters_shutdown();
 }
 
 }  // namespace
+
+// `sigmatrace record`'s salvage step, run as `sigmatrace salvage-rings DIR` with libsigmatrace.so preloaded after the
+// command ended (tools/record): emits what the command's processes left in their ring files (ring_file.h). Writes
+// one line to `out` ("records=N processes=P lost=L live=R unreadable=U", or "error=..."); returns 0, or 1 when it
+// could not salvage at all.
+extern "C" __attribute__((visibility("default"))) int sigmatrace_salvage_rings(const char* dir, char* out, size_t size) {
+    if (!activate_tracing_for_salvage()) {
+        std::snprintf(out, size, "error=no recording session reaches the salvaging process");
+        return 1;
+    }
+    deferred::SalvageCounts c;
+    const char* error = nullptr;
+    if (!deferred::salvage_rings(dir, &c, &error)) {
+        std::snprintf(out, size, "error=%s (%s)", error, dir);
+        return 1;
+    }
+    std::snprintf(out, size, "records=%llu processes=%u lost=%llu live=%u unreadable=%u",
+                  static_cast<unsigned long long>(c.records), c.processes, static_cast<unsigned long long>(c.lost),
+                  c.live, c.unreadable);
+    return 0;
+}

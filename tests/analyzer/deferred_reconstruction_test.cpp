@@ -395,7 +395,7 @@ TEST(DeferredRecords, TheEventDumpShowsEachCallOfACarrierWithEveryField) {
                                     "status = [], opcode = [], vendor_err = [], byte_len = [], qp_num = [], src_qp = [], "
                                     "wc_flags = [], imm = [], hw_ts = [], ts = [] } (record)");
     EXPECT_EQ(sink.lines[2], when + "-[800/801] sigmatrace:deferred_records { layout = 2, n = " +
-                                 std::to_string(words.size()) + " }");
+                                 std::to_string(words.size()) + ", origin_pid = 0, origin_tid = 0, lost = 0 }");
 }
 
 TEST(DeferredRecords, ARecordThatDoesNotDecodeEndsTheCarrierAndIsCountedMalformed) {

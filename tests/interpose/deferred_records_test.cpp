@@ -15,6 +15,15 @@
 
 #include "interpose/capture_clock.h"
 #include "interpose/deferred_records_writer.h"
+#include "interpose/ring_file.h"
+
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include "support/records_words.h"
 #include "support/shim_fixture.h"
 
@@ -419,6 +428,61 @@ TEST(DeferredRecordsWire, BadTailsTimesAndColumnsAreRefused) {
     // Only zero fill after the last record is fine; eight zero bytes are not fill but a record of kind 0.
     EXPECT_EQ(decode(std::vector<uint64_t>{0}, got).status, records::WalkStatus::bad_kind);
     EXPECT_EQ(decode(std::vector<uint64_t>{}, got).status, records::WalkStatus::ok);
+}
+
+// A process that ends without emitting (here: exit_group from a thread, which runs no handler at all, as after
+// SIGKILL) leaves its records in its ring file (SIGMATRACE_SALVAGE_DIR, interpose/ring_file.h); the salvage emits
+// them with the process's pid and thread as their origin, and counts what it cannot read (a damaged record).
+TEST_F(DeferredRecordsTest, SalvageEmitsWhatAnEndedProcessLeftAndCountsTheRest) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("salvage-test-" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    interpose::Config c = interpose::config();
+    c.salvage_dir = dir.string();
+    c.defer_ring_kb = 64;  // a ring size no earlier test used: the thread below gets a new ring, in a file
+    interpose::set_config(c);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        std::thread([&] {
+            if (post_chain(10, 3) != 0 || post_one_recv(qp_, 20) != 0) syscall(SYS_exit_group, 2);
+            syscall(SYS_exit_group, 0);
+        }).join();
+        syscall(SYS_exit_group, 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    // The child's ring: damage its second record (the receive) so that it does not parse.
+    fs::path ring;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().find("ring-" + std::to_string(child) + "-") == 0) ring = e.path();
+    ASSERT_FALSE(ring.empty()) << "no ring file of the child in " << dir;
+    {
+        std::fstream f(ring, std::ios::in | std::ios::out | std::ios::binary);
+        const uint32_t bad_size = 7;
+        f.seekp(static_cast<std::streamoff>(interpose::deferred::kDataOffset +
+                                            records::record_size<records::SendFixed, records::SendEntry>(3)));
+        f.write(reinterpret_cast<const char*>(&bad_size), sizeof bad_size);
+    }
+    clear_events();
+    interpose::deferred::SalvageCounts counts;
+    const char* error = nullptr;
+    ASSERT_TRUE(interpose::deferred::salvage_rings(dir.c_str(), &counts, &error)) << error;
+    EXPECT_EQ(counts.records, 1u);
+    EXPECT_EQ(counts.lost, 1u);
+    EXPECT_EQ(counts.processes, 1u);
+    EXPECT_FALSE(fs::exists(ring)) << "a salvaged ring's file is removed";
+    const CapturedEvents ev = events();
+    ASSERT_EQ(ev.deferred_records.size(), 1u);
+    EXPECT_EQ(ev.deferred_records[0].origin_pid, child);
+    EXPECT_GT(ev.deferred_records[0].origin_tid, child) << "the thread that captured them";
+    EXPECT_EQ(ev.deferred_records[0].lost, 1u);
+    ASSERT_EQ(ev.post_send.size(), 1u);
+    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{10, 11, 12}));
+    EXPECT_TRUE(ev.post_recv.empty());
+    std::error_code ec;
+    fs::remove_all(dir, ec);
 }
 
 }  // namespace

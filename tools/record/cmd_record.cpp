@@ -10,7 +10,9 @@
 //   6. exit with the command's status.
 // Anything that prevents tracing is reported and, before the command runs, stops the recording: a command is
 // never run "traced" when it would not be.
+#include <dlfcn.h>
 #include <fmt/core.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -77,7 +79,87 @@ bool trace_has_data(const std::string& dir) {
     return false;
 }
 
+// Where the recorded processes' deferred-emission rings live as files (SIGMATRACE_SALVAGE_DIR), so that what a
+// process leaves in them (_exit, SIGKILL, records captured after its tracer shut down) is emitted after it is
+// gone (salvage_rings below). tmpfs: the rings are written at memory speed. Removed with what is left in it.
+class SalvageDir {
+public:
+    SalvageDir() {
+        for (const char* base : {"/dev/shm", "/tmp"}) {
+            std::string templ = std::string(base) + "/sigmatrace-rings-XXXXXX";
+            if (mkdtemp(templ.data()) != nullptr) {
+                path_ = templ;
+                return;
+            }
+        }
+    }
+    ~SalvageDir() {
+        std::error_code ec;
+        if (!path_.empty()) fs::remove_all(path_, ec);
+    }
+    SalvageDir(const SalvageDir&) = delete;
+    SalvageDir& operator=(const SalvageDir&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+// Runs the salvage step in a process of its own (libsigmatrace.so preloaded, not identifying itself: it is no
+// process of the command) while the session still records, and reports what it did.
+void salvage_rings(const SalvageDir& dir, Environment env) {
+    if (dir.path().empty()) return;
+    // Processes that end with their rings empty remove their files: usually nothing is left to salvage, and no
+    // salvaging process (an lttng-ust registration) is started.
+    bool any = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir.path(), ec)) any = any || e.path().filename().string().rfind("ring-", 0) == 0;
+    if (!any) return;
+    env = without(without(std::move(env), "SIGMATRACE_RECORD_REPORT"), "SIGMATRACE_SALVAGE_DIR");
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    const Captured c = run_captured({self.string(), std::string(kSalvageVerb), dir.path()}, env);
+    // Its counts are its last line (lttng-ust may have said something before).
+    std::string line = c.output;
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    if (const size_t nl = line.rfind('\n'); nl != std::string::npos) line = line.substr(nl + 1);
+    unsigned long long records = 0, lost = 0;
+    unsigned processes = 0, live = 0, unreadable = 0;
+    if (c.status != 0 || std::sscanf(line.c_str(), "records=%llu processes=%u lost=%llu live=%u unreadable=%u", &records,
+                                     &processes, &lost, &live, &unreadable) != 5) {
+        error("cannot salvage the records that ended processes left in their rings (" + line +
+              "); records of processes that ended by _exit or a kill may be missing from the trace");
+        return;
+    }
+    if (records != 0 || lost != 0)
+        fmt::print(stderr, "sigmatrace record: salvaged {} records that {} process(es) left unemitted (ended by _exit, "
+                           "a kill, or after their tracer shut down)\n", records, processes);
+    if (lost != 0)
+        error(fmt::format("{} captured records could not be salvaged (a post interrupted inside the provider's call, or "
+                          "a damaged ring): the trace is incomplete, and the analyzer says so", lost));
+    if (live != 0)
+        fmt::print(stderr, "sigmatrace record: warning: {} ring(s) of processes still running after the command were "
+                           "not salvaged: their last records may be missing\n", live);
+}
+
 }  // namespace
+
+// `sigmatrace salvage-rings DIR`: see salvage_rings above. Prints one line of counts.
+int cmd_salvage_rings(Args args) {
+    if (args.size() != 1) {
+        fmt::print(stderr, "usage: sigmatrace {} DIR (internal: run by sigmatrace record)\n", kSalvageVerb);
+        return 2;
+    }
+    using Salvage = int (*)(const char*, char*, size_t);
+    auto fn = reinterpret_cast<Salvage>(dlsym(RTLD_DEFAULT, "sigmatrace_salvage_rings"));
+    if (fn == nullptr) {
+        fmt::print("error=libsigmatrace.so is not preloaded\n");
+        return 1;
+    }
+    char out[256] = {};
+    const int rc = fn(args[0], out, sizeof out);
+    fmt::print("{}\n", out);
+    return rc;
+}
 
 int cmd_record(Args args) {
     std::vector<std::string_view> argv(args.begin(), args.end());
@@ -115,6 +197,7 @@ int cmd_record(Args args) {
     }
     // Where traced processes say whether their events reach the session (process_report.h).
     const ReportFile report_file;
+    const SalvageDir salvage_dir;
     if (!report_file.error().empty())
         fmt::print(stderr, "sigmatrace record: warning: {}; processes that cannot be traced will not be listed\n",
                    report_file.error());
@@ -139,6 +222,7 @@ int cmd_record(Args args) {
         setup.mode = opt.mode;
         setup.blocking = opt.blocking;
         setup.report_file = report_file.path();
+        setup.salvage_dir = salvage_dir.path();
         const Environment env = traced_environment(current_environment(), setup);
         std::string launcher_path;
         const Launcher launcher = identify_launcher(opt.command.front(), env, &launcher_path);
@@ -149,6 +233,7 @@ int cmd_record(Args args) {
             fmt::print(stderr, "sigmatrace record: ranks on other machines get the tracer's variables: {}\n", plan.how);
         status = run_foreground(plan.command, plan.env, &spawn_error);
         if (!spawn_error.empty()) error(spawn_error);
+        salvage_rings(salvage_dir, env);
 
         if (std::string e = session.stop(); !e.empty()) error(e);
         loss = session.loss(&loss_error);

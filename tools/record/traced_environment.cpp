@@ -52,6 +52,7 @@ Environment traced_environment(Environment env, const TraceSetup& setup) {
     if (setup.blocking) set_variable(env, "LTTNG_UST_ALLOW_BLOCKING", "1");
     if (!setup.mode.empty()) set_variable(env, "SIGMATRACE_MODE", setup.mode);
     if (!setup.report_file.empty()) set_variable(env, "SIGMATRACE_RECORD_REPORT", setup.report_file);
+    if (!setup.salvage_dir.empty()) set_variable(env, "SIGMATRACE_SALVAGE_DIR", setup.salvage_dir);
     return env;
 }
 

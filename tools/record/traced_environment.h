@@ -23,6 +23,7 @@ struct TraceSetup {
     std::string mode;             // SIGMATRACE_MODE to force ("" keeps the caller's)
     bool blocking = false;        // LTTNG_UST_ALLOW_BLOCKING=1 (the channel has an infinite blocking timeout)
     std::string report_file;      // SIGMATRACE_RECORD_REPORT ("" leaves it unset): see process_report.h
+    std::string salvage_dir;      // SIGMATRACE_SALVAGE_DIR ("" leaves it unset): rings in files, salvaged after
 };
 
 // How long a starting process waits for its registration with the session daemon before it runs on, in ms.
@@ -42,6 +43,7 @@ inline constexpr const char* kRegisterTimeoutMs = "30000";
 //                              time and their events are not recorded
 //   LTTNG_UST_ALLOW_BLOCKING   1 with --blocking
 //   SIGMATRACE_MODE            the --mode value, when given
+//   SIGMATRACE_SALVAGE_DIR     where the processes' deferred-emission rings live as files, when given
 //   SIGMATRACE_RECORD_REPORT   the report file, when given (always this recording's: a nested record
 //                              replaces its parent's for its own command)
 // Local ranks inherit it; rank_forwarding.h makes a launcher forward rank_variables() to ranks elsewhere.

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
         fmt::print("sigmatrace {}\n", SIGMATRACE_VERSION_STRING);
         return 0;
     }
+    // Internal: `sigmatrace record`'s salvage step (cmd_record.cpp), run with libsigmatrace.so preloaded.
+    if (verb == sigmatrace::cli::kSalvageVerb)
+        return sigmatrace::cli::cmd_salvage_rings(sigmatrace::cli::Args(argv + 2, static_cast<std::size_t>(argc - 2)));
     for (const auto& c : kCommands)
         if (c.name == verb) return c.run(sigmatrace::cli::Args(argv + 2, static_cast<std::size_t>(argc - 2)));
     fmt::print(stderr, "sigmatrace: unknown command '{}'\n\n", verb);
