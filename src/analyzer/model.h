@@ -91,9 +91,13 @@ struct Operation {
     // Whether a completion of its own was seen, so that post -> completion is its latency: implied completions
     // (unsignaled WRs retired by a later signaled one) take another WR's completion time.
     bool observed_completion() const { return outcome == OpOutcome::Completed && !implied; }
-    // Whether its bytes count as moved data (traffic matrix, rails): it finished without error, or it is a
-    // GPU WQE whose completion the watcher cannot see.
-    bool moved_data() const { return outcome == OpOutcome::Completed || outcome == OpOutcome::Observed; }
+    // Whether its bytes count as moved data (traffic matrix, rails): it finished without error, it is a GPU WQE
+    // whose completion the watcher cannot see, or it is the unconfirmed tail of a QP its owner tore down after a
+    // normal run (measured with UCX on the fabric: every such WR had crossed the link; ops.unconfirmed_bytes
+    // says how much of the total rests on that).
+    bool moved_data() const {
+        return outcome == OpOutcome::Completed || outcome == OpOutcome::Observed || outcome == OpOutcome::Unconfirmed;
+    }
 };
 
 }  // namespace sigmatrace::analyzer

@@ -169,6 +169,16 @@ json ReportBuilder::processes_section() const {
         j["in_flight_at_end"] = agg.in_flight;
         j["unconfirmed"] = agg.unconfirmed;
         j["latency_ns"] = quantiles_json(agg.latency_ns);
+        if (a_.counter_events_) {   // counters mode: what its QPs' counters add up to
+            uint64_t wrs = 0, bytes = 0;
+            for (QpId q = 0; q < a_.topo_.qp_count(); ++q)
+                if (a_.topo_.qp(q).proc == p) {
+                    wrs += a_.topo_.qp(q).counted.posted_wrs;
+                    bytes += a_.topo_.qp(q).counted.posted_bytes;
+                }
+            j["counted_wrs"] = wrs;
+            j["counted_bytes"] = bytes;
+        }
         out.push_back(std::move(j));
     }
     return out;

@@ -177,8 +177,11 @@ std::string render_text_report(const json& doc) {
             out += fmt::format("  ... {} more in the JSON output\n", doc["processes"].size() - kMaxRows);
             break;
         }
+        // Counters mode: the WRs and bytes its QPs counted (no operation was traced one by one).
+        const bool counted = counters_only && p.contains("counted_wrs");
         out += fmt::format("  {:<26}{:>8}{:>12}{:>12}{:>8}{:>11}{:>11}\n", who(p), p["pid"].get<int64_t>(),
-                           format_count(p["ops"].get<uint64_t>()), format_bytes(p["bytes"].get<double>()),
+                           format_count(p[counted ? "counted_wrs" : "ops"].get<uint64_t>()),
+                           format_bytes(p[counted ? "counted_bytes" : "bytes"].get<double>()),
                            format_count(p["errors"].get<uint64_t>()), ns_or_dash(p["latency_ns"]["p50"]),
                            ns_or_dash(p["latency_ns"]["p99"]));
     }

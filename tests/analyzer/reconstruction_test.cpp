@@ -745,7 +745,9 @@ TEST(Teardown, UnsignaledTailOfADestroyedQpIsUnconfirmedNotInFlight) {
     EXPECT_EQ(op["completed_bytes"], 3000);
     EXPECT_EQ(op["unconfirmed_bytes"], 600);
     EXPECT_EQ(op["in_flight_bytes"], 0);
-    EXPECT_EQ(op["bytes"], 3000);
+    EXPECT_EQ(op["bytes"], 3600);   // moved data: the unconfirmed tail is in the matrix too
+    ASSERT_EQ(doc["traffic"]["node_matrix"].size(), 1u);
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["bytes"], 3600);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
     EXPECT_EQ(doc["ops"]["unconfirmed"], 2);
     EXPECT_EQ(doc["ops"]["unconfirmed_bytes"], 600);
