@@ -93,8 +93,8 @@ struct Operation {
     bool observed_completion() const { return outcome == OpOutcome::Completed && !implied; }
     // Whether its bytes count as moved data (traffic matrix, rails): it finished without error, it is a GPU WQE
     // whose completion the watcher cannot see, or it is the unconfirmed tail of a QP its owner tore down after a
-    // normal run (measured with UCX on the fabric: every such WR had crossed the link; ops.unconfirmed_bytes
-    // says how much of the total rests on that).
+    // normal run: an upper bound (UCX's and Open MPI's tails had all crossed the link; qperf destroys QPs with
+    // WRs still queued), ops.unconfirmed_bytes says how much of the total rests on it.
     bool moved_data() const {
         return outcome == OpOutcome::Completed || outcome == OpOutcome::Observed || outcome == OpOutcome::Unconfirmed;
     }

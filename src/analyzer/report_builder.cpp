@@ -621,9 +621,13 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
     }
 
     // Deferred emission: events that came after the reordering window were processed out of capture order.
+    // It is a warning when it may have changed a result: a completion that matched nothing or a WR left in
+    // flight; when every completion matched its WR (times are capture times whatever the processing order), it
+    // is information about the tracer's emission on a loaded machine.
     if (a_.ordering_.late_events) {
+        const bool may_matter = a_.topo_.anomalies().unmatched_completions > 0 || a_.stats_.total().in_flight > 0;
         findings.push_back(finding(
-            "late_events", "warning",
+            "late_events", may_matter ? "warning" : "info",
             fmt::format("{} events came later than the reordering window ({}, up to {} late): they were processed "
                         "out of capture order, so completions may be unmatched or mis-timed near them; record with a "
                         "smaller SIGMATRACE_DEFER_MAX_AGE_US or SIGMATRACE_DEFER=0",
@@ -632,7 +636,9 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
             json{{"late_events", a_.ordering_.late_events},
                  {"window_ns", a_.ordering_.window_ns},
                  {"max_lateness_ns", a_.ordering_.max_lateness_ns},
-                 {"max_held_events", a_.ordering_.max_held}}));
+                 {"max_held_events", a_.ordering_.max_held},
+                 {"unmatched_completions", a_.topo_.anomalies().unmatched_completions},
+                 {"in_flight_at_end", a_.stats_.total().in_flight}}));
     }
 
     // Traffic skew, only where it can mean something (skew_meaningful): over two nodes, or one flow, max/mean

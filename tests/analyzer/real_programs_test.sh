@@ -3,10 +3,11 @@
 #
 # Unmodified real programs recorded on the software fabric with `sigmatrace record`, each on a fabric of its own
 # (so its link counters are its own), then analyzed. A clean run must not cry wolf:
-#   - no finding of severity warning or error (late_events excepted: it reports the tracer's emission on a loaded
-#     machine, a true statement about the trace, and is printed);
+#   - no finding of severity warning or error (info findings are printed: late_events is one when the events
+#     that came late changed no match);
 #   - nothing in flight at the end, no error completion, the trace complete;
-#   - the node matrix equal to the fabric's link counters, bytes and operations, cell by cell;
+#   - the node matrix equal to the fabric's link counters, bytes and operations, cell by cell (above them by at
+#     most the WRs left unconfirmed at teardown, which it counts as moved);
 #   - latency from operations whose own completion was seen (a tag_lat SEND's p50 near UCX's own figure,
 #     not the time of the next signaled completion).
 # Programs: ucx_perftest tag_lat with UCX_TLS=rc_verbs and ud_verbs, tag_bw 64 KiB over rc_verbs, Open MPI with
@@ -78,14 +79,15 @@ check() {
   local arc=$?
   [[ $arc -eq 0 ]] || { fail "the analyzer exited $arc: $(cat "$work/$case_name.analyze.err")"; return; }
   local bad
-  bad=$(jq -r '.findings[] | select(.severity != "info" and .kind != "late_events") | "\(.severity) \(.kind): \(.summary)"' "$json")
+  bad=$(jq -r '.findings[] | select(.severity != "info") | "\(.severity) \(.kind): \(.summary)"' "$json")
   [[ -z $bad ]] || fail "findings on a clean run: $bad"
-  jq -r '.findings[] | select(.kind == "late_events") | "  note: \(.summary)"' "$json"
+  jq -r '.findings[] | select(.severity == "info") | "  info: \(.kind): \(.summary)"' "$json"
   read -r in_flight errors complete < <(jq -r '"\(.ops.in_flight_at_end) \(.ops.errors) \(.trace.complete)"' "$json")
   [[ $in_flight == 0 && $errors == 0 && $complete == true ]] ||
     fail "in_flight_at_end $in_flight, errors $errors, complete $complete"
   # The matrix, cell by cell, against the fabric (a link that lost packets retransmitted: skipped, said).
-  local fabric analyzed
+  local fabric analyzed unconfirmed unconfirmed_bytes
+  read -r unconfirmed unconfirmed_bytes < <(jq -r '"\(.ops.unconfirmed) \(.ops.unconfirmed_bytes)"' "$json")
   fabric=$(fabric_cells "$case_name")
   analyzed=$(jq -r '.traffic.node_matrix[] | "\(.src) \(.dst) \(.bytes) \(.ops)"' "$json" | sort)
   while read -r src dst bytes ops lost; do
@@ -96,13 +98,19 @@ check() {
     fi
     local mine
     mine=$(awk -v s="$src" -v d="$dst" '$1 == s && $2 == d { print $3, $4 }' <<<"$analyzed")
-    [[ $mine == "$bytes $ops" ]] || fail "$src -> $dst: fabric $bytes bytes in $ops ops, analyzer ${mine:-nothing}"
+    # Equal, but for the unconfirmed tails the matrix counts as moved: at most those were not transmitted
+    # (qperf destroys its QPs with WRs still queued).
+    awk -v m="$mine" -v b="$bytes" -v o="$ops" -v ub="$unconfirmed_bytes" -v uo="$unconfirmed" 'BEGIN {
+        split(m, x, " "); if (m == "") exit 1
+        exit !(x[1] >= b && x[1] - b <= ub && x[2] >= o && x[2] - o <= uo) }' ||
+      fail "$src -> $dst: fabric $bytes bytes in $ops ops, analyzer ${mine:-nothing} ($unconfirmed_bytes B in $unconfirmed ops unconfirmed)"
+    [[ $mine == "$bytes $ops" ]] || echo "  note: $src -> $dst: analyzer $mine, fabric $bytes $ops: unconfirmed WRs that had not crossed"
   done <<<"$fabric"
   local cells_fabric cells_mine
   cells_fabric=$(grep -c . <<<"$fabric")
   cells_mine=$(grep -c . <<<"$analyzed")
   [[ $cells_fabric -eq $cells_mine ]] || fail "the fabric has $cells_fabric node pairs, the analyzer $cells_mine"
-  jq -r '"  ok: \(.ops.total) ops, \(.ops.unconfirmed) unconfirmed at teardown (\(.ops.unconfirmed_bytes) B), \(.ops.flushed_at_teardown) flushed at teardown, \(.ops.implied) implied; matrix = fabric"' "$json"
+  jq -r '"  ok: \(.ops.total) ops, \(.ops.unconfirmed) unconfirmed at teardown (\(.ops.unconfirmed_bytes) B), \(.ops.flushed_at_teardown) flushed at teardown, \(.ops.implied) implied"' "$json"
 }
 
 # tag_lat: the SEND latency is UCX's own one-way figure, within what a loaded machine adds (UCX measures it in
