@@ -50,16 +50,20 @@ void Analysis::on_event(const DecodedEvent& ev) {
     case EventId::process_info:
         retired_scratch_.clear();
         topo_.on_process_info(ev, p, retired_scratch_);
-        for (ProcId old : retired_scratch_) recon_.drain_process(old, ev.ts_ns);
+        for (ProcId old : retired_scratch_) recon_.drain_process(old);
         break;
     case EventId::device_open: topo_.on_device_open(ev, p); break;
     case EventId::port_info: topo_.on_port_info(ev, p); break;
     case EventId::cq_create: topo_.on_cq_create(ev, p); break;
     case EventId::qp_create: topo_.on_qp_create(ev, p); break;
-    case EventId::qp_modify: topo_.on_qp_modify(ev, p); break;
+    case EventId::qp_modify: {
+        const QpId q = topo_.on_qp_modify(ev, p);
+        if (q != kNoId) recon_.on_qp_state(q, static_cast<int32_t>(ev.i64(F::qp_modify::qp_state)));
+        break;
+    }
     case EventId::qp_destroy: {
         const QpId q = topo_.on_qp_destroy(ev, p);
-        if (q != kNoId) recon_.drain_qp(q, ev.ts_ns);
+        if (q != kNoId) recon_.drain_qp(q, true);
         break;
     }
     case EventId::srq_create: topo_.on_srq_create(ev, p); break;
@@ -72,9 +76,10 @@ void Analysis::on_event(const DecodedEvent& ev) {
     case EventId::gpu_qp_modify: topo_.on_gpu_qp_modify(ev, p); break;
     case EventId::gpu_qp_destroy: {
         const QpId q = topo_.on_gpu_qp_destroy(ev, p);
-        if (q != kNoId) recon_.drain_qp(q, ev.ts_ns);
+        if (q != kNoId) recon_.drain_qp(q, true);
         break;
     }
+    case EventId::qp_counters: on_qp_counters(ev, p); break;
     case EventId::gpu_wqe: recon_.on_gpu_wqe(ev, p); break;
     case EventId::gpu_cqe: recon_.on_gpu_cqe(ev, p); break;
     case EventId::gpu_watch_stats:
@@ -84,6 +89,29 @@ void Analysis::on_event(const DecodedEvent& ev) {
     case EventId::gpu_cq_stats: topo_.anomalies().gpu_cqes_missed += ev.u(F::gpu_cq_stats::missed_cqes); break;
     default: break;  // object life without analysis value yet (MRs, CQ destroy, notifications, counters)
     }
+}
+
+void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {
+    const auto qpn = static_cast<uint32_t>(ev.u(F::qp_counters::qp_num));
+    QpId q = topo_.find_qp_by_handle(p, ev.u(F::qp_counters::qp));
+    if (q == kNoId) q = topo_.find_qp_for_completion(p, 0, qpn);
+    if (q == kNoId) q = topo_.implicit_qp(p, ev.u(F::qp_counters::qp), qpn, false);
+    Qp::Counted& c = topo_.qp(q).counted;
+    // interval_ns is the time since the QP's previous emission (or its creation): the first event's interval
+    // starts the QP's counted time. Corrupt values larger than the trace's own time are bounded by the event.
+    const int64_t interval = static_cast<int64_t>(std::min<uint64_t>(ev.u(F::qp_counters::interval_ns), uint64_t{1} << 62));
+    const int64_t start = ev.ts_ns - std::min<int64_t>(interval, ev.ts_ns);
+    if (c.events == 0 || start < c.first_ns) c.first_ns = start;
+    c.last_ns = std::max(c.last_ns, ev.ts_ns);
+    ++c.events;
+    c.posted_wrs += ev.u(F::qp_counters::posted_wrs);
+    c.posted_bytes += ev.u(F::qp_counters::posted_bytes);
+    c.recv_wrs += ev.u(F::qp_counters::recv_wrs);
+    c.completions += ev.u(F::qp_counters::completions);
+    c.error_completions += ev.u(F::qp_counters::error_completions);
+    c.post_errors += ev.u(F::qp_counters::post_errors);
+    traffic_.add_counted(q, ev.u(F::qp_counters::posted_bytes), ev.u(F::qp_counters::posted_wrs));
+    ++counter_events_;
 }
 
 void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
@@ -106,7 +134,7 @@ void Analysis::on_operation(const Operation& op) {
 
 nlohmann::json Analysis::finish() {
     if (!finished_) {
-        recon_.finish(last_ts_);
+        recon_.finish();
         // Peers are resolved now that every process's identity events have been read.
         for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
         traffic_.resolve(topo_);

@@ -83,6 +83,8 @@ public:
 private:
     friend class ReportBuilder;
 
+    void on_qp_counters(const DecodedEvent& ev, ProcId p);
+
     AnalysisOptions options_;
     Topology topo_;
     OpReconstruction recon_;
@@ -106,6 +108,7 @@ private:
     std::map<uint8_t, uint64_t> errors_by_status_;
     std::vector<uint64_t> events_by_id_ = std::vector<uint64_t>(kEventCount, 0);
     uint64_t events_ = 0;
+    uint64_t counter_events_ = 0;   // qp_counters events (counters mode)
     int64_t first_ts_ = 0;
     int64_t last_ts_ = 0;
     bool finished_ = false;

@@ -8,6 +8,7 @@ namespace sigmatrace::analyzer {
 
 bool BarrierDetector::is_signal(const Operation& op) const {
     if (op.is_recv() || op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed ||
+        op.outcome == OpOutcome::FlushedAtTeardown ||
         op.outcome == OpOutcome::Lost)
         return false;
     const auto code = static_cast<WrOpcode>(op.opcode);

@@ -128,8 +128,8 @@ std::string show(double v, const std::string& path) {
     return fmt::format("{:.4g}", v);
 }
 
-// The count of completed operations behind a latency value (ops.by_opcode.X.latency_ns.p99 -> X.completed), or
-// max() when the value is not a per-opcode latency.
+// The count of operations behind a latency value (ops.by_opcode.X.latency_ns.p99 -> X.latency_ns.count; a
+// version-1 document, without it, X.completed), or max() when the value is not a per-opcode latency.
 uint64_t samples_behind(const json& doc, const std::string& where) {
     const std::string prefix = "ops.by_opcode.";
     if (!where.starts_with(prefix) || where.find(".latency_ns.") == std::string::npos)
@@ -137,7 +137,9 @@ uint64_t samples_behind(const json& doc, const std::string& where) {
     const std::string opcode = where.substr(prefix.size(), where.find(".latency_ns.") - prefix.size());
     const json* op = &doc["ops"]["by_opcode"];
     if (!op->contains(opcode)) return 0;
-    return (*op)[opcode].value("completed", uint64_t{0});
+    const json& o = (*op)[opcode];
+    if (o.contains("latency_ns") && o["latency_ns"].contains("count")) return o["latency_ns"].value("count", uint64_t{0});
+    return o.value("completed", uint64_t{0});
 }
 
 }  // namespace

@@ -47,19 +47,31 @@ void GrayLinkDetector::add(const Operation& op, DataLink link) {
     }
     LinkState& s = links_[it->second];
     ++s.large_ops;
-    const bool queued = s.any && op.post_ts < s.last_done;   // the link was busy with an earlier operation
+    // Queued: posted while an earlier operation on the link was still outstanding. Measured only when it was
+    // queued behind at least a whole earlier completion interval (posted before the completion before the
+    // previous one): then the link had work waiting all through its interval, whatever the poller's delay on one
+    // completion. One posted just before the previous completion was seen means the queue had run (nearly) dry:
+    // the sender or poller set the pace (a descheduled qperf, a poller that polls late), not the link.
+    const bool queued = s.any && op.post_ts < s.last_done;
+    const bool deep = queued && s.prev_any && op.post_ts < s.prev_done;
     const int64_t done = s.any ? std::max(op.done_ts, s.last_done) : op.done_ts;
     if (!s.any || done != s.last_done) {
         flush_batch(s);
         // A batch measures [previous completion, this one] only when the link was busy all along; one that
         // starts a busy period (and what completes with it) measures latency, not bandwidth.
         s.batch_from = s.last_done;
-        s.batch_valid = queued;
+        s.batch_valid = deep;
+        if (s.any) {
+            s.prev_done = s.last_done;
+            s.prev_any = true;
+        }
     }
-    if (queued && s.batch_valid) {
+    if (deep && s.batch_valid) {
         s.batch_bytes += op.bytes;
         ++s.batch_ops;
         ++s.queued_ops;
+    } else if (queued) {
+        ++s.sender_bound_ops;
     }
     s.last_done = done;
     s.any = true;
@@ -160,6 +172,7 @@ GrayLinkResult GrayLinkDetector::finish() {
         lt.link = s.link;
         lt.large_ops = s.large_ops;
         lt.queued_ops = s.queued_ops;
+        lt.sender_bound_ops = s.sender_bound_ops;
         lt.measured_windows = m.size();
         {
             std::vector<double> v;

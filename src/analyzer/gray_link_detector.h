@@ -66,7 +66,8 @@ struct GrayEpisode {
 struct LinkThroughput {
     DataLink link;
     uint64_t large_ops = 0;
-    uint64_t queued_ops = 0;
+    uint64_t queued_ops = 0;         // measured: queued behind a whole earlier completion interval
+    uint64_t sender_bound_ops = 0;   // queued only just (the queue ran dry): paced by the sender, not measured
     uint64_t measured_windows = 0;
     double p50_bytes_per_s = 0.0;   // median over measured windows
     double max_bytes_per_s = 0.0;
@@ -101,9 +102,12 @@ private:
     struct LinkState {
         DataLink link;
         int64_t last_done = 0;     // the latest completion on the link
+        int64_t prev_done = 0;     // the completion on the link before last_done
         bool any = false;
+        bool prev_any = false;
         uint64_t large_ops = 0;
         uint64_t queued_ops = 0;
+        uint64_t sender_bound_ops = 0;
         // The batch of queued operations completing at last_done, moved during [batch_from, last_done].
         int64_t batch_from = 0;
         uint64_t batch_bytes = 0;

@@ -175,16 +175,21 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
     }
 
     const json& ops = doc["ops"];
-    h += fmt::format("<h2>Operations</h2><p>{} operations, {} errors, {} in flight at end, {} GPU-posted.</p>",
+    h += fmt::format("<h2>Operations</h2><p>{} operations, {} errors, {} in flight at end, {} unconfirmed at "
+                     "teardown, {} GPU-posted. Latency: operations whose own completion was seen; receives: the "
+                     "time they sat posted.</p>",
                      format_count(ops["total"].get<uint64_t>()), format_count(ops["errors"].get<uint64_t>()),
-                     format_count(ops["in_flight_at_end"].get<uint64_t>()), format_count(ops["gpu"].get<uint64_t>()));
+                     format_count(ops["in_flight_at_end"].get<uint64_t>()),
+                     format_count(ops.value("unconfirmed", uint64_t{0})), format_count(ops["gpu"].get<uint64_t>()));
     h += "<table><tr><th>opcode</th><th>count</th><th>bytes</th><th>errors</th><th>p50</th><th>p99</th><th>max</th></tr>";
     for (auto it = ops["by_opcode"].begin(); it != ops["by_opcode"].end(); ++it) {
         const json& o = it.value();
-        h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", esc(it.key()),
+        const json& t = o.contains("time_posted_ns") ? o["time_posted_ns"] : o["latency_ns"];
+        h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                         esc(it.key() + (o.contains("time_posted_ns") ? " (time posted)" : "")),
                          format_count(o["count"].get<uint64_t>()), format_bytes(o["bytes"].get<double>()),
-                         format_count(o["errors"].get<uint64_t>()), ns_or_dash(o["latency_ns"]["p50"]),
-                         ns_or_dash(o["latency_ns"]["p99"]), ns_or_dash(o["latency_ns"]["max"]));
+                         format_count(o["errors"].get<uint64_t>()), ns_or_dash(t["p50"]), ns_or_dash(t["p99"]),
+                         ns_or_dash(t["max"]));
     }
     h += "</table>";
     for (auto it = ops["by_opcode"].begin(); it != ops["by_opcode"].end(); ++it) {

@@ -16,7 +16,10 @@ IncastDetector::IncastDetector(IncastOptions o, const Topology& topo)
 }
 
 void IncastDetector::add(const Operation& op, DataLink link) {
-    if (!link.known() || !op.moved_data() || op.bytes < o_.min_bytes || !plausible_times(op)) return;
+    // An unconfirmed operation moved its data at some unknown time before its QP's teardown: no interval to spread.
+    if (!link.known() || !op.moved_data() || op.outcome == OpOutcome::Unconfirmed || op.bytes < o_.min_bytes ||
+        !plausible_times(op))
+        return;
     if (topo_.device(link.src).node == topo_.device(link.dst).node) return;   // inter-node links only
     const int64_t W = o_.window_ns;
     const int64_t w0 = floor_div(op.post_ts, W);

@@ -56,9 +56,15 @@ enum class OpOutcome : uint8_t {
     Completed,   // a success completion was seen (or implied, for an unsignaled WR)
     Failed,      // an error completion other than a flush
     Flushed,     // IBV_WC_WR_FLUSH_ERR (or the mlx5 flush syndrome)
-    InFlight,    // no completion by the end of the trace (or of the process)
+    InFlight,    // no completion while its QP lived: the process died, or the trace stopped with the QP alive
     Observed,    // GPU WQE seen on the ring, no CQE visible to the watcher: moved data, latency unknown
     Lost,        // dropped from a full queue model: its completion was never seen (discarded events?)
+    // No completion, and its owner then moved the QP to RESET or ERR or destroyed it: the unsignaled tail of a
+    // normal run (UCX, Open MPI and qperf post most sends unsignaled). It most likely completed; nothing says so.
+    Unconfirmed,
+    // IBV_WC_WR_FLUSH_ERR after the owner moved the QP to RESET or ERR (or destroyed it): its own teardown
+    // flushed it. Not an error.
+    FlushedAtTeardown,
 };
 
 // One reconstructed operation: a work request (or GPU WQE) from post to completion.
@@ -82,12 +88,16 @@ struct Operation {
     uint32_t ud_qpn = 0;
 
     bool is_recv() const { return opcode >= kOpRecv; }
-    bool has_latency() const {
-        return outcome == OpOutcome::Completed || outcome == OpOutcome::Failed || outcome == OpOutcome::Flushed;
+    // Whether a completion of its own was seen, so that post -> completion is its latency: implied completions
+    // (unsignaled WRs retired by a later signaled one) take another WR's completion time.
+    bool observed_completion() const { return outcome == OpOutcome::Completed && !implied; }
+    // Whether its bytes count as moved data (traffic matrix, rails): it finished without error, it is a GPU WQE
+    // whose completion the watcher cannot see, or it is the unconfirmed tail of a QP its owner tore down after a
+    // normal run: an upper bound (UCX's and Open MPI's tails had all crossed the link; qperf destroys QPs with
+    // WRs still queued), ops.unconfirmed_bytes says how much of the total rests on it.
+    bool moved_data() const {
+        return outcome == OpOutcome::Completed || outcome == OpOutcome::Observed || outcome == OpOutcome::Unconfirmed;
     }
-    // Whether its bytes count as moved data (traffic matrix, rails): it finished without error, or it is a
-    // GPU WQE whose completion the watcher cannot see.
-    bool moved_data() const { return outcome == OpOutcome::Completed || outcome == OpOutcome::Observed; }
 };
 
 }  // namespace sigmatrace::analyzer

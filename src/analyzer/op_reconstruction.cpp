@@ -27,9 +27,15 @@ std::size_t queue_limit(uint32_t depth) {
     return std::max<std::size_t>(kMinQueueLimit, kDepthFactor * static_cast<std::size_t>(depth));
 }
 
-OpOutcome outcome_of(uint8_t status) {
+constexpr int32_t kQpsReset = 0;            // enum ibv_qp_state
+constexpr int32_t kQpsInit = 1;
+constexpr int32_t kQpsErr = 6;
+
+// A flush after the owner's own teardown of the QP is that teardown's, not an error.
+OpOutcome outcome_of(uint8_t status, bool torn_down) {
     if (status == kWcSuccess) return OpOutcome::Completed;
-    return status == kWcFlushErr ? OpOutcome::Flushed : OpOutcome::Failed;
+    if (status != kWcFlushErr) return OpOutcome::Failed;
+    return torn_down ? OpOutcome::FlushedAtTeardown : OpOutcome::Flushed;
 }
 
 // mlx5 CQE error syndromes (the PRM's table) to enum ibv_wc_status, as the verbs provider reports them.
@@ -211,7 +217,7 @@ bool OpReconstruction::complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t s
     }
     if (j == sq.size()) return false;
     for (std::size_t i = 0; i < j; ++i) emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ts, true, false);
-    emit(p, q, sq[j], outcome_of(status), status, ts, false, false);
+    emit(p, q, sq[j], outcome_of(status, topo_.qp(q).torn_down), status, ts, false, false);
     sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
     return true;
 }
@@ -230,7 +236,7 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
         if ((*queue)[i].wr_id != wr_id) continue;
         const uint8_t opcode = wc_opcode == kOpRecvRdmaWithImm ? kOpRecvRdmaWithImm : kOpRecv;
         // A receive's size is what arrived (byte_len), not the buffer posted; unknown on errors.
-        emit(p, q, (*queue)[i], outcome_of(status), status, ts, false, false, opcode,
+        emit(p, q, (*queue)[i], outcome_of(status, qp.torn_down), status, ts, false, false, opcode,
              status == kWcSuccess ? byte_len : 0);
         queue->erase(queue->begin() + static_cast<std::ptrdiff_t>(i));
         return true;
@@ -324,15 +330,30 @@ void OpReconstruction::on_gpu_cqe(const DecodedEvent& ev, ProcId p) {
             continue;
         }
         for (std::size_t i = 0; i < j; ++i) emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ev.ts_ns, true, true);
-        emit(p, q, sq[j], outcome_of(status), status, ev.ts_ns, false, true);
+        emit(p, q, sq[j], outcome_of(status, qp.torn_down), status, ev.ts_ns, false, true);
         sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
     }
 }
 
-void OpReconstruction::drain_qp(QpId q, int64_t) {
+void OpReconstruction::on_qp_state(QpId q, int32_t state) {
     Qp& qp = topo_.qp(q);
+    if (state == kQpsErr) {
+        qp.torn_down = true;
+    } else if (state == kQpsReset) {
+        drain_qp(q, true);
+        qp.torn_down = true;
+    } else if (state == kQpsInit) {
+        qp.torn_down = false;
+    }
+}
+
+void OpReconstruction::drain_qp(QpId q, bool teardown) {
+    Qp& qp = topo_.qp(q);
+    const bool ended_by_owner = teardown || qp.torn_down;
     for (const PendingWr& wr : qp.sq) {
-        const OpOutcome o = qp.gpu && !qp.gpu_cqe_seen ? OpOutcome::Observed : OpOutcome::InFlight;
+        const OpOutcome o = qp.gpu && !qp.gpu_cqe_seen ? OpOutcome::Observed
+                            : ended_by_owner           ? OpOutcome::Unconfirmed
+                                                       : OpOutcome::InFlight;
         emit(qp.proc, q, wr, o, 0, wr.post_ts, false, qp.gpu);
     }
     qp.sq.clear();
@@ -340,17 +361,17 @@ void OpReconstruction::drain_qp(QpId q, int64_t) {
     qp.rq.clear();
 }
 
-void OpReconstruction::drain_process(ProcId p, int64_t ts) {
+void OpReconstruction::drain_process(ProcId p) {
     for (QpId q = 0; q < topo_.qp_count(); ++q)
-        if (topo_.qp(q).proc == p) drain_qp(q, ts);
+        if (topo_.qp(q).proc == p) drain_qp(q, false);
     for (auto& [srq, queue] : topo_.proc(p).srq_pending) {
         unconsumed_receives_ += queue.size();
         queue.clear();
     }
 }
 
-void OpReconstruction::finish(int64_t end_ts) {
-    for (QpId q = 0; q < topo_.qp_count(); ++q) drain_qp(q, end_ts);
+void OpReconstruction::finish() {
+    for (QpId q = 0; q < topo_.qp_count(); ++q) drain_qp(q, false);
     for (ProcId p = 0; p < topo_.process_count(); ++p)
         for (auto& [srq, queue] : topo_.proc(p).srq_pending) {
             unconsumed_receives_ += queue.size();

@@ -8,7 +8,10 @@
 //   - Error completions carry no valid opcode: they are matched on the send queue first, then on receives.
 //   - GPU WQEs (decoded by the watcher) wait per QP by ring index; a CQE's wqe_counter retires that WQE and
 //     the unsignaled ones before it. WQEs whose CQE the watcher cannot see end as Observed.
-//   - Whatever waits at the end of the trace (or when its QP or process goes away) is in flight.
+//   - Teardown: when the owner moves a QP to ERR, the flushes that follow are its teardown's, not errors; when it
+//     moves it to RESET or destroys it, the sends still waiting are unconfirmed (most likely completed: an
+//     unsignaled tail), not in flight.
+//   - Whatever waits at the end of the trace on a live QP, or when its process goes away, is in flight.
 // Queue models are bounded (a multiple of the granted depth): memory follows live WRs, not trace length.
 #pragma once
 
@@ -38,11 +41,15 @@ public:
     void on_gpu_wqe(const DecodedEvent& ev, ProcId p);
     void on_gpu_cqe(const DecodedEvent& ev, ProcId p);
 
-    // A QP was destroyed, or its process replaced: what still waits is in flight (sends) or unused (receives).
-    void drain_qp(QpId q, int64_t ts);
-    void drain_process(ProcId p, int64_t ts);
+    // A QP's owner changed its state (qp_modify with IBV_QP_STATE): ERR marks it torn down, RESET also ends what
+    // waits on it (a QP in RESET has no WQEs), INIT brings a reset QP back into use.
+    void on_qp_state(QpId q, int32_t state);
+    // A QP was destroyed (teardown = true: by its owner), or its process replaced or the trace ended: sends still
+    // waiting are unconfirmed after a teardown, else in flight; receives are unused.
+    void drain_qp(QpId q, bool teardown);
+    void drain_process(ProcId p);
     // End of the trace.
-    void finish(int64_t end_ts);
+    void finish();
 
     // Posted receives never consumed (normal: applications pre-post receives); not operations.
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }

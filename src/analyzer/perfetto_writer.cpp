@@ -19,6 +19,8 @@ const char* outcome_name(OpOutcome o) {
     case OpOutcome::InFlight: return "in flight at end";
     case OpOutcome::Observed: return "observed (no CQE)";
     case OpOutcome::Lost: return "completion lost";
+    case OpOutcome::Unconfirmed: return "unconfirmed (QP torn down)";
+    case OpOutcome::FlushedAtTeardown: return "flushed at teardown";
     }
     return "?";
 }

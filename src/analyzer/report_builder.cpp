@@ -30,6 +30,17 @@ json quantiles_json(const QuantileHistogram& h) {
     return json{{"p50", round_ns(h.quantile(0.5))}, {"p99", round_ns(h.quantile(0.99))}, {"max", round_ns(h.max())}};
 }
 
+// Quantiles with the sample count, mean and min: the form of every time distribution in `ops`.
+json times_json(const QuantileHistogram& h) {
+    json j = quantiles_json(h);
+    j["count"] = h.count();
+    if (h.count()) {
+        j["mean"] = round_ns(h.mean());
+        j["min"] = round_ns(h.min());
+    }
+    return j;
+}
+
 json histogram_bins_json(const QuantileHistogram& h) {
     json bins = json::array();
     for (const auto& [lo, hi, n] : h.nonempty_bins()) bins.push_back(json::array({round_ns(lo), round_ns(hi), n}));
@@ -105,6 +116,12 @@ uint64_t ReportBuilder::lost_records_total() const {
     return n;
 }
 
+std::string ReportBuilder::trace_mode() const {
+    bool ops = a_.stats_.total().count > 0, counters = a_.counter_events_ > 0;
+    for (ProcId p : active_processes()) (a_.topo_.proc(p).counters_mode ? counters : ops) = true;
+    return ops && counters ? "mixed" : counters ? "counters" : "ops";
+}
+
 json ReportBuilder::trace_section() const {
     uint64_t discarded = 0, discarded_packets = 0;
     for (const DiscardRecord& d : a_.discards_) (d.packets ? discarded_packets : discarded) += d.count;
@@ -125,6 +142,7 @@ json ReportBuilder::trace_section() const {
                 {"paths", a_.trace_paths_},
                 {"salvaged_events", a_.salvaged_events_},
                 {"lost_records", lost_records_total()},
+                {"mode", trace_mode()},
                 {"complete", a_.read_problems_.empty() && lost_records_total() == 0},
                 {"read_problems", a_.read_problems_},
                 {"events_by_type", by_type}};
@@ -157,7 +175,18 @@ json ReportBuilder::processes_section() const {
         j["bytes"] = agg.bytes;
         j["errors"] = agg.errors();
         j["in_flight_at_end"] = agg.in_flight;
+        j["unconfirmed"] = agg.unconfirmed;
         j["latency_ns"] = quantiles_json(agg.latency_ns);
+        if (a_.counter_events_) {   // counters mode: what its QPs' counters add up to
+            uint64_t wrs = 0, bytes = 0;
+            for (QpId q = 0; q < a_.topo_.qp_count(); ++q)
+                if (a_.topo_.qp(q).proc == p) {
+                    wrs += a_.topo_.qp(q).counted.posted_wrs;
+                    bytes += a_.topo_.qp(q).counted.posted_bytes;
+                }
+            j["counted_wrs"] = wrs;
+            j["counted_bytes"] = bytes;
+        }
         out.push_back(std::move(j));
     }
     return out;
@@ -167,37 +196,50 @@ json ReportBuilder::ops_section() const {
     const OpAggregate& t = a_.stats_.total();
     json by_opcode = json::object();
     for (const auto& [code, agg] : a_.stats_.by_opcode()) {
-        json lat = quantiles_json(agg.latency_ns);
-        if (agg.latency_ns.count()) {
-            lat["mean"] = round_ns(agg.latency_ns.mean());
-            lat["min"] = round_ns(agg.latency_ns.min());
-        }
-        by_opcode[opcode_name(code)] = json{
+        json entry = json{
             {"count", agg.count},
             {"bytes", agg.bytes},
+            {"posted_bytes", agg.posted_bytes},
+            {"completed_bytes", agg.completed_bytes},
+            {"in_flight_bytes", agg.in_flight_bytes},
+            {"unconfirmed_bytes", agg.unconfirmed_bytes},
             {"completed", agg.completed},
             {"errors", agg.errors()},
             {"in_flight", agg.in_flight},
+            {"unconfirmed", agg.unconfirmed},
+            {"flushed_at_teardown", agg.flushed_at_teardown},
             {"observed_without_completion", agg.observed},
             {"implied", agg.implied},
             {"gpu", agg.gpu},
-            {"latency_ns", lat},
+            {"latency_ns", times_json(agg.latency_ns)},
+            {"implied_latency_ns", times_json(agg.implied_latency_ns)},
             {"size_bytes",
              agg.size_bytes.count() ? json{{"p50", round_ns(agg.size_bytes.quantile(0.5))},
                                            {"max", round_ns(agg.size_bytes.max())}}
                                     : json{{"p50", nullptr}, {"max", nullptr}}},
             {"latency_histogram", histogram_bins_json(agg.latency_ns)},
         };
+        if (code >= kOpRecv) {
+            entry["time_posted_ns"] = times_json(agg.time_posted_ns);
+            entry["time_posted_histogram"] = histogram_bins_json(agg.time_posted_ns);
+        }
+        by_opcode[opcode_name(code)] = std::move(entry);
     }
     return json{{"total", t.count},
                 {"errors", t.errors()},
                 {"failed", t.failed},
                 {"flushed", t.flushed},
+                {"flushed_at_teardown", t.flushed_at_teardown},
                 {"in_flight_at_end", t.in_flight},
+                {"unconfirmed", t.unconfirmed},
                 {"observed_without_completion", t.observed},
                 {"lost", t.lost},
                 {"implied", t.implied},
                 {"gpu", t.gpu},
+                {"posted_bytes", t.posted_bytes},
+                {"completed_bytes", t.completed_bytes},
+                {"in_flight_bytes", t.in_flight_bytes},
+                {"unconfirmed_bytes", t.unconfirmed_bytes},
                 {"unconsumed_receives", a_.recon_.unconsumed_receives()},
                 {"by_opcode", by_opcode}};
 }
@@ -221,9 +263,81 @@ json ReportBuilder::qps_section() const {
         j["bytes"] = agg.bytes;
         j["errors"] = agg.errors();
         j["in_flight"] = agg.in_flight;
+        j["unconfirmed"] = agg.unconfirmed;
         j["latency_ns"] = quantiles_json(agg.latency_ns);
         out.push_back(std::move(j));
     }
+    return out;
+}
+
+json ReportBuilder::counters_section() const {
+    // Counters mode: per-QP totals from qp_counters, per QP and per process pair, with rates over the counted time.
+    auto rate = [](uint64_t v, int64_t ns) { return ns > 0 ? json(std::llround(static_cast<double>(v) * 1e9 / static_cast<double>(ns))) : json(nullptr); };
+    struct Sum {
+        uint64_t posted_wrs = 0, posted_bytes = 0, recv_wrs = 0, completions = 0, error_completions = 0, post_errors = 0;
+        int64_t first_ns = 0, last_ns = 0;
+        bool any = false;
+        void add(const Qp::Counted& c) {
+            posted_wrs += c.posted_wrs;
+            posted_bytes += c.posted_bytes;
+            recv_wrs += c.recv_wrs;
+            completions += c.completions;
+            error_completions += c.error_completions;
+            post_errors += c.post_errors;
+            first_ns = any ? std::min(first_ns, c.first_ns) : c.first_ns;
+            last_ns = any ? std::max(last_ns, c.last_ns) : c.last_ns;
+            any = true;
+        }
+    };
+    auto fields = [&](json& j, const Sum& x) {
+        j["posted_wrs"] = x.posted_wrs;
+        j["posted_bytes"] = x.posted_bytes;
+        j["recv_wrs"] = x.recv_wrs;
+        j["completions"] = x.completions;
+        j["error_completions"] = x.error_completions;
+        j["post_errors"] = x.post_errors;
+        j["duration_ns"] = x.last_ns - x.first_ns;
+        j["bytes_per_s"] = rate(x.posted_bytes, x.last_ns - x.first_ns);
+        j["wrs_per_s"] = rate(x.posted_wrs, x.last_ns - x.first_ns);
+    };
+    Sum total;
+    json per_qp = json::array();
+    std::map<std::pair<ProcId, ProcId>, Sum> pairs;
+    for (QpId q = 0; q < a_.topo_.qp_count(); ++q) {
+        const Qp& qp = a_.topo_.qp(q);
+        if (qp.counted.events == 0) continue;
+        Sum x;
+        x.add(qp.counted);
+        total.add(qp.counted);
+        json j = proc_ref(qp.proc);
+        j["qp_num"] = qp.qp_num;
+        j["type"] = qp.type;
+        j["device"] = qp.dev == kNoId ? std::string("?") : a_.topo_.device(qp.dev).name;
+        const Peer& peer = qp.peer;
+        json pj = proc_ref(peer.proc);
+        if (peer.node != kNoId) pj["node"] = node_name(peer.node);
+        pj["qp_num"] = qp.has_remote ? json(qp.dest_qpn) : json(nullptr);
+        pj["device"] = peer.dev == kNoId ? json(nullptr) : json(a_.topo_.device(peer.dev).name);
+        j["peer"] = pj;
+        j["events"] = qp.counted.events;
+        fields(j, x);
+        per_qp.push_back(std::move(j));
+        if (qp.type != 4 && peer.proc != kNoId) pairs[{qp.proc, peer.proc}].add(qp.counted);
+    }
+    json per_peer = json::array();
+    for (const auto& [key, x] : pairs) {
+        json j{{"src", proc_ref(key.first)}, {"dst", proc_ref(key.second)}};
+        fields(j, x);
+        per_peer.push_back(std::move(j));
+    }
+    json out{{"events", a_.counter_events_}, {"qps", per_qp.size()}};
+    fields(out, total);
+    out["per_qp"] = std::move(per_qp);
+    out["per_peer"] = std::move(per_peer);
+    // Without per-operation events these cannot be computed: said, not shown as zeros.
+    out["needs_per_operation_events"] = json::array(
+        {"ops.by_opcode (opcodes, latency, sizes)", "barriers", "gray_link", "incast", "timeline (--perfetto)",
+         "RDMA READ direction (counted initiator -> target)", "teardown flushes (counted as error completions)"});
     return out;
 }
 
@@ -241,6 +355,20 @@ json ReportBuilder::peers_section() const {
     return out;
 }
 
+ReportBuilder::SkewBasis ReportBuilder::skew_basis() const {
+    SkewBasis b;
+    std::set<NodeId> nodes;
+    for (const auto& [key, cell] : a_.traffic_.node_matrix()) {
+        if (key.first == key.second || cell.bytes == 0) continue;
+        ++b.flows;
+        b.bytes += cell.bytes;
+        nodes.insert(key.first);
+        nodes.insert(key.second);
+    }
+    b.nodes = nodes.size();
+    return b;
+}
+
 json ReportBuilder::traffic_section() const {
     json matrix = json::array();
     std::vector<std::pair<std::pair<std::string, std::string>, TrafficCell>> cells;
@@ -255,7 +383,9 @@ json ReportBuilder::traffic_section() const {
     json nodes = json::array();
     for (std::size_t i = 0; i < order.size(); ++i)
         nodes.push_back(json{{"node", node_name(order[i])}, {"bytes_out", totals.out[i]}, {"bytes_in", totals.in[i]}});
+    const SkewBasis basis = skew_basis();
     return json{{"node_matrix", matrix},
+                {"skew_meaningful", basis.meaningful()},
                 {"inbound_skew", s.inbound},
                 {"outbound_skew", s.outbound},
                 {"inbound_max_node", s.inbound_max_node == kNoId ? json(nullptr) : json(node_name(s.inbound_max_node))},
@@ -354,6 +484,7 @@ json ReportBuilder::links_section() const {
                            {"dst", nic_ref(l->link.dst)},
                            {"large_ops", l->large_ops},
                            {"queued_ops", l->queued_ops},
+                           {"sender_bound_ops", l->sender_bound_ops},
                            {"measured_windows", l->measured_windows},
                            {"throughput_bytes_per_s",
                             l->measured_windows ? json{{"p50", std::llround(l->p50_bytes_per_s)}, {"max", std::llround(l->max_bytes_per_s)}}
@@ -510,9 +641,13 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
     }
 
     // Deferred emission: events that came after the reordering window were processed out of capture order.
+    // It is a warning when it may have changed a result: a completion that matched nothing or a WR left in
+    // flight; when every completion matched its WR (times are capture times whatever the processing order), it
+    // is information about the tracer's emission on a loaded machine.
     if (a_.ordering_.late_events) {
+        const bool may_matter = a_.topo_.anomalies().unmatched_completions > 0 || a_.stats_.total().in_flight > 0;
         findings.push_back(finding(
-            "late_events", "warning",
+            "late_events", may_matter ? "warning" : "info",
             fmt::format("{} events came later than the reordering window ({}, up to {} late): they were processed "
                         "out of capture order, so completions may be unmatched or mis-timed near them; record with a "
                         "smaller SIGMATRACE_DEFER_MAX_AGE_US or SIGMATRACE_DEFER=0",
@@ -521,21 +656,20 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
             json{{"late_events", a_.ordering_.late_events},
                  {"window_ns", a_.ordering_.window_ns},
                  {"max_lateness_ns", a_.ordering_.max_lateness_ns},
-                 {"max_held_events", a_.ordering_.max_held}}));
+                 {"max_held_events", a_.ordering_.max_held},
+                 {"unmatched_completions", a_.topo_.anomalies().unmatched_completions},
+                 {"in_flight_at_end", a_.stats_.total().in_flight}}));
     }
 
-    // Traffic skew.
+    // Traffic skew, only where it can mean something (skew_meaningful): over two nodes, or one flow, max/mean
+    // is 2.00x by construction.
     const json& tr = doc["traffic"];
-    const std::size_t nodes_with_traffic = [&] {
-        std::size_t n = 0;
-        for (const auto& row : tr["nodes"]) n += (row["bytes_in"].get<uint64_t>() + row["bytes_out"].get<uint64_t>()) > 0;
-        return n;
-    }();
     const NodeTotals totals = node_totals(a_.traffic_.node_matrix(), trace_nodes());
+    const SkewBasis basis = skew_basis();
     for (const char* dir : {"inbound", "outbound"}) {
         const double skew = tr[std::string(dir) + "_skew"].get<double>();
         const json& max_node = tr[std::string(dir) + "_max_node"];
-        if (nodes_with_traffic < 2 || skew <= a_.options_.skew_threshold || max_node.is_null()) continue;
+        if (!basis.meaningful() || skew <= a_.options_.skew_threshold || max_node.is_null()) continue;
         const bool in = std::string_view(dir) == "inbound";
         const auto& v = in ? totals.in : totals.out;
         long double sum = 0;
@@ -551,7 +685,8 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
                         skew, max_node.get<std::string>(), in ? "receives" : "sends", format_bytes(static_cast<double>(mx)),
                         format_bytes(mean)),
             json{{"direction", dir}, {"skew", skew}, {"node", max_node}, {"bytes", mx}, {"mean_bytes", mean},
-                 {"threshold", a_.options_.skew_threshold}}));
+                 {"threshold", a_.options_.skew_threshold}, {"nodes_with_traffic", basis.nodes},
+                 {"flows", basis.flows}, {"inter_node_bytes", basis.bytes}}));
     }
 
     // Errors: one error followed by a flush of everything queued behind it is the usual shape.
@@ -582,6 +717,22 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
                         wc_status_name(e0.status), proc_label(e0.proc), a_.topo_.qp(e0.qp).qp_num, opcode_name(e0.opcode)),
             json{{"errors", errors}, {"by_status", by_status}, {"qps", qps.size()}, {"first_errors", first},
                  {"threshold", a_.options_.error_storm_threshold}}));
+    }
+
+    // Counters mode: error completions counted per QP (no status, no time; teardown flushes included).
+    if (doc.contains("counters") && doc["counters"]["error_completions"].get<uint64_t>() > 0) {
+        const json& c = doc["counters"];
+        json qps = json::array();
+        for (const json& q : c["per_qp"])
+            if (q["error_completions"].get<uint64_t>() > 0)
+                qps.push_back(json{{"rank", q["rank"]}, {"node", q["node"]}, {"pid", q["pid"]}, {"qp_num", q["qp_num"]},
+                                   {"error_completions", q["error_completions"]}});
+        findings.push_back(finding(
+            "error_completions", "warning",
+            fmt::format("{} error completions counted on {} QP(s) (counters mode: no status; flushes of an orderly "
+                        "teardown count too; record with --mode ops to see which)",
+                        format_count(c["error_completions"].get<uint64_t>()), qps.size()),
+            json{{"errors", c["error_completions"]}, {"qps", qps}, {"source", "counters"}}));
     }
 
     // Rail imbalance: bytes (sent + received) per NIC of a node with several NICs.
@@ -618,7 +769,8 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
     add_gray_link_findings(findings);
     add_incast_findings(findings);
 
-    // Operations without completion at the end: a process that crashed or was killed, or a trace cut short.
+    // Operations without completion on a QP that was still alive: a process that crashed or was killed, or a
+    // trace cut short. (A tail left when the owner tore its QP down is `unconfirmed`, not this.)
     std::vector<std::pair<ProcId, uint64_t>> in_flight;
     for (const auto& [p, agg] : a_.stats_.by_process())
         if (agg.in_flight) in_flight.push_back({p, agg.in_flight});
@@ -638,7 +790,8 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
             missed != 0 ? fmt::format("{} GPU completions went by unread (consumed before the watcher read them), or a "
                                       "crashed or killed process, or a trace stopped early",
                                       format_count(missed))
-                        : std::string("a crashed or killed process, or a trace stopped early");
+                        : std::string("a crashed or killed process, or a trace stopped early (their QPs were never "
+                                      "destroyed or reset)");
         findings.push_back(finding(
             "in_flight_at_end", "warning",
             fmt::format("{} operations of {} process(es) never completed before the trace ended (first: {}, {} "
@@ -686,6 +839,7 @@ json ReportBuilder::build() const {
     doc["peers"] = peers_section();
     doc["traffic"] = traffic_section();
     doc["rails"] = rails_section();
+    if (a_.counter_events_) doc["counters"] = counters_section();
     doc["links"] = links_section();
     json findings = json::array();
     doc["barriers"] = barriers_section(findings);

@@ -13,17 +13,38 @@ OpAggregate::Bins OpAggregate::bins_of(const Operation& op) const {
     return b;
 }
 
+namespace {
+// The histogram of `agg` an operation's post -> completion time belongs to, or null (no completion).
+QuantileHistogram* time_histogram(OpAggregate& agg, const Operation& op) {
+    if (op.outcome != OpOutcome::Completed) return nullptr;
+    if (op.is_recv()) return &agg.time_posted_ns;
+    return op.implied ? &agg.implied_latency_ns : &agg.latency_ns;
+}
+}  // namespace
+
 void OpAggregate::add(const Operation& op, const Bins& bins) {
     if (count == 0 || op.post_ts < first_ts) first_ts = op.post_ts;
     last_ts = std::max(last_ts, op.done_ts);
     ++count;
+    posted_bytes += op.bytes;
     if (op.gpu) ++gpu;
     if (op.implied) ++implied;
     switch (op.outcome) {
-    case OpOutcome::Completed: ++completed; break;
+    case OpOutcome::Completed:
+        ++completed;
+        completed_bytes += op.bytes;
+        break;
     case OpOutcome::Failed: ++failed; break;
     case OpOutcome::Flushed: ++flushed; break;
-    case OpOutcome::InFlight: ++in_flight; break;
+    case OpOutcome::FlushedAtTeardown: ++flushed_at_teardown; break;
+    case OpOutcome::InFlight:
+        ++in_flight;
+        in_flight_bytes += op.bytes;
+        break;
+    case OpOutcome::Unconfirmed:
+        ++unconfirmed;
+        unconfirmed_bytes += op.bytes;
+        break;
     case OpOutcome::Observed: ++observed; break;
     case OpOutcome::Lost: ++lost; break;
     }
@@ -31,7 +52,7 @@ void OpAggregate::add(const Operation& op, const Bins& bins) {
         bytes += op.bytes;
         size_bytes.add(bins.size);
     }
-    if (op.outcome == OpOutcome::Completed) latency_ns.add(bins.latency);
+    if (QuantileHistogram* h = time_histogram(*this, op)) h->add(bins.latency);
 }
 
 void OpAggregate::merge(const OpAggregate& o) {
@@ -40,15 +61,23 @@ void OpAggregate::merge(const OpAggregate& o) {
     last_ts = std::max(last_ts, o.last_ts);
     count += o.count;
     bytes += o.bytes;
+    posted_bytes += o.posted_bytes;
+    completed_bytes += o.completed_bytes;
+    in_flight_bytes += o.in_flight_bytes;
+    unconfirmed_bytes += o.unconfirmed_bytes;
     completed += o.completed;
     failed += o.failed;
     flushed += o.flushed;
+    flushed_at_teardown += o.flushed_at_teardown;
     in_flight += o.in_flight;
+    unconfirmed += o.unconfirmed;
     observed += o.observed;
     lost += o.lost;
     implied += o.implied;
     gpu += o.gpu;
     latency_ns.merge(o.latency_ns);
+    implied_latency_ns.merge(o.implied_latency_ns);
+    time_posted_ns.merge(o.time_posted_ns);
     size_bytes.merge(o.size_bytes);
 }
 

@@ -18,20 +18,32 @@ class Topology;
 struct OpAggregate {
     uint64_t count = 0;         // every operation, whatever its outcome
     uint64_t bytes = 0;         // bytes of operations that moved data (completed, or observed on a GPU ring)
+    uint64_t posted_bytes = 0;  // bytes of every operation (receives: what arrived, or the buffer posted)
+    uint64_t completed_bytes = 0;
+    uint64_t in_flight_bytes = 0;
+    uint64_t unconfirmed_bytes = 0;
     uint64_t completed = 0;
     uint64_t failed = 0;
     uint64_t flushed = 0;
+    uint64_t flushed_at_teardown = 0;   // flushes after the owner's own teardown: not errors
     uint64_t in_flight = 0;
+    uint64_t unconfirmed = 0;   // no completion, QP torn down by its owner (model.h OpOutcome::Unconfirmed)
     uint64_t observed = 0;      // GPU WQEs without a visible CQE
     uint64_t lost = 0;
     uint64_t implied = 0;       // unsignaled WRs completed by a later signaled completion
     uint64_t gpu = 0;           // GPU-posted
     int64_t first_ts = 0;
     int64_t last_ts = 0;
-    QuantileHistogram latency_ns;   // successful completions: post -> completion
+    // Successful sends (and GPU WQEs) whose own completion was seen: post -> completion.
+    QuantileHistogram latency_ns;
+    // Unsignaled sends retired by a later signaled completion: post -> that completion (an upper bound).
+    QuantileHistogram implied_latency_ns;
+    // Successful receives: post -> completion, the time the receive sat posted (mostly waiting for a sender).
+    QuantileHistogram time_posted_ns;
     QuantileHistogram size_bytes{1.0, 1e10, 20};
 
     // An operation's latency and size in this binning, found once for all the aggregates it is added to.
+    // `latency` is the post -> completion time in whichever of the three time histograms the operation goes to.
     struct Bins {
         QuantileHistogram::Binned latency;
         QuantileHistogram::Binned size;

@@ -51,20 +51,59 @@ std::string render_text_report(const json& doc) {
                            f["summary"].get<std::string>());
 
     const json& ops = doc["ops"];
-    section(out, fmt::format("Operations: {} (errors {}, in flight at end {}, GPU-posted {})",
-                             format_count(ops["total"].get<uint64_t>()), format_count(ops["errors"].get<uint64_t>()),
-                             format_count(ops["in_flight_at_end"].get<uint64_t>()),
-                             format_count(ops["gpu"].get<uint64_t>())));
+    const bool counters_only = doc.contains("counters") && ops["total"].get<uint64_t>() == 0;
+    if (counters_only) {
+        // Counters mode: no operation was traced one by one; what the counters give, and what they cannot.
+        const json& c = doc["counters"];
+        section(out, fmt::format("Counters (counters mode, {} QPs): {} send WRs posted, {}, {} receives posted, "
+                                 "{} completions, {} error completions, {} failed posts",
+                                 c["qps"].get<uint64_t>(), format_count(c["posted_wrs"].get<uint64_t>()),
+                                 format_bytes(c["posted_bytes"].get<double>()), format_count(c["recv_wrs"].get<uint64_t>()),
+                                 format_count(c["completions"].get<uint64_t>()),
+                                 format_count(c["error_completions"].get<uint64_t>()),
+                                 format_count(c["post_errors"].get<uint64_t>())));
+        out += fmt::format("  {:<26}{:>8}{:>12}{:>12}{:>12}{:>8}{:>13}\n", "process", "QP", "WRs", "bytes", "completions",
+                           "errors", "rate");
+        std::size_t shown = 0;
+        for (const auto& q : c["per_qp"]) {
+            if (shown++ == kMaxRows) {
+                out += fmt::format("  ... {} more in the JSON output\n", c["per_qp"].size() - kMaxRows);
+                break;
+            }
+            out += fmt::format("  {:<26}{:>8}{:>12}{:>12}{:>12}{:>8}{:>13}\n", who(q), q["qp_num"].get<uint64_t>(),
+                               format_count(q["posted_wrs"].get<uint64_t>()), format_bytes(q["posted_bytes"].get<double>()),
+                               format_count(q["completions"].get<uint64_t>()),
+                               format_count(q["error_completions"].get<uint64_t>()),
+                               q["bytes_per_s"].is_number() ? format_bytes(q["bytes_per_s"].get<double>()) + "/s"
+                                                            : std::string("-"));
+        }
+        std::string needs;
+        for (const auto& n : c["needs_per_operation_events"]) needs += (needs.empty() ? "" : ", ") + n.get<std::string>();
+        out += fmt::format("  Not available from counters (record with --mode ops): {}\n", needs);
+    } else {
+        section(out, fmt::format("Operations: {} (errors {}, in flight at end {}, unconfirmed at teardown {}, GPU-posted {})",
+                                 format_count(ops["total"].get<uint64_t>()), format_count(ops["errors"].get<uint64_t>()),
+                                 format_count(ops["in_flight_at_end"].get<uint64_t>()),
+                                 format_count(ops.value("unconfirmed", uint64_t{0})),
+                                 format_count(ops["gpu"].get<uint64_t>())));
+    }
     if (!ops["by_opcode"].empty()) {
+        // Latency: operations whose own completion was seen; receives show how long they sat posted instead.
         out += fmt::format("  {:<22}{:>12}{:>12}{:>8}{:>11}{:>11}{:>11}\n", "opcode", "count", "bytes", "errors",
                            "p50", "p99", "max");
         for (auto it = ops["by_opcode"].begin(); it != ops["by_opcode"].end(); ++it) {
             const json& o = it.value();
-            out += fmt::format("  {:<22}{:>12}{:>12}{:>8}{:>11}{:>11}{:>11}\n", it.key(),
+            const json& t = o.contains("time_posted_ns") ? o["time_posted_ns"] : o["latency_ns"];
+            out += fmt::format("  {:<22}{:>12}{:>12}{:>8}{:>11}{:>11}{:>11}{}\n", it.key(),
                                format_count(o["count"].get<uint64_t>()), format_bytes(o["bytes"].get<double>()),
-                               format_count(o["errors"].get<uint64_t>()), ns_or_dash(o["latency_ns"]["p50"]),
-                               ns_or_dash(o["latency_ns"]["p99"]), ns_or_dash(o["latency_ns"]["max"]));
+                               format_count(o["errors"].get<uint64_t>()), ns_or_dash(t["p50"]), ns_or_dash(t["p99"]),
+                               ns_or_dash(t["max"]), o.contains("time_posted_ns") ? "  (time posted)" : "");
         }
+        const uint64_t implied = ops.value("implied", uint64_t{0});
+        if (implied)
+            out += fmt::format("  {} unsignaled operations completed with a later signaled one: not in the latencies "
+                               "(implied_latency_ns in the JSON)\n",
+                               format_count(implied));
     }
 
     const json& traffic = doc["traffic"];
@@ -138,8 +177,11 @@ std::string render_text_report(const json& doc) {
             out += fmt::format("  ... {} more in the JSON output\n", doc["processes"].size() - kMaxRows);
             break;
         }
+        // Counters mode: the WRs and bytes its QPs counted (no operation was traced one by one).
+        const bool counted = counters_only && p.contains("counted_wrs");
         out += fmt::format("  {:<26}{:>8}{:>12}{:>12}{:>8}{:>11}{:>11}\n", who(p), p["pid"].get<int64_t>(),
-                           format_count(p["ops"].get<uint64_t>()), format_bytes(p["bytes"].get<double>()),
+                           format_count(p[counted ? "counted_wrs" : "ops"].get<uint64_t>()),
+                           format_bytes(p[counted ? "counted_bytes" : "bytes"].get<double>()),
                            format_count(p["errors"].get<uint64_t>()), ns_or_dash(p["latency_ns"]["p50"]),
                            ns_or_dash(p["latency_ns"]["p99"]));
     }

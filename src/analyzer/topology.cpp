@@ -72,6 +72,7 @@ void Topology::on_process_info(const DecodedEvent& ev, ProcId p, std::vector<Pro
     pr.rank = static_cast<int32_t>(ev.i64(F::process_info::rank));
     pr.world_size = static_cast<int32_t>(ev.i64(F::process_info::world_size));
     pr.job_id = std::string(ev.str(F::process_info::job_id));
+    pr.counters_mode = ev.u(F::process_info::mode) == 1;
     if (!ev.procname.empty()) pr.procname = std::string(ev.procname);  // an exec changes it
     std::string_view host = ev.str(F::process_info::hostname);
     if (!host.empty()) pr.node = node_id(host);
@@ -136,12 +137,12 @@ QpId Topology::on_qp_create(const DecodedEvent& ev, ProcId p) {
     return id;
 }
 
-void Topology::on_qp_modify(const DecodedEvent& ev, ProcId p) {
-    if (ev.i64(F::qp_modify::err) != 0) return;
+QpId Topology::on_qp_modify(const DecodedEvent& ev, ProcId p) {
+    if (ev.i64(F::qp_modify::err) != 0) return kNoId;
     const QpId id = find_qp_by_handle(p, ev.u(F::qp_modify::qp));
     if (id == kNoId) {
         ++anomalies_.unknown_qp;
-        return;
+        return kNoId;
     }
     Qp& q = *qps_[id];
     const auto dest = static_cast<uint32_t>(ev.u(F::qp_modify::dest_qp_num));
@@ -155,6 +156,7 @@ void Topology::on_qp_modify(const DecodedEvent& ev, ProcId p) {
         q.peer = Peer{};
         q.peer_final = false;
     }
+    return id;
 }
 
 QpId Topology::on_qp_destroy(const DecodedEvent& ev, ProcId p) {

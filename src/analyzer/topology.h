@@ -43,6 +43,10 @@ struct Qp {
     bool gpu = false;
     bool gpu_cqe_seen = false;  // the watcher delivered at least one CQE for it
     bool destroyed = false;
+    // Its owner moved it to ERR (or RESET) or destroyed it: what it had outstanding ends with that teardown
+    // (flushes are not errors, a tail without completion is unconfirmed rather than in flight). Cleared when
+    // the owner brings it back (RESET -> INIT: a reused QP).
+    bool torn_down = false;
     uint64_t srq = 0;
     uint64_t send_cq = 0;
     uint64_t recv_cq = 0;
@@ -55,6 +59,14 @@ struct Qp {
     bool peer_final = false;    // resolution found the remote QP itself: no need to retry
     std::deque<PendingWr> sq;
     std::deque<PendingWr> rq;
+    // Counters mode (qp_counters events): the QP's totals over the trace.
+    struct Counted {
+        uint64_t events = 0;
+        uint64_t posted_wrs = 0, posted_bytes = 0, recv_wrs = 0, completions = 0, error_completions = 0,
+                 post_errors = 0;
+        int64_t first_ns = 0;   // start of the first event's interval
+        int64_t last_ns = 0;    // the last event
+    } counted;
 };
 
 struct AddressHandle {
@@ -74,6 +86,7 @@ struct Process {
     uint32_t schema_version = 0;
     uint32_t schema_minor = 0;
     bool has_info = false;      // a process_info event was seen
+    bool counters_mode = false; // traced with SIGMATRACE_MODE=counters: qp_counters instead of per-op events
     bool retired = false;       // a later incarnation (same vpid, new process_info) replaced it
     bool has_qp = false;
     int64_t first_ts = 0;
@@ -119,7 +132,7 @@ public:
     void on_port_info(const DecodedEvent& ev, ProcId p);
     void on_cq_create(const DecodedEvent& ev, ProcId p);
     QpId on_qp_create(const DecodedEvent& ev, ProcId p);
-    void on_qp_modify(const DecodedEvent& ev, ProcId p);
+    QpId on_qp_modify(const DecodedEvent& ev, ProcId p);   // the QP it changed, kNoId when none
     QpId on_qp_destroy(const DecodedEvent& ev, ProcId p);  // the QP whose pending WRs must be drained
     void on_srq_create(const DecodedEvent& ev, ProcId p);
     void on_ah_create(const DecodedEvent& ev, ProcId p);

@@ -19,6 +19,14 @@ void Traffic::add(const Operation& op) {
     ++last_cell_->ops;
 }
 
+void Traffic::add_counted(QpId q, uint64_t bytes, uint64_t ops) {
+    if (bytes == 0 && ops == 0) return;   // a QP that only received, or polled: no cell of zeros
+    TrafficCell& c = pending_[PendingKey{q, false, 0, 0}];
+    last_cell_ = nullptr;   // the map may have grown; the cache is rebuilt on the next add()
+    c.bytes += bytes;
+    c.ops += ops;
+}
+
 void Traffic::resolve(Topology& topo) {
     for (const auto& [key, c] : pending_) {
         const Qp& qp = topo.qp(key.qp);

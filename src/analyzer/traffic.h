@@ -39,6 +39,9 @@ class Topology;
 class Traffic {
 public:
     void add(const Operation& op);
+    // Counters mode: `bytes` in `ops` WRs posted on QP q (counted initiator -> target: counters do not say which
+    // were RDMA READs).
+    void add_counted(QpId q, uint64_t bytes, uint64_t ops);
     // Attributes everything accumulated to nodes and rails (call once, at the end).
     void resolve(Topology& topo);
 

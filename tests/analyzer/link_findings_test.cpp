@@ -142,6 +142,50 @@ TEST(GrayLink, LongTracesDoubleTheWindow) {
     EXPECT_NEAR(r.episodes[0].slowdown, 4.0, 0.05);
 }
 
+// qperf on a CPU-loaded machine: a sender that keeps 2 WRITEs outstanding and posts the next one when it has
+// polled a completion. From 300 to 700 ms its thread runs late: every completion is seen 8 ms after the link
+// finished it, and the next WRITE is posted only then. The link stays fast; its completions just arrive at the
+// poller's pace. Every WRITE is posted right when the completion before it is seen (queued behind one operation
+// at most, the queue ran dry): the sender set the pace, not the link, and nothing is measured or reported. The
+// same sender 4 deep on a link slowed 4x from 300 ms is a gray link. (Measuring every WRITE queued behind one
+// outstanding operation, as before, reported the paced link as a gray link.)
+TEST(GrayLink, ASenderPacedByItsPollerIsNotAGrayLink) {
+    auto run = [](int depth, double slow_factor, int64_t lag) {
+        std::vector<Timed> ops;
+        std::vector<int64_t> seen;   // when the poller saw each completion
+        int64_t horizon = kT0;
+        for (std::size_t i = 0;; ++i) {
+            const int64_t post = i < static_cast<std::size_t>(depth) ? kT0 : seen[i - static_cast<std::size_t>(depth)];
+            if (post >= kT0 + 1000 * kMs) break;
+            const int64_t start = std::max(post, horizon);
+            const bool loaded = start - kT0 >= 300 * kMs && start - kT0 < 700 * kMs;
+            const double rate = loaded ? kRate / slow_factor : kRate;
+            horizon = start + static_cast<int64_t>(static_cast<double>(kSize) * 1e9 / rate);
+            seen.push_back(std::max(horizon + 2000 + (loaded ? lag : 0), seen.empty() ? 0 : seen.back()));
+            Operation op;
+            op.bytes = kSize;
+            op.post_ts = post;
+            op.done_ts = seen.back();
+            op.outcome = OpOutcome::Completed;
+            ops.push_back({op, {0, 1}});
+        }
+        GrayLinkDetector g(GrayLinkOptions{});
+        for (const Timed& t : ops) g.add(t.op, t.link);
+        return g.finish();
+    };
+    const GrayLinkResult paced = run(2, 1.0, 8 * kMs);
+    EXPECT_TRUE(paced.episodes.empty()) << paced.episodes.size();
+    ASSERT_EQ(paced.links.size(), 1u);
+    EXPECT_EQ(paced.links[0].queued_ops, 0u);
+    // Every WRITE but two that started busy periods (the first, and one where the lag ends) was sender-paced.
+    EXPECT_EQ(paced.links[0].large_ops, 657u);
+    EXPECT_EQ(paced.links[0].sender_bound_ops, 655u);
+    const GrayLinkResult slowed = run(4, 4.0, 0);
+    ASSERT_EQ(slowed.episodes.size(), 1u);
+    EXPECT_NEAR(slowed.episodes[0].slowdown, 4.0, 0.05);
+    EXPECT_NEAR(static_cast<double>(slowed.episodes[0].start_ns - kT0), 300.0 * kMs, 3.0 * kMs);
+}
+
 class Incast : public ::testing::Test {
 protected:
     void SetUp() override {

@@ -22,6 +22,7 @@ struct World {
     Analysis analysis;
     RecordFeeder feed{analysis};
     int64_t t = 1000000;
+    uint32_t mode = 0;   // process_info.mode: 1 = counters mode
 
     explicit World(AnalysisOptions o = {}) : analysis(o) {}
 
@@ -35,6 +36,7 @@ struct World {
         pi.pid = static_cast<int32_t>(vpid(rank));
         pi.rank = rank;
         pi.world_size = 2;
+        pi.mode = mode;
         pi.hostname = host;
         pi.job_id = "";
         feed.emit(t++, vpid(rank), pi);
@@ -131,8 +133,44 @@ struct World {
         r.ts = no_ts.data();
         feed.emit(t++, vpid(rank), r);
     }
+    // ibv_modify_qp(IBV_QP_STATE) by the QP's owner, and ibv_destroy_qp.
+    void state(int rank, int32_t qp_state) {
+        st_qp_modify_rec m{};
+        m.qp = qp(rank);
+        m.qp_num = qpn(rank);
+        m.qp_state = qp_state;
+        feed.emit(t++, vpid(rank), m);
+    }
+    void destroy(int rank) {
+        st_qp_destroy_rec d{};
+        d.qp = qp(rank);
+        d.qp_num = qpn(rank);
+        feed.emit(t++, vpid(rank), d);
+    }
+    void post_recv(int rank, std::vector<uint64_t> ids, uint32_t bytes) {
+        const auto n = static_cast<uint32_t>(ids.size());
+        std::vector<uint16_t> sge(n, 1);
+        std::vector<uint32_t> len(n, bytes);
+        std::vector<uint64_t> no_ts(n, 0);
+        st_post_recv_rec r{};
+        r.qp = qp(rank);
+        r.qp_num = qpn(rank);
+        r.bad_index = -1;
+        r.n = n;
+        r.wr_id = ids.data();
+        r.num_sge = sge.data();
+        r.bytes = len.data();
+        r.ts = no_ts.data();
+        feed.emit(t, vpid(rank), r);
+    }
     json finish() { return analysis.finish(); }
 };
+
+bool has_finding(const json& doc, const std::string& kind) {
+    for (const auto& f : doc["findings"])
+        if (f["kind"] == kind) return true;
+    return false;
+}
 
 TEST(Reconstruction, UnsignaledWrsCompleteWithTheNextSignaledCompletion) {
     World w;
@@ -681,6 +719,247 @@ TEST(Processes, ASecondProcessInfoStartsANewIncarnation) {
     EXPECT_EQ(doc["trace"]["processes"], 2);               // the new incarnation has done no RDMA yet
     EXPECT_EQ(doc["trace"]["processes_without_rdma"], 1);
     EXPECT_EQ(doc["ops"]["in_flight_at_end"], 1);
+}
+
+// ------------------------------------------------------------------ teardown, latency and bytes by outcome
+
+// UCX's shape: sends posted unsignaled after the last signaled one, then the owner destroys its QP. The tail is
+// unconfirmed (no completion says so, the run was normal), not in flight, and raises no finding.
+TEST(Teardown, UnsignaledTailOfADestroyedQpIsUnconfirmedNotInFlight) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1, 2, 3}, 0, 1000, {false, false, true});
+    w.t += 4000;
+    w.poll(0, {3}, {0}, 1);
+    w.t += 1000;
+    w.post(0, {4, 5}, 0, 300, {false, false});   // the tail: never signaled
+    w.t += 1000;
+    w.destroy(0);
+    const json doc = w.finish();
+    const json& op = doc["ops"]["by_opcode"]["RDMA_WRITE"];
+    EXPECT_EQ(op["count"], 5);
+    EXPECT_EQ(op["completed"], 3);
+    EXPECT_EQ(op["unconfirmed"], 2);
+    EXPECT_EQ(op["in_flight"], 0);
+    EXPECT_EQ(op["posted_bytes"], 3600);
+    EXPECT_EQ(op["completed_bytes"], 3000);
+    EXPECT_EQ(op["unconfirmed_bytes"], 600);
+    EXPECT_EQ(op["in_flight_bytes"], 0);
+    EXPECT_EQ(op["bytes"], 3600);   // moved data: the unconfirmed tail is in the matrix too
+    ASSERT_EQ(doc["traffic"]["node_matrix"].size(), 1u);
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["bytes"], 3600);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    EXPECT_EQ(doc["ops"]["unconfirmed"], 2);
+    EXPECT_EQ(doc["ops"]["unconfirmed_bytes"], 600);
+    EXPECT_TRUE(doc["findings"].empty()) << doc["findings"].dump();
+}
+
+// RESET discards the QP's WQEs: what waited is unconfirmed at once; the QP can be brought back and used again.
+TEST(Teardown, ResetEndsTheQueueAndAReusedQpStartsClean) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1}, 0, 100, {false});
+    w.state(0, 0);   // RESET
+    w.state(0, 1);   // INIT: reused
+    w.post(0, {2}, 0, 100, {true});
+    const json doc = w.finish();   // the trace ends with the reused QP alive and WR 2 outstanding
+    EXPECT_EQ(doc["ops"]["unconfirmed"], 1);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 1);
+    EXPECT_TRUE(has_finding(doc, "in_flight_at_end"));
+}
+
+// Really in flight: the QP was never destroyed nor reset (the process died, or the trace stopped): warned.
+TEST(Teardown, ALiveQpAtTheEndIsInFlight) {
+    World w;
+    w.two_nodes();
+    w.post(0, {1, 2}, 0, 700, {false, true});
+    const json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 2);
+    EXPECT_EQ(doc["ops"]["in_flight_bytes"], 1400);
+    EXPECT_EQ(doc["ops"]["unconfirmed"], 0);
+    ASSERT_TRUE(has_finding(doc, "in_flight_at_end"));
+    for (const auto& f : doc["findings"])
+        if (f["kind"] == "in_flight_at_end") {
+            EXPECT_EQ(f["evidence"]["operations"], 2);
+            EXPECT_EQ(f["severity"], "warning");
+        }
+}
+
+// Open MPI openib's teardown: the owner moves its QP to ERR and polls the flushes of its pre-posted receives.
+// Those are not errors (no error_storm), and an error before the teardown still is one.
+TEST(Teardown, FlushesAfterTheOwnersErrTransitionAreNotErrors) {
+    AnalysisOptions o;
+    o.error_storm_threshold = 4;
+    World w(o);
+    w.two_nodes();
+    std::vector<uint64_t> ids;
+    for (uint64_t i = 0; i < 32; ++i) ids.push_back(100 + i);
+    w.post_recv(1, ids, 4096);
+    w.post(0, {1}, 2, 64, {true});
+    w.t += 500;
+    w.poll(1, {100}, {0}, 128, 64);
+    w.poll(0, {1}, {0}, 0);
+    // Before the teardown: a flush there is an error (something else failed the QP).
+    w.post(0, {2, 3}, 0, 64, {true, true});
+    w.t += 500;
+    w.poll(0, {2, 3}, {12, 5}, 0);   // RETRY_EXC_ERR, then its flush
+    w.state(1, 6);                   // ERR, by its owner
+    w.t += 100;
+    std::vector<uint64_t> flushed(ids.begin() + 1, ids.end());
+    w.poll(1, flushed, std::vector<uint8_t>(flushed.size(), 5), 0);
+    w.destroy(1);
+    const json doc = w.finish();
+    EXPECT_EQ(doc["ops"]["errors"], 2);
+    EXPECT_EQ(doc["ops"]["failed"], 1);
+    EXPECT_EQ(doc["ops"]["flushed"], 1);
+    EXPECT_EQ(doc["ops"]["flushed_at_teardown"], 31);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["flushed_at_teardown"], 31);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RECV"]["errors"], 0);
+    EXPECT_FALSE(has_finding(doc, "error_storm"));
+    ASSERT_TRUE(has_finding(doc, "error_completions"));
+    for (const auto& f : doc["findings"])
+        if (f["kind"] == "error_completions") { EXPECT_EQ(f["evidence"]["errors"], 2); }
+}
+
+// Latency distributions hold only operations whose own completion was seen; implied ones are apart; a
+// receive's post -> completion is the time it sat posted, not a latency.
+TEST(Latency, ObservedImpliedAndTimePostedAreApart) {
+    World w;
+    w.two_nodes();
+    w.t = 2000000;
+    w.post(0, {1, 2, 3, 4}, 2, 64, {false, false, false, true});   // SENDs, one signaled
+    w.post_recv(1, {50, 51, 52, 53}, 64);
+    w.t = 2300000;
+    w.poll(1, {50, 51, 52, 53}, {0, 0, 0, 0}, 128, 64);
+    w.t = 2003000;
+    w.poll(0, {4}, {0}, 0);
+    const json doc = w.finish();
+    const json& send = doc["ops"]["by_opcode"]["SEND"];
+    EXPECT_EQ(send["completed"], 4);
+    EXPECT_EQ(send["implied"], 3);
+    EXPECT_EQ(send["latency_ns"]["count"], 1);
+    EXPECT_EQ(send["latency_ns"]["p50"], 3000);
+    EXPECT_EQ(send["latency_ns"]["max"], 3000);
+    EXPECT_EQ(send["implied_latency_ns"]["count"], 3);
+    EXPECT_EQ(send["implied_latency_ns"]["max"], 3000);
+    EXPECT_FALSE(send.contains("time_posted_ns"));
+    const json& recv = doc["ops"]["by_opcode"]["RECV"];
+    EXPECT_EQ(recv["latency_ns"]["count"], 0);
+    EXPECT_EQ(recv["latency_ns"]["p50"], nullptr);
+    EXPECT_EQ(recv["time_posted_ns"]["count"], 4);
+    EXPECT_EQ(recv["time_posted_ns"]["max"], 300000);
+    // Per process: latency of rank 1 (receives only) is not a measurement; rank 0 has its one signaled SEND.
+    for (const auto& p : doc["processes"]) {
+        if (p["rank"] == 1) { EXPECT_EQ(p["latency_ns"]["p50"], nullptr); }
+        if (p["rank"] == 0) { EXPECT_EQ(p["latency_ns"]["max"], 3000); }
+    }
+}
+
+// ------------------------------------------------------------------ traffic skew only where meaningful
+
+// Two nodes, one flow: 2.00x by construction, silent. Three nodes with two flows and enough bytes: reported.
+TEST(Skew, SilentOnTwoNodesOrOneFlowReportedOnThreeNodes) {
+    {
+        World w;
+        w.two_nodes();
+        w.post(0, {1, 2, 3}, 0, 1 << 20, {false, false, true});
+        w.poll(0, {3}, {0}, 1);
+        const json doc = w.finish();
+        EXPECT_DOUBLE_EQ(doc["traffic"]["outbound_skew"].get<double>(), 2.0);
+        EXPECT_FALSE(doc["traffic"]["skew_meaningful"].get<bool>());
+        EXPECT_TRUE(doc["findings"].empty()) << doc["findings"].dump();
+    }
+    // Three nodes: A and B each send to C (two flows). Inbound: C gets all of it (3.00x).
+    auto three = [](uint32_t bytes_each) {
+        World w;
+        w.process(0, "nodeA");
+        w.process(1, "nodeB");
+        w.process(2, "nodeC");
+        w.connect(0, 2);
+        w.connect(1, 2);
+        w.post(0, {1}, 0, bytes_each, {true});
+        w.post(1, {1}, 0, bytes_each, {true});
+        w.poll(0, {1}, {0}, 1);
+        w.poll(1, {1}, {0}, 1);
+        return w.finish();
+    };
+    const json doc = three(64 * 1024);
+    EXPECT_TRUE(doc["traffic"]["skew_meaningful"].get<bool>());
+    EXPECT_DOUBLE_EQ(doc["traffic"]["inbound_skew"].get<double>(), 3.0);
+    ASSERT_TRUE(has_finding(doc, "traffic_skew"));
+    for (const auto& f : doc["findings"])
+        if (f["kind"] == "traffic_skew" && f["evidence"]["direction"] == "inbound") {
+            EXPECT_EQ(f["evidence"]["flows"], 2);
+            EXPECT_EQ(f["evidence"]["nodes_with_traffic"], 3);
+            EXPECT_EQ(f["evidence"]["inter_node_bytes"], 128 * 1024);
+        }
+    // The same shape with 2 x 16 KiB (32 KiB < 64 KiB): set-up traffic, silent.
+    const json small = three(16 * 1024);
+    EXPECT_FALSE(small["traffic"]["skew_meaningful"].get<bool>());
+    EXPECT_FALSE(has_finding(small, "traffic_skew"));
+}
+
+// ------------------------------------------------------------------ counters mode
+
+// A counters-mode trace: qp_counters events only. Matrix, rails, per-QP and per-peer totals and rates come
+// from the counters; by_opcode stays empty and the document says what needs per-operation events.
+TEST(Counters, MatrixRailsAndPerQpTotalsFromQpCounters) {
+    World w;
+    w.mode = 1;
+    w.two_nodes();
+    auto counters = [&](int rank, int64_t at, uint64_t interval, uint64_t wrs, uint64_t bytes, uint64_t comps,
+                        uint64_t errs) {
+        st_qp_counters_rec c{};
+        c.qp = World::qp(rank);
+        c.qp_num = World::qpn(rank);
+        c.interval_ns = interval;
+        c.posted_wrs = wrs;
+        c.posted_bytes = bytes;
+        c.completions = comps;
+        c.error_completions = errs;
+        w.feed.emit(at, World::vpid(rank), c);
+    };
+    counters(0, 1'000'000'000, 500'000'000, 30000, 30000 * 4096ull, 300, 0);
+    counters(0, 2'000'000'000, 1'000'000'000, 20000, 20000 * 4096ull, 200, 0);
+    counters(1, 2'000'000'000, 1'500'000'000, 0, 0, 0, 2);
+    const json doc = w.finish();
+    EXPECT_EQ(doc["trace"]["mode"], "counters");
+    EXPECT_TRUE(doc["ops"]["by_opcode"].empty());
+    ASSERT_EQ(doc["traffic"]["node_matrix"].size(), 1u);
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["src"], "nodeA");
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["dst"], "nodeB");
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["bytes"], 50000 * 4096ull);
+    EXPECT_EQ(doc["traffic"]["node_matrix"][0]["ops"], 50000);
+    for (const auto& r : doc["rails"]) {
+        if (r["node"] == "nodeA") { EXPECT_EQ(r["bytes_tx"], 50000 * 4096ull); }
+        if (r["node"] == "nodeB") { EXPECT_EQ(r["bytes_rx"], 50000 * 4096ull); }
+    }
+    const json& c = doc["counters"];
+    EXPECT_EQ(c["events"], 3);
+    EXPECT_EQ(c["qps"], 2);
+    EXPECT_EQ(c["posted_wrs"], 50000);
+    EXPECT_EQ(c["error_completions"], 2);
+    ASSERT_EQ(c["per_qp"].size(), 2u);
+    const json& q0 = c["per_qp"][0];
+    EXPECT_EQ(q0["rank"], 0);
+    EXPECT_EQ(q0["qp_num"], World::qpn(0));
+    EXPECT_EQ(q0["peer"]["rank"], 1);
+    EXPECT_EQ(q0["posted_wrs"], 50000);
+    EXPECT_EQ(q0["completions"], 500);
+    EXPECT_EQ(q0["duration_ns"], 1'500'000'000);   // from the first interval's start to the last event
+    EXPECT_EQ(q0["bytes_per_s"], std::llround(50000 * 4096.0 / 1.5));
+    ASSERT_EQ(c["per_peer"].size(), 2u);   // rank 1 posted nothing towards rank 0, but its errors count
+    EXPECT_EQ(c["per_peer"][0]["src"]["rank"], 0);
+    EXPECT_EQ(c["per_peer"][0]["dst"]["rank"], 1);
+    EXPECT_EQ(c["per_peer"][0]["posted_bytes"], 50000 * 4096ull);
+    EXPECT_EQ(c["per_peer"][1]["src"]["rank"], 1);
+    EXPECT_EQ(c["per_peer"][1]["error_completions"], 2);
+    EXPECT_FALSE(c["needs_per_operation_events"].empty());
+    ASSERT_TRUE(has_finding(doc, "error_completions"));
+    for (const auto& f : doc["findings"]) {
+        EXPECT_NE(f["kind"], "in_flight_at_end");
+        if (f["kind"] == "error_completions") { EXPECT_EQ(f["evidence"]["source"], "counters"); }
+    }
 }
 
 }  // namespace

@@ -248,6 +248,7 @@ TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
                                    [](const nlohmann::json& f) { return f["kind"] == "late_events"; });
     ASSERT_NE(late, doc["findings"].end()) << doc["findings"].dump();
     EXPECT_EQ((*late)["evidence"]["late_events"], 1);
+    EXPECT_EQ((*late)["severity"], "warning");   // its WRs never completed: the late processing may matter
     EXPECT_NE(render_text_report(doc).find("(0 discarded, 1 out of capture order)"), std::string::npos)
         << render_text_report(doc);
     EXPECT_NE(render_html_report(doc).find("<b>1</b> out of capture order"), std::string::npos);
@@ -255,6 +256,32 @@ TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     const auto rule = parse_rule("late>0", error);
     ASSERT_TRUE(rule) << error;
     EXPECT_TRUE(evaluate_rule(*rule, doc, nullptr).failed);
+}
+
+// The same late post (processed when it came, before post 2 that the window still held), then every WR completes
+// and every completion matches: the late processing changed nothing (operation times are capture times), so the
+// finding is information, not a warning. (Completions in the order 1, 2, 3 would leave 3 unmatched: a warning.)
+TEST(ReorderStage, LateEventsThatChangedNothingAreInformation) {
+    Analysis analysis;
+    ReorderStage stage(analysis, 0);
+    RecordFeeder feed(stage);
+    process_info(feed, 1'000'000, 10);
+    post(feed, 2'000'000, 2'000'000, 1);
+    post(feed, 3'000'000, 3'000'000, 2);
+    post(feed, 3'000'100, 1'500'000, 3);
+    test::PollBatch b({1, 3, 2}, 100);   // the order the late post left them in: every completion matches
+    for (uint64_t& t : b.ts) t = 3'100'000;
+    feed.emit(3'100'000, kVpid, b.rec);
+    stage.finish();
+    const nlohmann::json doc = analysis.finish();
+    EXPECT_EQ(doc["trace"]["late_events"], 1);
+    EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["completed"], 3);
+    EXPECT_EQ(doc["ops"]["in_flight_at_end"], 0);
+    const auto late = std::find_if(doc["findings"].begin(), doc["findings"].end(),
+                                   [](const nlohmann::json& f) { return f["kind"] == "late_events"; });
+    ASSERT_NE(late, doc["findings"].end()) << doc["findings"].dump();
+    EXPECT_EQ((*late)["severity"], "info");
+    EXPECT_EQ((*late)["evidence"]["unmatched_completions"], 0);
 }
 
 TEST(ReorderStage, ImmediateTracesPassStraightThrough) {

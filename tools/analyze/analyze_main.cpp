@@ -31,13 +31,16 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitRuleFailed = 1;
 constexpr int kExitUsage = 2;
+// The trace was read but holds no SigmaTrace event (an unrelated LTTng session, or the tracer was not loaded):
+// nothing was analyzed, which a CI job must not mistake for a clean run.
+constexpr int kExitNoSigmaTraceEvents = 3;
 
 constexpr const char* kUsage = R"(usage: sigmatrace-analyze DIR [options]
 
 Analyzes every SigmaTrace (LTTng CTF) trace under DIR and prints a report.
 
 outputs:
-  --json FILE|-          the analysis document (schema sigmatrace.analysis/1); '-' writes it to stdout
+  --json FILE|-          the analysis document (schema sigmatrace.analysis/2); '-' writes it to stdout
                          instead of the text report
   --html FILE            a self-contained HTML report with plots
   --perfetto FILE        a timeline for ui.perfetto.dev (Chrome JSON trace format)
@@ -46,7 +49,8 @@ outputs:
                          calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
 
-CI mode (exit 0 = analyzed and no rule failed, 1 = a rule failed, 2 = usage error or unreadable trace):
+CI mode (exit 0 = analyzed and no rule failed, 1 = a rule failed, 2 = usage error or unreadable trace,
+3 = the trace holds no SigmaTrace event):
   --fail-on RULE         fail when RULE holds, e.g. 'discarded>0', 'errors>0', 'skew>1.5', 'p99[RDMA_WRITE]>50us',
                          'increase(p99)>20%' (repeatable; quote it for the shell)
   --baseline OLD.json    compare with an earlier --json output; without an increase()/decrease() rule it
@@ -268,7 +272,8 @@ int analyze_main(std::span<char* const> args) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot parse the baseline: path={}, reason={}\n", *o.baseline, e.what());
             return kExitUsage;
         }
-        if (!baseline->is_object() || baseline->value("schema", "") != kAnalysisSchema) {
+        if (!baseline->is_object() || (baseline->value("schema", "") != kAnalysisSchema &&
+                                        baseline->value("schema", "") != kAnalysisSchemaV1)) {
             fmt::print(stderr, "sigmatrace-analyze: The baseline is not a SigmaTrace analysis: path={}, expected schema {}\n",
                        *o.baseline, kAnalysisSchema);
             return kExitUsage;
@@ -309,6 +314,13 @@ int analyze_main(std::span<char* const> args) {
     analysis.set_trace_paths(read.trace_dirs);
 
     nlohmann::json doc = analysis.finish();
+    const bool no_events = analysis.events() == 0;
+    if (no_events)
+        fmt::print(stderr,
+                   "sigmatrace-analyze: No SigmaTrace events in the trace: path={}, events={} (all of other "
+                   "providers); record with `sigmatrace record -- CMD` (or enable sigmatrace:* in the LTTng "
+                   "session) with libsigmatrace.so loaded into CMD\n",
+                   o.dir, read.foreign_events);
 
     // CI rules.
     int status = kExitOk;
@@ -339,6 +351,7 @@ int analyze_main(std::span<char* const> args) {
     else if (!o.quiet && !events_to_stdout)
         fmt::print("{}", render_text_report(doc));
     if (!ok) return kExitUsage;
+    if (no_events) return kExitNoSigmaTraceEvents;
     return status;
 }
 

@@ -160,7 +160,7 @@ int cmd_demo(Args args) {
     std::fflush(stdout);
     const int rc = analyzer::analyze_main(std::span<char* const>(argv.data(), argv.size()));
     fmt::print("\nFiles in {}:\n  trace/                  the LTTng trace (sigmatrace analyze {} re-reads it)\n"
-               "  analysis.json           the analysis document (schema sigmatrace.analysis/1)\n"
+               "  analysis.json           the analysis document (schema sigmatrace.analysis/2)\n"
                "  timeline.perfetto.json  the timeline: open it in https://ui.perfetto.dev\n"
                "  report.html             the report with plots, for a browser\n",
                out.string(), (out / "trace").string());
