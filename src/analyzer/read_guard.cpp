@@ -1,0 +1,242 @@
+#include "analyzer/read_guard.h"
+
+#include <fmt/core.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <new>
+#include <string>
+#include <system_error>
+
+namespace sigmatrace::analyzer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Full runs of the analysis (each after a skip), and skips per trace before the whole trace is given up.
+constexpr int kMaxRuns = 24;
+constexpr int kMaxSkipsPerTrace = 16;
+
+double now_s(clockid_t clock) {
+    timespec ts{};
+    if (clock_gettime(clock, &ts) != 0) return -1;
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The ReadProgress block, in memory a forked child shares with its parent.
+struct SharedProgress {
+    ReadProgress* p = nullptr;
+    SharedProgress() {
+        void* m = mmap(nullptr, sizeof(ReadProgress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED) p = new (m) ReadProgress();
+    }
+    ~SharedProgress() {
+        if (p) munmap(p, sizeof(ReadProgress));
+    }
+    SharedProgress(const SharedProgress&) = delete;
+    SharedProgress& operator=(const SharedProgress&) = delete;
+};
+
+struct Outcome {
+    enum Kind { kExited, kCrashed, kStalled, kReadError, kForkFailed } kind = kExited;
+    int status = 0;     // kExited
+    int signal = 0;     // kCrashed
+    uint32_t phase = 0;
+    int32_t trace = -1;
+    uint64_t begun = 0, ended = 0;
+    std::string error;  // kReadError
+};
+
+// Runs fn in a child; the watchdog kills it when, while it reads, its progress counter stays still for stall_s
+// seconds of its CPU time (CPU, not wall time: a loaded machine slows a read without stalling it), or for
+// max(60 s, 12 x stall_s) of wall time (a reader blocked for good).
+Outcome run_child(double stall_s, bool retry_errors, const std::function<int(ReadProgress*)>& fn) {
+    Outcome out;
+    SharedProgress shared;
+    if (!shared.p) {
+        out.kind = Outcome::kForkFailed;
+        return out;
+    }
+    ReadProgress& prog = *shared.p;
+    prog.retry_errors.store(retry_errors ? 1 : 0);
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        out.kind = Outcome::kForkFailed;
+        return out;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        const int status = fn(&prog);
+        std::fflush(nullptr);
+        _exit(status);
+    }
+    clockid_t cpu_clock{};
+    const bool have_cpu = clock_getcpuclockid(pid, &cpu_clock) == 0;
+    const double wall_limit = std::max(60.0, 12 * stall_s);
+    uint64_t last_beats = ~0ULL;
+    uint32_t last_phase = ~0U;
+    double cpu_mark = 0, wall_mark = now_s(CLOCK_MONOTONIC);
+    int wstatus = 0;
+    bool stalled = false;
+    for (;;) {
+        const timespec tick{0, 100'000'000};
+        sigtimedwait(&chld, nullptr, &tick);
+        const pid_t r = waitpid(pid, &wstatus, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) break;
+        const uint32_t phase = prog.phase.load(std::memory_order_relaxed);
+        const uint64_t beats = prog.beats.load(std::memory_order_relaxed);
+        const double cpu = have_cpu ? now_s(cpu_clock) : 0;
+        const double wall = now_s(CLOCK_MONOTONIC);
+        const bool reading = phase == ReadProgress::kOpening || phase == ReadProgress::kReading;
+        if (!reading || beats != last_beats || phase != last_phase) {
+            last_beats = beats;
+            last_phase = phase;
+            cpu_mark = cpu;
+            wall_mark = wall;
+            continue;
+        }
+        if ((have_cpu && cpu >= 0 && cpu - cpu_mark >= stall_s) || wall - wall_mark >= wall_limit) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+            }
+            stalled = true;
+            break;
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    out.phase = prog.phase.load();
+    out.trace = prog.trace.load();
+    out.begun = prog.packets_begun.load();
+    out.ended = prog.packets_ended.load();
+    if (stalled) {
+        out.kind = Outcome::kStalled;
+    } else if (WIFSIGNALED(wstatus)) {
+        out.kind = Outcome::kCrashed;
+        out.signal = WTERMSIG(wstatus);
+    } else if (prog.read_error.load()) {
+        out.kind = Outcome::kReadError;
+        out.error.assign(prog.error, strnlen(prog.error, sizeof prog.error));
+    } else {
+        out.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 2;
+    }
+    return out;
+}
+
+std::string what_happened(const Outcome& o, double stall_s) {
+    switch (o.kind) {
+    case Outcome::kCrashed:
+        return fmt::format("Babeltrace's CTF reader crashed on it (signal {}, {})", o.signal, strsignal(o.signal));
+    case Outcome::kStalled: return fmt::format("Babeltrace's CTF reader made no progress on it for {} s of CPU time", stall_s);
+    case Outcome::kReadError: return fmt::format("Babeltrace's CTF reader failed on it: {}", o.error);
+    default: return "unknown";
+    }
+}
+
+// Reads each stream file of the plan alone; the first whose read fails names the packet at fault, which the
+// plan then leaves out. False when no stream file fails alone.
+bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_what, std::vector<int>& skips) {
+    ReadPlan& plan = planned.plan;
+    for (std::size_t ti = 0; ti < plan.traces.size(); ++ti) {
+        TracePlan& t = plan.traces[ti];
+        if (!t.readable) continue;
+        for (StreamPlan& s : t.streams) {
+            if (s.excluded) continue;
+            std::string templ = (fs::temp_directory_path() / "sigmatrace-probe.XXXXXX").string();
+            if (mkdtemp(templ.data()) == nullptr) return false;
+            const fs::path dir(templ);
+            std::error_code ec;
+            fs::create_symlink(fs::absolute(t.dir / "metadata"), dir / "metadata", ec);
+            fs::create_symlink(fs::absolute(t.materialized / s.file.filename()), dir / s.file.filename(), ec);
+            const Outcome o = run_child(stall_s, false, [&](ReadProgress* p) { return probe_stream(dir, *p) ? 0 : 3; });
+            fs::remove_all(dir, ec);
+            const bool failed = o.kind == Outcome::kCrashed || o.kind == Outcome::kStalled ||
+                                (o.kind == Outcome::kExited && o.status == 3);
+            if (!failed) continue;
+            std::string what = o.kind == Outcome::kExited ? full_run_what : what_happened(o, stall_s);
+            if (o.kind == Outcome::kExited && o.ended == o.begun && o.begun == s.packets.size()) {
+                // Every packet read, yet the read failed: Babeltrace fails at the end of the stream; the last packet.
+                const std::size_t k = s.packets.empty() ? 0 : s.packets.size() - 1;
+                plan.skip_packet(t, s, k, what);
+            } else {
+                // Babeltrace announces a packet once its header is decoded: the packet being decoded is the last
+                // one begun, or the one after the last one ended.
+                const uint64_t k = o.begun > o.ended ? o.begun - 1 : o.ended;
+                plan.skip_packet(t, s, static_cast<std::size_t>(k), what);
+            }
+            if (++skips[ti] > kMaxSkipsPerTrace)
+                plan.skip_trace(t, fmt::format("Babeltrace's CTF reader fails on more than {} of its packets (damaged "
+                                               "metadata?)", kMaxSkipsPerTrace));
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+double stall_seconds_from_env() {
+    constexpr double kDefault = 5;
+    const char* v = std::getenv("SIGMATRACE_ANALYZE_STALL_S");
+    if (v == nullptr || *v == '\0') return kDefault;
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(s >= 0) || s > 86400) {
+        fmt::print(stderr, "sigmatrace-analyze: Ignoring SIGMATRACE_ANALYZE_STALL_S={}: expected seconds (0..86400)\n", v);
+        return kDefault;
+    }
+    return s;
+}
+
+int run_guarded(const fs::path& root, PlannedRead& planned, double stall_s, const std::function<int(ReadProgress*)>& body) {
+    std::vector<int> skips(planned.plan.traces.size(), 0);
+    for (int run = 0;; ++run) {
+        if (!planned.plan.materialize()) return body(nullptr);  // reports the scratch problem, reads nothing more
+        if (run > kMaxRuns + 2 * kMaxSkipsPerTrace * static_cast<int>(skips.size())) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot read the trace: path={}, reason=Babeltrace's CTF reader kept "
+                               "failing after {} runs without the packets at fault\n", root.string(), run);
+            return 2;
+        }
+        // The last run keeps today's unguarded behaviour on a read error: stop there, keep what was read.
+        const bool last = run + 1 >= kMaxRuns;
+        const Outcome o = run_child(stall_s, !last, body);
+        if (o.kind == Outcome::kForkFailed) return body(nullptr);  // no guard possible: read in-process
+        if (o.kind == Outcome::kExited) return o.status;
+        const bool opening = o.phase == ReadProgress::kOpening || o.phase == ReadProgress::kStarting;
+        if (o.kind == Outcome::kCrashed && o.phase == ReadProgress::kAnalyzing) {
+            // The analysis itself failed after its read ended: not the trace's doing; fail as it did.
+            std::fflush(nullptr);
+            signal(o.signal, SIG_DFL);
+            raise(o.signal);
+            return 2;
+        }
+        const std::string what = what_happened(o, stall_s);
+        if (opening && o.trace >= 0 && static_cast<std::size_t>(o.trace) < planned.plan.traces.size()) {
+            planned.plan.skip_trace(planned.plan.traces[static_cast<std::size_t>(o.trace)],
+                                    what + " while opening it (metadata or stream index)");
+            continue;
+        }
+        if (!localize(planned, stall_s, what, skips)) {
+            // Nothing fails alone (the streams fail only together, or in the muxer): the traces are given up.
+            for (TracePlan& t : planned.plan.traces)
+                if (t.readable) planned.plan.skip_trace(t, what + "; no stream file fails alone");
+        }
+    }
+}
+
+}  // namespace sigmatrace::analyzer
