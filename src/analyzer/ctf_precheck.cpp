@@ -306,6 +306,27 @@ StreamCheck check_stream(const MetadataCheck& m, const uint8_t* d, std::size_t s
     return out;
 }
 
+bool write_packets(const fs::path& from, const std::vector<PacketRange>& packets, const fs::path& to) {
+    std::vector<uint8_t> bytes;
+    if (!read_file(from, bytes)) return false;
+    std::ofstream out(to, std::ios::binary);
+    const bool be = bytes.size() >= 4 && load(bytes.data(), 4, true) == kPacketMagic;
+    // Renumbered, so that a skipped packet does not read as one lttng discarded (its loss is reported with its
+    // bytes); a gap that was in the file stays.
+    uint64_t seq = 0;
+    for (std::size_t i = 0; i < packets.size(); ++i) {
+        const PacketRange& r = packets[i];
+        if (r.end > bytes.size() || r.end - r.begin < kPacketHeaderBytes) return false;
+        std::vector<uint8_t> pkt(bytes.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                                 bytes.begin() + static_cast<std::ptrdiff_t>(r.end));
+        const bool adjacent = i > 0 && packets[i - 1].end == r.begin;
+        seq = i == 0 ? r.seq_num : adjacent ? seq + (r.seq_num - packets[i - 1].seq_num) : seq + 1;
+        store(pkt.data() + kOffSeqNum, 8, be, seq);
+        out.write(reinterpret_cast<const char*>(pkt.data()), static_cast<std::streamsize>(pkt.size()));
+    }
+    return static_cast<bool>(out);
+}
+
 bool TracePlan::needs_copy() const {
     if (drop_index) return true;
     return std::any_of(streams.begin(), streams.end(), [](const StreamPlan& s) { return s.skipped_any || s.excluded; });
@@ -361,27 +382,7 @@ bool ReadPlan::materialize() {
                 if (ec) break;
                 continue;
             }
-            // A trimmed copy: the good packets, renumbered so that a skipped packet does not read as one lttng
-            // discarded (its loss is reported here, with its bytes).
-            std::vector<uint8_t> bytes;
-            if (!read_file(s.file, bytes)) {
-                ec = std::make_error_code(std::errc::io_error);
-                break;
-            }
-            std::ofstream out(to, std::ios::binary);
-            const bool be = bytes.size() >= 4 && load(bytes.data(), 4, true) == kPacketMagic;
-            uint64_t seq = 0;
-            for (std::size_t i = 0; i < s.packets.size(); ++i) {
-                const PacketRange& r = s.packets[i];
-                if (r.end > bytes.size()) continue;
-                std::vector<uint8_t> pkt(bytes.begin() + static_cast<std::ptrdiff_t>(r.begin),
-                                         bytes.begin() + static_cast<std::ptrdiff_t>(r.end));
-                const bool adjacent = i > 0 && s.packets[i - 1].end == r.begin;
-                seq = i == 0 ? r.seq_num : adjacent ? seq + (r.seq_num - s.packets[i - 1].seq_num) : seq + 1;
-                store(pkt.data() + kOffSeqNum, 8, be, seq);
-                out.write(reinterpret_cast<const char*>(pkt.data()), static_cast<std::streamsize>(pkt.size()));
-            }
-            if (!out) {
+            if (!write_packets(s.file, s.packets, to)) {
                 ec = std::make_error_code(std::errc::io_error);
                 break;
             }

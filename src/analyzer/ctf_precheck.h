@@ -68,6 +68,10 @@ struct ReadPlan {
     bool materialize();
 };
 
+// Writes `packets` of stream file `from` (lttng-ust layout) to `to`, packet_seq_num renumbered across the gaps.
+bool write_packets(const std::filesystem::path& from, const std::vector<PacketRange>& packets,
+                   const std::filesystem::path& to);
+
 // Checks every trace directory of `dirs` (find_trace_dirs()).
 ReadPlan precheck_traces(const std::vector<std::filesystem::path>& dirs);
 

@@ -25,6 +25,8 @@ namespace {
 // Full runs of the analysis (each after a skip), and skips per trace before the whole trace is given up.
 constexpr int kMaxRuns = 24;
 constexpr int kMaxSkipsPerTrace = 16;
+// Memory a read may gain without delivering one message before it counts as stalled (no event needs this).
+constexpr uint64_t kRunawayBytes = 256ULL << 20;
 
 double now_s(clockid_t clock) {
     timespec ts{};
@@ -54,6 +56,7 @@ struct Outcome {
     int32_t trace = -1;
     uint64_t begun = 0, ended = 0;
     std::string error;  // kReadError
+    uint64_t runaway_mb = 0;  // kStalled by memory: MiB grown without a message
 };
 
 // Runs fn in a child; the watchdog kills it when, while it reads, its progress counter stays still for stall_s
@@ -88,6 +91,17 @@ Outcome run_child(double stall_s, bool retry_errors, const std::function<int(Rea
     clockid_t cpu_clock{};
     const bool have_cpu = clock_getcpuclockid(pid, &cpu_clock) == 0;
     const double wall_limit = std::max(60.0, 12 * stall_s);
+    const long page = sysconf(_SC_PAGESIZE);
+    const std::string statm = fmt::format("/proc/{}/statm", pid);
+    const auto rss = [&]() -> uint64_t {
+        std::FILE* f = std::fopen(statm.c_str(), "r");
+        if (!f) return 0;
+        unsigned long long size = 0, resident = 0;
+        const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+        std::fclose(f);
+        return n == 2 ? resident * static_cast<uint64_t>(page) : 0;
+    };
+    uint64_t rss_mark = 0;
     uint64_t last_beats = ~0ULL;
     uint32_t last_phase = ~0U;
     double cpu_mark = 0, wall_mark = now_s(CLOCK_MONOTONIC);
@@ -109,9 +123,15 @@ Outcome run_child(double stall_s, bool retry_errors, const std::function<int(Rea
             last_phase = phase;
             cpu_mark = cpu;
             wall_mark = wall;
+            rss_mark = reading ? rss() : 0;
             continue;
         }
-        if ((have_cpu && cpu >= 0 && cpu - cpu_mark >= stall_s) || wall - wall_mark >= wall_limit) {
+        // A damaged sequence length makes Babeltrace build millions of fields for one event: memory grows, often
+        // faster than the CPU clock (page faults under memory pressure), with no message read.
+        const uint64_t now_rss = rss();
+        const bool runaway = now_rss > rss_mark + kRunawayBytes;
+        if (runaway || (have_cpu && cpu >= 0 && cpu - cpu_mark >= stall_s) || wall - wall_mark >= wall_limit) {
+            out.runaway_mb = runaway ? (now_rss - rss_mark) >> 20 : 0;
             kill(pid, SIGKILL);
             while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
             }
@@ -142,14 +162,32 @@ std::string what_happened(const Outcome& o, double stall_s) {
     switch (o.kind) {
     case Outcome::kCrashed:
         return fmt::format("Babeltrace's CTF reader crashed on it (signal {}, {})", o.signal, strsignal(o.signal));
-    case Outcome::kStalled: return fmt::format("Babeltrace's CTF reader made no progress on it for {} s of CPU time", stall_s);
+    case Outcome::kStalled:
+        if (o.runaway_mb)
+            return fmt::format("Babeltrace's CTF reader allocated {} MiB on it without reading a message", o.runaway_mb);
+        return fmt::format("Babeltrace's CTF reader made no progress on it for {} s of CPU time", stall_s);
     case Outcome::kReadError: return fmt::format("Babeltrace's CTF reader failed on it: {}", o.error);
     default: return "unknown";
     }
 }
 
-// Reads each stream file of the plan alone; the first whose read fails names the packet at fault, which the
-// plan then leaves out. False when no stream file fails alone.
+// A read of `dir` (metadata and one stream file) by probe_stream in a child: whether it fails, and how.
+struct Probe {
+    bool failed = false;
+    Outcome o;
+};
+Probe probe(const fs::path& dir, double stall_s) {
+    Probe p;
+    p.o = run_child(stall_s, false, [&](ReadProgress* prog) { return probe_stream(dir, *prog) ? 0 : 3; });
+    p.failed = p.o.kind == Outcome::kCrashed || p.o.kind == Outcome::kStalled ||
+               (p.o.kind == Outcome::kExited && p.o.status == 3);
+    return p;
+}
+
+// Reads each stream file of the plan alone; in the first whose read fails, halves the packets still suspect
+// (those after the last one Babeltrace delivered whole: messages reach the sink in batches, so the last packet
+// announced is not necessarily the one being decoded) until one packet is left, which the plan then leaves out.
+// False when no stream file fails alone.
 bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_what, std::vector<int>& skips) {
     ReadPlan& plan = planned.plan;
     for (std::size_t ti = 0; ti < plan.traces.size(); ++ti) {
@@ -160,25 +198,44 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
             std::string templ = (fs::temp_directory_path() / "sigmatrace-probe.XXXXXX").string();
             if (mkdtemp(templ.data()) == nullptr) return false;
             const fs::path dir(templ);
+            const fs::path file = dir / s.file.filename();
             std::error_code ec;
             fs::create_symlink(fs::absolute(t.dir / "metadata"), dir / "metadata", ec);
-            fs::create_symlink(fs::absolute(t.materialized / s.file.filename()), dir / s.file.filename(), ec);
-            const Outcome o = run_child(stall_s, false, [&](ReadProgress* p) { return probe_stream(dir, *p) ? 0 : 3; });
-            fs::remove_all(dir, ec);
-            const bool failed = o.kind == Outcome::kCrashed || o.kind == Outcome::kStalled ||
-                                (o.kind == Outcome::kExited && o.status == 3);
-            if (!failed) continue;
-            std::string what = o.kind == Outcome::kExited ? full_run_what : what_happened(o, stall_s);
-            if (o.kind == Outcome::kExited && o.ended == o.begun && o.begun == s.packets.size()) {
-                // Every packet read, yet the read failed: Babeltrace fails at the end of the stream; the last packet.
-                const std::size_t k = s.packets.empty() ? 0 : s.packets.size() - 1;
-                plan.skip_packet(t, s, k, what);
-            } else {
-                // Babeltrace announces a packet once its header is decoded: the packet being decoded is the last
-                // one begun, or the one after the last one ended.
-                const uint64_t k = o.begun > o.ended ? o.begun - 1 : o.ended;
-                plan.skip_packet(t, s, static_cast<std::size_t>(k), what);
+            fs::create_symlink(fs::absolute(t.materialized / s.file.filename()), file, ec);
+            const Probe whole = probe(dir, stall_s);
+            if (!whole.failed) {
+                fs::remove_all(dir, ec);
+                continue;
             }
+            const auto describe = [&](const Probe& p) {
+                return p.o.kind == Outcome::kExited ? (p.o.kind == Outcome::kExited && p.o.status == 3 && *p.o.error.c_str()
+                                                           ? "Babeltrace's CTF reader failed on it: " + p.o.error
+                                                           : full_run_what)
+                                                    : what_happened(p.o, stall_s);
+            };
+            std::string what = describe(whole);
+            std::size_t bad = 0;
+            if (s.layout_known && !s.packets.empty()) {
+                const std::size_t n = s.packets.size();
+                std::size_t lo = std::min<std::size_t>(whole.o.ended, n - 1), hi = n;
+                while (hi - lo > 1) {
+                    const std::size_t mid = lo + (hi - lo) / 2;
+                    fs::remove(file, ec);
+                    const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                        s.packets.begin() + static_cast<std::ptrdiff_t>(mid));
+                    if (!write_packets(s.file, part, file)) break;
+                    const Probe p = probe(dir, stall_s);
+                    if (p.failed) {
+                        hi = mid;
+                        what = describe(p);
+                    } else {
+                        lo = mid;
+                    }
+                }
+                bad = lo;
+            }
+            fs::remove_all(dir, ec);
+            plan.skip_packet(t, s, bad, what);
             if (++skips[ti] > kMaxSkipsPerTrace)
                 plan.skip_trace(t, fmt::format("Babeltrace's CTF reader fails on more than {} of its packets (damaged "
                                                "metadata?)", kMaxSkipsPerTrace));
