@@ -495,8 +495,9 @@ ReadPlan precheck_traces(const std::vector<fs::path>& dirs) {
                 }
                 if (!why.empty()) {
                     t.drop_index = true;
-                    plan.problems.push_back(fmt::format(
-                        "Index file damaged: path={}, reason={}; it is not used (the stream is indexed from its packets)",
+                    plan.notes.push_back(fmt::format(
+                        "Index file damaged: path={}, reason={}; it is not used (the stream is indexed from its packets, "
+                        "no event is lost)",
                         e.path().string(), why));
                 }
             }

@@ -10,7 +10,8 @@
 //   packet) and times (begin <= end, not before the previous packet). A damaged byte range is skipped up to the
 //   next packet that passes, and reported with its offsets; a file with no good packet is left out.
 // - index files (index/*.idx): used by Babeltrace instead of scanning the stream, so they must agree with the
-//   packets found; one that does not is left out (no event is lost: Babeltrace scans the stream instead).
+//   packets found; one that does not is left out (no event is lost: Babeltrace scans the stream instead), which
+//   is noted on stderr but does not make the read partial. An index naming a stream file that is missing does.
 //
 // The result is a ReadPlan: which files Babeltrace gets, and what was skipped. When anything was skipped the
 // plan is materialized as a scratch trace directory (symbolic links to the good files, trimmed copies of damaged
@@ -51,6 +52,7 @@ struct TracePlan {
 struct ReadPlan {
     std::vector<TracePlan> traces;
     std::vector<std::string> problems;  // what was skipped, where, and why (each one makes the read partial)
+    std::vector<std::string> notes;     // damage that loses nothing (an index file not used): stderr only
     std::vector<std::filesystem::path> scratch;   // directories materialize() created
     ReadPlan() = default;
     ReadPlan(const ReadPlan&) = delete;

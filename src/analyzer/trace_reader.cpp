@@ -413,6 +413,7 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
         return sum;
     }
     sum.problems.insert(sum.problems.end(), plan.problems.begin(), plan.problems.end());
+    sum.notes = plan.notes;
 
     Plugins pl;
     if (std::string why = pl.load(); !why.empty()) {

@@ -24,6 +24,7 @@ struct ReadSummary {
     uint64_t events = 0;                   // messages of type event read (all providers)
     uint64_t foreign_events = 0;           // events of other providers (ignored)
     std::vector<std::string> problems;     // what could not be read, where, and why
+    std::vector<std::string> notes;        // damage that lost nothing (ReadPlan::notes)
     bool fatal = false;                    // nothing could be read (exit status 2)
     bool retry = false;                    // guarded: stopped on an error the guard retries without its packet
 };

@@ -308,6 +308,7 @@ int analyze_main(std::span<char* const> args) {
 
         const ReadSummary read = read_planned(o.dir, planned, analysis, dump.get(), progress);
         if (read.retry) return kExitOk;  // the guard reads again without the packet at fault
+        for (const std::string& p : read.notes) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
         for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
         if (read.fatal) return kExitUsage;
         for (const std::string& p : read.problems) analysis.on_read_problem(p);
