@@ -493,7 +493,22 @@ ReadPlan precheck_traces(const std::vector<fs::path>& dirs) {
                         }
                     }
                 }
-                if (!why.empty()) {
+                // An index that names packets past the end of its stream says the stream lost them (truncated):
+                // that is data lost, not just an index not used.
+                uint64_t indexed_end = 0;
+                std::size_t entries = 0;
+                if (!why.empty() && bytes.size() >= 16 && load(bytes.data(), 4, true) == kIndexMagic) {
+                    const uint64_t len = load(bytes.data() + 12, 4, true);
+                    for (std::size_t off = 16; len >= 16 && off + len <= bytes.size(); off += len, ++entries)
+                        indexed_end = std::max(indexed_end, load(bytes.data() + off, 8, true) + load(bytes.data() + off + 8, 8, true) / 8);
+                }
+                if (!why.empty() && indexed_end > s->size && entries > s->packets.size()) {
+                    t.drop_index = true;
+                    plan.problems.push_back(fmt::format(
+                        "Stream file truncated: path={}, reason=its index {} names {} packets up to byte {}, the file has "
+                        "{} bytes ({} packets); the packets it holds are read",
+                        s->file.string(), e.path().string(), entries, indexed_end, s->size, s->packets.size()));
+                } else if (!why.empty()) {
                     t.drop_index = true;
                     plan.notes.push_back(fmt::format(
                         "Index file damaged: path={}, reason={}; it is not used (the stream is indexed from its packets, "
