@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # read_cost.sh BASE_BUILD_DIR NEW_BUILD_DIR [ITERS] [WORK_DIR]: what the reading path's checks cost on a good
 # trace (docs/PERFORMANCE.md, "Reading damaged traces"). Records one st-synth trace (2 ranks, ITERS writes per
-# rank, default 300000), then times `sigmatrace-analyze TRACE --quiet --json` of both builds interleaved
+# rank, default 300000), then measures the CPU time of `sigmatrace-analyze TRACE --quiet --json` of both builds interleaved
 # (7 rounds, medians; NEW also with SIGMATRACE_ANALYZE_STALL_S=0, the precheck without the guarded child), and
 # checks that both builds write the same JSON.
 set -euo pipefail
@@ -10,7 +10,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 [[ -x /usr/bin/time ]] || { echo "read_cost.sh: needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 [[ -d $work/trace ]] || "$root/tests/support/sandbox.sh" --lttng "$root/tests/analyzer/record_synth.sh" "$work/trace" \
   --subbuf 4M --num-subbuf 8 -- "$new/stage/libexec/sigmatrace/st-synth" bench --ranks 2 --iters "$iters" >/dev/null
-measure() { /usr/bin/time -f "%e" -o "$work/time.out" "$@" >/dev/null 2>&1; cat "$work/time.out"; }
+# CPU seconds (user + system, children included): the machine is shared, and CPU time moves less with its load.
+measure() { /usr/bin/time -f "%U %S" -o "$work/time.out" "$@" >/dev/null 2>&1; awk '{print $1 + $2}' "$work/time.out"; }
 median() { sort -n | sed -n 4p; }
 : >"$work/base"; : >"$work/new"; : >"$work/new0"
 for round in 1 2 3 4 5 6 7; do

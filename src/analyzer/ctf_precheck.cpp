@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <system_error>
 
 namespace sigmatrace::analyzer {
@@ -131,17 +132,25 @@ bool parse_uuid(std::string_view text, uint8_t out[16]) {
 }
 
 bool read_file(const fs::path& p, std::vector<uint8_t>& out) {
-    std::ifstream f(p, std::ios::binary);
+    std::ifstream f(p, std::ios::binary | std::ios::ate);
     if (!f) return false;
-    out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    return !f.bad();
+    const std::streamoff n = f.tellg();
+    if (n < 0) return false;
+    out.resize(static_cast<std::size_t>(n));
+    f.seekg(0);
+    f.read(reinterpret_cast<char*>(out.data()), n);
+    return f.gcount() == n;
 }
 
 // Why the packet at `off` cannot be handed over, "" when it can. `prev_end` is the previous good packet's
 // timestamp_end; `sid`/`instance` the file's stream (set by its first good packet).
 std::string packet_problem(const MetadataCheck& m, const uint8_t* d, std::size_t size, uint64_t off,
-                           uint64_t prev_end, bool have_stream, uint64_t sid, uint64_t instance) {
-    const uint64_t left = size - off;
+                           uint64_t prev_end, bool have_stream, uint64_t sid, uint64_t instance,
+                           uint64_t file_left = 0) {
+    // `file_left`: the bytes left in the file when `d` holds only the header (header_walk), else 0.
+    const uint64_t left = file_left ? file_left : size - off;
+    if (size - off < kPacketHeaderBytes)
+        return fmt::format("{} bytes left, less than a packet header ({} bytes): truncated", left, kPacketHeaderBytes);
     if (left < kPacketHeaderBytes)
         return fmt::format("{} bytes left, less than a packet header ({} bytes): truncated", left, kPacketHeaderBytes);
     const uint8_t* p = d + off;
@@ -165,6 +174,45 @@ std::string packet_problem(const MetadataCheck& m, const uint8_t* d, std::size_t
     if (have_stream && tb < prev_end)
         return fmt::format("timestamp_begin {} before the previous packet's end {}", tb, prev_end);
     return {};
+}
+
+// The packets of a stream file read header by header; nullopt as soon as one fails a check (check_stream on
+// the whole file then says where and why).
+std::optional<std::vector<PacketRange>> header_walk(const MetadataCheck& m, const fs::path& file, uint64_t size) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::vector<PacketRange> out;
+    uint8_t h[kPacketHeaderBytes];
+    bool have_stream = false;
+    uint64_t sid = 0, inst = 0, prev_end = 0;
+    for (uint64_t off = 0; off < size;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kPacketHeaderBytes, size - off));
+        in.seekg(static_cast<std::streamoff>(off));
+        in.read(reinterpret_cast<char*>(h), static_cast<std::streamsize>(n));
+        if (static_cast<std::size_t>(in.gcount()) != n) return std::nullopt;
+        // packet_problem() bounds the packet by the bytes it is given: here, by what is left of the file.
+        if (n < kPacketHeaderBytes) return std::nullopt;
+        const uint64_t psize = load(h + kOffPacketSize, 8, m.big_endian);
+        if (psize / 8 > size - off) return std::nullopt;
+        if (!packet_problem(m, h, kPacketHeaderBytes, 0, prev_end, have_stream, sid, inst, size - off).empty())
+            return std::nullopt;
+        PacketRange r;
+        r.begin = off;
+        r.end = off + psize / 8;
+        r.seq_num = load(h + kOffSeqNum, 8, m.big_endian);
+        r.content_bits = load(h + kOffContent, 8, m.big_endian);
+        r.ts_begin = load(h + kOffTsBegin, 8, m.big_endian);
+        r.ts_end = load(h + kOffTsEnd, 8, m.big_endian);
+        if (!have_stream) {
+            sid = load(h + kOffStreamId, 4, m.big_endian);
+            inst = load(h + kOffInstance, 8, m.big_endian);
+            have_stream = true;
+        }
+        prev_end = r.ts_end;
+        out.push_back(r);
+        off = r.end;
+    }
+    return out;
 }
 
 }  // namespace
@@ -424,10 +472,25 @@ ReadPlan precheck_traces(const std::vector<fs::path>& dirs) {
             StreamPlan s;
             s.file = f;
             s.size = fs::file_size(f, ec);
-            if (ec || !read_file(f, bytes)) {
+            if (ec) {
                 s.excluded = true;
-                plan.problems.push_back(fmt::format("Cannot read stream file: path={}, reason={}", f.string(),
-                                                    ec ? ec.message() : "read error"));
+                plan.problems.push_back(fmt::format("Cannot read stream file: path={}, reason={}", f.string(), ec.message()));
+                t.streams.push_back(std::move(s));
+                continue;
+            }
+            // A good stream is checked from its packet headers alone (a few reads for a file of big packets);
+            // the whole file is read only when one fails, to find where the damage ends.
+            if (meta.lttng_layout && s.size > 0) {
+                if (auto packets = header_walk(meta, f, s.size)) {
+                    s.layout_known = true;
+                    s.packets = std::move(*packets);
+                    t.streams.push_back(std::move(s));
+                    continue;
+                }
+            }
+            if (!read_file(f, bytes)) {
+                s.excluded = true;
+                plan.problems.push_back(fmt::format("Cannot read stream file: path={}, reason=read error", f.string()));
                 t.streams.push_back(std::move(s));
                 continue;
             }
