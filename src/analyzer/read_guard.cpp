@@ -236,6 +236,23 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
                     }
                 }
                 bad = lo;
+                // Babeltrace 2.0.4 can carry a damaged packet's decoding state into the next ones and fail only at
+                // the end of the file: the halving then lands on an innocent packet. Keep it only when the
+                // packets from the first suspect up to it fail and without it pass.
+                if (whole.o.kind == Outcome::kExited) {
+                    const std::size_t first = std::min<std::size_t>(whole.o.ended, n - 1);
+                    const auto fails_up_to = [&](std::size_t end) {
+                        if (end <= first) return false;
+                        fs::remove(file, ec);
+                        const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(first),
+                                                            s.packets.begin() + static_cast<std::ptrdiff_t>(end));
+                        return write_packets(s.file, part, file) && probe(dir, stall_s).failed;
+                    };
+                    if (!fails_up_to(bad + 1) || fails_up_to(bad)) {
+                        fs::remove_all(dir, ec);
+                        return false;
+                    }
+                }
             }
             fs::remove_all(dir, ec);
             plan.skip_packet(t, s, bad, what);
@@ -265,6 +282,7 @@ double stall_seconds_from_env() {
 
 int run_guarded(const fs::path& root, PlannedRead& planned, double stall_s, const std::function<int(ReadProgress*)>& body) {
     std::vector<int> skips(planned.plan.traces.size(), 0);
+    bool give_up_on_errors = false;
     for (int run = 0;; ++run) {
         if (!planned.plan.materialize()) return body(nullptr);  // reports the scratch problem, reads nothing more
         if (run > kMaxRuns + 2 * kMaxSkipsPerTrace * static_cast<int>(skips.size())) {
@@ -273,7 +291,7 @@ int run_guarded(const fs::path& root, PlannedRead& planned, double stall_s, cons
             return 2;
         }
         // The last run keeps today's unguarded behaviour on a read error: stop there, keep what was read.
-        const bool last = run + 1 >= kMaxRuns;
+        const bool last = give_up_on_errors || run + 1 >= kMaxRuns;
         const Outcome o = run_child(stall_s, !last, body);
         if (o.kind == Outcome::kForkFailed) return body(nullptr);  // no guard possible: read in-process
         if (o.kind == Outcome::kExited) return o.status;
@@ -292,6 +310,11 @@ int run_guarded(const fs::path& root, PlannedRead& planned, double stall_s, cons
             continue;
         }
         if (!localize(planned, stall_s, what, skips)) {
+            if (o.kind == Outcome::kReadError) {
+                // No packet shown to be at fault: the next run stops at the error and keeps what it read.
+                give_up_on_errors = true;
+                continue;
+            }
             // Nothing fails alone (the streams fail only together, or in the muxer): the traces are given up.
             for (TracePlan& t : planned.plan.traces)
                 if (t.readable) planned.plan.skip_trace(t, what + "; no stream file fails alone");
