@@ -260,8 +260,10 @@ void set_phase(ReadProgress* p, ReadProgress::Phase ph, int32_t trace = -1) {
 }
 
 // Builds src.ctf.fs per group -> muxer -> the sink of `state`, and runs it.
+// `log`: Babeltrace's own logging on stderr (the guard's probes are quiet: the read they repeat already spoke).
 GraphRead run_graph(const Plugins& pl, std::vector<Group>& groups, const std::vector<int32_t>& group_trace,
-                    SinkState& state, std::vector<std::string>& problems) {
+                    SinkState& state, std::vector<std::string>& problems,
+                    bt_logging_level log = BT_LOGGING_LEVEL_WARNING) {
     GraphRead out;
     GraphRef graph{bt_graph_create(0)};
     std::vector<const bt_component_source*> sources;
@@ -305,7 +307,7 @@ GraphRead run_graph(const Plugins& pl, std::vector<Group>& groups, const std::ve
         ValueRef params{inputs_param(members)};
         const bt_component_source* comp = nullptr;
         const std::string name = fmt::format("src{}", sources.size());
-        if (bt_graph_add_source_component(graph.g, pl.fs_cls, name.c_str(), params.v, BT_LOGGING_LEVEL_WARNING, &comp) !=
+        if (bt_graph_add_source_component(graph.g, pl.fs_cls, name.c_str(), params.v, log, &comp) !=
             BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
             problems.push_back(fmt::format("Cannot open trace: path={}, reason={}", original.front().string(), take_error()));
             out.fatal = true;  // the graph is now faulty
@@ -321,7 +323,7 @@ GraphRead run_graph(const Plugins& pl, std::vector<Group>& groups, const std::ve
 
     const bt_component_filter* mux = nullptr;
     const bt_component_sink* sink = nullptr;
-    if (bt_graph_add_filter_component(graph.g, pl.mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=
+    if (bt_graph_add_filter_component(graph.g, pl.mux_cls, "mux", nullptr, log, &mux) !=
             BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
         bt_graph_add_simple_sink_component(graph.g, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
             BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
@@ -490,7 +492,7 @@ bool probe_stream(const fs::path& dir, ReadProgress& progress) {
     std::vector<Group> groups{Group{{dir}, {dir}}};
     SinkState state{nullptr, &progress};
     std::vector<std::string> problems;
-    const GraphRead g = run_graph(pl, groups, {0}, state, problems);
+    const GraphRead g = run_graph(pl, groups, {0}, state, problems, BT_LOGGING_LEVEL_NONE);
     if (g.error) fmt::format_to_n(progress.error, sizeof progress.error - 1, "{}", g.error_text);
     return !g.error && !g.fatal;
 }
