@@ -181,6 +181,7 @@ bool can_open(const bt_component_class_source* cls, const std::vector<fs::path>&
 struct SinkState {
     BtMessageConsumer* consumer;   // nullptr: a probe (packets counted only)
     ReadProgress* progress;
+    uint64_t packets_ended = 0;    // checked against the packets the precheck handed over
 };
 
 bt_graph_simple_sink_component_consume_func_status sink_consume(bt_message_iterator* it, void* data) {
@@ -198,6 +199,7 @@ bt_graph_simple_sink_component_consume_func_status sink_consume(bt_message_itera
     if (st->progress) st->progress->beat(count);
     for (uint64_t i = 0; i < count; ++i) {
         if (st->consumer) {
+            if (bt_message_get_type(msgs[i]) == BT_MESSAGE_TYPE_PACKET_END) ++st->packets_ended;
             st->consumer->consume(msgs[i]);
         } else {
             const bt_message_type t = bt_message_get_type(msgs[i]);
@@ -474,6 +476,21 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
             "Trace read stopped early: path={}, last event at {} ns, reason={}; results cover the trace up to there",
             root.string(), consumer.last_ts(), g.error_text));
     }
+    // Babeltrace 2.0.4 can end a stream whose event data is damaged without an error (it logs one): every packet
+    // the precheck handed over must have been read to its end.
+    uint64_t expected = 0;
+    bool all_known = true;
+    for (const TracePlan& t : plan.traces)
+        for (const StreamPlan& st : t.streams)
+            if (t.readable && !st.excluded) {
+                all_known = all_known && st.layout_known;
+                expected += st.packets.size();
+            }
+    if (!g.error && all_known && state.packets_ended < expected)
+        sum.problems.push_back(fmt::format(
+            "Trace read stopped early: path={}, reason=Babeltrace's CTF reader ended after {} of the {} packets handed to "
+            "it without an error (damaged event data?); results cover what was read",
+            root.string(), state.packets_ended, expected));
     set_phase(progress, ReadProgress::kAnalyzing);
     // Events held for reordering were read fine: they count even when the read stopped early.
     consumer.finish();
