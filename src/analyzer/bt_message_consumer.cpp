@@ -70,6 +70,11 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
         info.kind.fill(Kind::Absent);
         const char* name = bt_event_class_get_name(ec);
         info.schema = name ? find_event_schema(name) : nullptr;
+        if (info.schema == nullptr && name != nullptr && std::string_view(name).starts_with("sigmatrace:"))
+            analysis_.on_read_problem(fmt::format(
+                "Unknown event class: event={}; its events are not analyzed (damaged metadata, or a trace of a newer "
+                "SigmaTrace)",
+                name));
         const bt_stream_class* sc = bt_event_class_borrow_stream_class_const(ec);
         info.clock = bt_stream_class_borrow_default_clock_class_const(sc);
         info.has_clock = info.clock != nullptr;

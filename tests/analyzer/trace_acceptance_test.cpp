@@ -607,19 +607,21 @@ TEST_F(BadInput, TruncatedStreamFileIsLeftOut) {
     fs::create_directories(tmp_ / "t");
     fs::copy(fs::path(DATA_DIR) / "discarded", tmp_ / "t/a", fs::copy_options::recursive);
     fs::copy(fs::path(DATA_DIR) / "mixed", tmp_ / "t/b", fs::copy_options::recursive);
-    fs::resize_file(tmp_ / "t/b/ch_1", 30000);  // mid-packet: src.ctf.fs refuses to index the file
+    fs::resize_file(tmp_ / "t/b/ch_1", 30000);  // mid-packet (packets of 4096 bytes): the last 1328 bytes are left out
     const CmdResult r =
         sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet --json " + (tmp_ / "a.json").string(), tmp_);
     ASSERT_EQ(r.rc, 0) << r.err;
     const json doc = load(tmp_ / "a.json");
-    EXPECT_NE(r.err.find("Cannot read stream file: path=" + (tmp_ / "t/b/ch_1").string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Skipped damaged bytes: path=" + (tmp_ / "t/b/ch_1").string() +
+                         ", bytes=28672-30000, reason=packet_size 32768 bits with 1328 bytes left in the file"),
+              std::string::npos)
+        << r.err;
     EXPECT_GT(doc["trace"]["events"].get<uint64_t>(), 0u);
     EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
 }
 
-// After the first unreadable file the reader retries on a scratch copy of the directory, where babeltrace2 names
-// the next one by its scratch path: each is left out once, under its own name (this used to go round 64 times,
-// naming scratch copies, never leaving the second file out).
+// Two damaged stream files: each is reported once, under its own name (never a scratch copy's), with the bytes
+// left out; the packets of ch_1 before its cut are still read.
 TEST_F(BadInput, EveryUnreadableStreamFileIsLeftOutOnceByItsOwnName) {
     fs::create_directories(tmp_ / "t");
     fs::copy(fs::path(DATA_DIR) / "discarded", tmp_ / "t/a", fs::copy_options::recursive);
@@ -630,24 +632,40 @@ TEST_F(BadInput, EveryUnreadableStreamFileIsLeftOutOnceByItsOwnName) {
         sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet --json " + (tmp_ / "a.json").string(), tmp_);
     ASSERT_EQ(r.rc, 0) << r.err;
     size_t lines = 0;
-    for (size_t at = r.err.find("Cannot read stream file: "); at != std::string::npos;
-         at = r.err.find("Cannot read stream file: ", at + 1))
+    for (size_t at = r.err.find("Skipped damaged bytes: "); at != std::string::npos;
+         at = r.err.find("Skipped damaged bytes: ", at + 1))
         ++lines;
     EXPECT_EQ(lines, 2u) << r.err;
-    EXPECT_NE(r.err.find("Cannot read stream file: path=" + (tmp_ / "t/b/ch_0").string() + ","), std::string::npos)
+    EXPECT_NE(r.err.find("Skipped damaged bytes: path=" + (tmp_ / "t/b/ch_0").string() + ", bytes=0-2000,"),
+              std::string::npos)
         << r.err;
-    EXPECT_NE(r.err.find("Cannot read stream file: path=" + (tmp_ / "t/b/ch_1").string() + ","), std::string::npos)
+    EXPECT_NE(r.err.find("Stream file has no readable packet: path=" + (tmp_ / "t/b/ch_0").string() + ";"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("Skipped damaged bytes: path=" + (tmp_ / "t/b/ch_1").string() + ", bytes=28672-30000,"),
+              std::string::npos)
         << r.err;
     EXPECT_EQ(r.err.find("sigmatrace-analyze."), std::string::npos) << "no scratch path in messages: " << r.err;
     const json doc = load(tmp_ / "a.json");
     EXPECT_GT(doc["trace"]["events"].get<uint64_t>(), 0u) << "the other trace is read";
     EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
 
-    // Alone, the trace of two unreadable files has nothing to analyze: a usage error that says so.
-    const CmdResult alone = sh(std::string(ANALYZER) + " " + (tmp_ / "t/b").string(), tmp_);
-    EXPECT_EQ(alone.rc, 2) << alone.err;
-    EXPECT_NE(alone.err.find("No event could be read: path=" + (tmp_ / "t/b").string() + "; nothing to analyze"),
-              std::string::npos) << alone.err;
+    // Alone, the trace is read partially: the 7 whole packets of ch_1.
+    const CmdResult alone = sh(std::string(ANALYZER) + " " + (tmp_ / "t/b").string() + " --quiet --json " +
+                               (tmp_ / "b.json").string(), tmp_);
+    EXPECT_EQ(alone.rc, 0) << alone.err;
+    const json b = load(tmp_ / "b.json");
+    EXPECT_GT(b["trace"]["events"].get<uint64_t>(), 0u);
+    EXPECT_FALSE(b["trace"]["complete"].get<bool>());
+
+    // Zeroed: no packet passes, the file is left out and the other trace read.
+    std::ofstream(tmp_ / "t/b/ch_1", std::ios::binary | std::ios::trunc) << std::string(30000, '\0');
+    const CmdResult zeroed = sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet", tmp_);
+    EXPECT_EQ(zeroed.rc, 0) << zeroed.err;
+    EXPECT_NE(zeroed.err.find("Skipped damaged bytes: path=" + (tmp_ / "t/b/ch_1").string() +
+                              ", bytes=0-30000, reason=packet magic 0x00000000, expected 0xc1fc1fc1"),
+              std::string::npos)
+        << zeroed.err;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "analyzer/event_dump.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
+#include "analyzer/read_guard.h"
 #include "analyzer/report_builder.h"
 #include "analyzer/text_report.h"
 #include "analyzer/trace_reader.h"
@@ -285,74 +286,83 @@ int analyze_main(std::span<char* const> args) {
             }
     }
 
-    Analysis analysis(o.analysis);
-    std::unique_ptr<PerfettoWriter> perfetto;
-    if (o.perfetto_out) {
-        perfetto = std::make_unique<PerfettoWriter>(analysis.topology(), o.perfetto_max_ops);
-        if (!perfetto->open(*o.perfetto_out)) {
-            fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}\n", *o.perfetto_out);
-            return kExitUsage;
+    // The read and everything after it: in a guarded child (read_guard.h) unless SIGMATRACE_ANALYZE_STALL_S=0.
+    PlannedRead planned = plan_read(o.dir);
+    const auto analyze = [&](ReadProgress* progress) -> int {
+        Analysis analysis(o.analysis);
+        std::unique_ptr<PerfettoWriter> perfetto;
+        if (o.perfetto_out) {
+            perfetto = std::make_unique<PerfettoWriter>(analysis.topology(), o.perfetto_max_ops);
+            if (!perfetto->open(*o.perfetto_out)) {
+                fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}\n", *o.perfetto_out);
+                return kExitUsage;
+            }
+            analysis.add_listener(perfetto.get());
         }
-        analysis.add_listener(perfetto.get());
-    }
 
-    // --events: a file of our own, or stdout (then in place of the text report).
-    std::unique_ptr<EventDump> dump;
-    if (o.events_out) {
-        dump = EventDump::open(*o.events_out);
-        if (!dump) {
-            fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}: {}\n", *o.events_out,
-                       std::strerror(errno));
-            return kExitUsage;
+        // --events: a file of our own, or stdout (then in place of the text report).
+        std::unique_ptr<EventDump> dump;
+        if (o.events_out) {
+            dump = EventDump::open(*o.events_out);
+            if (!dump) {
+                fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}: {}\n", *o.events_out,
+                           std::strerror(errno));
+                return kExitUsage;
+            }
         }
-    }
 
-    const ReadSummary read = read_traces(o.dir, analysis, dump.get());
-    for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
-    if (read.fatal) return kExitUsage;
-    for (const std::string& p : read.problems) analysis.on_read_problem(p);
-    analysis.set_trace_paths(read.trace_dirs);
+        const ReadSummary read = read_planned(o.dir, planned, analysis, dump.get(), progress);
+        if (read.retry) return kExitOk;  // the guard reads again without the packet at fault
+        for (const std::string& p : read.notes) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
+        for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
+        if (read.fatal) return kExitUsage;
+        for (const std::string& p : read.problems) analysis.on_read_problem(p);
+        analysis.set_trace_paths(read.trace_dirs);
 
-    nlohmann::json doc = analysis.finish();
-    const bool no_events = analysis.events() == 0;
-    if (no_events)
-        fmt::print(stderr,
-                   "sigmatrace-analyze: No SigmaTrace events in the trace: path={}, events={} (all of other "
-                   "providers); record with `sigmatrace record -- CMD` (or enable sigmatrace:* in the LTTng "
-                   "session) with libsigmatrace.so loaded into CMD\n",
-                   o.dir, read.foreign_events);
+        nlohmann::json doc = analysis.finish();
+        const bool no_events = analysis.events() == 0;
+        if (no_events)
+            fmt::print(stderr,
+                       "sigmatrace-analyze: No SigmaTrace events in the trace: path={}, events={} (all of other "
+                       "providers); record with `sigmatrace record -- CMD` (or enable sigmatrace:* in the LTTng "
+                       "session) with libsigmatrace.so loaded into CMD\n",
+                       o.dir, read.foreign_events);
 
-    // CI rules.
-    int status = kExitOk;
-    nlohmann::json ci = nlohmann::json::array();
-    for (const Rule& r : rules) {
-        const RuleResult res = evaluate_rule(r, doc, baseline ? &*baseline : nullptr);
-        ci.push_back({{"rule", res.rule}, {"failed", res.failed}, {"details", res.details}});
-        if (res.failed) status = kExitRuleFailed;
-        fmt::print(stderr, "sigmatrace-analyze: {} rule '{}'", res.failed ? "FAILED" : "passed", res.rule);
-        if (res.failed || (res.details.size() == 1 && res.details[0].starts_with("no value")))
-            for (const std::string& d : res.details) fmt::print(stderr, "{} {}", &d == &res.details[0] ? ":" : ";", d);
-        fmt::print(stderr, "\n");
-    }
-    if (!rules.empty()) doc["ci"] = {{"rules", ci}, {"failed", status == kExitRuleFailed}};
+        // CI rules.
+        int status = kExitOk;
+        nlohmann::json ci = nlohmann::json::array();
+        for (const Rule& r : rules) {
+            const RuleResult res = evaluate_rule(r, doc, baseline ? &*baseline : nullptr);
+            ci.push_back({{"rule", res.rule}, {"failed", res.failed}, {"details", res.details}});
+            if (res.failed) status = kExitRuleFailed;
+            fmt::print(stderr, "sigmatrace-analyze: {} rule '{}'", res.failed ? "FAILED" : "passed", res.rule);
+            if (res.failed || (res.details.size() == 1 && res.details[0].starts_with("no value")))
+                for (const std::string& d : res.details) fmt::print(stderr, "{} {}", &d == &res.details[0] ? ":" : ";", d);
+            fmt::print(stderr, "\n");
+        }
+        if (!rules.empty()) doc["ci"] = {{"rules", ci}, {"failed", status == kExitRuleFailed}};
 
-    bool ok = true;
-    if (perfetto) ok &= perfetto->close();
-    if (dump && !dump->finish()) {
-        fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
-        ok = false;
-    }
-    if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
-    const bool json_to_stdout = o.json_out && *o.json_out == "-";
-    const bool events_to_stdout = o.events_out && *o.events_out == "-";
-    if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
-    if (json_to_stdout)
-        fmt::print("{}\n", doc.dump(2));
-    else if (!o.quiet && !events_to_stdout)
-        fmt::print("{}", render_text_report(doc));
-    if (!ok) return kExitUsage;
-    if (no_events) return kExitNoSigmaTraceEvents;
-    return status;
+        bool ok = true;
+        if (perfetto) ok &= perfetto->close();
+        if (dump && !dump->finish()) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
+            ok = false;
+        }
+        if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
+        const bool json_to_stdout = o.json_out && *o.json_out == "-";
+        const bool events_to_stdout = o.events_out && *o.events_out == "-";
+        if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
+        if (json_to_stdout)
+            fmt::print("{}\n", doc.dump(2));
+        else if (!o.quiet && !events_to_stdout)
+            fmt::print("{}", render_text_report(doc));
+        if (!ok) return kExitUsage;
+        if (no_events) return kExitNoSigmaTraceEvents;
+        return status;
+    };
+    const double stall_s = stall_seconds_from_env();
+    if (stall_s <= 0 || planned.fatal) return analyze(nullptr);
+    return run_guarded(o.dir, planned, stall_s, analyze);
 }
 
 }  // namespace sigmatrace::analyzer

@@ -1,32 +1,52 @@
 #!/usr/bin/env bash
-# run_fuzzer.sh SOURCE_DIR WORK_DIR [SECONDS]: builds the event fuzzer with clang++ and libFuzzer
+# run_fuzzer.sh SOURCE_DIR WORK_DIR [SECONDS] [event|ctf]: builds a fuzzer with clang++ and libFuzzer
 # (-fsanitize=fuzzer,address,undefined) into WORK_DIR, then fuzzes for SECONDS (default 20) starting from the
-# committed corpus (tests/analyzer/fuzz/corpus; new inputs go to WORK_DIR/corpus, not into the source tree).
+# committed corpus (new inputs go to WORK_DIR/corpus, not into the source tree). `event` (the default):
+# event_fuzzer.cpp, the decoded-event layer, corpus tests/analyzer/fuzz/corpus; `ctf`: ctf_fuzzer.cpp, the whole
+# reading path from CTF bytes (precheck, guarded Babeltrace2 read, analysis), corpus tests/analyzer/fuzz/ctf_corpus.
 # Exit status 77 (skip) when clang++ or libFuzzer is not installed (Debian: clang-14, libclang-rt-14-dev).
 set -euo pipefail
-src=$(cd "$1" && pwd); work=$2; seconds=${3:-20}
+src=$(cd "$1" && pwd); work=$2; seconds=${3:-20}; target=${4:-event}
 cxx=${SIGMATRACE_FUZZ_CXX:-}
 for c in clang++-14 clang++; do [[ -z $cxx ]] && command -v "$c" >/dev/null && cxx=$c; done
 [[ -n $cxx ]] || { echo "run_fuzzer.sh: skipped: no clang++ (install clang-14)"; exit 77; }
-mkdir -p "$work/corpus"
-bin=$work/analyzer_event_fuzzer
-sources=("$src"/tests/analyzer/fuzz/event_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,event_dump,records_expander,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
-rebuild=0
-[[ -x $bin ]] || rebuild=1
-for s in "${sources[@]}" "$src"/src/analyzer/*.h "$src"/include/sigmatrace/*; do [[ $s -nt $bin ]] && rebuild=1; done
-if [[ $rebuild == 1 ]]; then
+bin=$work/analyzer_${target}_fuzzer
+sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,event_dump,records_expander,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
+corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt); limits=(-timeout=10 -max_len=4096)
+read -ra bt_cflags <<<"$(pkg-config --cflags babeltrace2 2>/dev/null || true)"
+if [[ $target == ctf ]]; then
+  sources+=("$src"/src/analyzer/{bt_message_consumer,trace_reader,ctf_precheck,read_guard}.cpp)
+  corpus=$src/tests/analyzer/fuzz/ctf_corpus; out_corpus=$work/corpus-ctf
+  read -ra bt_libs <<<"$(pkg-config --libs babeltrace2)"
+  libs+=("${bt_libs[@]}")
+  # An input is a whole trace (its metadata alone is ~32 KiB); the guard's watchdog bounds a read, not libFuzzer.
+  limits=(-timeout=60 -max_len=65536)
+fi
+mkdir -p "$out_corpus" "$work/obj"
+# Both targets share $work/obj (the same flags): an object is compiled again only when its source or a header
+# is newer. The ctest entries hold a resource lock, so two runs never write one object.
+headers=("$src"/src/analyzer/*.h "$src"/include/sigmatrace/*)
+objs=(); stale=()
+for s in "${sources[@]}"; do
+  o=$work/obj/$(basename "$s" .cpp).o; objs+=("$o")
+  fresh=1; [[ -e $o && ! $s -nt $o ]] || fresh=0
+  if [[ $fresh == 1 ]]; then for h in "${headers[@]}"; do [[ $h -nt $o ]] && { fresh=0; break; }; done; fi
+  [[ $fresh == 1 ]] || stale+=("$s")
+done
+relink=0; [[ -x $bin ]] || relink=1
+for o in "${objs[@]}"; do [[ $o -nt $bin ]] && relink=1; done
+if [[ ${#stale[@]} -gt 0 || $relink == 1 ]]; then
   # -O0: this build's time counts in CI (template-heavy headers); coverage feedback works the same.
-  echo "building $bin with $cxx"
-  rm -rf "$work/obj" "$work/build.log"
+  echo "building $bin with $cxx (${#stale[@]} objects to compile)"
+  rm -f "$work/build.log"
   flags=(-std=c++20 -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-         -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src")
-  mkdir -p "$work/obj"
+         -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" "${bt_cflags[@]}")
   # Two compilers at a time (the machine has two cores), then one link.
   # sh -c 'SCRIPT' CXX OBJDIR FLAGS...: $0 is the compiler, $1 the object directory, the rest the flags.
-  if ! printf '%s\n' "${sources[@]}" | xargs -P "${SIGMATRACE_JOBS:-2}" -I{} sh -c \
+  if { [[ ${#stale[@]} -gt 0 ]] && ! printf '%s\n' "${stale[@]}" | xargs -P "${SIGMATRACE_JOBS:-2}" -I{} sh -c \
       'cxx=$0; obj=$1; shift; "$cxx" "$@" -c "{}" -o "$obj/$(basename "{}" .cpp).o" 2>>"$obj/../build.log"' \
-      "$cxx" "$work/obj" "${flags[@]}" ||
-     ! "$cxx" -fsanitize=fuzzer,address,undefined "$work"/obj/*.o -lfmt -o "$bin" 2>>"$work/build.log"; then
+      "$cxx" "$work/obj" "${flags[@]}"; } ||
+     ! "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" "${libs[@]}" -o "$bin" 2>>"$work/build.log"; then
     if grep -q "libclang_rt.fuzzer\|-lFuzzer\|fuzzer.*not found" "$work/build.log"; then
       echo "run_fuzzer.sh: skipped: libFuzzer runtime missing (install libclang-rt-14-dev)"; exit 77
     fi
@@ -34,5 +54,4 @@ if [[ $rebuild == 1 ]]; then
   fi
 fi
 # -rss_limit_mb bounds memory; -timeout catches hangs (an input taking more than 10 s).
-exec "$bin" "$work/corpus" "$src/tests/analyzer/fuzz/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
-  -timeout=10 -max_len=4096 -print_final_stats=1
+exec "$bin" "$out_corpus" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 "${limits[@]}" -print_final_stats=1
