@@ -42,7 +42,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_devi
     d.sys_image_guid = htobe64(sys_image_guid_of(c.nic.node));
     d.max_mr_size = ~0ull;
     d.page_size_cap = 0xfffff000u;
-    d.vendor_id = kVendorId;
+    d.vendor_id = configured_part_id() ? kVerbsVendorMellanox : kVendorId;
     d.vendor_part_id = vendor_part_id();
     d.hw_ver = 1;
     d.max_qp = static_cast<int>(kQpSlots - 2);
