@@ -973,10 +973,13 @@ ibv_qp* create_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr, mlx5dv_qp_init_at
     return Frontend::instance().create_qp(ctx, attr, dv);
 }
 
+mlx5dv_qp_ex* qp_ex_from_ibv_qp_ex(ibv_qp_ex* qp) { return provider::dv_qp_ex(qp); }
+int owns_qp_ex(const mlx5dv_qp_ex* mqp) { return provider::is_fabric_dv_qp_ex(mqp) ? 1 : 0; }
+
 constexpr softfabric_mlx5_ops kOps = {
     SOFTFABRIC_MLX5_ABI_VERSION, sizeof(softfabric_mlx5_ops), owns_context, owns_object, umem_reg, umem_dereg,
     alloc_uar, free_uar, obj_create, obj_modify, obj_query, obj_destroy, query_eqn, init_obj, query_device,
-    create_cq, create_qp,
+    create_cq, create_qp, qp_ex_from_ibv_qp_ex, owns_qp_ex,
 };
 
 }  // namespace
