@@ -48,6 +48,8 @@ struct softfabric_mlx5_ops {
     /* mlx5dv_qp_ex_from_ibv_qp_ex on a fabric QP, and 1 when an mlx5dv_qp_ex is one it returned. */
     struct mlx5dv_qp_ex* (*qp_ex_from_ibv_qp_ex)(struct ibv_qp_ex* qp);
     int (*owns_qp_ex)(const struct mlx5dv_qp_ex* mqp);
+    /* mlx5dv_devx_general_cmd on a fabric context. */
+    int (*general_cmd)(struct ibv_context* ctx, const void* in, size_t inlen, void* out, size_t outlen);
 };
 
 /* Exported by the provider. NULL when the provider was built for another ABI version. */

@@ -1,7 +1,9 @@
 // What a fabric NIC reports about itself: ibv_query_device(_ex) and ibv_query_port.
 #include <endian.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +97,16 @@ int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
     p.phys_state = 5;      // LinkUp
     p.link_layer = IBV_LINK_LAYER_INFINIBAND;
     *attr = p;
+    return 0;
+}
+
+int allocation_refusal(const char* env) {
+    const char* type = std::getenv(env);
+    if (!configured_part_id() || !type || std::strcmp(type, "HUGE") != 0) return 0;  // ANON, PREFER_*: any memory
+    constexpr size_t kHugePage = size_t{2} << 20;
+    void* p = mmap(nullptr, kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p == MAP_FAILED) return ENOMEM;
+    munmap(p, kHugePage);
     return 0;
 }
 

@@ -176,6 +176,11 @@ bool is_fabric_dv_qp_ex(const mlx5dv_qp_ex* mqp);
 // ibv_cq_ex function pointers (verbs_cq.cpp).
 void install_cq_ex_ops(ibv_cq_ex* cqx, uint64_t wc_flags);
 
+// libmlx5's MLX_{CQ,QP,SRQ}_ALLOC_TYPE (named by `env`) for an object about to be created: HUGE asks for its
+// buffers on huge pages, and fails on a ConnectX when the system has none; so it does here (ENOMEM), though the
+// fabric's rings live in its own arena either way. 0 when creation may go on (device_info.cpp).
+int allocation_refusal(const char* env);
+
 // The device attributes every fabric NIC reports (device_info.cpp).
 uint32_t vendor_part_id();
 uint32_t port_mtu_bytes(const Runtime& rt);

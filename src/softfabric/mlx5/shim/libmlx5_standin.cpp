@@ -225,6 +225,13 @@ SF_EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj* obj) {
     return real ? real(obj) : ENOSYS;
 }
 
+SF_EXPORT int mlx5dv_devx_general_cmd(struct ibv_context* ctx, const void* in, size_t inlen, void* out,
+                                      size_t outlen) {
+    if (fabric_context(ctx)) return fabric()->general_cmd(ctx, in, inlen, out, outlen);
+    auto real = REAL(mlx5dv_devx_general_cmd, "MLX5_1.7");
+    return real ? real(ctx, in, inlen, out, outlen) : ENOSYS;
+}
+
 SF_EXPORT int mlx5dv_devx_query_eqn(struct ibv_context* ctx, uint32_t vector, uint32_t* eqn) {
     if (fabric_context(ctx)) return fabric()->query_eqn(ctx, vector, eqn);
     auto real = REAL(mlx5dv_devx_query_eqn, "MLX5_1.7");
@@ -288,9 +295,7 @@ SF_EXPORT struct mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex* qp)
     }
 
 using cvoid = const void;
-// DevX commands on verbs objects, and general commands (no HCA capability set to query on the fabric).
-SF_REFUSED(int, mlx5dv_devx_general_cmd, "MLX5_1.7", (ibv_context* c, cvoid* i, size_t il, void* o, size_t ol),
-           (c, i, il, o, ol), fab(c))
+// DevX commands on verbs objects.
 SF_REFUSED(int, mlx5dv_devx_qp_modify, "MLX5_1.8", (ibv_qp* q, cvoid* i, size_t il, void* o, size_t ol),
            (q, i, il, o, ol), fab(q))
 SF_REFUSED(int, mlx5dv_devx_qp_query, "MLX5_1.8", (ibv_qp* q, cvoid* i, size_t il, void* o, size_t ol),
