@@ -8,8 +8,6 @@
 // trace the call and reach this object as the real one.
 #include <dlfcn.h>
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <concepts>
 #include <cerrno>
@@ -75,17 +73,12 @@ template <typename T> T no_real(T value) {
     return value;
 }
 
-// What a failed call returns, in the convention of its return type: an int is the error number itself, a
-// pointer is NULL with errno set, an ssize_t is -1 with errno set (libmlx5's conventions, mlx5dv.h).
+// What a failed call returns, in the convention of its return type (libmlx5's, mlx5dv.h): an int is the error
+// number itself, a pointer is NULL with errno set.
 template <typename R> R failed(int err) {
-    if constexpr (std::is_void_v<R>) {
-        return;
-    } else if constexpr (std::is_pointer_v<R>) {
+    if constexpr (std::is_pointer_v<R>) {
         errno = err;
         return nullptr;
-    } else if constexpr (std::is_same_v<R, ssize_t>) {
-        errno = err;
-        return -1;
     } else {
         static_assert(std::is_same_v<R, int>);
         return err;
