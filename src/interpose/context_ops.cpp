@@ -8,6 +8,7 @@
 #include "interpose/config.h"
 #include "interpose/data_events.h"
 #include "interpose/deferred_capture.h"
+#include "interpose/hook_scope.h"
 #include "interpose/lifecycle.h"
 #include "provider/trace.h"
 
@@ -110,8 +111,12 @@ template <int S> int req_notify_cq_w(ibv_cq* cq, int solicited_only) {
     return ret;
 }
 
+// Inside another hook (mlx5dv_create_qp / mlx5dv_create_cq on a fabric device, whose implementation creates the
+// object through these ops) the outer hook records the object: recording it here too would register it twice
+// and wrap its poll / wr functions over their own wrappers.
 template <int S> ibv_qp* create_qp_ex_w(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     ibv_qp* qp = g_slots[S].create_qp_ex(ctx, attr);
+    if (inside_hook()) return qp;
     const int saved = errno;
     on_qp_created_ex(ctx, qp, attr, CreateKind::extended, qp == nullptr ? saved : 0);
     errno = saved;
@@ -120,6 +125,7 @@ template <int S> ibv_qp* create_qp_ex_w(ibv_context* ctx, ibv_qp_init_attr_ex* a
 
 template <int S> ibv_cq_ex* create_cq_ex_w(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     ibv_cq_ex* cq = g_slots[S].create_cq_ex(ctx, attr);
+    if (inside_hook()) return cq;
     const int saved = errno;
     on_cq_ex_created(ctx, cq, attr, CreateKind::extended, cq == nullptr ? saved : 0);
     errno = saved;

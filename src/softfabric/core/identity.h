@@ -27,6 +27,9 @@ inline constexpr uint32_t kVendorId = 0x5346;  // reported vendor_id ("SF")
 // The PCI function the fake sysfs puts under each NIC (its ConnectX personality): Mellanox's PCI vendor id, and
 // as device id the NIC's vendor_part_id (on a ConnectX the two are the same number).
 inline constexpr uint32_t kPciVendorMellanox = 0x15b3;
+// The vendor_id a ConnectX reports through verbs (Mellanox's IEEE OUI, not its PCI id): what tools that key on
+// the device model (rdma-core's mlx5 tests, perftest's device table) compare with.
+inline constexpr uint32_t kVerbsVendorMellanox = 0x02c9;
 inline constexpr uint32_t kDefaultVendorPartId = 4123;  // ConnectX-6
 
 struct NicId {

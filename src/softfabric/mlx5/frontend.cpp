@@ -329,6 +329,24 @@ public:
         return 0;
     }
 
+    // ---- mlx5dv_devx_general_cmd: of the HCA capabilities, only the device-memory set, all zero (the fabric has
+    // no device memory, as ibv_query_device_ex's max_dm_size 0 says). Other general commands, the general
+    // capabilities among them (UCX would take an answer for a DevX-capable device), are not emulated.
+    int general_cmd(const void* in, size_t inlen, void* out, size_t outlen) {
+        constexpr uint16_t kQueryHcaCap = 0x100;
+        constexpr uint32_t kDeviceMemoryCap = 0xf;  // MLX5_CMD_MOD_DEVICE_MEMORY_CAP: op_mod = type << 1 | current
+        constexpr size_t kQueryHcaCapOutBytes = 0x1010;
+        const prm::Mailbox box(in, inlen);
+        const uint16_t opcode = prm::command_opcode(box);
+        if (opcode == kQueryHcaCap && (box.get_or(prm::f::op_mod, 0) >> 1) == kDeviceMemoryCap) {
+            if (!out || outlen < 16) return EINVAL;
+            std::memset(out, 0, std::min(outlen, kQueryHcaCapOutBytes));
+            return 0;
+        }
+        say_once("DevX general command not emulated on fabric devices; it fails with EOPNOTSUPP", opcode);
+        return EOPNOTSUPP;
+    }
+
     // ---- mlx5dv_query_device / mlx5dv_create_cq / mlx5dv_create_qp
     int query_device(ibv_context*, mlx5dv_context* attrs) {
         if (!attrs) return EINVAL;
@@ -343,6 +361,15 @@ public:
 
     ibv_cq_ex* create_cq(ibv_context* ctx, ibv_cq_init_attr_ex* attr, mlx5dv_cq_init_attr* dv) {
         uint32_t cqe_size = 64;
+        // As libmlx5: without a size in the call, MLX5_CQE_SIZE chooses it, and a size other than 64 or 128 is
+        // EINVAL either way.
+        if (const char* env = std::getenv("MLX5_CQE_SIZE"); env && !(dv && (dv->comp_mask & MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE))) {
+            cqe_size = static_cast<uint32_t>(std::strtoul(env, nullptr, 10));
+            if (cqe_size != 64 && cqe_size != 128) {
+                errno = EINVAL;
+                return nullptr;
+            }
+        }
         if (dv) {
             constexpr uint64_t kKnown = MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE | MLX5DV_CQ_INIT_ATTR_MASK_FLAGS |
                                         MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
@@ -973,10 +1000,16 @@ ibv_qp* create_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr, mlx5dv_qp_init_at
     return Frontend::instance().create_qp(ctx, attr, dv);
 }
 
+int general_cmd(ibv_context*, const void* in, size_t inlen, void* out, size_t outlen) {
+    return Frontend::instance().general_cmd(in, inlen, out, outlen);
+}
+mlx5dv_qp_ex* qp_ex_from_ibv_qp_ex(ibv_qp_ex* qp) { return provider::dv_qp_ex(qp); }
+int owns_qp_ex(const mlx5dv_qp_ex* mqp) { return provider::is_fabric_dv_qp_ex(mqp) ? 1 : 0; }
+
 constexpr softfabric_mlx5_ops kOps = {
     SOFTFABRIC_MLX5_ABI_VERSION, sizeof(softfabric_mlx5_ops), owns_context, owns_object, umem_reg, umem_dereg,
     alloc_uar, free_uar, obj_create, obj_modify, obj_query, obj_destroy, query_eqn, init_obj, query_device,
-    create_cq, create_qp,
+    create_cq, create_qp, qp_ex_from_ibv_qp_ex, owns_qp_ex, general_cmd,
 };
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SOFTFABRIC_MLX5_ABI_VERSION 2u
+#define SOFTFABRIC_MLX5_ABI_VERSION 3u
 #define SOFTFABRIC_MLX5_ENTRY "softfabric_mlx5_frontend"
 
 #ifdef __cplusplus
@@ -45,6 +45,11 @@ struct softfabric_mlx5_ops {
                                    struct mlx5dv_cq_init_attr* mlx5_attr);
     struct ibv_qp* (*create_qp)(struct ibv_context* ctx, struct ibv_qp_init_attr_ex* qp_attr,
                                 struct mlx5dv_qp_init_attr* mlx5_attr);
+    /* mlx5dv_qp_ex_from_ibv_qp_ex on a fabric QP, and 1 when an mlx5dv_qp_ex is one it returned. */
+    struct mlx5dv_qp_ex* (*qp_ex_from_ibv_qp_ex)(struct ibv_qp_ex* qp);
+    int (*owns_qp_ex)(const struct mlx5dv_qp_ex* mqp);
+    /* mlx5dv_devx_general_cmd on a fabric context. */
+    int (*general_cmd)(struct ibv_context* ctx, const void* in, size_t inlen, void* out, size_t outlen);
 };
 
 /* Exported by the provider. NULL when the provider was built for another ABI version. */

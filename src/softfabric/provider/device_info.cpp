@@ -1,7 +1,9 @@
 // What a fabric NIC reports about itself: ibv_query_device(_ex) and ibv_query_port.
 #include <endian.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,7 +44,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_devi
     d.sys_image_guid = htobe64(sys_image_guid_of(c.nic.node));
     d.max_mr_size = ~0ull;
     d.page_size_cap = 0xfffff000u;
-    d.vendor_id = kVendorId;
+    d.vendor_id = configured_part_id() ? kVerbsVendorMellanox : kVendorId;
     d.vendor_part_id = vendor_part_id();
     d.hw_ver = 1;
     d.max_qp = static_cast<int>(kQpSlots - 2);
@@ -95,6 +97,16 @@ int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
     p.phys_state = 5;      // LinkUp
     p.link_layer = IBV_LINK_LAYER_INFINIBAND;
     *attr = p;
+    return 0;
+}
+
+int allocation_refusal(const char* env) {
+    const char* type = std::getenv(env);
+    if (!configured_part_id() || !type || std::strcmp(type, "HUGE") != 0) return 0;  // ANON, PREFER_*: any memory
+    constexpr size_t kHugePage = size_t{2} << 20;
+    void* p = mmap(nullptr, kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p == MAP_FAILED) return ENOMEM;
+    munmap(p, kHugePage);
     return 0;
 }
 

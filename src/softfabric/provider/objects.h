@@ -3,6 +3,7 @@
 // back) followed by a pointer to the C++ object holding the fabric state.
 #pragma once
 
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
 #include <atomic>
@@ -118,6 +119,12 @@ public:
     engine::Wqe* wr_current = nullptr;
     bool dest_known = false;      // the AV names a fabric NIC
     DcRole dc_role = DcRole::None;  // IBV_QPT_DRIVER: a DC initiator or target (mlx5dv_create_qp)
+    // What mlx5dv_qp_ex_from_ibv_qp_ex returns for this QP (verbs_qp_ex.cpp): the mlx5 setters the fabric's
+    // ibv_wr_* path honours, and refusals for the others.
+    struct DvQpEx {
+        mlx5dv_qp_ex pub;  // first: the handle the application holds converts back
+        QpImpl* impl;
+    } dv{};
 };
 struct QpObject {
     pabi::verbs_qp vqp;  // first: ibv_qp* / ibv_qp_ex* convert back, and ibv_qp_to_qp_ex() reads comp_mask
@@ -163,8 +170,16 @@ int destroy_ah(ibv_ah*);
 
 // ibv_qp_ex function pointers (verbs_qp_ex.cpp).
 void install_qp_ex_ops(ibv_qp_ex* qpx);
+// mlx5dv_qp_ex_from_ibv_qp_ex for a fabric QP, and whether an mlx5dv_qp_ex is one of these (verbs_qp_ex.cpp).
+mlx5dv_qp_ex* dv_qp_ex(ibv_qp_ex* qpx);
+bool is_fabric_dv_qp_ex(const mlx5dv_qp_ex* mqp);
 // ibv_cq_ex function pointers (verbs_cq.cpp).
 void install_cq_ex_ops(ibv_cq_ex* cqx, uint64_t wc_flags);
+
+// libmlx5's MLX_{CQ,QP,SRQ}_ALLOC_TYPE (named by `env`) for an object about to be created: HUGE asks for its
+// buffers on huge pages, and fails on a ConnectX when the system has none; so it does here (ENOMEM), though the
+// fabric's rings live in its own arena either way. 0 when creation may go on (device_info.cpp).
+int allocation_refusal(const char* env);
 
 // The device attributes every fabric NIC reports (device_info.cpp).
 uint32_t vendor_part_id();

@@ -26,6 +26,10 @@ CqObject* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, uint32_t
         errno = EINVAL;
         return nullptr;
     }
+    if (int err = allocation_refusal("MLX_CQ_ALLOC_TYPE")) {
+        errno = err;
+        return nullptr;
+    }
     ensure_sigpipe_handler();
     int event_fd = -1;
     if (channel) {

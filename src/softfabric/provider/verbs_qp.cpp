@@ -29,6 +29,10 @@ ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr, DcRole 
         errno = EINVAL;
         return nullptr;
     }
+    if (int err = allocation_refusal("MLX_QP_ALLOC_TYPE")) {
+        errno = err;
+        return nullptr;
+    }
     if (dc == DcRole::Initiator) {  // a DCI has no receive side
         attr->srq = nullptr;
         attr->cap.max_recv_wr = 0;

@@ -10,6 +10,8 @@
 namespace softfabric::provider {
 namespace {
 
+constexpr uint32_t kNoQpn = 0xffffff;  // no fabric QP has this number
+
 QpImpl& impl(ibv_qp_ex* qpx) { return qp_of(qpx); }
 
 void fail(QpImpl& q, int err) {
@@ -26,10 +28,12 @@ engine::Wqe* begin(ibv_qp_ex* qpx, engine::Opcode op, uint64_t flag_needed) {
         return nullptr;
     }
     ibv_qp_type type = q.engine.type();
+    const bool dci = q.dc_role == DcRole::Initiator;  // its destination comes with each WQE (mlx5dv_wr_set_dc_addr)
     bool rdma = op != engine::Opcode::Send && op != engine::Opcode::SendWithImm;
     bool rc_only = op == engine::Opcode::RdmaRead || op == engine::Opcode::AtomicCmpSwp ||
                    op == engine::Opcode::AtomicFetchAdd;
-    if ((rdma && type == IBV_QPT_UD) || (rc_only && type != IBV_QPT_RC) || (type != IBV_QPT_UD && !q.dest_known)) {
+    if (q.dc_role == DcRole::Target || (rdma && type == IBV_QPT_UD) || (rc_only && type != IBV_QPT_RC && !dci) ||
+        (type != IBV_QPT_UD && !dci && !q.dest_known)) {
         fail(q, EINVAL);
         return nullptr;
     }
@@ -37,6 +41,11 @@ engine::Wqe* begin(ibv_qp_ex* qpx, engine::Opcode op, uint64_t flag_needed) {
     if (!w) {
         fail(q, ENOMEM);
         return nullptr;
+    }
+    if (dci) {  // until mlx5dv_wr_set_dc_addr names one: nowhere, retried to exhaustion as by a NIC
+        w->ud = engine::UdDestination{};
+        w->ud.nic = q.engine.nic();
+        w->ud.qpn = kNoQpn;
     }
     w->id = qpx->wr_id;
     w->opcode = op;
@@ -187,7 +196,46 @@ void wr_send_tso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { wr_unsupported(qpx
 void wr_set_xrc_srqn(ibv_qp_ex* qpx, uint32_t) { wr_unsupported(qpx); }
 void wr_atomic_write(ibv_qp_ex* qpx, uint32_t, uint64_t, const void*) { wr_unsupported(qpx); }
 
+// ---- mlx5dv_qp_ex: mlx5's setters on the same batch.
+QpImpl& impl(mlx5dv_qp_ex* mqp) { return *reinterpret_cast<QpImpl::DvQpEx*>(mqp)->impl; }
+
+// A DCI's destination: the AH's NIC, the DCT's number and the low 32 bits of its access key (what a DCT keeps
+// of the key, create_dc_qp). On any other QP, and for an AH that names no fabric NIC: EINVAL at ibv_wr_complete.
+void wr_set_dc_addr(mlx5dv_qp_ex* mqp, ibv_ah* ah, uint32_t remote_dctn, uint64_t remote_dc_key) {
+    QpImpl& q = impl(mqp);
+    engine::Wqe* w = q.wr_current;
+    if (!w) return;
+    auto* a = reinterpret_cast<AhObject*>(ah);
+    if (q.dc_role != DcRole::Initiator || !a || !a->valid) return fail(q, EINVAL);
+    w->ud = a->dest;
+    w->ud.qpn = remote_dctn;
+    w->ud.qkey = static_cast<uint32_t>(remote_dc_key);
+}
+
+// mlx5 features the fabric does not emulate (indirect mkeys, signature, crypto, DCI streams, raw WQEs on the
+// verbs path, DMA memcpy): the batch fails with EOPNOTSUPP at ibv_wr_complete, as on a device without them.
+void mlx5_unsupported(mlx5dv_qp_ex* mqp) { fail(impl(mqp), EOPNOTSUPP); }
+void wr_mr_interleaved(mlx5dv_qp_ex* m, mlx5dv_mkey*, uint32_t, uint32_t, uint16_t, mlx5dv_mr_interleaved*) {
+    mlx5_unsupported(m);
+}
+void wr_mr_list(mlx5dv_qp_ex* m, mlx5dv_mkey*, uint32_t, uint16_t, ibv_sge*) { mlx5_unsupported(m); }
+void wr_mkey_configure(mlx5dv_qp_ex* m, mlx5dv_mkey*, uint8_t, mlx5dv_mkey_conf_attr*) { mlx5_unsupported(m); }
+void wr_set_mkey_access_flags(mlx5dv_qp_ex* m, uint32_t) { mlx5_unsupported(m); }
+void wr_set_mkey_layout_list(mlx5dv_qp_ex* m, uint16_t, const ibv_sge*) { mlx5_unsupported(m); }
+void wr_set_mkey_layout_interleaved(mlx5dv_qp_ex* m, uint32_t, uint16_t, const mlx5dv_mr_interleaved*) {
+    mlx5_unsupported(m);
+}
+void wr_set_mkey_sig_block(mlx5dv_qp_ex* m, const mlx5dv_sig_block_attr*) { mlx5_unsupported(m); }
+void wr_raw_wqe(mlx5dv_qp_ex* m, const void*) { mlx5_unsupported(m); }
+void wr_set_dc_addr_stream(mlx5dv_qp_ex* m, ibv_ah*, uint32_t, uint64_t, uint16_t) { mlx5_unsupported(m); }
+void wr_memcpy(mlx5dv_qp_ex* m, uint32_t, uint64_t, uint32_t, uint64_t, size_t) { mlx5_unsupported(m); }
+void wr_set_mkey_crypto(mlx5dv_qp_ex* m, const mlx5dv_crypto_attr*) { mlx5_unsupported(m); }
+
 }  // namespace
+
+mlx5dv_qp_ex* dv_qp_ex(ibv_qp_ex* qpx) { return &impl(qpx).dv.pub; }
+
+bool is_fabric_dv_qp_ex(const mlx5dv_qp_ex* mqp) { return mqp && mqp->wr_set_dc_addr == wr_set_dc_addr; }
 
 void install_qp_ex_ops(ibv_qp_ex* qpx) {
     qpx->wr_start = wr_start;
@@ -211,6 +259,23 @@ void install_qp_ex_ops(ibv_qp_ex* qpx) {
     qpx->wr_send_tso = wr_send_tso;
     qpx->wr_set_xrc_srqn = wr_set_xrc_srqn;
     qpx->wr_atomic_write = wr_atomic_write;
+
+    QpImpl& q = impl(qpx);
+    mlx5dv_qp_ex& d = q.dv.pub;
+    d.comp_mask = 0;
+    d.wr_set_dc_addr = wr_set_dc_addr;
+    d.wr_mr_interleaved = wr_mr_interleaved;
+    d.wr_mr_list = wr_mr_list;
+    d.wr_mkey_configure = wr_mkey_configure;
+    d.wr_set_mkey_access_flags = wr_set_mkey_access_flags;
+    d.wr_set_mkey_layout_list = wr_set_mkey_layout_list;
+    d.wr_set_mkey_layout_interleaved = wr_set_mkey_layout_interleaved;
+    d.wr_set_mkey_sig_block = wr_set_mkey_sig_block;
+    d.wr_raw_wqe = wr_raw_wqe;
+    d.wr_set_dc_addr_stream = wr_set_dc_addr_stream;
+    d.wr_memcpy = wr_memcpy;
+    d.wr_set_mkey_crypto = wr_set_mkey_crypto;
+    q.dv.impl = &q;
 }
 
 }  // namespace softfabric::provider

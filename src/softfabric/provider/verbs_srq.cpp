@@ -1,4 +1,5 @@
 // Shared receive queues: a receive ring in this process's arena that senders to any of its QPs consume.
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <new>
@@ -11,10 +12,17 @@ namespace softfabric::provider {
 namespace {
 
 ibv_srq* make_srq(ibv_context* ctx, ibv_srq_attr& attr) {
-    if (attr.max_wr == 0 || attr.max_wr > engine::kMaxQueueDepth || attr.max_sge > engine::kMaxSge) {
+    if (attr.max_wr > engine::kMaxQueueDepth || attr.max_sge > engine::kMaxSge) {
         errno = EINVAL;
         return nullptr;
     }
+    if (int err = allocation_refusal("MLX_SRQ_ALLOC_TYPE")) {
+        errno = err;
+        return nullptr;
+    }
+    // As on a ConnectX, no minimum: an SRQ asked for 0 entries or 0 scatter entries gets the smallest ring.
+    attr.max_wr = std::max(attr.max_wr, 1u);
+    attr.max_sge = std::max(attr.max_sge, 1u);
     Runtime& rt = *context_of(ctx).rt;
     auto impl = std::make_unique<SrqImpl>();
     ArenaBlock block = create_recv_ring(rt, attr.max_wr, attr.max_sge);

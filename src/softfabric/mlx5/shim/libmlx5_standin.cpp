@@ -9,11 +9,13 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <concepts>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "mlx5/frontend_abi.h"
 
@@ -71,6 +73,44 @@ template <typename T> T no_real(T value) {
     return value;
 }
 
+// What a failed call returns, in the convention of its return type (libmlx5's, mlx5dv.h): an int is the error
+// number itself, a pointer is NULL with errno set.
+template <typename R> R failed(int err) {
+    if constexpr (std::is_pointer_v<R>) {
+        errno = err;
+        return nullptr;
+    } else {
+        static_assert(std::is_same_v<R, int>);
+        return err;
+    }
+}
+
+// Whether an argument belongs to the fabric: a context, a verbs object (by its context), or an mlx5dv object the
+// fabric created (DevX object, umem, UAR; mlx5dv_qp_ex).
+bool fab(ibv_context* ctx) { return fabric_context(ctx); }
+template <typename T>
+    requires requires(T* t) {
+        { t->context } -> std::convertible_to<ibv_context*>;
+    }
+bool fab(T* o) {
+    return o && fabric_context(o->context);
+}
+bool fab(ibv_qp_ex* qp) { return qp && fabric_context(qp->qp_base.context); }
+bool fab(mlx5dv_devx_obj* o) { return fabric_object(o); }
+bool fab(mlx5dv_qp_ex* mqp) {
+    const softfabric_mlx5_ops* f = mqp ? fabric() : nullptr;
+    return f && f->owns_qp_ex(mqp);
+}
+bool fab(const mlx5dv_flow_action_attr* actions, size_t n) {  // the objects mlx5dv_create_flow's actions name
+    for (size_t i = 0; actions && i < n; ++i) {
+        const mlx5dv_flow_action_attr& a = actions[i];
+        if ((a.type == MLX5DV_FLOW_ACTION_DEST_IBV_QP && fab(a.qp)) ||
+            ((a.type == MLX5DV_FLOW_ACTION_DEST_DEVX || a.type == MLX5DV_FLOW_ACTION_COUNTERS_DEVX) && fab(a.obj)))
+            return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 SF_EXPORT bool mlx5dv_is_supported(struct ibv_device* device) {
@@ -113,18 +153,6 @@ SF_EXPORT struct ibv_qp* mlx5dv_create_qp(struct ibv_context* ctx, struct ibv_qp
     if (fabric_context(ctx)) return fabric()->create_qp(ctx, qp_attr, mlx5_attr);
     auto real = REAL(mlx5dv_create_qp, "MLX5_1.3");
     return real ? real(ctx, qp_attr, mlx5_attr) : no_real<ibv_qp*>(nullptr);
-}
-
-// The fabric raises no DevX events (its objects report errors in CQEs only): an event channel is refused as on
-// a kernel without DevX event support.
-SF_EXPORT struct mlx5dv_devx_event_channel* mlx5dv_devx_create_event_channel(
-    struct ibv_context* ctx, enum mlx5dv_devx_create_event_channel_flags flags) {
-    if (fabric_context(ctx)) {
-        errno = EOPNOTSUPP;
-        return nullptr;
-    }
-    auto real = REAL(mlx5dv_devx_create_event_channel, "MLX5_1.11");
-    return real ? real(ctx, flags) : no_real<mlx5dv_devx_event_channel*>(nullptr);
 }
 
 SF_EXPORT struct mlx5dv_devx_umem* mlx5dv_devx_umem_reg(struct ibv_context* ctx, void* addr, size_t size,
@@ -190,29 +218,17 @@ SF_EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj* obj) {
     return real ? real(obj) : ENOSYS;
 }
 
-SF_EXPORT int mlx5dv_devx_query_eqn(struct ibv_context* ctx, uint32_t vector, uint32_t* eqn) {
-    if (fabric_context(ctx)) return fabric()->query_eqn(ctx, vector, eqn);
-    auto real = REAL(mlx5dv_devx_query_eqn, "MLX5_1.7");
-    return real ? real(ctx, vector, eqn) : ENOSYS;
-}
-
 SF_EXPORT int mlx5dv_devx_general_cmd(struct ibv_context* ctx, const void* in, size_t inlen, void* out,
                                       size_t outlen) {
-    if (fabric_context(ctx)) return EOPNOTSUPP;  // no HCA capabilities to query on the fabric
+    if (fabric_context(ctx)) return fabric()->general_cmd(ctx, in, inlen, out, outlen);
     auto real = REAL(mlx5dv_devx_general_cmd, "MLX5_1.7");
     return real ? real(ctx, in, inlen, out, outlen) : ENOSYS;
 }
 
-SF_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen) {
-    if (qp && fabric_context(qp->context)) return EOPNOTSUPP;  // verbs QPs on the fabric: use ibv_modify_qp
-    auto real = REAL(mlx5dv_devx_qp_modify, "MLX5_1.8");
-    return real ? real(qp, in, inlen, out, outlen) : ENOSYS;
-}
-
-SF_EXPORT int mlx5dv_devx_qp_query(struct ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen) {
-    if (qp && fabric_context(qp->context)) return EOPNOTSUPP;  // QUERY_QP is not emulated: use ibv_query_qp
-    auto real = REAL(mlx5dv_devx_qp_query, "MLX5_1.8");
-    return real ? real(qp, in, inlen, out, outlen) : ENOSYS;
+SF_EXPORT int mlx5dv_devx_query_eqn(struct ibv_context* ctx, uint32_t vector, uint32_t* eqn) {
+    if (fabric_context(ctx)) return fabric()->query_eqn(ctx, vector, eqn);
+    auto real = REAL(mlx5dv_devx_query_eqn, "MLX5_1.7");
+    return real ? real(ctx, vector, eqn) : ENOSYS;
 }
 
 namespace {
@@ -248,4 +264,143 @@ SF_EXPORT int softfabric_mlx5dv_init_obj_1_0(struct mlx5dv_obj* obj, uint64_t ob
 __asm__(".symver softfabric_mlx5dv_init_obj_1_0, mlx5dv_init_obj@MLX5_1.0");
 SF_EXPORT int softfabric_mlx5dv_init_obj_1_0(struct mlx5dv_obj* obj, uint64_t obj_type) {
     return init_obj(obj, obj_type, "MLX5_1.0");
+}
+
+SF_EXPORT struct mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex* qp) {
+    if (fab(qp)) return fabric()->qp_ex_from_ibv_qp_ex(qp);
+    auto real = REAL(mlx5dv_qp_ex_from_ibv_qp_ex, "MLX5_1.10");
+    return real ? real(qp) : no_real<mlx5dv_qp_ex*>(nullptr);
+}
+
+// ------------------------------------------------------------------------------------------------ refusals
+// Every other function of libmlx5 that can be handed a fabric context or object: on one it fails as mlx5 does
+// for a feature the device lacks (EOPNOTSUPP, in the function's return convention) and never reaches the real
+// library, which would take the fabric's object for its own; anything else goes to the real library unchanged.
+// ON_FABRIC is the test on the call's arguments. Functions whose every argument comes from a creator refused
+// here (flow matchers, DR domains and everything under them, event channels, command completions, EQs, MSI
+// vectors, VARs, packet pacing, schedulers, crypto logins, DEKs, mkeys, steering anchors) and the VFIO device
+// list are not defined here: they cannot meet a fabric object, and reach the real library directly.
+#define SF_REFUSED(ret, fn, version, params, args, on_fabric)                                                  \
+    SF_EXPORT ret fn params {                                                                                  \
+        if (on_fabric) return failed<ret>(EOPNOTSUPP);                                                         \
+        auto real = REAL(fn, version);                                                                         \
+        return real ? real args : failed<ret>(ENOSYS);                                                         \
+    }
+
+using cvoid = const void;
+// DevX commands on verbs objects.
+SF_REFUSED(int, mlx5dv_devx_qp_modify, "MLX5_1.8", (ibv_qp* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_qp_query, "MLX5_1.8", (ibv_qp* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_cq_modify, "MLX5_1.8", (ibv_cq* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_cq_query, "MLX5_1.8", (ibv_cq* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_srq_modify, "MLX5_1.8", (ibv_srq* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_srq_query, "MLX5_1.8", (ibv_srq* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_wq_modify, "MLX5_1.8", (ibv_wq* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_wq_query, "MLX5_1.8", (ibv_wq* q, cvoid* i, size_t il, void* o, size_t ol),
+           (q, i, il, o, ol), fab(q))
+SF_REFUSED(int, mlx5dv_devx_ind_tbl_modify, "MLX5_1.8",
+           (ibv_rwq_ind_table* t, cvoid* i, size_t il, void* o, size_t ol), (t, i, il, o, ol), fab(t))
+SF_REFUSED(int, mlx5dv_devx_ind_tbl_query, "MLX5_1.8",
+           (ibv_rwq_ind_table* t, cvoid* i, size_t il, void* o, size_t ol), (t, i, il, o, ol), fab(t))
+// DevX asynchronous commands and events: the fabric raises no DevX events (its objects report errors in CQEs).
+SF_REFUSED(mlx5dv_devx_event_channel*, mlx5dv_devx_create_event_channel, "MLX5_1.11",
+           (ibv_context* c, enum mlx5dv_devx_create_event_channel_flags f), (c, f), fab(c))
+SF_REFUSED(mlx5dv_devx_cmd_comp*, mlx5dv_devx_create_cmd_comp, "MLX5_1.9", (ibv_context* c), (c), fab(c))
+SF_REFUSED(int, mlx5dv_devx_obj_query_async, "MLX5_1.9",
+           (mlx5dv_devx_obj* o, cvoid* i, size_t il, size_t ol, uint64_t id, mlx5dv_devx_cmd_comp* cc),
+           (o, i, il, ol, id, cc), fab(o))
+SF_REFUSED(int, mlx5dv_devx_subscribe_devx_event, "MLX5_1.11",
+           (mlx5dv_devx_event_channel* ch, mlx5dv_devx_obj* o, uint16_t sz, uint16_t nums[], uint64_t cookie),
+           (ch, o, sz, nums, cookie), fab(o))
+SF_REFUSED(int, mlx5dv_devx_subscribe_devx_event_fd, "MLX5_1.11",
+           (mlx5dv_devx_event_channel* ch, int fd, mlx5dv_devx_obj* o, uint16_t num), (ch, fd, o, num), fab(o))
+SF_REFUSED(mlx5dv_devx_eq*, mlx5dv_devx_create_eq, "MLX5_1.23",
+           (ibv_context* c, cvoid* i, size_t il, void* o, size_t ol), (c, i, il, o, ol), fab(c))
+SF_REFUSED(mlx5dv_devx_msi_vector*, mlx5dv_devx_alloc_msi_vector, "MLX5_1.23", (ibv_context* c), (c), fab(c))
+// Context features: port and clock queries, context attributes, reserved QPNs, device memory, VARs, packet
+// pacing, schedulers, crypto.
+SF_REFUSED(int, _mlx5dv_query_port, "MLX5_1.19", (ibv_context* c, uint32_t p, mlx5dv_port* info, size_t len),
+           (c, p, info, len), fab(c))
+SF_REFUSED(int, mlx5dv_get_clock_info, "MLX5_1.4", (ibv_context* c, mlx5dv_clock_info* info), (c, info), fab(c))
+SF_REFUSED(int, mlx5dv_set_context_attr, "MLX5_1.2", (ibv_context* c, enum mlx5dv_set_ctx_attr_type t, void* a),
+           (c, t, a), fab(c))
+SF_REFUSED(int, mlx5dv_reserved_qpn_alloc, "MLX5_1.18", (ibv_context* c, uint32_t* qpn), (c, qpn), fab(c))
+SF_REFUSED(int, mlx5dv_reserved_qpn_dealloc, "MLX5_1.18", (ibv_context* c, uint32_t qpn), (c, qpn), fab(c))
+SF_REFUSED(ibv_dm*, mlx5dv_alloc_dm, "MLX5_1.10", (ibv_context* c, ibv_alloc_dm_attr* a, mlx5dv_alloc_dm_attr* m),
+           (c, a, m), fab(c))
+SF_REFUSED(void*, mlx5dv_dm_map_op_addr, "MLX5_1.19", (ibv_dm* dm, uint8_t op), (dm, op), fab(dm))
+SF_REFUSED(mlx5dv_var*, mlx5dv_alloc_var, "MLX5_1.12", (ibv_context* c, uint32_t f), (c, f), fab(c))
+SF_REFUSED(mlx5dv_pp*, mlx5dv_pp_alloc, "MLX5_1.13", (ibv_context* c, size_t sz, cvoid* pp, uint32_t f),
+           (c, sz, pp, f), fab(c))
+SF_REFUSED(mlx5dv_sched_node*, mlx5dv_sched_node_create, "MLX5_1.17", (ibv_context* c, const mlx5dv_sched_attr* a),
+           (c, a), fab(c))
+SF_REFUSED(mlx5dv_sched_leaf*, mlx5dv_sched_leaf_create, "MLX5_1.17", (ibv_context* c, const mlx5dv_sched_attr* a),
+           (c, a), fab(c))
+SF_REFUSED(int, mlx5dv_crypto_login, "MLX5_1.21", (ibv_context* c, mlx5dv_crypto_login_attr* a), (c, a), fab(c))
+SF_REFUSED(int, mlx5dv_crypto_login_query_state, "MLX5_1.21", (ibv_context* c, enum mlx5dv_crypto_login_state* s),
+           (c, s), fab(c))
+SF_REFUSED(int, mlx5dv_crypto_logout, "MLX5_1.21", (ibv_context* c), (c), fab(c))
+SF_REFUSED(mlx5dv_crypto_login_obj*, mlx5dv_crypto_login_create, "MLX5_1.24",
+           (ibv_context* c, mlx5dv_crypto_login_attr_ex* a), (c, a), fab(c))
+SF_REFUSED(mlx5dv_dek*, mlx5dv_dek_create, "MLX5_1.21", (ibv_context* c, mlx5dv_dek_init_attr* a), (c, a),
+           fab(c) || (a && fab(a->pd)))
+SF_REFUSED(mlx5dv_mkey*, mlx5dv_create_mkey, "MLX5_1.10", (mlx5dv_mkey_init_attr* a), (a), a && fab(a->pd))
+SF_REFUSED(int, mlx5dv_vfio_process_events, "MLX5_1.21", (ibv_context* c), (c), fab(c))
+// Flow steering and DR (the fabric has no packet steering; a flow of another device may not name fabric objects).
+SF_REFUSED(mlx5dv_flow_matcher*, mlx5dv_create_flow_matcher, "MLX5_1.6",
+           (ibv_context* c, mlx5dv_flow_matcher_attr* a), (c, a), fab(c))
+SF_REFUSED(ibv_flow*, mlx5dv_create_flow, "MLX5_1.6",
+           (mlx5dv_flow_matcher* m, mlx5dv_flow_match_parameters* v, size_t n, mlx5dv_flow_action_attr a[]),
+           (m, v, n, a), fab(a, n))
+SF_REFUSED(ibv_flow_action*, mlx5dv_create_flow_action_esp, "MLX5_1.5",
+           (ibv_context* c, ibv_flow_action_esp_attr* e, mlx5dv_flow_action_esp* m), (c, e, m), fab(c))
+SF_REFUSED(ibv_flow_action*, mlx5dv_create_flow_action_modify_header, "MLX5_1.7",
+           (ibv_context* c, size_t sz, uint64_t a[], enum mlx5dv_flow_table_type t), (c, sz, a, t), fab(c))
+SF_REFUSED(ibv_flow_action*, mlx5dv_create_flow_action_packet_reformat, "MLX5_1.7",
+           (ibv_context* c, size_t sz, void* d, enum mlx5dv_flow_action_packet_reformat_type r,
+            enum mlx5dv_flow_table_type t),
+           (c, sz, d, r, t), fab(c))
+SF_REFUSED(mlx5dv_steering_anchor*, mlx5dv_create_steering_anchor, "MLX5_1.24",
+           (ibv_context* c, mlx5dv_steering_anchor_attr* a), (c, a), fab(c))
+SF_REFUSED(mlx5dv_dr_domain*, mlx5dv_dr_domain_create, "MLX5_1.10", (ibv_context* c, enum mlx5dv_dr_domain_type t),
+           (c, t), fab(c))
+SF_REFUSED(mlx5dv_dr_action*, mlx5dv_dr_action_create_dest_ibv_qp, "MLX5_1.10", (ibv_qp* q), (q), fab(q))
+SF_REFUSED(mlx5dv_dr_action*, mlx5dv_dr_action_create_dest_devx_tir, "MLX5_1.15", (mlx5dv_devx_obj* o), (o), fab(o))
+SF_REFUSED(mlx5dv_dr_action*, mlx5dv_dr_action_create_flow_counter, "MLX5_1.10", (mlx5dv_devx_obj* o, uint32_t off),
+           (o, off), fab(o))
+SF_REFUSED(mlx5dv_dr_action*, mlx5dv_dr_action_create_aso, "MLX5_1.17",
+           (mlx5dv_dr_domain* d, mlx5dv_devx_obj* o, uint32_t off, uint32_t f, uint8_t reg), (d, o, off, f, reg),
+           fab(o))
+SF_REFUSED(int, mlx5dv_dr_aso_other_domain_link, "MLX5_1.22",
+           (mlx5dv_devx_obj* o, mlx5dv_dr_domain* peer, mlx5dv_dr_domain* d, uint32_t f, uint8_t reg),
+           (o, peer, d, f, reg), fab(o))
+SF_REFUSED(int, mlx5dv_dr_aso_other_domain_unlink, "MLX5_1.22", (mlx5dv_devx_obj* o, mlx5dv_dr_domain* d), (o, d),
+           fab(o))
+// QP, AH and WQ features beyond what mlx5dv_create_qp accepts on the fabric.
+SF_REFUSED(ibv_wq*, mlx5dv_create_wq, "MLX5_1.3", (ibv_context* c, ibv_wq_init_attr* a, mlx5dv_wq_init_attr* m),
+           (c, a, m), fab(c))
+SF_REFUSED(int, mlx5dv_query_qp_lag_port, "MLX5_1.14", (ibv_qp* q, uint8_t* p, uint8_t* ap), (q, p, ap), fab(q))
+SF_REFUSED(int, mlx5dv_modify_qp_lag_port, "MLX5_1.14", (ibv_qp* q, uint8_t p), (q, p), fab(q))
+SF_REFUSED(int, mlx5dv_modify_qp_udp_sport, "MLX5_1.17", (ibv_qp* q, uint16_t sport), (q, sport), fab(q))
+SF_REFUSED(int, mlx5dv_modify_qp_sched_elem, "MLX5_1.17",
+           (ibv_qp* q, const mlx5dv_sched_leaf* req, const mlx5dv_sched_leaf* resp), (q, req, resp), fab(q))
+SF_REFUSED(int, mlx5dv_dci_stream_id_reset, "MLX5_1.21", (ibv_qp* q, uint16_t id), (q, id), fab(q))
+SF_REFUSED(int, mlx5dv_map_ah_to_qp, "MLX5_1.20", (ibv_ah* ah, uint32_t qpn), (ah, qpn), fab(ah))
+SF_REFUSED(int, mlx5dv_qp_cancel_posted_send_wrs, "MLX5_1.20", (mlx5dv_qp_ex* q, uint64_t id), (q, id), fab(q))
+
+// The one file-descriptor return: -1 with errno, not an error number that would read as a descriptor.
+SF_EXPORT int mlx5dv_vfio_get_events_fd(struct ibv_context* ctx) {
+    if (fab(ctx)) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    auto real = REAL(mlx5dv_vfio_get_events_fd, "MLX5_1.21");
+    return real ? real(ctx) : no_real(-1);
 }
