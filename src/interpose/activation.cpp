@@ -12,6 +12,7 @@
 
 #include "interpose/capture_clock.h"
 #include "interpose/config.h"
+#include "interpose/counters_emitter.h"
 #include "interpose/deferred_rings.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/process_identity.h"
@@ -119,6 +120,7 @@ void load_provider() {
         install_fatal_signal_handlers();
         deferred::tracing_started();
     }
+    counters_tracing_started();
     // The provider registered with the session daemon while loading (lttng-ust waits up to
     // LTTNG_UST_REGISTER_TIMEOUT); a recording session enables every sigmatrace event, so a disabled
     // process_info here means the registration did not complete in time.

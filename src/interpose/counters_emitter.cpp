@@ -1,3 +1,5 @@
+#include <atomic>
+#include <cstdlib>
 #include "interpose/counters_emitter.h"
 
 #include <pthread.h>
@@ -84,6 +86,21 @@ void counters_shutdown() noexcept {
     Registry& reg = Registry::instance();
     std::lock_guard<std::mutex> lock(reg.mutex());
     for (QpState* s : reg.live_qps()) counters_flush_qp(*s);
+}
+
+namespace {
+void flush_at_exit() {
+    Registry& reg = Registry::instance();
+    std::lock_guard<std::mutex> lock(reg.mutex());
+    for (QpState* s : reg.live_qps()) counters_flush_qp(*s);  // the destructor's flush then finds nothing new
+}
+}  // namespace
+
+void counters_tracing_started() noexcept {
+    static std::atomic<bool> registered{false};
+    if (config().mode != Mode::counters || registered.exchange(true)) return;
+    std::atexit(&flush_at_exit);
+    std::at_quick_exit(&flush_at_exit);
 }
 
 void counters_after_fork_child() noexcept {

@@ -20,6 +20,11 @@ void counters_flush_qp(QpState& s) noexcept;
 // Emits every live QP's remainder and stops the thread (library destructor).
 void counters_shutdown() noexcept;
 
+// Tracing started (the provider is loaded): registers the exit()/quick_exit() flush of every live QP's remainder.
+// The library destructor is too late for it after exit(): the provider's probe has unregistered by then
+// (deferred_rings.cpp, drain_at_exit, says why), and a program that exits with its QPs alive lost every count.
+void counters_tracing_started() noexcept;
+
 // In a forked child: the parent's thread does not exist there.
 void counters_after_fork_child() noexcept;
 

@@ -47,6 +47,22 @@ run_mode() {  # MODE: a recorded run that ends that way; checks the counts
 
 for mode in return exit quick_exit thread exec abort _exit sigkill; do run_mode "$mode"; done
 
+# Counters mode: a process that returns from main or calls exit() with its QP alive still has its final counts
+# in the trace (posted WRs and bytes equal to the fabric's).
+for mode in return exit; do
+  name=ep-counters-$mode trace=$work/counters-$mode
+  "$sigmatrace" record --mode counters -o "$trace" -- "$sigmatrace" fabric --name "$name" -- "$program" "$mode" \
+    "$writes" >"$work/counters-$mode.log" 2>&1
+  read -r fops fbytes < <(fabric_counts "$name")
+  read -r cwrs cbytes < <("$analyze" "$trace" --json - 2>/dev/null | python3 -c '
+import json, sys
+c = json.load(sys.stdin).get("counters", {})
+print(c.get("posted_wrs", 0), c.get("posted_bytes", 0))')
+  [[ $cwrs == "$fops" && $cbytes == "$fbytes" && $fops == "$writes" ]] \
+    || { fail "counters mode, $mode: the counters say $cwrs WRs ($cbytes B), the fabric executed $fops ($fbytes B)"; cat "$work/counters-$mode.log"; }
+  echo "counters mode, $mode: counters $cwrs WRs $cbytes B, fabric $fops $fbytes B"
+done
+
 # SIGKILL at seeded random points of a program writing in a loop.
 RANDOM=25
 for k in 1 2 3; do
