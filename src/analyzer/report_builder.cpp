@@ -244,21 +244,26 @@ json ReportBuilder::ops_section() const {
                 {"by_opcode", by_opcode}};
 }
 
+json ReportBuilder::qp_ref(const Qp& qp) const {
+    json j = proc_ref(qp.proc);
+    j["qp_num"] = qp.qp_num;
+    j["type"] = qp.type;
+    j["device"] = qp.dev == kNoId ? std::string("?") : a_.topo_.device(qp.dev).name;
+    const Peer& peer = qp.peer;
+    json pj = proc_ref(peer.proc);
+    if (peer.node != kNoId) pj["node"] = node_name(peer.node);
+    pj["qp_num"] = qp.has_remote ? json(qp.dest_qpn) : json(nullptr);
+    pj["device"] = peer.dev == kNoId ? json(nullptr) : json(a_.topo_.device(peer.dev).name);
+    j["peer"] = pj;
+    return j;
+}
+
 json ReportBuilder::qps_section() const {
     json out = json::array();
     for (const auto& [q, agg] : a_.stats_.by_qp()) {
         const Qp& qp = a_.topo_.qp(q);
-        json j = proc_ref(qp.proc);
-        j["qp_num"] = qp.qp_num;
-        j["type"] = qp.type;
+        json j = qp_ref(qp);
         j["gpu"] = qp.gpu;
-        j["device"] = qp.dev == kNoId ? std::string("?") : a_.topo_.device(qp.dev).name;
-        const Peer& peer = qp.peer;
-        json pj = proc_ref(peer.proc);
-        if (peer.node != kNoId) pj["node"] = node_name(peer.node);
-        pj["qp_num"] = qp.has_remote ? json(qp.dest_qpn) : json(nullptr);
-        pj["device"] = peer.dev == kNoId ? json(nullptr) : json(a_.topo_.device(peer.dev).name);
-        j["peer"] = pj;
         j["count"] = agg.count;
         j["bytes"] = agg.bytes;
         j["errors"] = agg.errors();
@@ -309,16 +314,8 @@ json ReportBuilder::counters_section() const {
         Sum x;
         x.add(qp.counted);
         total.add(qp.counted);
-        json j = proc_ref(qp.proc);
-        j["qp_num"] = qp.qp_num;
-        j["type"] = qp.type;
-        j["device"] = qp.dev == kNoId ? std::string("?") : a_.topo_.device(qp.dev).name;
+        json j = qp_ref(qp);
         const Peer& peer = qp.peer;
-        json pj = proc_ref(peer.proc);
-        if (peer.node != kNoId) pj["node"] = node_name(peer.node);
-        pj["qp_num"] = qp.has_remote ? json(qp.dest_qpn) : json(nullptr);
-        pj["device"] = peer.dev == kNoId ? json(nullptr) : json(a_.topo_.device(peer.dev).name);
-        j["peer"] = pj;
         j["events"] = qp.counted.events;
         fields(j, x);
         per_qp.push_back(std::move(j));

@@ -14,6 +14,7 @@ namespace sigmatrace::analyzer {
 
 class Analysis;
 struct OpAggregate;
+struct Qp;
 
 // Version 2: latency_ns holds only operations whose own completion was seen (implied_latency_ns the others),
 // receives report time_posted_ns, teardown outcomes (unconfirmed, flushed_at_teardown), bytes by outcome,
@@ -64,6 +65,7 @@ private:
     SkewBasis skew_basis() const;
 
     nlohmann::json proc_ref(ProcId p) const;   // {rank, node, pid}
+    nlohmann::json qp_ref(const Qp& qp) const;  // proc_ref + {qp_num, type, device, peer}
     std::string proc_label(ProcId p) const;     // "rank 3 (node3)" or "pid 1234 (node3)"
     std::string node_name(NodeId n) const;
     nlohmann::json nic_ref(DevId d) const;      // {node, device}
