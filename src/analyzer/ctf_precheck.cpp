@@ -176,6 +176,26 @@ std::string packet_problem(const MetadataCheck& m, const uint8_t* d, std::size_t
     return {};
 }
 
+// The range of a packet whose header `h` (at byte `off` of its file) passed packet_problem(); the walk's
+// stream identity (taken from its first packet) and time order move past it.
+PacketRange accept_packet(const MetadataCheck& m, const uint8_t* h, uint64_t off, bool& have_stream, uint64_t& sid,
+                          uint64_t& inst, uint64_t& prev_end) {
+    PacketRange r;
+    r.begin = off;
+    r.end = off + load(h + kOffPacketSize, 8, m.big_endian) / 8;
+    r.seq_num = load(h + kOffSeqNum, 8, m.big_endian);
+    r.content_bits = load(h + kOffContent, 8, m.big_endian);
+    r.ts_begin = load(h + kOffTsBegin, 8, m.big_endian);
+    r.ts_end = load(h + kOffTsEnd, 8, m.big_endian);
+    if (!have_stream) {
+        sid = load(h + kOffStreamId, 4, m.big_endian);
+        inst = load(h + kOffInstance, 8, m.big_endian);
+        have_stream = true;
+    }
+    prev_end = r.ts_end;
+    return r;
+}
+
 // The packets of a stream file read header by header; nullopt as soon as one fails a check (check_stream on
 // the whole file then says where and why).
 std::optional<std::vector<PacketRange>> header_walk(const MetadataCheck& m, const fs::path& file, uint64_t size) {
@@ -196,21 +216,8 @@ std::optional<std::vector<PacketRange>> header_walk(const MetadataCheck& m, cons
         if (psize / 8 > size - off) return std::nullopt;
         if (!packet_problem(m, h, kPacketHeaderBytes, 0, prev_end, have_stream, sid, inst, size - off).empty())
             return std::nullopt;
-        PacketRange r;
-        r.begin = off;
-        r.end = off + psize / 8;
-        r.seq_num = load(h + kOffSeqNum, 8, m.big_endian);
-        r.content_bits = load(h + kOffContent, 8, m.big_endian);
-        r.ts_begin = load(h + kOffTsBegin, 8, m.big_endian);
-        r.ts_end = load(h + kOffTsEnd, 8, m.big_endian);
-        if (!have_stream) {
-            sid = load(h + kOffStreamId, 4, m.big_endian);
-            inst = load(h + kOffInstance, 8, m.big_endian);
-            have_stream = true;
-        }
-        prev_end = r.ts_end;
-        out.push_back(r);
-        off = r.end;
+        out.push_back(accept_packet(m, h, off, have_stream, sid, inst, prev_end));
+        off = out.back().end;
     }
     return out;
 }
@@ -319,22 +326,8 @@ StreamCheck check_stream(const MetadataCheck& m, const uint8_t* d, std::size_t s
     while (off < size) {
         std::string why = packet_problem(m, d, size, off, prev_end, have_stream, sid, inst);
         if (why.empty()) {
-            const uint8_t* p = d + off;
-            PacketRange r;
-            r.begin = off;
-            r.end = off + load(p + kOffPacketSize, 8, m.big_endian) / 8;
-            r.seq_num = load(p + kOffSeqNum, 8, m.big_endian);
-            r.content_bits = load(p + kOffContent, 8, m.big_endian);
-            r.ts_begin = load(p + kOffTsBegin, 8, m.big_endian);
-            r.ts_end = load(p + kOffTsEnd, 8, m.big_endian);
-            if (!have_stream) {
-                sid = load(p + kOffStreamId, 4, m.big_endian);
-                inst = load(p + kOffInstance, 8, m.big_endian);
-                have_stream = true;
-            }
-            prev_end = r.ts_end;
-            out.packets.push_back(r);
-            off = r.end;
+            out.packets.push_back(accept_packet(m, d + off, off, have_stream, sid, inst, prev_end));
+            off = out.packets.back().end;
             continue;
         }
         // Resynchronize on the next offset where a packet passes every check.
