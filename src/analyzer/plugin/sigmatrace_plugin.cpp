@@ -4,7 +4,9 @@
 //   babeltrace2 --plugin-path=PREFIX/lib/sigmatrace/bt2-plugins TRACE_DIR -c sink.sigmatrace.analyze
 //       [-p 'json="out.json",html="out.html",perfetto="out.perfetto.json",events="events.txt",text=yes']
 //
-// Parameters (all optional): json, html, perfetto (output paths), events (a path, or "-" for stdout: every
+// filter.sigmatrace.expand (expand_filter.h) turns records into one readable event per call for any sink.
+//
+// Parameters of sink.sigmatrace.analyze (all optional): json, html, perfetto (output paths), events (a path, or "-" for stdout: every
 // SigmaTrace event as read, one line each, deferred records expanded into their calls, as `sigmatrace-analyze
 // --events` writes them), text (bool: the text report on stdout at the end; default true, false when events
 // go to stdout), skew-threshold (real), error-storm (integer).
@@ -24,6 +26,7 @@
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
 #include "analyzer/text_report.h"
+#include "expand_filter.h"
 
 namespace {
 
@@ -156,11 +159,17 @@ bt_component_class_sink_consume_method_status analyze_consume(bt_self_component_
 extern "C" {
 BT_PLUGIN_MODULE();
 BT_PLUGIN(sigmatrace);
-BT_PLUGIN_DESCRIPTION("SigmaTrace: per-operation RDMA analysis (latency, traffic matrix, barriers, findings)");
+BT_PLUGIN_DESCRIPTION("SigmaTrace: per-operation RDMA analysis (latency, traffic matrix, barriers, findings) and readable "
+                      "data-path events");
 BT_PLUGIN_LICENSE("See the SigmaTrace LICENSE file");
 BT_PLUGIN_SINK_COMPONENT_CLASS(analyze, analyze_consume);
 BT_PLUGIN_SINK_COMPONENT_CLASS_DESCRIPTION(analyze, "Rebuild RDMA operations from SigmaTrace events and report them");
 BT_PLUGIN_SINK_COMPONENT_CLASS_INITIALIZE_METHOD(analyze, analyze_init);
 BT_PLUGIN_SINK_COMPONENT_CLASS_FINALIZE_METHOD(analyze, analyze_finalize);
 BT_PLUGIN_SINK_COMPONENT_CLASS_GRAPH_IS_CONFIGURED_METHOD(analyze, analyze_graph_is_configured);
+BT_PLUGIN_FILTER_COMPONENT_CLASS(expand, sigmatrace::bt2plugin::expand_iterator_next);
+BT_PLUGIN_FILTER_COMPONENT_CLASS_DESCRIPTION(expand, "Turn each deferred_records event into one event per captured call");
+BT_PLUGIN_FILTER_COMPONENT_CLASS_INITIALIZE_METHOD(expand, sigmatrace::bt2plugin::expand_init);
+BT_PLUGIN_FILTER_COMPONENT_CLASS_MESSAGE_ITERATOR_CLASS_INITIALIZE_METHOD(expand, sigmatrace::bt2plugin::expand_iterator_init);
+BT_PLUGIN_FILTER_COMPONENT_CLASS_MESSAGE_ITERATOR_CLASS_FINALIZE_METHOD(expand, sigmatrace::bt2plugin::expand_iterator_finalize);
 }
