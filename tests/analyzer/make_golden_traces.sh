@@ -25,4 +25,17 @@ record mixed --subbuf 4096 --num-subbuf 8 -- "$synth" mixed --ranks 4 --iters 8 
 record discarded --subbuf 4096 --num-subbuf 2 --discard -- "$synth" bench --ranks 2 --iters 3000
 # A rank that aborts with work requests in flight.
 record crash --subbuf 4096 --num-subbuf 8 -- "$synth" crash --ranks 2 --iters 12
+# Deferred emission's records (filter.sigmatrace.expand's test): ib_send_bw between two fabric nodes, recorded
+# by the tracer itself.
+record_fabric() {  # record_fabric NAME SCRIPT
+  local name=$1 tmp; tmp=$(mktemp -d)
+  printf '%s\n' "$2" > "$tmp/run.sh"
+  "$root/tests/support/sandbox.sh" bash "$tmp/run.sh" "$tmp/t" || true
+  rm -rf "${data:?}/$name"
+  mkdir -p "$data/$name"
+  cp -r "$tmp/t/ust/uid/0/64-bit/." "$data/$name/"
+  rm -rf "$tmp"
+}
+st=$build/stage/bin/sigmatrace
+record_fabric records "$st record -o \"\$1\" -- bash -c '$st fabric --node 0 -- ib_send_bw -d sfab_0 -s 64 -n 200 >/dev/null & sleep 1; $st fabric --node 1 -- ib_send_bw -d sfab_0 -s 64 -n 200 localhost >/dev/null; wait'"
 du -sh "$data"/*
