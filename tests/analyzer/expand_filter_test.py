@@ -8,7 +8,9 @@ between two fabric nodes, recorded by `sigmatrace record` with deferred emission
 2. copy: sigmatrace-analyze of the sink.ctf.fs copy gives the original's JSON, less the fields that count events
    or name the trace (listed in SAME_EXCEPT);
 3. damage: a carrier whose words are overwritten from its middle on passes on unchanged after the calls that
-   decoded, which equal the intact run's, with a warning; the graph does not fail.
+   decoded, which equal the intact run's, with a warning; the graph does not fail;
+4. classes: on the trace with its call event classes left out of the metadata, the filter's own classes print
+   and analyze exactly as the tracer's.
 
 The exact values (a handle, 15 polls) are those of the committed recording: re-recording it
 (make_golden_traces.sh) means reading them again from its text output.
@@ -179,6 +181,29 @@ check(f"n = {len(victim)}, _words_length = {len(victim)}," in kept, "the damaged
 rest = lambda ls, skip: [l for l in ls if l not in skip]
 check(rest(dlines, damaged_calls + [kept]) == rest(lines, intact_calls + [calls_before(lines, victim_ts)[1]]),
       "the other events and carriers are as in the intact run")
+
+# ------------------------------------------------------------------ 4. a trace that declares no call events
+# The same trace with the four call event classes left out of its metadata (no event of theirs is in it): the
+# filter builds them from the schema, and what comes out reads as with the tracer's own classes.
+meta = subprocess.run(["babeltrace2", "-o", "ctf-metadata", trace], capture_output=True, text=True).stdout
+bare_meta, removed = re.subn(r'event \{\n\tname = "sigmatrace:(post_send|post_recv|post_srq_recv|poll_cq)";.*?\n\};\n', "",
+                             meta, flags=re.S)
+check(removed == 4, f"the four call event classes are left out of the metadata: {removed}")
+bare = os.path.join(work, "bare")
+shutil.copytree(trace, bare)
+with open(os.path.join(bare, "metadata"), "w") as f:
+    f.write(bare_meta)
+b = bt(bare, "-c", "filter.sigmatrace.expand", "-c", "sink.text.pretty", "-p", "clock-cycles=yes")
+check(b.returncode == 0 and b.stdout.splitlines() == lines, "built call classes print as the tracer's do")
+bare_copy = os.path.join(work, "bare-copy")
+r = bt(bare, "-c", "filter.sigmatrace.expand", "-c", "sink.ctf.fs", "-p", f'path="{bare_copy}",assume-single-trace=yes')
+check(r.returncode == 0, "sink.ctf.fs writes the copy with built call classes")
+from_bare = analyze(bare_copy, os.path.join(work, "bare-copy.json"))
+for key in SAME_EXCEPT:
+    from_bare[key[0]].pop(key[1])
+for p in from_bare["processes"]:
+    p.pop("events")
+check(from_bare == again, "the copy with built call classes analyzes as the other copy")
 
 print(f"{len(others)} other events, damaged carrier: {decoded} of {len(intact_calls)} calls decoded; {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
