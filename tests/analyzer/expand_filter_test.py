@@ -10,7 +10,9 @@ between two fabric nodes, recorded by `sigmatrace record` with deferred emission
 3. damage: a carrier whose words are overwritten from its middle on passes on unchanged after the calls that
    decoded, which equal the intact run's, with a warning; the graph does not fail;
 4. classes: on the trace with its call event classes left out of the metadata, the filter's own classes print
-   and analyze exactly as the tracer's.
+   and analyze exactly as the tracer's;
+5. salvage: the carrier marked as salvaged (origin_pid/origin_tid) gives calls of that process and thread, and
+   the copy analyzes as the marked original.
 
 The exact values (a handle, 15 polls) are those of the committed recording: re-recording it
 (make_golden_traces.sh) means reading them again from its text output.
@@ -204,6 +206,47 @@ for key in SAME_EXCEPT:
 for p in from_bare["processes"]:
     p.pop("events")
 check(from_bare == again, "the copy with built call classes analyzes as the other copy")
+
+# ------------------------------------------------------------------ 5. salvaged records
+# The same carrier marked as salvaged (origin_pid, origin_tid follow its words) on behalf of the other process:
+# its calls belong to that process and thread, as the analyzer reads the carrier, and the copy analyzes as the
+# marked original.
+victim_line = next(l for l in plain.stdout.splitlines() if "sigmatrace:deferred_records:" in l and event_name(l)[0] == victim_ts)
+victim_pid = int(re.search(r"vpid = (\d+)", victim_line).group(1))
+origin = next(p["pid"] for p in orig["processes"] if p["pid"] != victim_pid)
+salvaged = os.path.join(work, "salvaged")
+shutil.copytree(trace, salvaged)
+first_words = b"".join(w.to_bytes(8, "little") for w in victim[:4])
+for name in os.listdir(salvaged):
+    if not name.startswith("sigmatrace_"):
+        continue
+    path = os.path.join(salvaged, name)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    at = data.find(first_words)
+    if at >= 0:
+        end = at + 8 * len(victim)
+        data[end:end + 8] = origin.to_bytes(4, "little") + (origin + 1).to_bytes(4, "little")
+        with open(path, "wb") as f:
+            f.write(bytes(data))
+s_lines = bt(salvaged, "-c", "filter.sigmatrace.expand", "-c", "sink.text.pretty", "-p", "clock-cycles=yes").stdout.splitlines()
+s_calls, s_carrier = calls_before(s_lines, victim_ts)
+check(f"origin_pid = {origin}, origin_tid = {origin + 1}," in s_carrier, "the carrier is marked salvaged: " + s_carrier[:60])
+check(len(s_calls) == len(intact_calls) and all(f'{{ vpid = {origin}, vtid = {origin + 1}, procname = "" }}' in l for l in s_calls),
+      "the salvaged calls carry their origin's pid and thread")
+salvaged_copy = os.path.join(work, "salvaged-copy")
+r = bt(salvaged, "-c", "filter.sigmatrace.expand", "-c", "sink.ctf.fs", "-p", f'path="{salvaged_copy}",assume-single-trace=yes')
+check(r.returncode == 0, "sink.ctf.fs writes the salvaged copy")
+marked = analyze(salvaged, os.path.join(work, "salvaged.json"))
+marked_copy = analyze(salvaged_copy, os.path.join(work, "salvaged-copy.json"))
+check(marked["trace"]["salvaged_events"] == 1, "the analyzer counts the salvaged carrier")
+for doc in (marked, marked_copy):
+    for key in SAME_EXCEPT:
+        doc[key[0]].pop(key[1])
+    for p in doc["processes"]:
+        p.pop("events")
+check(marked == marked_copy, "the salvaged copy analyzes to the marked original's JSON")
+check(marked != orig, "marking the carrier salvaged changes the analysis")
 
 print(f"{len(others)} other events, damaged carrier: {decoded} of {len(intact_calls)} calls decoded; {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
