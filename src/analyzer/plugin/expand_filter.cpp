@@ -163,6 +163,7 @@ template <typename Rec> bool build_payload(bt_trace_class* tc, bt_field_class* s
 // Where a call event's fields sit in an event class's payload: one member index per field in schema order
 // (visit_fields' order), and the LTTng length members of its sequences.
 struct CallClass {
+    bool tried = false;  // looked up (or made) once per stream class
     const bt_event_class* ec = nullptr;
     std::vector<uint64_t> member;
     std::vector<uint64_t> lengths;
@@ -210,10 +211,8 @@ private:
     std::unordered_map<const bt_stream*, uint64_t> last_;
     std::unordered_map<const bt_event_class*, CarrierClass> carriers_;
     std::unordered_map<const bt_stream_class*, std::array<CallClass, 4>> call_classes_;
-    std::unordered_map<const bt_stream_class*, std::array<bool, 4>> call_class_tried_;
     std::vector<uint64_t> words_;
     records::Scratch scratch_;
-    uint64_t damaged_ = 0;
 };
 
 const CarrierClass* Expander::carrier_class(const bt_event_class* ec) {
@@ -277,9 +276,8 @@ template <typename Rec> bool Expander::bind(const bt_event_class* ec, CallClass&
 template <typename Rec> const CallClass* Expander::call_class(const bt_stream_class* sc) {
     constexpr std::size_t slot = slot_of<Rec>();
     auto& classes = call_classes_[sc];
-    auto& tried = call_class_tried_[sc];
-    if (tried[slot]) return classes[slot].ec != nullptr ? &classes[slot] : nullptr;
-    tried[slot] = true;
+    if (classes[slot].tried) return classes[slot].ec != nullptr ? &classes[slot] : nullptr;
+    classes[slot].tried = true;
     uint64_t next_id = 0;
     for (uint64_t i = 0, n = bt_stream_class_get_event_class_count(sc); i < n; ++i) {
         const bt_event_class* ec = bt_stream_class_borrow_event_class_by_index_const(sc, i);
@@ -436,11 +434,11 @@ bool Expander::expand(const bt_message* msg, const CarrierClass& cc) {
     const uint64_t at = bt_stream_class_borrow_default_clock_class_const(sc) != nullptr
                             ? bt_clock_snapshot_get_value(bt_message_event_borrow_default_clock_snapshot_const(msg))
                             : 0;
+    // What decoded has gone out already; the carrier follows unchanged, so nothing it held is lost.
     auto pass_on = [&](const std::string& why) {
-        ++damaged_;
         const char* sname = bt_stream_get_name(stream);
-        fmt::print(stderr, "filter.sigmatrace.expand: {}; the {} event passes on unchanged after them: stream={}, clock={}\n",
-                   why, kCarrierName, sname != nullptr ? sname : fmt::format("{}", bt_stream_get_id(stream)), at);
+        fmt::print(stderr, "filter.sigmatrace.expand: {}; the {} event passes on unchanged: stream={}, clock={}\n", why,
+                   kCarrierName, sname != nullptr ? sname : fmt::format("{}", bt_stream_get_id(stream)), at);
         if (bt_stream_class_borrow_default_clock_class_const(sc) != nullptr)
             note_time(stream, bt_message_event_borrow_default_clock_snapshot_const(msg));
         out_.push_back(msg);
@@ -459,10 +457,11 @@ bool Expander::expand(const bt_message* msg, const CarrierClass& cc) {
         calls += emitted ? 1 : 0;
     });
     if (!emitted)
-        return pass_on(fmt::format("Cannot make the event of call {} of {}: the later calls stay in their carrier",
-                                   calls + 1, r.records));
+        return pass_on(fmt::format("Cannot make the event of call {} of {}: the calls before it came out", calls + 1,
+                                   r.records));
     if (r.status != records::WalkStatus::ok)
-        return pass_on(fmt::format("The records stop decoding after {} calls ({})", r.records, records::to_string(r.status)));
+        return pass_on(fmt::format("The records stop decoding after {} calls ({}): those came out", r.records,
+                                   records::to_string(r.status)));
     const bool ok = emit_emptied(msg, cc);
     bt_message_put_ref(msg);
     return ok;
@@ -549,7 +548,8 @@ bt_component_class_initialize_method_status expand_init(bt_self_component_filter
 bt_message_iterator_class_initialize_method_status expand_iterator_init(bt_self_message_iterator* self,
                                                                         bt_self_message_iterator_configuration*,
                                                                         bt_self_component_port_output*) {
-    // The C API's self-component types are views of one object; this is its documented upcast in reverse.
+    // The iterator's component is this filter: the C API's self-component types are views of one object (its
+    // bt_self_component_filter_as_self_component() is this cast the other way).
     auto* comp = reinterpret_cast<bt_self_component_filter*>(bt_self_message_iterator_borrow_component(self));
     bt_message_iterator* upstream = nullptr;
     switch (bt_message_iterator_create_from_message_iterator(self, bt_self_component_filter_borrow_input_port_by_name(comp, "in"),
