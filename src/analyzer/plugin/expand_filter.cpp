@@ -181,6 +181,7 @@ public:
     Expander(const Expander&) = delete;
     Expander& operator=(const Expander&) = delete;
     ~Expander() {
+        for (const bt_message* m : in_) bt_message_put_ref(m);
         for (const bt_message* m : out_) bt_message_put_ref(m);
         for (auto& [sc, classes] : call_classes_)
             for (CallClass& c : classes) bt_event_class_put_ref(c.ec);
@@ -206,7 +207,8 @@ private:
     bt_self_message_iterator* self_;
     bt_message_iterator* upstream_;
     bool upstream_ended_ = false;
-    std::deque<const bt_message*> out_;
+    std::deque<const bt_message*> in_;   // upstream's, not yet looked at
+    std::deque<const bt_message*> out_;  // ready to go downstream
     // The last clock value of each stream's messages so far: an expanded event's timestamp never goes below it.
     std::unordered_map<const bt_stream*, uint64_t> last_;
     std::unordered_map<const bt_event_class*, CarrierClass> carriers_;
@@ -510,20 +512,25 @@ bool Expander::take(const bt_message* msg) {
 
 bt_message_iterator_class_next_method_status Expander::next(bt_message_array_const msgs, uint64_t capacity, uint64_t* count) {
     while (out_.empty()) {
-        if (upstream_ended_) return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_END;
-        bt_message_array_const in = nullptr;
-        uint64_t n = 0;
-        switch (bt_message_iterator_next(upstream_, &in, &n)) {
-        case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK: break;
-        case BT_MESSAGE_ITERATOR_NEXT_STATUS_END: upstream_ended_ = true; continue;
-        case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN: return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_AGAIN;
-        case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR: return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_MEMORY_ERROR;
-        default: return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_ERROR;
+        if (in_.empty()) {
+            if (upstream_ended_) return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_END;
+            bt_message_array_const got = nullptr;
+            uint64_t n = 0;
+            switch (bt_message_iterator_next(upstream_, &got, &n)) {
+            case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK: break;
+            case BT_MESSAGE_ITERATOR_NEXT_STATUS_END: upstream_ended_ = true; continue;
+            case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN: return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_AGAIN;
+            case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR: return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_MEMORY_ERROR;
+            default: return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_ERROR;
+            }
+            in_.insert(in_.end(), got, got + n);
         }
-        for (uint64_t i = 0; i < n; ++i) {
-            if (take(in[i])) continue;
-            for (uint64_t k = i; k < n; ++k) bt_message_put_ref(in[k]);
-            return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_MEMORY_ERROR;
+        // One upstream message at a time until a batch is ready: what waits downstream is then at most one
+        // carrier's calls (about a thousand), whatever the trace's length.
+        while (!in_.empty() && out_.size() < capacity) {
+            const bt_message* m = in_.front();
+            in_.pop_front();
+            if (!take(m)) return BT_MESSAGE_ITERATOR_CLASS_NEXT_METHOD_STATUS_MEMORY_ERROR;
         }
     }
     uint64_t k = 0;
