@@ -11,6 +11,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/verbs/rc_setup.h"
+
 namespace sftest {
 namespace {
 
@@ -141,6 +143,21 @@ Wire Endpoint::wire() const {
 }
 
 int Endpoint::connect(const Wire& remote, const ConnectOptions& o) {
+    if (type == IBV_QPT_RC) {
+        try {
+            sigmatrace::verbs::connect_rc(qp, {.qpn = remote.qpn, .lid = remote.lid},
+                                          {.access = o.qp_access,
+                                           .rd_atomic = 16,
+                                           .timeout = o.timeout,
+                                           .retry_cnt = o.retry_cnt,
+                                           .rnr_retry = o.rnr_retry,
+                                           .min_rnr_timer = o.min_rnr_timer});
+            return 0;
+        } catch (const sigmatrace::verbs::SetupError& e) {
+            return e.err();
+        }
+    }
+    // UC and UD have their own attribute sets (no read depth, retries or RNR timer; UD: no path, a qkey).
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -164,25 +181,12 @@ int Endpoint::connect(const Wire& remote, const ConnectOptions& o) {
         a.ah_attr.dlid = remote.lid;
         a.ah_attr.port_num = 1;
         mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-        if (type == IBV_QPT_RC) {
-            a.max_dest_rd_atomic = 16;
-            a.min_rnr_timer = o.min_rnr_timer;
-            mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-        }
     }
     if (int e = ibv_modify_qp(qp, &a, mask)) return e;
     a = {};
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
-    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (type == IBV_QPT_RC) {
-        a.timeout = o.timeout;
-        a.retry_cnt = o.retry_cnt;
-        a.rnr_retry = o.rnr_retry;
-        a.max_rd_atomic = 16;
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    }
-    return ibv_modify_qp(qp, &a, mask);
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 ibv_qp_state Endpoint::state() {
