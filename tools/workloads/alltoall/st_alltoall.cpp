@@ -166,37 +166,16 @@ public:
 
     // Phase 2: the RDMA barrier on rank 0's counter.
     void barriers() {
-        ibv_qp* to_root = qps_[0].get();
         for (int e = 0; e < o_.epochs; ++e) {
             if (rank_ == late_rank()) std::this_thread::sleep_for(std::chrono::milliseconds(o_.late_ms));
-            ibv_sge sge{reinterpret_cast<uint64_t>(scratch_), 8, scratch_mr_->lkey};
-            ibv_send_wr wr{};
-            wr.wr_id = 0xba000000u + static_cast<uint64_t>(e);
-            wr.sg_list = &sge;
-            wr.num_sge = 1;
-            wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-            wr.send_flags = IBV_SEND_SIGNALED;
-            wr.wr.atomic.remote_addr = all_[0].counter_addr;
-            wr.wr.atomic.rkey = all_[0].counter_rkey;
-            wr.wr.atomic.compare_add = 1;
-            post(to_root, wr);
-            wait_completions(1);
+            on_root_counter(IBV_WR_ATOMIC_FETCH_AND_ADD, 0xba000000u + static_cast<uint64_t>(e));
             const uint64_t target = static_cast<uint64_t>(e + 1) * static_cast<uint64_t>(size_);
             for (;;) {
                 uint64_t seen;
                 if (rank_ == 0) {
                     seen = __atomic_load_n(counter_, __ATOMIC_ACQUIRE);
                 } else {
-                    ibv_send_wr rd{};
-                    rd.wr_id = 0x7ead0000u + static_cast<uint64_t>(e);
-                    rd.sg_list = &sge;
-                    rd.num_sge = 1;
-                    rd.opcode = IBV_WR_RDMA_READ;
-                    rd.send_flags = IBV_SEND_SIGNALED;
-                    rd.wr.rdma.remote_addr = all_[0].counter_addr;
-                    rd.wr.rdma.rkey = all_[0].counter_rkey;
-                    post(to_root, rd);
-                    wait_completions(1);
+                    on_root_counter(IBV_WR_RDMA_READ, 0x7ead0000u + static_cast<uint64_t>(e));
                     seen = *scratch_;
                 }
                 if (seen >= target) break;
@@ -246,6 +225,27 @@ public:
 
 private:
     int late_rank() const { return o_.late >= 0 ? o_.late : size_ - 1; }
+
+    // One signaled 8-byte operation on rank 0's counter, into scratch_ (an add of 1, or a read), waited for.
+    void on_root_counter(ibv_wr_opcode opcode, uint64_t wr_id) {
+        ibv_sge sge{reinterpret_cast<uint64_t>(scratch_), 8, scratch_mr_->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = opcode;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        if (opcode == IBV_WR_RDMA_READ) {
+            wr.wr.rdma.remote_addr = all_[0].counter_addr;
+            wr.wr.rdma.rkey = all_[0].counter_rkey;
+        } else {
+            wr.wr.atomic.remote_addr = all_[0].counter_addr;
+            wr.wr.atomic.rkey = all_[0].counter_rkey;
+            wr.wr.atomic.compare_add = 1;
+        }
+        post(qps_[0].get(), wr);
+        wait_completions(1);
+    }
 
     void connect(ibv_qp* q, int peer, uint32_t dest_qpn) {
         verbs::connect_rc(q, {.qpn = dest_qpn, .lid = all_[peer].lid, .gid = all_[peer].gid},
