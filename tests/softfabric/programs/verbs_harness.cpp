@@ -30,10 +30,10 @@ struct Command {
     uint64_t b;
 };
 
-bool read_all(int fd, void* p, size_t n) {
-    auto* c = static_cast<char*>(p);
+// Reads or writes all `n` bytes (`io` is ::read or ::write), through EINTR; false on EOF or an error.
+template <typename Byte, typename Io> bool io_all(Io io, int fd, Byte* c, size_t n) {
     while (n) {
-        ssize_t r = ::read(fd, c, n);
+        ssize_t r = io(fd, c, n);
         if (r <= 0) {
             if (r < 0 && errno == EINTR) continue;
             return false;
@@ -44,19 +44,8 @@ bool read_all(int fd, void* p, size_t n) {
     return true;
 }
 
-bool write_all(int fd, const void* p, size_t n) {
-    const auto* c = static_cast<const char*>(p);
-    while (n) {
-        ssize_t r = ::write(fd, c, n);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR) continue;
-            return false;
-        }
-        c += r;
-        n -= static_cast<size_t>(r);
-    }
-    return true;
-}
+bool read_all(int fd, void* p, size_t n) { return io_all(::read, fd, static_cast<char*>(p), n); }
+bool write_all(int fd, const void* p, size_t n) { return io_all(::write, fd, static_cast<const char*>(p), n); }
 
 }  // namespace
 
