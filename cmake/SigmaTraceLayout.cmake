@@ -42,3 +42,16 @@ function(sigmatrace_place target dir)
     INSTALL_RPATH "${rpath}")
   install(TARGETS ${target} RUNTIME DESTINATION ${dir} LIBRARY DESTINATION ${dir})
 endfunction()
+
+# Adds every child folder of the calling folder that has a CMakeLists.txt, in name order: tests/, bench/ and
+# tools/workloads/ hold one folder per area, and a new folder needs no registration. A macro, so that the
+# folders are added in the caller's own scope.
+macro(sigmatrace_add_child_folders)
+  file(GLOB _sigmatrace_children RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  list(SORT _sigmatrace_children)
+  foreach(_sigmatrace_child IN LISTS _sigmatrace_children)
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_sigmatrace_child}/CMakeLists.txt)
+      add_subdirectory(${_sigmatrace_child})
+    endif()
+  endforeach()
+endmacro()

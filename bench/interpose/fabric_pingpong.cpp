@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "programs/rc_loopback.h"
 #include "send_lat_qp.h"
 
 namespace {
@@ -88,12 +87,20 @@ int main(int argc, char** argv) {
         return 2;
     }
     SendLatQp c;
-    if (const char* what = c.open(o.wr_api)) return fail(what);
-    ibv_qp* qp = c.qp;
+    try {
+        c.open(o.wr_api);
+    } catch (const sigmatrace::verbs::SetupError& e) {
+        return fail(e.what());
+    }
+    ibv_qp* qp = c.qp.get();
     uint32_t peer_qpn = 0;
     uint16_t peer_lid = 0;
     if (!exchange(o, qp->qp_num, c.port.lid, peer_qpn, peer_lid)) return fail("no peer within 30 s");
-    if (!rc_loopback_to_rts(ibv_modify_qp, qp, peer_qpn, peer_lid)) return fail("cannot bring the QP to RTS");
+    try {
+        sigmatrace::verbs::connect_rc(qp, {.qpn = peer_qpn, .lid = peer_lid}, {.mtu = IBV_MTU_1024});
+    } catch (const sigmatrace::verbs::SetupError& e) {
+        return fail(e.what());
+    }
 
     ibv_recv_wr* bad_recv = nullptr;
     for (int i = 0; i < 32; ++i)
@@ -113,7 +120,7 @@ int main(int argc, char** argv) {
     };
     for (int i = 0; i < o.iters; ++i) {
         if (o.role == 0 || i > 0) {
-            if (!wait_for(c.recv_cq)) return fail("receive failed");
+            if (!wait_for(c.recv_cq.get())) return fail("receive failed");
             if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
         }
         // As ib_send_lat: one signaled send in 100, whose completion is waited for right away.
@@ -128,7 +135,7 @@ int main(int argc, char** argv) {
             post_times.push_back(t0);
         }
         if (ret != 0) return fail("posting the send failed");
-        if (signaled && !wait_for(c.send_cq)) return fail("send failed");
+        if (signaled && !wait_for(c.send_cq.get())) return fail("send failed");
     }
     if (o.role == 1) {
         std::vector<int64_t> gaps;

@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "programs/rc_loopback.h"
 #include "send_lat_qp.h"
 
 // The cut between two messages in the memory trace: a store to this variable (volatile: one store each time).
@@ -69,9 +68,13 @@ int main(int argc, char** argv) {
         return 2;
     }
     SendLatQp c;
-    if (const char* what = c.open(!o.classic)) return fail(what);
-    ibv_qp* qp = c.qp;
-    if (!rc_loopback_to_rts(ibv_modify_qp, qp, qp->qp_num, c.port.lid)) return fail("cannot bring the QP to RTS");
+    try {
+        c.open(!o.classic);
+        sigmatrace::verbs::connect_rc(c.qp.get(), {.qpn = c.qp->qp_num, .lid = c.port.lid}, {.mtu = IBV_MTU_1024});
+    } catch (const sigmatrace::verbs::SetupError& e) {
+        return fail(e.what());
+    }
+    ibv_qp* qp = c.qp.get();
     ibv_recv_wr* bad_recv = nullptr;
     for (int i = 0; i < 32; ++i)
         if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("ibv_post_recv failed");
@@ -93,9 +96,9 @@ int main(int argc, char** argv) {
         const unsigned flags = signaled ? (IBV_SEND_INLINE | IBV_SEND_SIGNALED) : static_cast<unsigned>(IBV_SEND_INLINE);
         const int ret = c.post_send(static_cast<uint64_t>(i), flags);
         if (ret != 0) return fail("posting the send failed");
-        if (!poll_one(c.recv_cq)) return fail("no receive completion");
+        if (!poll_one(c.recv_cq.get())) return fail("no receive completion");
         if (ibv_post_recv(qp, &c.recv_wr, &bad_recv) != 0) return fail("reposting the receive failed");
-        if (signaled && !poll_one(c.send_cq)) return fail("no send completion");
+        if (signaled && !poll_one(c.send_cq.get())) return fail("no send completion");
     }
     g_message_marker = -1;
     if (o.maps != nullptr && !copy_maps(o.maps)) return fail("cannot write the maps file");

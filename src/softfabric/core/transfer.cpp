@@ -26,7 +26,20 @@ void copy_lists(const iovec* dst, int ndst, const iovec* src, int nsrc, size_t t
     }
 }
 
-int finish(ssize_t done, size_t total) {
+// process_vm_writev or process_vm_readv: `local` and `remote` in the same places for both.
+using VmCall = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long, unsigned long);
+
+// Moves `total` bytes between `local` and `remote` of process `pid`, towards `remote` when `to_remote`.
+int move(VmCall vm_call, bool to_remote, int pid, bool same_process, const iovec* local, int nlocal,
+         const iovec* remote, int nremote, size_t total) {
+    if (total == 0) return 0;
+    if (same_process) {
+        if (to_remote) copy_lists(remote, nremote, local, nlocal, total);
+        else copy_lists(local, nlocal, remote, nremote, total);
+        return 0;
+    }
+    const ssize_t done = vm_call(pid, local, static_cast<unsigned long>(nlocal), remote,
+                                 static_cast<unsigned long>(nremote), 0);
     if (done < 0) return errno == ENOMEM ? EFAULT : errno;
     return static_cast<size_t>(done) == total ? 0 : EFAULT;
 }
@@ -35,26 +48,12 @@ int finish(ssize_t done, size_t total) {
 
 int write_to_process(int pid, bool same_process, const iovec* local, int nlocal, const iovec* remote, int nremote,
                      size_t total) {
-    if (total == 0) return 0;
-    if (same_process) {
-        copy_lists(remote, nremote, local, nlocal, total);
-        return 0;
-    }
-    return finish(process_vm_writev(pid, local, static_cast<unsigned long>(nlocal), remote,
-                                    static_cast<unsigned long>(nremote), 0),
-                  total);
+    return move(&process_vm_writev, true, pid, same_process, local, nlocal, remote, nremote, total);
 }
 
 int read_from_process(int pid, bool same_process, const iovec* local, int nlocal, const iovec* remote, int nremote,
                       size_t total) {
-    if (total == 0) return 0;
-    if (same_process) {
-        copy_lists(local, nlocal, remote, nremote, total);
-        return 0;
-    }
-    return finish(process_vm_readv(pid, local, static_cast<unsigned long>(nlocal), remote,
-                                   static_cast<unsigned long>(nremote), 0),
-                  total);
+    return move(&process_vm_readv, false, pid, same_process, local, nlocal, remote, nremote, total);
 }
 
 }  // namespace softfabric

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "rc_loopback.h"
+#include "common/verbs/rc_setup.h"
 
 namespace {
 
@@ -61,8 +61,12 @@ int fail(const char* what) {
     return 1;
 }
 
+// The shared bring-up's three transitions, applied through the looked-up ibv_modify_qp (connect_rc would link
+// libibverbs).
 bool to_rts(const Verbs& v, ibv_qp* qp, uint32_t dest_qpn, uint16_t dlid) {
-    return rc_loopback_to_rts(v.modify_qp, qp, dest_qpn, dlid);
+    for (auto& t : sigmatrace::verbs::rc_transitions({.qpn = dest_qpn, .lid = dlid}, {.mtu = IBV_MTU_1024}))
+        if (v.modify_qp(qp, &t.attr, t.mask) != 0) return false;
+    return true;
 }
 
 }  // namespace

@@ -20,9 +20,11 @@
 #include <thread>
 #include <vector>
 
-#include "rc_loopback.h"
+#include "common/verbs/rc_setup.h"
 
 namespace {
+
+namespace verbs = sigmatrace::verbs;
 
 constexpr uint32_t kBytes = 4096;
 
@@ -66,43 +68,31 @@ int main(int argc, char** argv) {
     }
     const std::string mode = argv[1];
     const int writes = std::atoi(argv[2]);
+    // Every object is released from its owner: each mode ends the process with them all alive.
     Loopback lb;
-    int ndev = 0;
-    ibv_device** devs = ibv_get_device_list(&ndev);
-    if (devs == nullptr || ndev == 0) {
-        std::fprintf(stderr, "exit_paths: no RDMA device\n");
-        return 77;
+    try {
+        verbs::Context ctx = verbs::open_device();
+        if (!ctx) {
+            std::fprintf(stderr, "exit_paths: no RDMA device\n");
+            return 77;
+        }
+        const ibv_port_attr port = verbs::query_port(ctx.get());
+        verbs::Pd pd = verbs::alloc_pd(ctx.get());
+        static std::vector<char> src(kBytes, 'x'), dst(kBytes, 0);
+        lb.src = verbs::reg_mr(pd.get(), src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE).release();
+        lb.dst = verbs::reg_mr(pd.get(), dst.data(), dst.size(), verbs::kReadWrite).release();
+        lb.cq = verbs::create_cq(ctx.get(), 16).release();
+        ibv_cq* peer_cq = verbs::create_cq(ctx.get(), 16).release();
+        lb.qp = verbs::create_rc_qp(pd.get(), lb.cq, lb.cq, {.send_wr = 16}).release();
+        ibv_qp* peer = verbs::create_rc_qp(pd.get(), peer_cq, peer_cq, {.send_wr = 16}).release();
+        verbs::connect_rc(lb.qp, {.qpn = peer->qp_num, .lid = port.lid}, {.mtu = IBV_MTU_1024});
+        verbs::connect_rc(peer, {.qpn = lb.qp->qp_num, .lid = port.lid}, {.mtu = IBV_MTU_1024});
+        (void)pd.release();
+        (void)ctx.release();
+    } catch (const verbs::SetupError& e) {
+        std::fprintf(stderr, "exit_paths: %s\n", e.what());
+        return 1;
     }
-    ibv_context* ctx = ibv_open_device(devs[0]);
-    ibv_free_device_list(devs);
-    if (ctx == nullptr) return fail("ibv_open_device");
-    ibv_port_attr port{};
-    if (ibv_query_port(ctx, 1, &port) != 0) return fail("ibv_query_port");
-    ibv_pd* pd = ibv_alloc_pd(ctx);
-    static std::vector<char> src(kBytes, 'x'), dst(kBytes, 0);
-    lb.src = pd ? ibv_reg_mr(pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;
-    lb.dst = pd ? ibv_reg_mr(pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : nullptr;
-    lb.cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-    ibv_cq* peer_cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-    if (pd == nullptr || lb.src == nullptr || lb.dst == nullptr || lb.cq == nullptr || peer_cq == nullptr)
-        return fail("set-up");
-    ibv_qp_init_attr qa{};
-    qa.send_cq = lb.cq;
-    qa.recv_cq = lb.cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = 16;
-    qa.cap.max_recv_wr = 1;
-    qa.cap.max_send_sge = 1;
-    qa.cap.max_recv_sge = 1;
-    lb.qp = ibv_create_qp(pd, &qa);
-    qa.send_cq = peer_cq;
-    qa.recv_cq = peer_cq;
-    ibv_qp* peer = ibv_create_qp(pd, &qa);
-    if (lb.qp == nullptr || peer == nullptr) return fail("ibv_create_qp");
-    auto modify = [](ibv_qp* q, ibv_qp_attr* a, int m) { return ibv_modify_qp(q, a, m); };
-    if (!rc_loopback_to_rts(modify, lb.qp, peer->qp_num, port.lid) ||
-        !rc_loopback_to_rts(modify, peer, lb.qp->qp_num, port.lid))
-        return fail("ibv_modify_qp");
 
     if (mode == "forever") {
         for (uint64_t i = 0;; ++i) {

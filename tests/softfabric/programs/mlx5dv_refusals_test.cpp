@@ -58,6 +58,7 @@ protected:
     }
 
     // A DC initiator in RTS, driven through ibv_wr_* (what pyverbs' DC tests use).
+    // Its own transitions, not tools/common/verbs: a DCI has no remote QP, path or access flags.
     void make_dci() {
         ibv_qp_init_attr_ex a{};
         a.qp_type = IBV_QPT_DRIVER;

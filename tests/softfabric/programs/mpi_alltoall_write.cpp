@@ -10,7 +10,11 @@
 #include <cstring>
 #include <vector>
 
+#include "common/verbs/rc_setup.h"
+
 namespace {
+
+namespace verbs = sigmatrace::verbs;
 
 constexpr uint32_t kSlot = 64 * 1024;
 
@@ -27,6 +31,12 @@ struct Info {
     std::exit(1);
 }
 
+[[noreturn]] void fail(const verbs::SetupError& e) {
+    std::fprintf(stderr, "mpi_alltoall_write: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+}
+
 unsigned char pattern(int writer, size_t i) { return static_cast<unsigned char>(writer * 31 + i * 7 + 1); }
 
 }  // namespace
@@ -37,72 +47,38 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > 64) fail("more than 64 ranks");
+    std::vector<Info> all(static_cast<size_t>(size));
 
-    ibv_device** list = ibv_get_device_list(nullptr);
-    if (!list || !list[0]) fail("ibv_get_device_list (run under sigmatrace fabric)");
-    ibv_context* ctx = nullptr;
-    for (int i = 0; list[i] && !ctx; ++i)
-        if (!std::strcmp(ibv_get_device_name(list[i]), "sfab_0")) ctx = ibv_open_device(list[i]);
-    if (!ctx) fail("ibv_open_device sfab_0");
-    ibv_port_attr port{};
-    ibv_query_port(ctx, 1, &port);
-    ibv_pd* pd = ibv_alloc_pd(ctx);
+    verbs::Context ctx;
+    verbs::Pd pd;
     std::vector<unsigned char> recv(static_cast<size_t>(size) * kSlot), send(kSlot);
     for (size_t i = 0; i < kSlot; ++i) send[i] = pattern(rank, i);
-    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    ibv_mr* rmr = ibv_reg_mr(pd, recv.data(), recv.size(), access);
-    ibv_mr* smr = ibv_reg_mr(pd, send.data(), send.size(), access);
-    ibv_cq* cq = ibv_create_cq(ctx, 2 * size + 2, nullptr, nullptr, 0);
-    if (!pd || !rmr || !smr || !cq) fail("resource creation");
-
-    std::vector<ibv_qp*> qps(static_cast<size_t>(size));
-    Info mine{};
-    mine.lid = port.lid;
-    mine.addr = reinterpret_cast<uint64_t>(recv.data());
-    mine.rkey = rmr->rkey;
-    for (int p = 0; p < size; ++p) {
-        if (p == rank) continue;
-        ibv_qp_init_attr qa{};
-        qa.send_cq = qa.recv_cq = cq;
-        qa.qp_type = IBV_QPT_RC;
-        qa.cap.max_send_wr = 4;
-        qa.cap.max_recv_wr = 1;
-        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-        qps[p] = ibv_create_qp(pd, &qa);
-        if (!qps[p]) fail("ibv_create_qp");
-        mine.qpn[p] = qps[p]->qp_num;
-    }
-    std::vector<Info> all(static_cast<size_t>(size));
-    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
-
-    for (int p = 0; p < size; ++p) {
-        if (p == rank) continue;
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.port_num = 1;
-        a.qp_access_flags = access;
-        if (ibv_modify_qp(qps[p], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-            fail("modify INIT");
-        a = {};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = IBV_MTU_4096;
-        a.dest_qp_num = all[p].qpn[rank];
-        a.ah_attr.dlid = all[p].lid;
-        a.ah_attr.port_num = 1;
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        if (ibv_modify_qp(qps[p], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-            fail("modify RTR");
-        a = {};
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 1;
-        if (ibv_modify_qp(qps[p], &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-            fail("modify RTS");
+    verbs::Mr rmr, smr;
+    verbs::Cq cq;
+    std::vector<verbs::Qp> qps(static_cast<size_t>(size));
+    ibv_port_attr port{};
+    try {
+        ctx = verbs::open_device("sfab_0");
+        if (!ctx) fail("ibv_open_device sfab_0 (run under sigmatrace fabric)");
+        port = verbs::query_port(ctx.get());
+        pd = verbs::alloc_pd(ctx.get());
+        rmr = verbs::reg_mr(pd.get(), recv.data(), recv.size(), verbs::kReadWrite);
+        smr = verbs::reg_mr(pd.get(), send.data(), send.size(), verbs::kReadWrite);
+        cq = verbs::create_cq(ctx.get(), 2 * size + 2);
+        Info mine{};
+        mine.lid = port.lid;
+        mine.addr = reinterpret_cast<uint64_t>(recv.data());
+        mine.rkey = rmr->rkey;
+        for (int p = 0; p < size; ++p) {
+            if (p == rank) continue;
+            qps[p] = verbs::create_rc_qp(pd.get(), cq.get(), cq.get(), {.send_wr = 4});
+            mine.qpn[p] = qps[p]->qp_num;
+        }
+        MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+        for (int p = 0; p < size; ++p)
+            if (p != rank) verbs::connect_rc(qps[p].get(), {.qpn = all[p].qpn[rank], .lid = all[p].lid});
+    } catch (const verbs::SetupError& e) {
+        fail(e);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < size; ++p) {
@@ -117,11 +93,11 @@ int main(int argc, char** argv) {
         wr.wr.rdma.remote_addr = all[p].addr + static_cast<uint64_t>(rank) * kSlot;
         wr.wr.rdma.rkey = all[p].rkey;
         ibv_send_wr* bad = nullptr;
-        if (ibv_post_send(qps[p], &wr, &bad)) fail("ibv_post_send");
+        if (ibv_post_send(qps[p].get(), &wr, &bad)) fail("ibv_post_send");
     }
     for (int done = 0; done < size - 1;) {
         ibv_wc wc{};
-        int n = ibv_poll_cq(cq, 1, &wc);
+        int n = ibv_poll_cq(cq.get(), 1, &wc);
         if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) fail("write completion");
         done += n;
     }
@@ -141,14 +117,13 @@ int main(int argc, char** argv) {
                 size - 1 - bad_slots, size - 1);
     int total_bad = 0;
     MPI_Allreduce(&bad_slots, &total_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    for (auto* qp : qps)
-        if (qp) ibv_destroy_qp(qp);
-    ibv_destroy_cq(cq);
-    ibv_dereg_mr(smr);
-    ibv_dereg_mr(rmr);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
+    // In dependency order, before MPI ends.
+    qps.clear();
+    cq.reset();
+    smr.reset();
+    rmr.reset();
+    pd.reset();
+    ctx.reset();
     MPI_Finalize();
     return total_bad == 0 ? 0 : 1;
 }

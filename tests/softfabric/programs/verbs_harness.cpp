@@ -11,6 +11,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/verbs/rc_setup.h"
+
 namespace sftest {
 namespace {
 
@@ -28,10 +30,10 @@ struct Command {
     uint64_t b;
 };
 
-bool read_all(int fd, void* p, size_t n) {
-    auto* c = static_cast<char*>(p);
+// Reads or writes all `n` bytes (`io` is ::read or ::write), through EINTR; false on EOF or an error.
+template <typename Byte, typename Io> bool io_all(Io io, int fd, Byte* c, size_t n) {
     while (n) {
-        ssize_t r = ::read(fd, c, n);
+        ssize_t r = io(fd, c, n);
         if (r <= 0) {
             if (r < 0 && errno == EINTR) continue;
             return false;
@@ -42,19 +44,8 @@ bool read_all(int fd, void* p, size_t n) {
     return true;
 }
 
-bool write_all(int fd, const void* p, size_t n) {
-    const auto* c = static_cast<const char*>(p);
-    while (n) {
-        ssize_t r = ::write(fd, c, n);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR) continue;
-            return false;
-        }
-        c += r;
-        n -= static_cast<size_t>(r);
-    }
-    return true;
-}
+bool read_all(int fd, void* p, size_t n) { return io_all(::read, fd, static_cast<char*>(p), n); }
+bool write_all(int fd, const void* p, size_t n) { return io_all(::write, fd, static_cast<const char*>(p), n); }
 
 }  // namespace
 
@@ -141,6 +132,21 @@ Wire Endpoint::wire() const {
 }
 
 int Endpoint::connect(const Wire& remote, const ConnectOptions& o) {
+    if (type == IBV_QPT_RC) {
+        try {
+            sigmatrace::verbs::connect_rc(qp, {.qpn = remote.qpn, .lid = remote.lid},
+                                          {.access = o.qp_access,
+                                           .rd_atomic = 16,
+                                           .timeout = o.timeout,
+                                           .retry_cnt = o.retry_cnt,
+                                           .rnr_retry = o.rnr_retry,
+                                           .min_rnr_timer = o.min_rnr_timer});
+            return 0;
+        } catch (const sigmatrace::verbs::SetupError& e) {
+            return e.err();
+        }
+    }
+    // UC and UD have their own attribute sets (no read depth, retries or RNR timer; UD: no path, a qkey).
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -164,25 +170,12 @@ int Endpoint::connect(const Wire& remote, const ConnectOptions& o) {
         a.ah_attr.dlid = remote.lid;
         a.ah_attr.port_num = 1;
         mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-        if (type == IBV_QPT_RC) {
-            a.max_dest_rd_atomic = 16;
-            a.min_rnr_timer = o.min_rnr_timer;
-            mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-        }
     }
     if (int e = ibv_modify_qp(qp, &a, mask)) return e;
     a = {};
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
-    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (type == IBV_QPT_RC) {
-        a.timeout = o.timeout;
-        a.retry_cnt = o.retry_cnt;
-        a.rnr_retry = o.rnr_retry;
-        a.max_rd_atomic = 16;
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    }
-    return ibv_modify_qp(qp, &a, mask);
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 ibv_qp_state Endpoint::state() {

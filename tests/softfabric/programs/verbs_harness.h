@@ -12,10 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "common/verbs/rc_setup.h"
+
 namespace sftest {
 
-inline constexpr int kFullAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                   IBV_ACCESS_REMOTE_ATOMIC;
+inline constexpr int kFullAccess = sigmatrace::verbs::kFullAccess;
 
 struct ConnectOptions {
     uint8_t timeout = 14;

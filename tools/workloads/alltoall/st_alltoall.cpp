@@ -23,7 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/verbs/rc_setup.h"
+
 namespace {
+
+namespace verbs = sigmatrace::verbs;
 
 constexpr int kMaxRanks = 64;
 constexpr int kPort = 1;
@@ -56,6 +60,12 @@ struct Info {
     std::exit(1);
 }
 
+[[noreturn]] void fail(int rank, const verbs::SetupError& e) {
+    std::fprintf(stderr, "st-alltoall: rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+}
+
 bool parse(int argc, char** argv, Options& o) {
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string_view a = argv[i];
@@ -82,50 +92,47 @@ public:
     Rank(int rank, int size, const Options& o) : rank_(rank), size_(size), o_(o) {}
 
     void setup() {
-        int n = 0;
-        ibv_device** list = ibv_get_device_list(&n);
-        for (int i = 0; list && i < n && !ctx_; ++i)
-            if (!std::strcmp(ibv_get_device_name(list[i]), "sfab_0")) ctx_ = ibv_open_device(list[i]);
-        if (!ctx_ && list && n > 0) ctx_ = ibv_open_device(list[0]);
-        if (list) ibv_free_device_list(list);
-        if (!ctx_) fail(rank_, "opening an RDMA device (run it under `sigmatrace fabric`)");
-        ibv_port_attr port{};
-        if (ibv_query_port(ctx_, kPort, &port)) fail(rank_, "ibv_query_port");
-        mine_.lid = port.lid;
-        ibv_gid gid{};
-        if (ibv_query_gid(ctx_, kPort, 0, &gid) == 0) std::memcpy(mine_.gid, gid.raw, 16);
-        pd_ = ibv_alloc_pd(ctx_);
-        cq_ = ibv_create_cq(ctx_, 4096, nullptr, nullptr, 0);
-        if (!pd_ || !cq_) fail(rank_, "ibv_alloc_pd/ibv_create_cq");
-        // One slot per writer; the send buffer is refilled each round.
-        recv_.assign(static_cast<size_t>(size_) * o_.size, 0);
-        send_.assign(o_.size, 0);
-        counter_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
-        *counter_ = 0;
-        const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC;
-        recv_mr_ = ibv_reg_mr(pd_, recv_.data(), recv_.size(), access);
-        send_mr_ = ibv_reg_mr(pd_, send_.data(), send_.size(), IBV_ACCESS_LOCAL_WRITE);
-        counter_mr_ = ibv_reg_mr(pd_, counter_, 64, access);
-        scratch_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
-        scratch_mr_ = ibv_reg_mr(pd_, scratch_, 64, IBV_ACCESS_LOCAL_WRITE);
-        if (!recv_mr_ || !send_mr_ || !counter_mr_ || !scratch_mr_) fail(rank_, "ibv_reg_mr");
-        mine_.buf_addr = reinterpret_cast<uint64_t>(recv_.data());
-        mine_.buf_rkey = recv_mr_->rkey;
-        mine_.counter_addr = reinterpret_cast<uint64_t>(counter_);
-        mine_.counter_rkey = counter_mr_->rkey;
-        qps_.assign(static_cast<size_t>(size_), nullptr);
-        for (int p = 0; p < size_; ++p) {
-            if (p == rank_ && rank_ != 0) continue;
-            qps_[p] = create_qp();
-            mine_.qpn[p] = qps_[p]->qp_num;
+        try {
+            // sfab_0 when there is one, else the first device.
+            ctx_ = verbs::open_device("sfab_0");
+            if (!ctx_) ctx_ = verbs::open_device();
+            if (!ctx_) fail(rank_, "opening an RDMA device (run it under `sigmatrace fabric`)");
+            mine_.lid = verbs::query_port(ctx_.get(), kPort).lid;
+            ibv_gid gid{};
+            if (ibv_query_gid(ctx_.get(), kPort, 0, &gid) == 0) std::memcpy(mine_.gid, gid.raw, 16);
+            pd_ = verbs::alloc_pd(ctx_.get());
+            cq_ = verbs::create_cq(ctx_.get(), 4096);
+            // One slot per writer; the send buffer is refilled each round.
+            recv_.assign(static_cast<size_t>(size_) * o_.size, 0);
+            send_.assign(o_.size, 0);
+            counter_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
+            *counter_ = 0;
+            recv_mr_ = verbs::reg_mr(pd_.get(), recv_.data(), recv_.size(), verbs::kFullAccess);
+            send_mr_ = verbs::reg_mr(pd_.get(), send_.data(), send_.size(), IBV_ACCESS_LOCAL_WRITE);
+            counter_mr_ = verbs::reg_mr(pd_.get(), counter_, 64, verbs::kFullAccess);
+            scratch_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
+            scratch_mr_ = verbs::reg_mr(pd_.get(), scratch_, 64, IBV_ACCESS_LOCAL_WRITE);
+            mine_.buf_addr = reinterpret_cast<uint64_t>(recv_.data());
+            mine_.buf_rkey = recv_mr_->rkey;
+            mine_.counter_addr = reinterpret_cast<uint64_t>(counter_);
+            mine_.counter_rkey = counter_mr_->rkey;
+            qps_.resize(static_cast<size_t>(size_));
+            const verbs::RcCaps caps{.send_wr = 256};
+            for (int p = 0; p < size_; ++p) {
+                if (p == rank_ && rank_ != 0) continue;
+                qps_[p] = verbs::create_rc_qp(pd_.get(), cq_.get(), cq_.get(), caps);
+                mine_.qpn[p] = qps_[p]->qp_num;
+            }
+            // The other end of rank 0's self connection.
+            if (rank_ == 0) self_peer_ = verbs::create_rc_qp(pd_.get(), cq_.get(), cq_.get(), caps);
+            all_.resize(static_cast<size_t>(size_));
+            MPI_Allgather(&mine_, sizeof mine_, MPI_BYTE, all_.data(), sizeof mine_, MPI_BYTE, MPI_COMM_WORLD);
+            for (int p = 0; p < size_; ++p)
+                if (qps_[p]) connect(qps_[p].get(), p, p == rank_ ? self_peer_->qp_num : all_[p].qpn[rank_]);
+            if (self_peer_) connect(self_peer_.get(), 0, qps_[0]->qp_num);
+        } catch (const verbs::SetupError& e) {
+            fail(rank_, e);
         }
-        if (rank_ == 0) self_peer_ = create_qp();  // the other end of rank 0's self connection
-        all_.resize(static_cast<size_t>(size_));
-        MPI_Allgather(&mine_, sizeof mine_, MPI_BYTE, all_.data(), sizeof mine_, MPI_BYTE, MPI_COMM_WORLD);
-        for (int p = 0; p < size_; ++p)
-            if (qps_[p]) connect(qps_[p], p, p == rank_ ? self_peer_->qp_num : all_[p].qpn[rank_]);
-        if (self_peer_) connect(self_peer_, 0, qps_[0]->qp_num);
         MPI_Barrier(MPI_COMM_WORLD);
     }
 
@@ -148,7 +155,7 @@ public:
                     wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
                     wr.wr.rdma.remote_addr = all_[p].buf_addr + static_cast<uint64_t>(rank_) * o_.size;
                     wr.wr.rdma.rkey = all_[p].buf_rkey;
-                    post(qps_[p], wr);
+                    post(qps_[p].get(), wr);
                     if (sig) wait_completions(1);
                     bytes_written_ += o_.size;
                 }
@@ -159,37 +166,16 @@ public:
 
     // Phase 2: the RDMA barrier on rank 0's counter.
     void barriers() {
-        ibv_qp* to_root = qps_[0];
         for (int e = 0; e < o_.epochs; ++e) {
             if (rank_ == late_rank()) std::this_thread::sleep_for(std::chrono::milliseconds(o_.late_ms));
-            ibv_sge sge{reinterpret_cast<uint64_t>(scratch_), 8, scratch_mr_->lkey};
-            ibv_send_wr wr{};
-            wr.wr_id = 0xba000000u + static_cast<uint64_t>(e);
-            wr.sg_list = &sge;
-            wr.num_sge = 1;
-            wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-            wr.send_flags = IBV_SEND_SIGNALED;
-            wr.wr.atomic.remote_addr = all_[0].counter_addr;
-            wr.wr.atomic.rkey = all_[0].counter_rkey;
-            wr.wr.atomic.compare_add = 1;
-            post(to_root, wr);
-            wait_completions(1);
+            on_root_counter(IBV_WR_ATOMIC_FETCH_AND_ADD, 0xba000000u + static_cast<uint64_t>(e));
             const uint64_t target = static_cast<uint64_t>(e + 1) * static_cast<uint64_t>(size_);
             for (;;) {
                 uint64_t seen;
                 if (rank_ == 0) {
                     seen = __atomic_load_n(counter_, __ATOMIC_ACQUIRE);
                 } else {
-                    ibv_send_wr rd{};
-                    rd.wr_id = 0x7ead0000u + static_cast<uint64_t>(e);
-                    rd.sg_list = &sge;
-                    rd.num_sge = 1;
-                    rd.opcode = IBV_WR_RDMA_READ;
-                    rd.send_flags = IBV_SEND_SIGNALED;
-                    rd.wr.rdma.remote_addr = all_[0].counter_addr;
-                    rd.wr.rdma.rkey = all_[0].counter_rkey;
-                    post(to_root, rd);
-                    wait_completions(1);
+                    on_root_counter(IBV_WR_RDMA_READ, 0x7ead0000u + static_cast<uint64_t>(e));
                     seen = *scratch_;
                 }
                 if (seen >= target) break;
@@ -222,17 +208,17 @@ public:
         std::fflush(stdout);
     }
 
+    // In dependency order: QPs, MRs, CQ, PD, device.
     void teardown() {
-        for (ibv_qp* q : qps_)
-            if (q) ibv_destroy_qp(q);
-        if (self_peer_) ibv_destroy_qp(self_peer_);
-        ibv_dereg_mr(recv_mr_);
-        ibv_dereg_mr(send_mr_);
-        ibv_dereg_mr(counter_mr_);
-        ibv_dereg_mr(scratch_mr_);
-        ibv_destroy_cq(cq_);
-        ibv_dealloc_pd(pd_);
-        ibv_close_device(ctx_);
+        qps_.clear();
+        self_peer_.reset();
+        recv_mr_.reset();
+        send_mr_.reset();
+        counter_mr_.reset();
+        scratch_mr_.reset();
+        cq_.reset();
+        pd_.reset();
+        ctx_.reset();
         std::free(counter_);
         std::free(scratch_);
     }
@@ -240,49 +226,30 @@ public:
 private:
     int late_rank() const { return o_.late >= 0 ? o_.late : size_ - 1; }
 
-    ibv_qp* create_qp() {
-        ibv_qp_init_attr qa{};
-        qa.send_cq = qa.recv_cq = cq_;
-        qa.qp_type = IBV_QPT_RC;
-        qa.cap.max_send_wr = 256;
-        qa.cap.max_recv_wr = 1;
-        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-        ibv_qp* q = ibv_create_qp(pd_, &qa);
-        if (!q) fail(rank_, "ibv_create_qp");
-        return q;
+    // One signaled 8-byte operation on rank 0's counter, into scratch_ (an add of 1, or a read), waited for.
+    void on_root_counter(ibv_wr_opcode opcode, uint64_t wr_id) {
+        ibv_sge sge{reinterpret_cast<uint64_t>(scratch_), 8, scratch_mr_->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = opcode;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        if (opcode == IBV_WR_RDMA_READ) {
+            wr.wr.rdma.remote_addr = all_[0].counter_addr;
+            wr.wr.rdma.rkey = all_[0].counter_rkey;
+        } else {
+            wr.wr.atomic.remote_addr = all_[0].counter_addr;
+            wr.wr.atomic.rkey = all_[0].counter_rkey;
+            wr.wr.atomic.compare_add = 1;
+        }
+        post(qps_[0].get(), wr);
+        wait_completions(1);
     }
 
     void connect(ibv_qp* q, int peer, uint32_t dest_qpn) {
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.port_num = kPort;
-        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                            IBV_ACCESS_REMOTE_ATOMIC;
-        if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-            fail(rank_, "modify to INIT");
-        a = {};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = IBV_MTU_4096;
-        a.dest_qp_num = dest_qpn;
-        a.ah_attr.dlid = all_[peer].lid;
-        a.ah_attr.port_num = kPort;
-        a.ah_attr.is_global = 1;
-        std::memcpy(a.ah_attr.grh.dgid.raw, all_[peer].gid, 16);
-        a.ah_attr.grh.hop_limit = 1;
-        a.max_dest_rd_atomic = 4;
-        a.min_rnr_timer = 12;
-        if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-            fail(rank_, "modify to RTR");
-        a = {};
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 4;
-        if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                     IBV_QP_MAX_QP_RD_ATOMIC))
-            fail(rank_, "modify to RTS");
+        verbs::connect_rc(q, {.qpn = dest_qpn, .lid = all_[peer].lid, .gid = all_[peer].gid},
+                          {.access = verbs::kFullAccess, .rd_atomic = 4, .port = kPort});
     }
 
     void post(ibv_qp* q, ibv_send_wr& wr) {
@@ -293,7 +260,7 @@ private:
     void wait_completions(int n) {
         ibv_wc wc[16];
         while (n > 0) {
-            const int got = ibv_poll_cq(cq_, 16, wc);
+            const int got = ibv_poll_cq(cq_.get(), 16, wc);
             if (got < 0) fail(rank_, "ibv_poll_cq");
             for (int i = 0; i < got; ++i)
                 if (wc[i].status != IBV_WC_SUCCESS) {
@@ -307,15 +274,15 @@ private:
 
     int rank_, size_;
     Options o_;
-    ibv_context* ctx_ = nullptr;
-    ibv_pd* pd_ = nullptr;
-    ibv_cq* cq_ = nullptr;
+    verbs::Context ctx_;
+    verbs::Pd pd_;
+    verbs::Cq cq_;
     std::vector<uint8_t> recv_, send_;
     uint64_t* counter_ = nullptr;
     uint64_t* scratch_ = nullptr;
-    ibv_mr *recv_mr_ = nullptr, *send_mr_ = nullptr, *counter_mr_ = nullptr, *scratch_mr_ = nullptr;
-    std::vector<ibv_qp*> qps_;
-    ibv_qp* self_peer_ = nullptr;
+    verbs::Mr recv_mr_, send_mr_, counter_mr_, scratch_mr_;
+    std::vector<verbs::Qp> qps_;
+    verbs::Qp self_peer_;
     Info mine_{};
     std::vector<Info> all_;
     uint64_t posted_ = 0;

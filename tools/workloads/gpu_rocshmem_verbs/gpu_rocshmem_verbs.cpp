@@ -23,9 +23,11 @@
 
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/mpi_boot.h"
+#include "common/verbs/rc_setup.h"
 #include "gpu_common/workload_main.h"
 
 using namespace sigmatrace::workloads;
+namespace verbs = sigmatrace::verbs;
 
 namespace {
 
@@ -38,9 +40,7 @@ struct Peer {
 
 uint8_t pattern(size_t src, size_t i) { return static_cast<uint8_t>(src * 13 + i * 3 + 1); }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     const PeIdentity id = start_pe(&argc, &argv);
     const int me = id.me, npes = id.npes;
     size_t iters = 32, threads = 2, bytes = 2048;
@@ -55,69 +55,31 @@ int main(int argc, char** argv) {
     const size_t recv_off = bytes, counter_off = recv_off + n * bytes, read_off = counter_off + n * 8;
     const size_t fetch_off = read_off + threads * n * 8, heap_bytes = fetch_off + threads * 8 + 64;
 
-    int nd = 0;
-    ibv_device** list = ibv_get_device_list(&nd);
-    ibv_context* ctx = nullptr;
-    for (int i = 0; list && i < nd && !ctx; ++i)
-        if (common.device == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
+    verbs::Context ctx = verbs::open_device(common.device);
     if (!ctx) die("Cannot open " + common.device + " (run under `sigmatrace fabric`)");
-    ibv_port_attr port{};
-    ibv_query_port(ctx, 1, &port);
-    ibv_pd* pd = ibv_alloc_pd(ctx);
+    const ibv_port_attr port = verbs::query_port(ctx.get());
+    verbs::Pd pd = verbs::alloc_pd(ctx.get());
     std::vector<uint8_t> heap(heap_bytes, 0);
-    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    ibv_mr* mr = pd ? ibv_reg_mr(pd, heap.data(), heap.size(), access) : nullptr;
-    if (!mr) die("ibv_reg_mr failed");
+    verbs::Mr mr = verbs::reg_mr(pd.get(), heap.data(), heap.size(), verbs::kFullAccess);
     for (size_t i = 0; i < bytes; ++i) heap[i] = pattern(static_cast<size_t>(me), i);
 
     // rocSHMEM's create_queues: one CQ per QP, plain verbs.
-    std::vector<ibv_cq*> cqs(n);
-    std::vector<ibv_qp*> qps(n);
+    std::vector<verbs::Cq> cqs(n);
+    std::vector<verbs::Qp> qps(n);
     Peer mine{};
     mine.lid = port.lid;
     mine.addr = reinterpret_cast<uint64_t>(heap.data());
     mine.rkey = mr->rkey;
     for (size_t pe = 0; pe < n; ++pe) {
-        cqs[pe] = ibv_create_cq(ctx, 255, nullptr, nullptr, 0);
-        ibv_qp_init_attr qa{};
-        qa.send_cq = qa.recv_cq = cqs[pe];
-        qa.qp_type = IBV_QPT_RC;
-        qa.cap.max_send_wr = 256;
-        qa.cap.max_recv_wr = 1;
-        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-        qps[pe] = cqs[pe] ? ibv_create_qp(pd, &qa) : nullptr;
-        if (!qps[pe]) die("ibv_create_qp failed");
+        cqs[pe] = verbs::create_cq(ctx.get(), 255);
+        qps[pe] = verbs::create_rc_qp(pd.get(), cqs[pe].get(), cqs[pe].get(), {.send_wr = 256});
         mine.qpn[pe] = qps[pe]->qp_num;
     }
     std::vector<Peer> peers(n);
     MPI_Allgather(&mine, sizeof mine, MPI_BYTE, peers.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
-    for (size_t pe = 0; pe < n; ++pe) {
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.port_num = 1;
-        a.qp_access_flags = access;
-        if (ibv_modify_qp(qps[pe], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
-        a = {};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = IBV_MTU_4096;
-        a.dest_qp_num = peers[pe].qpn[me];
-        a.ah_attr.dlid = static_cast<uint16_t>(peers[pe].lid);
-        a.ah_attr.port_num = 1;
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 12;
-        if (ibv_modify_qp(qps[pe], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-            die("RTR");
-        a = {};
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        if (ibv_modify_qp(qps[pe], &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                           IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-            die("RTS");
-    }
+    for (size_t pe = 0; pe < n; ++pe)
+        verbs::connect_rc(qps[pe].get(), {.qpn = peers[pe].qpn[me], .lid = static_cast<uint16_t>(peers[pe].lid)},
+                          {.access = verbs::kFullAccess, .rd_atomic = 16});
 
     // initialize_gpu_qp: the CQ first, then the QP; from here on the "GPU" drives them.
     TruthLog truth;
@@ -126,11 +88,11 @@ int main(int argc, char** argv) {
         mlx5dv_cq dcq{};
         mlx5dv_qp dqp{};
         mlx5dv_obj obj{};
-        obj.cq.in = cqs[pe];
+        obj.cq.in = cqs[pe].get();
         obj.cq.out = &dcq;
         if (int err = mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)) die("mlx5dv_init_obj(CQ): " + std::string(std::strerror(err)));
         obj = {};
-        obj.qp.in = qps[pe];
+        obj.qp.in = qps[pe].get();
         obj.qp.out = &dqp;
         if (int err = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP)) die("mlx5dv_init_obj(QP): " + std::string(std::strerror(err)));
         auto g = std::make_unique<GpuQp>();
@@ -196,13 +158,22 @@ int main(int argc, char** argv) {
     write_truth(common, truth, me);
     std::printf("gpu_rocshmem_verbs PE %d: %zu WQEs posted on %d QPs; counters and data %s\n", me, truth.size(), npes,
                 bad ? "WRONG" : "correct");
-    for (size_t pe = 0; pe < n; ++pe) {
-        ibv_destroy_qp(qps[pe]);
-        ibv_destroy_cq(cqs[pe]);
+    for (size_t pe = 0; pe < n; ++pe) {  // each QP, then its CQ
+        qps[pe].reset();
+        cqs[pe].reset();
     }
-    ibv_dereg_mr(mr);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    if (list) ibv_free_device_list(list);
+    mr.reset();
+    pd.reset();
+    ctx.reset();
     return job_exit_status(bad);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const verbs::SetupError& e) {
+        die(std::string("gpu_rocshmem_verbs: ") + e.what());
+    }
 }

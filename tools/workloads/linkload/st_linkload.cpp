@@ -35,7 +35,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/verbs/rc_setup.h"
+
 namespace {
+
+namespace verbs = sigmatrace::verbs;
 
 constexpr int kMaxRanks = 16;
 constexpr int kMaxRails = 8;
@@ -88,6 +92,12 @@ void sleep_until(int64_t mono_ns) {
 
 [[noreturn]] void fail(int rank, const char* what) {
     std::fprintf(stderr, "st-linkload: rank %d: %s failed (errno %d: %s)\n", rank, what, errno, std::strerror(errno));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+}
+
+[[noreturn]] void fail(int rank, const verbs::SetupError& e) {
+    std::fprintf(stderr, "st-linkload: rank %d: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::exit(1);
 }
@@ -231,45 +241,46 @@ public:
         used_ = o_.rails_used > 0 ? std::min(o_.rails_used, rails_) : rails_;
         recv_.assign(static_cast<size_t>(size_) * o_.size, 0);
         send_.assign(o_.size, static_cast<uint8_t>(rank_ + 1));
-        const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-        for (int u = 0; u < rails_; ++u) {
-            Rail r;
-            r.ctx = ibv_open_device(devs[static_cast<size_t>(u)]);
-            if (!r.ctx) fail(rank_, "ibv_open_device");
-            ibv_port_attr port{};
-            if (ibv_query_port(r.ctx, kPort, &port)) fail(rank_, "ibv_query_port");
-            mine_.dev[u].lid = port.lid;
-            ibv_gid gid{};
-            if (ibv_query_gid(r.ctx, kPort, 0, &gid) == 0) std::memcpy(mine_.dev[u].gid, gid.raw, 16);
-            r.pd = ibv_alloc_pd(r.ctx);
-            r.cq = r.pd ? ibv_create_cq(r.ctx, 4096, nullptr, nullptr, 0) : nullptr;
-            if (!r.pd || !r.cq) fail(rank_, "ibv_alloc_pd/ibv_create_cq");
-            r.recv_mr = ibv_reg_mr(r.pd, recv_.data(), recv_.size(), access);
-            r.send_mr = ibv_reg_mr(r.pd, send_.data(), send_.size(), IBV_ACCESS_LOCAL_WRITE);
-            if (!r.recv_mr || !r.send_mr) fail(rank_, "ibv_reg_mr");
-            mine_.dev[u].recv_addr = reinterpret_cast<uint64_t>(recv_.data());
-            mine_.dev[u].recv_rkey = r.recv_mr->rkey;
-            nics_.push_back(r);
-        }
-        if (list) ibv_free_device_list(list);
-        // One QP per (peer, used rail); streams[p * used + u].
-        streams_.resize(static_cast<size_t>(size_ * used_));
-        for (int p = 0; p < size_; ++p) {
-            if (p == rank_) continue;
-            for (int u = 0; u < used_; ++u) {
-                Stream& s = stream(p, u);
-                s.peer = p;
-                s.rail = u;
-                s.qp = create_qp(nics_[static_cast<size_t>(u)]);
-                mine_.qpn[p][u] = s.qp->qp_num;
+        try {
+            for (int u = 0; u < rails_; ++u) {
+                Rail r;
+                errno = 0;
+                r.ctx.reset(ibv_open_device(devs[static_cast<size_t>(u)]));
+                if (!r.ctx) fail(rank_, "ibv_open_device");
+                mine_.dev[u].lid = verbs::query_port(r.ctx.get(), kPort).lid;
+                ibv_gid gid{};
+                if (ibv_query_gid(r.ctx.get(), kPort, 0, &gid) == 0) std::memcpy(mine_.dev[u].gid, gid.raw, 16);
+                r.pd = verbs::alloc_pd(r.ctx.get());
+                r.cq = verbs::create_cq(r.ctx.get(), 4096);
+                r.recv_mr = verbs::reg_mr(r.pd.get(), recv_.data(), recv_.size(), verbs::kReadWrite);
+                r.send_mr = verbs::reg_mr(r.pd.get(), send_.data(), send_.size(), IBV_ACCESS_LOCAL_WRITE);
+                mine_.dev[u].recv_addr = reinterpret_cast<uint64_t>(recv_.data());
+                mine_.dev[u].recv_rkey = r.recv_mr->rkey;
+                nics_.push_back(std::move(r));
             }
+            if (list) ibv_free_device_list(list);
+            // One QP per (peer, used rail); streams[p * used + u].
+            streams_.resize(static_cast<size_t>(size_ * used_));
+            for (int p = 0; p < size_; ++p) {
+                if (p == rank_) continue;
+                for (int u = 0; u < used_; ++u) {
+                    Stream& s = stream(p, u);
+                    s.peer = p;
+                    s.rail = u;
+                    const Rail& r = nics_[static_cast<size_t>(u)];
+                    s.qp = verbs::create_rc_qp(r.pd.get(), r.cq.get(), r.cq.get(), {.send_wr = o_.depth});
+                    mine_.qpn[p][u] = s.qp->qp_num;
+                }
+            }
+            const char* node = std::getenv("SOFTFABRIC_NODE");
+            std::snprintf(mine_.node, sizeof mine_.node, "%s", node ? node : "?");
+            all_.resize(static_cast<size_t>(size_));
+            MPI_Allgather(&mine_, sizeof mine_, MPI_BYTE, all_.data(), sizeof mine_, MPI_BYTE, MPI_COMM_WORLD);
+            for (Stream& s : streams_)
+                if (s.qp) connect(s);
+        } catch (const verbs::SetupError& e) {
+            fail(rank_, e);
         }
-        const char* node = std::getenv("SOFTFABRIC_NODE");
-        std::snprintf(mine_.node, sizeof mine_.node, "%s", node ? node : "?");
-        all_.resize(static_cast<size_t>(size_));
-        MPI_Allgather(&mine_, sizeof mine_, MPI_BYTE, all_.data(), sizeof mine_, MPI_BYTE, MPI_COMM_WORLD);
-        for (Stream& s : streams_)
-            if (s.qp) connect(s);
         MPI_Barrier(MPI_COMM_WORLD);
     }
 
@@ -302,7 +313,7 @@ public:
             }
             ibv_wc wc[32];
             for (Rail& r : nics_) {
-                const int got = ibv_poll_cq(r.cq, 32, wc);
+                const int got = ibv_poll_cq(r.cq.get(), 32, wc);
                 if (got < 0) fail(rank_, "ibv_poll_cq");
                 for (int k = 0; k < got; ++k) {
                     if (wc[k].status != IBV_WC_SUCCESS) {
@@ -384,30 +395,31 @@ public:
         std::fflush(stdout);
     }
 
+    // In dependency order: every QP, then each rail's MRs, CQ, PD and device.
     void teardown() {
-        for (Stream& s : streams_)
-            if (s.qp) ibv_destroy_qp(s.qp);
+        for (Stream& s : streams_) s.qp.reset();
         for (Rail& r : nics_) {
-            ibv_dereg_mr(r.recv_mr);
-            ibv_dereg_mr(r.send_mr);
-            ibv_destroy_cq(r.cq);
-            ibv_dealloc_pd(r.pd);
-            ibv_close_device(r.ctx);
+            r.recv_mr.reset();
+            r.send_mr.reset();
+            r.cq.reset();
+            r.pd.reset();
+            r.ctx.reset();
         }
     }
 
 private:
     struct Rail {
-        ibv_context* ctx = nullptr;
-        ibv_pd* pd = nullptr;
-        ibv_cq* cq = nullptr;
-        ibv_mr* recv_mr = nullptr;
-        ibv_mr* send_mr = nullptr;
+        // Declared so that they are destroyed in dependency order.
+        verbs::Context ctx;
+        verbs::Pd pd;
+        verbs::Cq cq;
+        verbs::Mr recv_mr;
+        verbs::Mr send_mr;
     };
     struct Stream {
         int peer = -1;
         int rail = 0;
-        ibv_qp* qp = nullptr;
+        verbs::Qp qp;
         uint32_t outstanding = 0;
         uint64_t bytes = 0;
         uint64_t ops = 0;
@@ -434,49 +446,12 @@ private:
         return out;
     }
 
-    ibv_qp* create_qp(const Rail& r) {
-        ibv_qp_init_attr qa{};
-        qa.send_cq = qa.recv_cq = r.cq;
-        qa.qp_type = IBV_QPT_RC;
-        qa.cap.max_send_wr = o_.depth;
-        qa.cap.max_recv_wr = 1;
-        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-        ibv_qp* q = ibv_create_qp(r.pd, &qa);
-        if (!q) fail(rank_, "ibv_create_qp");
-        return q;
-    }
-
     void connect(const Stream& s) {
         const DevInfo& remote = all_[static_cast<size_t>(s.peer)].dev[s.rail];
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.port_num = kPort;
-        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-        if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-            fail(rank_, "modify to INIT");
-        a = {};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = IBV_MTU_4096;
-        a.dest_qp_num = all_[static_cast<size_t>(s.peer)].qpn[rank_][s.rail];
-        a.ah_attr.dlid = remote.lid;
-        a.ah_attr.port_num = kPort;
-        a.ah_attr.is_global = 1;
-        std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, 16);
-        a.ah_attr.grh.hop_limit = 1;
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-            fail(rank_, "modify to RTR");
-        a = {};
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 1;
-        if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                        IBV_QP_MAX_QP_RD_ATOMIC))
-            fail(rank_, "modify to RTS");
+        verbs::connect_rc(s.qp.get(),
+                          {.qpn = all_[static_cast<size_t>(s.peer)].qpn[rank_][s.rail], .lid = remote.lid,
+                           .gid = remote.gid},
+                          {.port = kPort});
     }
 
     void post(Stream& s, size_t index) {
@@ -492,7 +467,7 @@ private:
         wr.wr.rdma.remote_addr = remote.recv_addr + static_cast<uint64_t>(rank_) * o_.size;
         wr.wr.rdma.rkey = remote.recv_rkey;
         ibv_send_wr* bad = nullptr;
-        if (ibv_post_send(s.qp, &wr, &bad)) fail(rank_, "ibv_post_send");
+        if (ibv_post_send(s.qp.get(), &wr, &bad)) fail(rank_, "ibv_post_send");
         ++s.outstanding;
     }
 
