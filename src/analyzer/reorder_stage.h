@@ -4,8 +4,9 @@
 // and emits the event later, up to process_info.defer_us afterwards, and its threads' events come out in any
 // order. The muxer delivers events by event timestamp, so a completion can arrive before the post it completes.
 // This stage sits between the element decoder and the Analysis: it holds events and elements in a min-heap
-// keyed by capture time (an element's own, an event's timestamp) and releases one once the watermark (the newest event timestamp seen) is past key + window,
-// window = 2 x the largest defer_us any process announced + kReorderMarginNs. Any event captured before a
+// keyed by capture time (an element's own, an event's timestamp) and releases one once the watermark (the
+// newest event timestamp seen) is past key + window, window = 2 x the largest defer_us any process announced
+// + kReorderMarginNs. Any event captured before a
 // released one had to be emitted within defer_us of its capture, i.e. before the watermark got that far.
 //
 // Data-path calls arrive as elements (data_element.h, one WR or one completion each, with its own capture
