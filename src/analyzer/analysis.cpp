@@ -21,23 +21,25 @@ void Analysis::on_event(const DecodedEvent& ev) {
         ++topo_.anomalies().unknown_events;
         return;
     }
-    // A deferred data event was emitted after its elements were captured: the trace starts at the earliest
-    // capture (elements' times are non-decreasing, so the first one).
-    int64_t begin = ev.ts_ns;
-    if (const CaptureFields c = capture_fields(ev.id); c.ts >= 0 && ev.u(c.n) > 0)
-        begin = std::min(begin, ev.element_ts(c.ts, 0));
-    if (events_ == 0 || begin < first_ts_) first_ts_ = begin;
-    if (ev.ts_ns > last_ts_ || events_ == 0) last_ts_ = ev.ts_ns;
-    if (ev.inconsistent) ++topo_.anomalies().malformed_events;
-    if (!ev.continued && !ev.expanded) {
-        ++events_;
-        ++events_by_id_[static_cast<std::size_t>(ev.id)];
+    if (is_data_event(ev.id)) {
+        // An events-format data event handed over whole (unit tests, the fuzzer, or one without elements from
+        // the element decoder): its elements, through the same adapter; the first one counts the event.
+        const ElementOrigin origin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0};
+        bool malformed = false;
+        if (for_each_element(ev, origin, malformed, [this](const DataElement& e) { on_element(e); }) > 0) return;
+        if (malformed) ++topo_.anomalies().malformed_events;
     }
+    // The QP and CQ caches of reconstruction hold lookups that object-life events may change.
+    recon_.forget_lookups();
+    note_time(ev.ts_ns, ev.ts_ns);
+    if (ev.inconsistent) ++topo_.anomalies().malformed_events;
+    ++events_;
+    ++events_by_id_[static_cast<std::size_t>(ev.id)];
 
     ProcId p = topo_.process_of(ev);
     {
         Process& pr = topo_.proc(p);
-        if (!ev.continued && !ev.expanded) ++pr.events;
+        ++pr.events;
         pr.last_ts = std::max(pr.last_ts, ev.ts_ns);
     }
     switch (ev.id) {
@@ -68,10 +70,6 @@ void Analysis::on_event(const DecodedEvent& ev) {
     }
     case EventId::srq_create: topo_.on_srq_create(ev, p); break;
     case EventId::ah_create: topo_.on_ah_create(ev, p); break;
-    case EventId::post_send: recon_.on_post_send(ev, p); break;
-    case EventId::post_recv: recon_.on_post_recv(ev, p); break;
-    case EventId::post_srq_recv: recon_.on_post_srq_recv(ev, p); break;
-    case EventId::poll_cq: recon_.on_poll_cq(ev, p); break;
     case EventId::gpu_qp_create: topo_.on_gpu_qp_create(ev, p); break;
     case EventId::gpu_qp_modify: topo_.on_gpu_qp_modify(ev, p); break;
     case EventId::gpu_qp_destroy: {
@@ -89,6 +87,28 @@ void Analysis::on_event(const DecodedEvent& ev) {
     case EventId::gpu_cq_stats: topo_.anomalies().gpu_cqes_missed += ev.u(F::gpu_cq_stats::missed_cqes); break;
     default: break;  // object life without analysis value yet (MRs, CQ destroy, notifications, counters)
     }
+}
+
+void Analysis::note_time(int64_t begin, int64_t end) {
+    if (!have_times_ || begin < first_ts_) first_ts_ = begin;
+    if (!have_times_ || end > last_ts_) last_ts_ = end;
+    have_times_ = true;
+}
+
+void Analysis::on_element(const DataElement& e) {
+    const ElementOrigin& o = *e.origin;
+    // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
+    note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
+    const ProcId p = topo_.process_of(o);
+    Process& pr = topo_.proc(p);
+    pr.last_ts = std::max(pr.last_ts, o.event_ns);
+    if (e.counts_event) {
+        ++events_;
+        ++events_by_id_[static_cast<std::size_t>(event_of(e.kind))];
+        ++pr.events;
+        if (e.malformed) ++topo_.anomalies().malformed_events;
+    }
+    recon_.on_element(e, p);
 }
 
 void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {

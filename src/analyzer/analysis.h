@@ -64,6 +64,7 @@ public:
     void add_listener(OpListener* l) { listeners_.push_back(l); }
 
     void on_event(const DecodedEvent& ev) override;
+    void on_element(const DataElement& e) override;
     // From the reordering stage in front of this analysis (reorder_stage.h), at the end of the stream.
     void on_ordering(const OrderingSummary& s) override { ordering_ = s; }
     void on_discarded(const DiscardRecord& d);
@@ -84,6 +85,8 @@ private:
     friend class ReportBuilder;
 
     void on_qp_counters(const DecodedEvent& ev, ProcId p);
+    // The trace's time span: the earliest capture and the latest event.
+    void note_time(int64_t begin, int64_t end);
 
     AnalysisOptions options_;
     Topology topo_;
@@ -111,6 +114,7 @@ private:
     uint64_t counter_events_ = 0;   // qp_counters events (counters mode)
     int64_t first_ts_ = 0;
     int64_t last_ts_ = 0;
+    bool have_times_ = false;
     bool finished_ = false;
     std::vector<ProcId> retired_scratch_;
 };

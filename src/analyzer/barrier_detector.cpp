@@ -66,25 +66,52 @@ void BarrierDetector::OpenEpochs::pop_lowest() {
     --size;
 }
 
+namespace {
+// KeyHash combines the fields by XOR; the index needs its high bits spread (64-byte strided addresses differ
+// only above bit 5).
+uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+}  // namespace
+
+BarrierDetector::Word* BarrierDetector::find_word(const Key& key, uint64_t hash) const {
+    const std::size_t mask = index_.size() - 1;
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+        const Slot& s = index_[i];
+        if (s.word == nullptr) return nullptr;
+        if (s.hash == hash && s.word->key == key) return s.word;
+    }
+}
+
 void BarrierDetector::add(const Operation& op, const Qp& qp) {
     if (!is_signal(op) || op.ud_ah != 0) return;
     const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
     const Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : op.qp, op.rkey, op.raddr};
     if (last_word_ == nullptr || !(key == last_key_)) {
-        auto it = words_.find(key);
-        if (it == words_.end()) {
+        const uint64_t hash = mix(KeyHash{}(key));
+        Word* found = find_word(key, hash);
+        if (found == nullptr) {
             if (words_.size() >= kMaxWords) {
                 ++dropped_;
                 return;
             }
             auto w = std::make_unique<Word>();
+            w->key = key;
             w->via = op.qp;
             w->rkey = op.rkey;
             w->raddr = op.raddr;
-            it = words_.emplace(key, std::move(w)).first;
+            found = w.get();
+            words_.emplace(key, std::move(w));
+            const std::size_t mask = index_.size() - 1;
+            std::size_t i = hash & mask;
+            while (index_[i].word != nullptr) i = (i + 1) & mask;
+            index_[i] = Slot{hash, found};
         }
         last_key_ = key;
-        last_word_ = it->second.get();
+        last_word_ = found;
     }
     Word& w = *last_word_;
     if (w.dead) return;
@@ -182,6 +209,7 @@ BarrierResult BarrierDetector::finish(Topology& topo) {
         return a.rkey < b.rkey;
     });
     words_.clear();
+    index_.assign(index_.size(), Slot{});
     last_word_ = nullptr;
     return r;
 }

@@ -117,6 +117,7 @@ private:
         void pop_lowest();
     };
     struct Word {
+        Key key{};
         QpId via = kNoId;   // a QP that signals it: resolves the target at the end
         uint32_t rkey = 0;
         uint64_t raddr = 0;
@@ -140,6 +141,18 @@ private:
 
     BarrierOptions options_;
     std::unordered_map<Key, std::unique_ptr<Word>, KeyHash> words_;
+    // The words by key, for add(): open addressing over twice kMaxWords slots (never more than half full), a
+    // slot holding a word's hash and the word itself. Every small write of a bandwidth run is a candidate
+    // signal whose word must be found, and finding it through words_ costs three dependent cache misses
+    // (bucket, node, word); a slot costs one before the word.
+    struct Slot {
+        uint64_t hash = 0;
+        Word* word = nullptr;
+    };
+    static constexpr int kIndexBits = 13;
+    static_assert((std::size_t{1} << kIndexBits) >= 2 * kMaxWords);
+    std::vector<Slot> index_ = std::vector<Slot>(std::size_t{1} << kIndexBits);
+    Word* find_word(const Key& key, uint64_t hash) const;
     // The word of the previous signal: consecutive signals mostly go to the same word.
     Key last_key_{};
     Word* last_word_ = nullptr;

@@ -229,7 +229,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         }
     }
     for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
-    // A deferred_records event's capture times are in its words; the expander converts them through this.
+    // A deferred_records event's capture times are in its words; the element decoder converts them through this.
     if (ci.schema->id == EventId::deferred_records) {
         // Records salvaged after their process ended were emitted by record's salvage step: they belong to the
         // process and thread that captured them, exactly as if that process had emitted them.
@@ -245,7 +245,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         ev.capture_to_ns = nullptr;
         ev.capture_ctx = nullptr;
     }
-    expander_.on_event(ev);
+    tee_.on_event(ev);
 }
 
 // Capture times are cycles of the trace's clock (lttng-ust's monotonic clock); nonzero ones become ns from

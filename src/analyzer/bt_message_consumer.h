@@ -9,8 +9,9 @@
 //
 // Data events' per-element capture times (`ts`, CLOCK_MONOTONIC ns = the LTTng clock's cycles) are converted to
 // ns from origin (DecodedEvent::ts_ns's base) with the event's clock class, the offset computed once per class;
-// 0 stays 0 ("the event's timestamp"). Events then go through a ReorderStage (capture order for deferred
-// emission, pass-through otherwise): call finish() once the stream has ended.
+// 0 stays 0 ("the event's timestamp"). Events then go through an ElementDecoder (data-path calls become their
+// elements) and a ReorderStage (capture order for deferred emission, pass-through otherwise): call finish()
+// once the stream has ended.
 #pragma once
 
 #include <babeltrace2/babeltrace.h>
@@ -23,14 +24,14 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/decoded_event.h"
-#include "analyzer/records_expander.h"
+#include "analyzer/element_decoder.h"
 #include "analyzer/reorder_stage.h"
 
 namespace sigmatrace::analyzer {
 
 class BtMessageConsumer {
 public:
-    // `tap`, when set, sees every event after the records expander (event_dump.h), with every field read.
+    // `tap`, when set, sees every event as read, before the element decoder (event_dump.h), with every field read.
     explicit BtMessageConsumer(Analysis& analysis, EventSink* tap = nullptr)
         : analysis_(analysis), reorder_(analysis), read_every_field_(tap != nullptr) {
         tee_.set_tap(tap);
@@ -76,8 +77,8 @@ private:
 
     Analysis& analysis_;
     ReorderStage reorder_;
-    TeeSink tee_{reorder_};
-    RecordsExpander expander_{tee_};  // in front of reorder_: deferred_records events become their calls
+    ElementDecoder decoder_{reorder_};  // in front of reorder_: data-path calls become their elements
+    TeeSink tee_{decoder_};
     bool read_every_field_;           // a tap reads the sequences no analysis does (unread_fields.h)
     DecodedEvent ev_;
     std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;

@@ -39,17 +39,12 @@ struct DecodedEvent {
     std::string_view procname;   // procname context, empty when absent
     std::string_view trace_hostname;  // the trace environment's hostname, empty when absent
     std::array<FieldValue, kMaxEventFields> f{};
-    // An element view after the first of a data event the reordering stage released element by element
-    // (reorder_stage.h): the trace's event was already counted with its first view.
-    bool continued = false;
-    // One of the calls a `deferred_records` event carried (records_expander.h): the trace's event is that one,
-    // counted once, not each of these.
-    bool expanded = false;
     // Found inconsistent by a stage before the analysis (records that stop decoding): counted as malformed.
     bool inconsistent = false;
     // A `deferred_records` event's conversion of its records' capture times (CLOCK_MONOTONIC ns of the tracer)
-    // to ns from origin, set by the Babeltrace2 consumer from the event's clock class; valid while the event is
-    // handed on. Null: the times already are ns from origin (tests, the fuzzer).
+    // to ns from origin, set by the Babeltrace2 consumer from the event's clock class, for the element decoder
+    // and the event dump; valid while the event is handed on. Null: the times already are ns from origin
+    // (tests, the fuzzer).
     uint64_t (*capture_to_ns)(const void* ctx, uint64_t monotonic_ns) = nullptr;
     const void* capture_ctx = nullptr;
 
@@ -95,8 +90,8 @@ struct DecodedEvent {
     }
 };
 
-// The data events whose elements carry their own capture time (`ts`, schema minor 2): the index of that
-// sequence and of `n`, or -1 for events timed by their timestamp alone.
+// The data events of the events format whose elements carry their own capture time (`ts`, schema minor 2):
+// the index of that sequence and of `n`, or -1 for events timed by their timestamp alone.
 struct CaptureFields {
     int ts = -1;
     int n = -1;

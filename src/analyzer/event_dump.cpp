@@ -1,10 +1,14 @@
 #include "analyzer/event_dump.h"
 
+#include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
+
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <ctime>
 #include <iterator>
+#include <type_traits>
 
 #include "analyzer/schema_table.h"
 
@@ -28,7 +32,7 @@ uint64_t as_width(uint64_t v, const FieldSchema& f) {
 
 }  // namespace
 
-std::string format_event_line(const DecodedEvent& ev) {
+std::string format_event_line(const DecodedEvent& ev, bool from_record) {
     std::string out;
     auto it = std::back_inserter(out);
     const int64_t ns = ev.ts_ns;
@@ -69,7 +73,7 @@ std::string format_event_line(const DecodedEvent& ev) {
         }
     }
     out += first ? "}" : " }";
-    if (ev.expanded) out += " (record)";
+    if (from_record) out += " (record)";
     return out;
 }
 
@@ -96,12 +100,65 @@ bool EventDump::finish() {
     return ok_;
 }
 
-void EventDump::on_event(const DecodedEvent& ev) {
+void EventDump::write_line(const DecodedEvent& ev, bool from_record) {
     if (!ok_) return;
-    line_ = format_event_line(ev);
+    line_ = format_event_line(ev, from_record);
     line_ += '\n';
     if (std::fwrite(line_.data(), 1, line_.size(), out_) != line_.size()) ok_ = false;
     ++lines_;
+}
+
+template <typename Rec> void EventDump::write_record(const DecodedEvent& carrier, const Rec& rec) {
+    // The record as the event immediate emission would have written for its call, field by field in schema
+    // order, as a reader would decode it from a trace.
+    DecodedEvent& e = call_;
+    e.id = std::is_same_v<Rec, st_post_send_rec>      ? EventId::post_send
+           : std::is_same_v<Rec, st_post_recv_rec>    ? EventId::post_recv
+           : std::is_same_v<Rec, st_post_srq_recv_rec> ? EventId::post_srq_recv
+                                                       : EventId::poll_cq;
+    e.ts_ns = carrier.ts_ns;
+    e.trace_index = carrier.trace_index;
+    e.vpid = carrier.vpid;
+    e.vtid = carrier.vtid;
+    e.procname = carrier.procname;
+    e.trace_hostname = carrier.trace_hostname;
+    for (FieldValue& v : e.f) v = FieldValue{};
+    std::size_t i = 0;
+    records::visit_fields(
+        rec,
+        [&](const char*, auto value) {
+            FieldValue& v = e.f[i++];
+            v.present = true;
+            if constexpr (std::is_signed_v<decltype(value)>) v.u = static_cast<uint64_t>(static_cast<int64_t>(value));
+            else v.u = static_cast<uint64_t>(value);
+        },
+        [&](const char*, const auto* values) {
+            auto& buf = seqs_[i];
+            for (uint32_t k = 0; k < rec.n; ++k) buf[k] = static_cast<uint64_t>(values[k]);
+            FieldValue& v = e.f[i++];
+            v.present = true;
+            v.is_sequence = true;
+            v.seq = buf.data();
+            v.seq_len = rec.n;
+        });
+    write_line(e, true);
+}
+
+void EventDump::on_event(const DecodedEvent& ev) {
+    if (!ok_) return;
+    if (ev.id == EventId::deferred_records) {
+        // Each call the carrier holds, then the carrier: what babeltrace2 alone shows for the events format.
+        namespace F = fields::deferred_records;
+        const FieldValue& words = ev.f[F::words];
+        if (ev.u(F::layout) == records::kLayout)
+            records::walk_records(
+                words.seq, words.seq_len,
+                [&](const records::RecordHeader& h) {
+                    records::expand_record(h, scratch_, [&](const auto& rec) { write_record(ev, rec); });
+                },
+                [&ev](uint64_t t) { return ev.capture_to_ns != nullptr ? ev.capture_to_ns(ev.capture_ctx, t) : t; });
+    }
+    write_line(ev, false);
 }
 
 }  // namespace sigmatrace::analyzer

@@ -1,9 +1,11 @@
-// Where decoded events go: the Analysis, or a stage in front of it (reorder_stage.h). The Babeltrace2 consumer,
-// unit tests and the fuzzer all push DecodedEvents into one of these.
+// Where decoded events and data elements go: the Analysis, or a stage in front of it (element_decoder.h,
+// reorder_stage.h). The Babeltrace2 consumer, unit tests and the fuzzer all push DecodedEvents into one of these;
+// the element decoder turns data-path calls into DataElements (data_element.h) for what follows it.
 #pragma once
 
 #include <cstdint>
 
+#include "analyzer/data_element.h"
 #include "analyzer/decoded_event.h"
 
 namespace sigmatrace::analyzer {
@@ -21,12 +23,14 @@ public:
     virtual ~EventSink() = default;
     // `ev` and everything it points at is valid only during the call.
     virtual void on_event(const DecodedEvent& ev) = 0;
+    // One element of a data-path call; `e` and its origin are valid only during the call.
+    virtual void on_element(const DataElement& e) = 0;
     // End of the stream, after the last on_event, from a stage that reorders.
     virtual void on_ordering(const OrderingSummary&) {}
 };
 
 // Hands each event to `tap` (when set) and then to `next`: how a reader watches the stream between two stages
-// (event_dump.h).
+// (event_dump.h). Elements go to `next` only: the tap reads the events that carried them.
 class TeeSink final : public EventSink {
 public:
     explicit TeeSink(EventSink& next) : next_(next) {}
@@ -35,6 +39,7 @@ public:
         if (tap_ != nullptr) tap_->on_event(ev);
         next_.on_event(ev);
     }
+    void on_element(const DataElement& e) override { next_.on_element(e); }
     void on_ordering(const OrderingSummary& s) override { next_.on_ordering(s); }
 
 private:

@@ -108,88 +108,79 @@ QpId OpReconstruction::qp_for_post(ProcId p, uint64_t handle, uint32_t qpn) {
     return q;
 }
 
-void OpReconstruction::on_post_send(const DecodedEvent& ev, ProcId p) {
-    bool malformed = false;
-    const uint32_t n = ev.batch_size(F::post_send::n, malformed, F::post_send::ts);
-    if (malformed) ++topo_.anomalies().malformed_events;
-    const QpId q = qp_for_post(p, ev.u(F::post_send::qp), static_cast<uint32_t>(ev.u(F::post_send::qp_num)));
-    Qp& qp = topo_.qp(q);
-    const int64_t ret = ev.i64(F::post_send::ret);
-    const int64_t bad = ev.i64(F::post_send::bad_index);
-    const uint64_t offset = ev.u(F::post_send::batch_offset);
-    for (uint32_t k = 0; k < n; ++k) {
-        // On an error, *bad_wr and the WRs after it were not posted (all of them when bad_wr is unknown).
-        if (ret != 0 && (bad < 0 || static_cast<int64_t>(offset + k) >= bad)) {
-            ++topo_.anomalies().post_errors;
-            continue;
-        }
-        PendingWr wr;
-        wr.wr_id = ev.at(F::post_send::wr_id, k);
-        wr.post_ts = ev.element_ts(F::post_send::ts, k);
-        wr.opcode = static_cast<uint8_t>(ev.at(F::post_send::opcode, k));
-        wr.signaled = qp.sig_all || (ev.at(F::post_send::send_flags, k) & kIbvSendSignaled) != 0;
-        wr.bytes = static_cast<uint32_t>(ev.at(F::post_send::bytes, k));
-        wr.raddr = ev.at(F::post_send::raddr, k);
-        wr.rkey = static_cast<uint32_t>(ev.at(F::post_send::rkey, k));
-        wr.remote_qpn = static_cast<uint32_t>(ev.at(F::post_send::remote_qpn, k));
-        wr.ah = ev.at(F::post_send::ah, k);
-        qp.sq.push_back(wr);
+QpId OpReconstruction::qp_of_post(ProcId p, uint64_t handle, uint32_t qpn) {
+    if (post_cache_.proc == p && post_cache_.key == handle && post_cache_.qpn == qpn) return post_cache_.qp;
+    const QpId q = qp_for_post(p, handle, qpn);
+    post_cache_ = Cached{p, handle, qpn, q};
+    return q;
+}
+
+void OpReconstruction::on_element(const DataElement& e, ProcId p) {
+    switch (e.kind) {
+    case ElementKind::send: on_send(e, p); return;
+    case ElementKind::recv: on_recv(e, p); return;
+    case ElementKind::srq_recv: on_srq_recv(e, p); return;
+    case ElementKind::completion: on_completion(e, p); return;
     }
+}
+
+void OpReconstruction::on_send(const DataElement& e, ProcId p) {
+    const QpId q = qp_of_post(p, e.handle, e.qp_num);
+    // On an error, *bad_wr and the WRs after it were not posted (all of them when bad_wr is unknown).
+    if (e.rejected) {
+        ++topo_.anomalies().post_errors;
+        return;
+    }
+    Qp& qp = topo_.qp(q);
+    PendingWr wr;
+    wr.wr_id = e.wr_id;
+    wr.post_ts = e.ts_ns;
+    wr.opcode = e.opcode;
+    wr.signaled = qp.sig_all || (e.send_flags & kIbvSendSignaled) != 0;
+    wr.bytes = e.bytes;
+    wr.raddr = e.raddr;
+    wr.rkey = e.rkey;
+    wr.remote_qpn = e.remote_qpn;
+    wr.ah = e.ah;
+    qp.sq.push_back(wr);
     bound_queue(p, q, qp.sq, queue_limit(qp.max_send_wr), false);
 }
 
-void OpReconstruction::on_post_recv(const DecodedEvent& ev, ProcId p) {
-    bool malformed = false;
-    const uint32_t n = ev.batch_size(F::post_recv::n, malformed, F::post_recv::ts);
-    if (malformed) ++topo_.anomalies().malformed_events;
-    const QpId q = qp_for_post(p, ev.u(F::post_recv::qp), static_cast<uint32_t>(ev.u(F::post_recv::qp_num)));
-    Qp& qp = topo_.qp(q);
-    const int64_t ret = ev.i64(F::post_recv::ret);
-    const int64_t bad = ev.i64(F::post_recv::bad_index);
-    const uint64_t offset = ev.u(F::post_recv::batch_offset);
-    for (uint32_t k = 0; k < n; ++k) {
-        if (ret != 0 && (bad < 0 || static_cast<int64_t>(offset + k) >= bad)) {
-            ++topo_.anomalies().post_errors;
-            continue;
-        }
-        PendingWr wr;
-        wr.wr_id = ev.at(F::post_recv::wr_id, k);
-        wr.post_ts = ev.element_ts(F::post_recv::ts, k);
-        wr.opcode = kOpRecv;
-        wr.signaled = true;
-        wr.bytes = static_cast<uint32_t>(ev.at(F::post_recv::bytes, k));
-        qp.rq.push_back(wr);
+void OpReconstruction::on_recv(const DataElement& e, ProcId p) {
+    const QpId q = qp_of_post(p, e.handle, e.qp_num);
+    if (e.rejected) {
+        ++topo_.anomalies().post_errors;
+        return;
     }
+    Qp& qp = topo_.qp(q);
+    PendingWr wr;
+    wr.wr_id = e.wr_id;
+    wr.post_ts = e.ts_ns;
+    wr.opcode = kOpRecv;
+    wr.signaled = true;
+    wr.bytes = e.bytes;
+    qp.rq.push_back(wr);
     while (qp.rq.size() > queue_limit(qp.max_recv_wr)) {
         qp.rq.pop_front();
         ++topo_.anomalies().lost_wrs;
     }
 }
 
-void OpReconstruction::on_post_srq_recv(const DecodedEvent& ev, ProcId p) {
-    bool malformed = false;
-    const uint32_t n = ev.batch_size(F::post_srq_recv::n, malformed, F::post_srq_recv::ts);
-    if (malformed) ++topo_.anomalies().malformed_events;
-    Process& pr = topo_.proc(p);
-    const uint64_t srq = ev.u(F::post_srq_recv::srq);
-    auto& queue = pr.srq_pending[srq];
-    const int64_t ret = ev.i64(F::post_srq_recv::ret);
-    const int64_t bad = ev.i64(F::post_srq_recv::bad_index);
-    const uint64_t offset = ev.u(F::post_srq_recv::batch_offset);
-    for (uint32_t k = 0; k < n; ++k) {
-        if (ret != 0 && (bad < 0 || static_cast<int64_t>(offset + k) >= bad)) {
-            ++topo_.anomalies().post_errors;
-            continue;
-        }
-        PendingWr wr;
-        wr.wr_id = ev.at(F::post_srq_recv::wr_id, k);
-        wr.post_ts = ev.element_ts(F::post_srq_recv::ts, k);
-        wr.opcode = kOpRecv;
-        wr.signaled = true;
-        wr.bytes = static_cast<uint32_t>(ev.at(F::post_srq_recv::bytes, k));
-        queue.push_back(wr);
+void OpReconstruction::on_srq_recv(const DataElement& e, ProcId p) {
+    if (e.rejected) {
+        ++topo_.anomalies().post_errors;
+        return;
     }
-    auto depth = pr.srq_depth.find(srq);
+    Process& pr = topo_.proc(p);
+    auto& queue = pr.srq_pending[e.handle];
+    PendingWr wr;
+    wr.wr_id = e.wr_id;
+    wr.post_ts = e.ts_ns;
+    wr.opcode = kOpRecv;
+    wr.signaled = true;
+    wr.bytes = e.bytes;
+    queue.push_back(wr);
+    auto depth = pr.srq_depth.find(e.handle);
     const std::size_t limit = queue_limit(depth == pr.srq_depth.end() ? 0 : depth->second);
     while (queue.size() > limit) {
         queue.pop_front();
@@ -244,33 +235,27 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
     return false;
 }
 
-void OpReconstruction::on_poll_cq(const DecodedEvent& ev, ProcId p) {
-    bool malformed = false;
-    const uint32_t n = ev.batch_size(F::poll_cq::n, malformed, F::poll_cq::ts);
-    if (malformed) ++topo_.anomalies().malformed_events;
-    const uint64_t cq = ev.u(F::poll_cq::cq);
-    for (uint32_t k = 0; k < n; ++k) {
-        const auto qpn = static_cast<uint32_t>(ev.at(F::poll_cq::qp_num, k));
-        const QpId q = topo_.find_qp_for_completion(p, cq, qpn);
-        if (q == kNoId) {
-            ++topo_.anomalies().unmatched_completions;
-            continue;
-        }
-        const uint64_t wr_id = ev.at(F::poll_cq::wr_id, k);
-        const auto status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
-        const auto opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
-        const auto byte_len = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
-        // A deferred event may merge several polls: each completion is timed by its own call.
-        const int64_t ts = ev.element_ts(F::poll_cq::ts, k);
-        bool matched;
-        if (status != kWcSuccess)  // the opcode of an error completion is undefined: try both queues
-            matched = complete_send(p, q, wr_id, status, ts) || complete_recv(p, q, wr_id, status, kOpRecv, byte_len, ts);
-        else if (opcode >= kOpRecv)
-            matched = complete_recv(p, q, wr_id, status, opcode, byte_len, ts);
-        else
-            matched = complete_send(p, q, wr_id, status, ts);
-        if (!matched) ++topo_.anomalies().unmatched_completions;
+void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
+    QpId q;
+    if (completion_cache_.proc == p && completion_cache_.key == e.handle && completion_cache_.qpn == e.qp_num) {
+        q = completion_cache_.qp;
+    } else {
+        q = topo_.find_qp_for_completion(p, e.handle, e.qp_num);
+        // Not a miss: a later post may adopt an unknown QP of that number (implicit_qp).
+        if (q != kNoId) completion_cache_ = Cached{p, e.handle, e.qp_num, q};
     }
+    if (q == kNoId) {
+        ++topo_.anomalies().unmatched_completions;
+        return;
+    }
+    bool matched;
+    if (e.status != kWcSuccess)  // the opcode of an error completion is undefined: try both queues
+        matched = complete_send(p, q, e.wr_id, e.status, e.ts_ns) || complete_recv(p, q, e.wr_id, e.status, kOpRecv, e.bytes, e.ts_ns);
+    else if (e.opcode >= kOpRecv)
+        matched = complete_recv(p, q, e.wr_id, e.status, e.opcode, e.bytes, e.ts_ns);
+    else
+        matched = complete_send(p, q, e.wr_id, e.status, e.ts_ns);
+    if (!matched) ++topo_.anomalies().unmatched_completions;
 }
 
 void OpReconstruction::on_gpu_wqe(const DecodedEvent& ev, ProcId p) {

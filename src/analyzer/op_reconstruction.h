@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 
+#include "analyzer/data_element.h"
 #include "analyzer/decoded_event.h"
 #include "analyzer/model.h"
 #include "analyzer/topology.h"
@@ -34,10 +35,8 @@ class OpReconstruction {
 public:
     OpReconstruction(Topology& topo, OpListener& out) : topo_(topo), out_(out) {}
 
-    void on_post_send(const DecodedEvent& ev, ProcId p);
-    void on_post_recv(const DecodedEvent& ev, ProcId p);
-    void on_post_srq_recv(const DecodedEvent& ev, ProcId p);
-    void on_poll_cq(const DecodedEvent& ev, ProcId p);
+    // One posted WR or one completion of process p.
+    void on_element(const DataElement& e, ProcId p);
     void on_gpu_wqe(const DecodedEvent& ev, ProcId p);
     void on_gpu_cqe(const DecodedEvent& ev, ProcId p);
 
@@ -51,6 +50,12 @@ public:
     // End of the trace.
     void finish();
 
+    // Object-life events may change which QP a handle or QP number names: the next element looks it up again.
+    void forget_lookups() {
+        post_cache_ = Cached{};
+        completion_cache_ = Cached{};
+    }
+
     // Posted receives never consumed (normal: applications pre-post receives); not operations.
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }
 
@@ -61,10 +66,25 @@ private:
     bool complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode, uint32_t byte_len, int64_t ts);
     void bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq);
     QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
+    void on_send(const DataElement& e, ProcId p);
+    void on_recv(const DataElement& e, ProcId p);
+    void on_srq_recv(const DataElement& e, ProcId p);
+    void on_completion(const DataElement& e, ProcId p);
+    // The QP of the last post and of the last completion: a thread posts to one QP and polls one CQ for long
+    // stretches, and each of these lookups is two hash probes.
+    struct Cached {
+        ProcId proc = kNoId;
+        uint64_t key = 0;
+        uint32_t qpn = 0;
+        QpId qp = kNoId;
+    };
+    QpId qp_of_post(ProcId p, uint64_t handle, uint32_t qpn);
 
     Topology& topo_;
     OpListener& out_;
     uint64_t unconsumed_receives_ = 0;
+    Cached post_cache_;
+    Cached completion_cache_;
 };
 
 }  // namespace sigmatrace::analyzer

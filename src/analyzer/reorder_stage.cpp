@@ -7,97 +7,109 @@ namespace sigmatrace::analyzer {
 
 namespace F = fields;
 
-namespace {
-
-// Whether a data event's elements were captured at different times (merged calls), so that it must be released
-// element by element. Only well-formed events are split (every sequence exactly `n` long): a malformed one moves
-// whole and is counted once as malformed.
-bool spans_capture_times(const DecodedEvent& ev) {
-    const CaptureFields c = capture_fields(ev.id);
-    if (c.ts < 0) return false;
-    const uint64_t n = ev.u(c.n);
-    if (n < 2 || n > kMaxSequenceLength) return false;
-    for (const FieldValue& v : ev.f)
-        if (v.is_sequence && v.seq_len != n) return false;
-    const int64_t first = ev.element_ts(c.ts, 0);
-    for (uint32_t k = 1; k < n; ++k)
-        if (ev.element_ts(c.ts, k) != first) return true;
+bool ReorderStage::in_order(int64_t key, uint64_t serial) {
+    if (key >= released_key_) return true;
+    // Emitted later than its process promised: something of its time was already released. An event's
+    // elements come late together: the event is counted once.
+    if (serial == 0 || serial != last_late_serial_) ++summary_.late_events;
+    last_late_serial_ = serial;
+    // Saturating: keys of a corrupt trace may lie anywhere in int64.
+    const int64_t lateness = key < released_key_ - std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max()
+                                                                                        : released_key_ - key;
+    summary_.max_lateness_ns = std::max(summary_.max_lateness_ns, lateness);
     return false;
 }
 
-}  // namespace
-
-int ReorderStage::batch_offset_field(EventId id) {
-    switch (id) {
-    case EventId::post_send: return F::post_send::batch_offset;
-    case EventId::post_recv: return F::post_recv::batch_offset;
-    case EventId::post_srq_recv: return F::post_srq_recv::batch_offset;
-    default: return -1;
-    }
-}
-
-int64_t order_key(const DecodedEvent& ev) {
-    const CaptureFields c = capture_fields(ev.id);
-    if (c.ts < 0 || ev.u(c.n) == 0) return ev.ts_ns;
-    return ev.element_ts(c.ts, 0);
-}
-
-void ReorderStage::on_event(const DecodedEvent& ev) {
-    if (ev.id == EventId::process_info && ev.f[F::process_info::defer_us].present) {
-        const auto defer_ns = static_cast<int64_t>(static_cast<uint32_t>(ev.u(F::process_info::defer_us))) * 1000;
-        if (defer_ns > 0) summary_.window_ns = std::max(summary_.window_ns, 2 * defer_ns + margin_ns_);
-    }
+void ReorderStage::on_element(const DataElement& e) {
+    const ElementOrigin& o = *e.origin;
+    // Immediate mode captures nothing (the element carries its event's time): a capture time of its own means
+    // a deferring process whose process_info is not in the trace (recording started after it).
+    if (summary_.window_ns == 0 && e.ts_ns != o.event_ns) summary_.window_ns = 2 * kAssumedDeferNs + margin_ns_;
     if (summary_.window_ns == 0) {
-        // Immediate mode writes zero capture times: a nonzero one means a deferring process whose process_info
-        // is not in the trace (recording started after it).
-        const int ts_field = capture_fields(ev.id).ts;
-        if (ts_field >= 0 && ev.at(ts_field, 0) != 0) summary_.window_ns = 2 * kAssumedDeferNs + margin_ns_;
-    }
-    if (summary_.window_ns == 0) {
-        // Immediate trace (so far): the muxer's order is capture order. The first deferring process_info
-        // switches to holding; what passed before it stays released, at the watermark.
-        watermark_ = std::max(watermark_, ev.ts_ns);
+        watermark_ = std::max(watermark_, o.event_ns);
         released_key_ = watermark_;
-        out_.on_event(ev);
+        out_.on_element(e);
         return;
     }
-    watermark_ = std::max(watermark_, ev.ts_ns);
-    const int64_t key = order_key(ev);
-    // The announced bound is a promise the emitter may not keep (descheduled on a busy machine): an event that
-    // came later than it widens the window for what follows, up to kMaxReorderWindowNs (memory: the events of
-    // one window are held, at most max_held_). Widened before this event is held or released, so that it and the
-    // rest of its drain are ordered in the wider window. A delay past the cap still widens to the cap.
-    if (capture_fields(ev.id).ts >= 0 && key < ev.ts_ns) {
-        const int64_t delay = ev.ts_ns - key;   // > 0; no overflow: key > 0 here, or key == ev.ts_ns
+    if (open_ != kNone && (runs_[open_].origin.serial != o.serial || e.ts_ns < open_last_key_)) close_run();
+    watermark_ = std::max(watermark_, o.event_ns);
+    const int64_t key = e.ts_ns;
+    // The announced bound is a promise the emitter may not keep (descheduled on a busy machine): an element that
+    // came later than it widens the window for what follows, up to kMaxReorderWindowNs (memory: what one window
+    // holds, at most max_held_). Widened before the element is held or released, so that it and the rest of its
+    // drain are ordered in the wider window. A delay past the cap still widens to the cap.
+    if (key < o.event_ns) {
+        const int64_t delay = o.event_ns - key;   // > 0; no overflow: key > 0 here
         const int64_t wanted = delay >= kMaxReorderWindowNs / 2 ? kMaxReorderWindowNs
                                                                 : std::min(kMaxReorderWindowNs, 2 * delay + margin_ns_);
         summary_.window_ns = std::max(summary_.window_ns, wanted);
     }
-    if (key < released_key_) {
-        // Emitted later than its process promised: an event of its time was already released.
-        ++summary_.late_events;
-        // Saturating: keys of a corrupt trace may lie anywhere in int64.
-        const int64_t lateness = key < released_key_ - std::numeric_limits<int64_t>::max()
-                                     ? std::numeric_limits<int64_t>::max()
-                                     : released_key_ - key;
-        summary_.max_lateness_ns = std::max(summary_.max_lateness_ns, lateness);
+    if (!in_order(key, o.serial)) {
+        out_.on_element(e);
+        return;
+    }
+    if (open_ == kNone) open_ = open_run(o);
+    Run& r = runs_[open_];
+    // The run is in the heap while it holds an element not yet released, keyed by that element.
+    if (!r.in_heap) {
+        heap_.push_back(Entry{key, arrivals_++, open_, true});
+        std::push_heap(heap_.begin(), heap_.end(), Later{});
+        r.in_heap = true;
+    }
+    r.elements.push_back(e);
+    r.elements.back().origin = &r.origin;
+    open_last_key_ = key;
+    ++held_;
+    summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
+    release_due();
+}
+
+void ReorderStage::on_event(const DecodedEvent& ev) {
+    close_run();
+    if (ev.id == EventId::process_info && ev.f[F::process_info::defer_us].present) {
+        const auto defer_ns = static_cast<int64_t>(static_cast<uint32_t>(ev.u(F::process_info::defer_us))) * 1000;
+        if (defer_ns > 0) summary_.window_ns = std::max(summary_.window_ns, 2 * defer_ns + margin_ns_);
+    }
+    watermark_ = std::max(watermark_, ev.ts_ns);
+    if (summary_.window_ns == 0) {
+        // Immediate trace (so far): the muxer's order is capture order. The first deferring process_info
+        // switches to holding; what passed before it stays released, at the watermark.
+        released_key_ = watermark_;
         out_.on_event(ev);
         return;
     }
-    const uint32_t element = spans_capture_times(ev) ? 0 : kWhole;
-    heap_.push_back(Entry{key, arrivals_++, copy_into_slot(ev), element});
+    if (!in_order(ev.ts_ns, 0)) {
+        out_.on_event(ev);
+        return;
+    }
+    push(ev.ts_ns, copy_event(ev), false, 1);
+    release_due();
+}
+
+void ReorderStage::push(int64_t key, uint32_t slot, bool run, std::size_t items) {
+    heap_.push_back(Entry{key, arrivals_++, slot, run});
     std::push_heap(heap_.begin(), heap_.end(), Later{});
-    summary_.max_held = std::max<uint64_t>(summary_.max_held, heap_.size());
+    held_ += items;
+    summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
+}
+
+void ReorderStage::close_run() {
+    if (open_ == kNone) return;
+    const uint32_t slot = open_;
+    open_ = kNone;
+    if (!runs_[slot].in_heap) free_runs_.push_back(slot);   // every element already went out
+}
+
+void ReorderStage::release_due() {
     // Released: key + window < watermark, i.e. key < watermark - window (no overflow near INT64_MIN/MAX).
-    if (watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns)
-        release(watermark_ - summary_.window_ns, false);
-    if (heap_.size() > max_held_) release_beyond_memory_bound();
+    if (watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns) release(watermark_ - summary_.window_ns, false);
+    if (held_ > max_held_) release_beyond_memory_bound();
 }
 
 void ReorderStage::release_beyond_memory_bound() {
-    // Each held event has one heap entry. Every round releases the oldest key (at least one element); a split
-    // event's remainder goes back in, so rounds repeat until a whole event has gone out.
-    while (heap_.size() > max_held_) {
+    // Every round releases the oldest key (at least one element); a run's remainder goes back in, so rounds
+    // repeat until enough has gone out.
+    while (held_ > max_held_ && !heap_.empty()) {
         const int64_t oldest = heap_.front().key;
         release(oldest == std::numeric_limits<int64_t>::max() ? oldest : oldest + 1, oldest == std::numeric_limits<int64_t>::max());
     }
@@ -106,6 +118,7 @@ void ReorderStage::release_beyond_memory_bound() {
 void ReorderStage::finish() {
     if (finished_) return;
     finished_ = true;
+    close_run();
     release(0, true);
     out_.on_ordering(summary_);
 }
@@ -116,71 +129,70 @@ void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
         const Entry e = heap_.back();
         heap_.pop_back();
         released_key_ = std::max(released_key_, e.key);
-        Slot& s = slots_[e.slot];
-        if (e.element == kWhole) {
-            out_.on_event(s.ev);
-        } else {
-            // The run of this event's elements that nothing held comes between (captured before the next held
-            // key, and due) goes out as one view: one call per run, not per element, when calls do not interleave.
-            int64_t limit = all ? std::numeric_limits<int64_t>::max() : upto_key_exclusive;
-            if (!heap_.empty()) limit = std::min(limit, heap_.front().key);
-            const auto [next_element, next_key] = release_run(s, e.element, limit);
-            if (next_key != kNoNext) {
-                // The event's next element waits for its own time (its storage stays held until then).
-                heap_.push_back(Entry{next_key, e.arrival, e.slot, next_element});
-                std::push_heap(heap_.begin(), heap_.end(), Later{});
-                continue;
-            }
+        if (!e.run) {
+            --held_;
+            out_.on_event(events_[e.slot].ev);
+            free_events_.push_back(e.slot);
+            continue;
         }
-        free_slots_.push_back(e.slot);
+        // The run's elements that nothing held comes between (captured before the next held key, and due) go
+        // out now: one heap round per stretch, not per element, when drains do not interleave.
+        Run& r = runs_[e.slot];
+        int64_t limit = all ? std::numeric_limits<int64_t>::max() : upto_key_exclusive;
+        if (!heap_.empty()) limit = std::min(limit, heap_.front().key);
+        const std::size_t n = r.elements.size();
+        std::size_t k = r.next;
+        do {
+            out_.on_element(r.elements[k]);
+            ++k;
+        } while (k < n && r.elements[k].ts_ns < limit);
+        released_key_ = std::max(released_key_, r.elements[k - 1].ts_ns);
+        held_ -= k - r.next;
+        r.next = k;
+        if (k < n) {
+            // The run's next element waits for its own time.
+            heap_.push_back(Entry{r.elements[k].ts_ns, e.arrival, e.slot, true});
+            std::push_heap(heap_.begin(), heap_.end(), Later{});
+            continue;
+        }
+        r.in_heap = false;
+        if (e.slot != open_) free_runs_.push_back(e.slot);   // an open run may still grow
     }
 }
 
-int64_t ReorderStage::element_key(const Slot& s, uint32_t j) const {
-    const CaptureFields c = capture_fields(s.ev.id);
-    const uint64_t t = s.ev.f[static_cast<std::size_t>(c.ts)].seq[j];
-    return t != 0 && t <= DecodedEvent::kMaxCaptureNs ? static_cast<int64_t>(t) : s.ev.ts_ns;
-}
-
-std::pair<uint32_t, int64_t> ReorderStage::release_run(Slot& s, uint32_t k, int64_t limit_exclusive) {
-    // The slot's event becomes the view of elements [k, k + m) in place (no copy): every sequence starts at
-    // element k (the view advances them after each run) and is cut to m; `n` reads m.
-    DecodedEvent& v = s.ev;
-    const CaptureFields c = capture_fields(v.id);
-    if (k == 0) {
-        s.elements = static_cast<uint32_t>(v.u(c.n));
-        s.first_batch_offset = batch_offset_field(v.id) >= 0 ? v.u(batch_offset_field(v.id)) : 0;
-    }
-    // Element k is due (its entry was popped); the next ones join while they precede the limit.
-    uint32_t m = 1;
-    while (k + m < s.elements && element_key(s, m) < limit_exclusive) ++m;
-    v.continued = k > 0;
-    v.f[static_cast<std::size_t>(c.n)].u = m;
-    for (FieldValue& f : v.f)
-        if (f.is_sequence) f.seq_len = m;
-    if (v.id == EventId::poll_cq) v.f[F::poll_cq::ret].u = m;   // the view stands for one poll of m completions
-    // A post's element k is WR batch_offset + k of its chain.
-    if (const int b = batch_offset_field(v.id); b >= 0) v.f[static_cast<std::size_t>(b)].u = s.first_batch_offset + k;
-    out_.on_event(v);
-    if (k + m >= s.elements) return {k + m, kNoNext};
-    const int64_t next = element_key(s, m);
-    for (FieldValue& f : v.f)
-        if (f.is_sequence) f.seq += m;
-    return {k + m, next};
-}
-
-uint32_t ReorderStage::copy_into_slot(const DecodedEvent& ev) {
+uint32_t ReorderStage::open_run(const ElementOrigin& origin) {
     uint32_t idx;
-    if (!free_slots_.empty()) {
-        idx = free_slots_.back();
-        free_slots_.pop_back();
+    if (!free_runs_.empty()) {
+        idx = free_runs_.back();
+        free_runs_.pop_back();
     } else {
-        idx = static_cast<uint32_t>(slots_.size());
-        slots_.emplace_back();
+        idx = static_cast<uint32_t>(runs_.size());
+        runs_.emplace_back();
     }
-    Slot& s = slots_[idx];
+    Run& r = runs_[idx];
+    r.elements.clear();
+    r.next = 0;
+    r.in_heap = false;
+    r.origin = origin;
+    // Sized first: views into strs are taken after both strings are in.
+    r.strs.assign(origin.procname);
+    r.strs.append(origin.trace_hostname);
+    r.origin.procname = std::string_view(r.strs.data(), origin.procname.size());
+    r.origin.trace_hostname = std::string_view(r.strs.data() + origin.procname.size(), origin.trace_hostname.size());
+    return idx;
+}
+
+uint32_t ReorderStage::copy_event(const DecodedEvent& ev) {
+    uint32_t idx;
+    if (!free_events_.empty()) {
+        idx = free_events_.back();
+        free_events_.pop_back();
+    } else {
+        idx = static_cast<uint32_t>(events_.size());
+        events_.emplace_back();
+    }
+    EventSlot& s = events_[idx];
     s.ev = ev;
-    s.elements = 0;
     std::size_t nseq = 0, nstr = ev.procname.size() + ev.trace_hostname.size();
     for (const FieldValue& v : ev.f) {
         nseq += v.seq_len;

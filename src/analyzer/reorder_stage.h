@@ -3,26 +3,28 @@
 // A deferring process captures each data-path call (with its CLOCK_MONOTONIC time, the event's `ts` sequence)
 // and emits the event later, up to process_info.defer_us afterwards, and its threads' events come out in any
 // order. The muxer delivers events by event timestamp, so a completion can arrive before the post it completes.
-// This stage sits between the consumer and the Analysis: it holds events in a min-heap keyed by capture time
-// (order_key) and releases one once the watermark (the newest event timestamp seen) is past key + window,
-// window = 2 x the largest defer_us any process announced + kReorderMarginNs. Any event captured before a
+// This stage sits between the element decoder and the Analysis: it holds events and elements in a min-heap
+// keyed by capture time (an element's own, an event's timestamp) and releases one once the watermark (the
+// newest event timestamp seen) is past key + window, window = 2 x the largest defer_us any process announced
+// + kReorderMarginNs. Any event captured before a
 // released one had to be emitted within defer_us of its capture, i.e. before the watermark got that far.
 //
-// A deferred event may merge several calls of one thread, its elements captured at different times. Such an
-// event is released element by element, each when its own capture time is due, as a view: every sequence
-// advanced to the element, batch_offset + k for posts, `continued` set after the first view (the event is
-// counted once). Consecutive elements that no other held event comes between go out as one view of n > 1
-// (ret = n for polls), so an event that interleaves with nothing costs one call. Event-level keys cannot order
-// it: thread B's poll [c0@1, c1@3] and thread A's post [p1@2], c1 completing p1, need c0, p1, c1. Events whose
-// elements share one capture time (one call, immediate mode) move whole.
-// An event that still comes older than what was released ("late": the tracer missed its bound) is processed
-// at once, never dropped, and counted: the report says ordering was not guaranteed. A data event emitted later
-// after its capture than the window allows (late or not) widens the window to twice that delay for what
-// follows, up to kMaxReorderWindowNs: on a busy machine an emitter is descheduled for milliseconds, or longer.
+// Data-path calls arrive as elements (data_element.h, one WR or one completion each, with its own capture
+// time), so a call that interleaves with another thread's is ordered element by element: thread B's poll
+// [c0@1, c1@3] and thread A's post [p1@2], c1 completing p1, go out c0, p1, c1. The consecutive elements of one
+// event (a thread's drain, in capture order) are held together as a run, one heap entry for the run: the run's
+// first element is due first, and the run goes out up to the next held key, so a drain that interleaves with
+// nothing costs one heap push and pop, not one per element.
+// An element or event that still comes older than what was released ("late": the tracer missed its bound) is
+// processed at once, never dropped, and counted (once per event that carried it): the report says ordering was
+// not guaranteed. A data element emitted later after its capture than the window allows (late or not) widens
+// the window to twice that delay for what follows, up to kMaxReorderWindowNs: on a busy machine an emitter is
+// descheduled for milliseconds, or longer.
 //
 // Immediate traces (every defer_us 0) pass straight through: no key, no copy, no heap.
-// Held events are deep copies (DecodedEvent points at the producer's storage, valid for one call) in pooled
-// slots that keep their buffers: no allocation per event once the pool covers the window.
+// Held events are deep copies (DecodedEvent points at the producer's storage, valid for one call) and held runs
+// copies of their elements, in pooled slots that keep their buffers: no allocation per event or element once
+// the pool covers the window.
 #pragma once
 
 #include <cstddef>
@@ -51,14 +53,10 @@ inline constexpr int64_t kAssumedDeferNs = 1'000'000;
 // this replaced let such a drain's merged poll pass the posts it completes. Memory is bounded by kMaxHeldEvents,
 // not by the window.
 inline constexpr int64_t kMaxReorderWindowNs = 10'000'000'000;
-// The most events held at once (about 1 KB each for a one-WR call, plus 8 bytes per element of its sequences).
-// Past it the oldest held event is released before its time: a dense trace with a wide window costs at most
-// this, and an event that then comes older than one released that way is processed as late (counted).
+// The most events and elements held at once (an element ~100 bytes, an event about 1 KB plus its strings and
+// sequences). Past it the oldest held ones are released before their time: a dense trace with a wide window
+// costs at most this, and what then comes older than one released that way is processed as late (counted).
 inline constexpr std::size_t kMaxHeldEvents = std::size_t{1} << 20;
-
-// The time an event is ordered by: its first element's capture time for a data event (elements' times are
-// non-decreasing), ev.ts_ns for every other event and for data events without elements or capture times.
-int64_t order_key(const DecodedEvent& ev);
 
 class ReorderStage final : public EventSink {
 public:
@@ -68,26 +66,33 @@ public:
     ReorderStage& operator=(const ReorderStage&) = delete;
 
     void on_event(const DecodedEvent& ev) override;
-    // End of stream: releases every held event in key order, then tells `out` the ordering summary.
+    void on_element(const DataElement& e) override;
+    // End of stream: releases everything held in key order, then tells `out` the ordering summary.
     void finish();
 
-    std::size_t held() const { return heap_.size(); }
+    // Events and elements held.
+    std::size_t held() const { return held_; }
     const OrderingSummary& summary() const { return summary_; }
 
 private:
-    struct Slot {
+    struct EventSlot {
         DecodedEvent ev;
         std::vector<uint64_t> seqs;   // every sequence of ev, back to back
         std::string strs;             // every string of ev, back to back
-        uint32_t elements = 0;        // a split event's element count (its `n` field then reads a run's length)
-        uint64_t first_batch_offset = 0;
     };
-    static constexpr uint32_t kWhole = UINT32_MAX;
+    // Consecutive elements of one event, in capture order; `origin` is the copy they point at once released.
+    struct Run {
+        ElementOrigin origin;
+        std::string strs;
+        std::vector<DataElement> elements;
+        std::size_t next = 0;         // the first element not yet released
+        bool in_heap = false;         // it has an entry: an element not yet released
+    };
     struct Entry {
         int64_t key;
-        uint64_t arrival;   // ties keep arrival order (every element of an event shares its event's)
+        uint64_t arrival;   // ties keep arrival order
         uint32_t slot;
-        uint32_t element;   // the next element to release, or kWhole
+        bool run;           // slot indexes runs_, else events_
     };
     // std::push_heap builds a max-heap: "less" is "released later". A functor, so that it is inlined.
     struct Later {
@@ -95,18 +100,20 @@ private:
             return a.key != b.key ? a.key > b.key : a.arrival > b.arrival;
         }
     };
-    static constexpr int64_t kNoNext = INT64_MIN;
+    static constexpr uint32_t kNone = UINT32_MAX;
 
-    uint32_t copy_into_slot(const DecodedEvent& ev);
+    // The order key of an event or element arriving now: counts it late (and returns false) when something of
+    // a later key was already released.
+    bool in_order(int64_t key, uint64_t serial);
+    void push(int64_t key, uint32_t slot, bool run, std::size_t items);
+    // The current event's run takes no more elements.
+    void close_run();
+    uint32_t copy_event(const DecodedEvent& ev);
+    uint32_t open_run(const ElementOrigin& origin);
     void release(int64_t upto_key_exclusive, bool all);
-    // Releases the oldest held elements until at most max_held_ events are held (see kMaxHeldEvents).
+    void release_due();
+    // Releases the oldest held items until at most max_held_ are held (see kMaxHeldEvents).
     void release_beyond_memory_bound();
-    // Releases elements k.. of a held split event that are captured before `limit_exclusive` (element k at least)
-    // as one view; returns the next element and its capture time, kNoNext after the last.
-    std::pair<uint32_t, int64_t> release_run(Slot& s, uint32_t k, int64_t limit_exclusive);
-    // Capture time of element j counted from the view's current start.
-    int64_t element_key(const Slot& s, uint32_t j) const;
-    static int batch_offset_field(EventId id);
 
     EventSink& out_;
     int64_t margin_ns_;
@@ -114,9 +121,15 @@ private:
     int64_t watermark_ = INT64_MIN;   // newest event timestamp seen
     int64_t released_key_ = INT64_MIN;
     uint64_t arrivals_ = 0;
+    uint64_t last_late_serial_ = 0;
+    std::size_t held_ = 0;            // events and elements in the heap's entries
     std::vector<Entry> heap_;
-    std::deque<Slot> slots_;          // a deque: slots never move, so views into SSO strings stay valid
-    std::vector<uint32_t> free_slots_;
+    std::deque<EventSlot> events_;    // deques: slots never move, so views into their strings stay valid
+    std::vector<uint32_t> free_events_;
+    std::deque<Run> runs_;
+    std::vector<uint32_t> free_runs_;
+    uint32_t open_ = kNone;           // the run the current event's elements go into
+    int64_t open_last_key_ = 0;
     OrderingSummary summary_;
     bool finished_ = false;
 };

@@ -6,9 +6,13 @@
 
 namespace sigmatrace::analyzer {
 
-OpAggregate::Bins OpAggregate::bins_of(const Operation& op) const {
+OpAggregate::Bins OpAggregate::bins_of(const Operation& op, QuantileHistogram::Binned& last_size) const {
     Bins b{};
-    if (op.moved_data()) b.size = size_bytes.bin(static_cast<double>(op.bytes));
+    if (op.moved_data()) {
+        const auto size = static_cast<double>(op.bytes);
+        if (size != last_size.value) last_size = size_bytes.bin(size);
+        b.size = last_size;
+    }
     if (op.outcome == OpOutcome::Completed) b.latency = latency_ns.bin(static_cast<double>(op.done_ts - op.post_ts));
     return b;
 }
@@ -82,7 +86,7 @@ void OpAggregate::merge(const OpAggregate& o) {
 }
 
 void Statistics::add(const Operation& op) {
-    const OpAggregate::Bins bins = total_.bins_of(op);  // every aggregate has the same binning
+    const OpAggregate::Bins bins = total_.bins_of(op, last_size_);  // every aggregate has the same binning
     opcode_[op.opcode].add(op, bins);
     (op.is_recv() ? recvs_by_qp_[op.qp] : sends_by_qp_[op.qp]).add(op, bins);
 }

@@ -48,7 +48,9 @@ struct OpAggregate {
         QuantileHistogram::Binned latency;
         QuantileHistogram::Binned size;
     };
-    Bins bins_of(const Operation& op) const;
+    // `last_size`: the bin of the size the previous operation had (value -1: none yet), reused when the size
+    // repeats, as a benchmark's does: the same bin the logarithm would give, without it.
+    Bins bins_of(const Operation& op, QuantileHistogram::Binned& last_size) const;
 
     void add(const Operation& op, const Bins& bins);
     void merge(const OpAggregate& other);
@@ -97,6 +99,7 @@ private:
     Cached<uint8_t> opcode_;
     Cached<QpId> sends_by_qp_;  // initiator-side operations (also folded into by_pair_)
     Cached<QpId> recvs_by_qp_;
+    QuantileHistogram::Binned last_size_{-1.0, 0};
 };
 
 }  // namespace sigmatrace::analyzer

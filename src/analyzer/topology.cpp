@@ -28,25 +28,33 @@ DevId Topology::device_id(NodeId node, std::string_view name) {
     return id;
 }
 
-ProcId Topology::new_process(const DecodedEvent& ev) {
+ProcId Topology::new_process(const ElementOrigin& o) {
     auto p = std::make_unique<Process>();
-    p->trace_index = ev.trace_index;
-    p->vpid = ev.vpid;
-    p->pid = static_cast<int32_t>(ev.vpid);
-    p->procname = std::string(ev.procname);
-    p->node = node_id(ev.trace_hostname);
-    p->first_ts = p->last_ts = ev.ts_ns;
+    p->trace_index = o.trace_index;
+    p->vpid = o.vpid;
+    p->pid = static_cast<int32_t>(o.vpid);
+    p->procname = std::string(o.procname);
+    p->node = node_id(o.trace_hostname);
+    p->first_ts = p->last_ts = o.event_ns;
     const auto id = static_cast<ProcId>(procs_.size());
     procs_.push_back(std::move(p));
-    proc_by_key_[ProcKey{ev.trace_index, ev.vpid}] = id;
+    proc_by_key_[ProcKey{o.trace_index, o.vpid}] = id;
     return id;
 }
 
+ProcId Topology::new_process(const DecodedEvent& ev) {
+    return new_process(ElementOrigin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0});
+}
+
 ProcId Topology::process_of(const DecodedEvent& ev) {
-    const ProcKey key{ev.trace_index, ev.vpid};
+    return process_of(ElementOrigin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0});
+}
+
+ProcId Topology::process_of(const ElementOrigin& o) {
+    const ProcKey key{o.trace_index, o.vpid};
     if (key == last_key_) return last_proc_;  // consecutive events of one process are the common case
     auto it = proc_by_key_.find(key);
-    const ProcId id = it != proc_by_key_.end() ? it->second : new_process(ev);
+    const ProcId id = it != proc_by_key_.end() ? it->second : new_process(o);
     last_key_ = key;
     last_proc_ = id;
     return id;

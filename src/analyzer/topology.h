@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analyzer/data_element.h"
 #include "analyzer/decoded_event.h"
 #include "analyzer/model.h"
 
@@ -125,6 +126,7 @@ public:
 
     // The process an event belongs to; created on first sight (rank unknown until process_info).
     ProcId process_of(const DecodedEvent& ev);
+    ProcId process_of(const ElementOrigin& o);
 
     // Identity and object-life events. Each returns false when the event was malformed (counted by caller).
     void on_process_info(const DecodedEvent& ev, ProcId p, std::vector<ProcId>& retired_out);
@@ -200,6 +202,7 @@ private:
     };
 
     ProcId new_process(const DecodedEvent& ev);
+    ProcId new_process(const ElementOrigin& o);
     DevId device_of_ctx(ProcId p, uint64_t ctx) const;
     Peer resolve_address(DevId local_dev, uint32_t dlid, const Gid& dgid, uint32_t qpn) const;
     QpId new_qp(ProcId p, uint64_t ctx, uint32_t qp_num);

@@ -14,7 +14,7 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/event_dump.h"
-#include "analyzer/records_expander.h"
+#include "analyzer/element_decoder.h"
 #include "analyzer/reorder_stage.h"
 #include "record_feeder.h"
 #include "support/records_words.h"
@@ -37,16 +37,16 @@ struct Ops : OpListener {
 struct DeferredWorld {
     Analysis analysis;
     ReorderStage stage{analysis};
-    RecordsExpander expander{stage};  // in front of the stage, as in the Babeltrace2 consumer
+    ElementDecoder decoder{stage};  // in front of the stage, as in the Babeltrace2 consumer
     Ops ops;
     int64_t t = 1'000'000;
 
     RecordFeeder feed;
 
     // through_stage false: events go straight to the analysis in emission order (what the stage fixes).
-    // (Every event goes through the records expander in front of the stage; it passes other events on as they are.)
+    // (Every event goes through the element decoder in front of the stage; it passes other events on as they are.)
     explicit DeferredWorld(bool through_stage = true)
-        : feed(through_stage ? static_cast<EventSink&>(expander) : static_cast<EventSink&>(analysis)) {
+        : feed(through_stage ? static_cast<EventSink&>(decoder) : static_cast<EventSink&>(analysis)) {
         analysis.add_listener(&ops);
     }
 
@@ -247,7 +247,7 @@ TEST(DeferredReconstruction, ZeroCaptureTimesMeanTheEventTimestamp) {
 }
 
 
-// ---- deferred_records events (schema minor 4): the tracer's records, expanded before the stage
+// ---- deferred_records events (schema minor 4): the tracer's records, decoded into elements before the stage
 
 // A one-WR signaled RDMA WRITE post (wr_id, QP 0x1000/100) captured at `post_ts` and its completion polled on CQ
 // 0xcc at `poll_ts` (ns from origin, as the consumer hands them over): ring records, encoded as the tracer does.
@@ -302,100 +302,124 @@ TEST(DeferredRecords, ACallsRecordIsReconstructedLikeItsEvent) {
     EXPECT_FALSE(warns_malformed(doc));
 }
 
-// What the expander hands on, copied while valid.
-struct ExpandedSeen : EventSink {
+// What the element decoder hands on, copied while valid.
+struct DecodedSeen : EventSink {
     struct One {
-        EventId id;
-        uint64_t n;
-        int64_t ret;
-        std::vector<uint64_t> wr_ids, ts;
-        bool expanded, inconsistent;
+        bool element;
+        EventId id;   // an element's call kind as its event id
+        DataElement e;
+        bool inconsistent;
     };
-    void on_event(const DecodedEvent& ev) override {
-        One o{ev.id, 0, 0, {}, {}, ev.expanded, ev.inconsistent};
-        const CaptureFields c = capture_fields(ev.id);
-        if (c.n >= 0) {
-            o.n = ev.u(c.n);
-            const int wr = ev.id == EventId::poll_cq ? static_cast<int>(fields::poll_cq::wr_id) : static_cast<int>(fields::post_send::wr_id);
-            for (uint32_t k = 0; k < o.n; ++k) {
-                o.wr_ids.push_back(ev.at(wr, k));
-                o.ts.push_back(ev.at(c.ts, k));
-            }
-            if (ev.id == EventId::poll_cq) o.ret = ev.i64(fields::poll_cq::ret);
-        }
-        seen.push_back(std::move(o));
-    }
+    void on_event(const DecodedEvent& ev) override { seen.push_back(One{false, ev.id, {}, ev.inconsistent}); }
+    void on_element(const DataElement& e) override { seen.push_back(One{true, event_of(e.kind), e, false}); }
     std::vector<One> seen;
 };
 
-TEST(DeferredRecords, ConsecutiveWholeCallsOfAKindShareAnEventAFailedOneStandsAlone) {
+TEST(DeferredRecords, EachRecordBecomesItsElementsInRecordOrder) {
     using namespace records;
     // Posts 1, 2 (QP 0x1000), a poll of two, post 3 that failed (ret 12), post 4: in one carrier.
     std::vector<testing::TestRecord> recs = {post_and_poll(1, 100, 0)[0], post_and_poll(2, 200, 0)[0]};
     {  // a poll record of two completions (wr 1 and 2) at 300
         CompletionEntry c1{}, c2{};
         c1.wr_id = 1;
+        c1.qp_num = 100;
+        c1.opcode = 1;
+        c1.byte_len = 77;
         c2.wr_id = 2;
+        c2.qp_num = 100;
+        c2.status = 5;
         recs.push_back(testing::TestRecord::poll(300, PollFixed{0xcc, 2, 0}, {c1, c2}));
     }
     recs.push_back(post_and_poll(3, 400, 0)[0]);
     fixed_part<SendFixed>(&recs.back().header())->ret = 12;
     recs.push_back(post_and_poll(4, 500, 0)[0]);
     const std::vector<uint64_t> words = testing::encode_words(recs);
-    ExpandedSeen sink;
-    RecordsExpander expander(sink);
-    test::RecordFeeder feed(expander);
+    DecodedSeen sink;
+    ElementDecoder decoder(sink);
+    test::RecordFeeder feed(decoder);
     st_deferred_records_rec r{};
     r.layout = kLayout;
     r.n = static_cast<uint32_t>(words.size());
     r.words = words.data();
     feed.emit(1000, kVpid, r);
-    // The failed post 3 cuts the posts open before it (1, 2) and goes out alone; at the carrier's end the open
-    // ones follow (post 4, the poll), the carrier last.
-    ASSERT_EQ(sink.seen.size(), 5u);
-    EXPECT_EQ(sink.seen[0].id, EventId::post_send);
-    EXPECT_EQ(sink.seen[0].wr_ids, (std::vector<uint64_t>{1, 2}));
-    EXPECT_EQ(sink.seen[0].ts, (std::vector<uint64_t>{100, 200}));
-    EXPECT_EQ(sink.seen[1].wr_ids, (std::vector<uint64_t>{3}));
-    EXPECT_EQ(sink.seen[2].wr_ids, (std::vector<uint64_t>{4}));
-    EXPECT_EQ(sink.seen[3].id, EventId::poll_cq);
-    EXPECT_EQ(sink.seen[3].wr_ids, (std::vector<uint64_t>{1, 2}));
-    EXPECT_EQ(sink.seen[3].ret, 2);
-    EXPECT_EQ(sink.seen[4].id, EventId::deferred_records);
-    for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(sink.seen[i].expanded) << i;
-    EXPECT_FALSE(sink.seen[4].expanded);
-    EXPECT_FALSE(sink.seen[4].inconsistent);
+    // One element per WR and per completion, in the carrier's order, each with its record's capture time; the
+    // carrier last, to be counted as the trace's event.
+    ASSERT_EQ(sink.seen.size(), 7u);
+    const std::vector<EventId> ids = {EventId::post_send, EventId::post_send, EventId::poll_cq, EventId::poll_cq,
+                                      EventId::post_send, EventId::post_send, EventId::deferred_records};
+    const std::vector<uint64_t> wr_ids = {1, 2, 1, 2, 3, 4};
+    const std::vector<int64_t> ts = {100, 200, 300, 300, 400, 500};
+    for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(sink.seen[i].id, ids[i]) << i;
+    for (std::size_t i = 0; i < wr_ids.size(); ++i) {
+        const DataElement& e = sink.seen[i].e;
+        ASSERT_TRUE(sink.seen[i].element) << i;
+        EXPECT_EQ(e.wr_id, wr_ids[i]) << i;
+        EXPECT_EQ(e.ts_ns, ts[i]) << i;
+        EXPECT_FALSE(e.counts_event) << i;   // the carrier is the trace's event
+        EXPECT_EQ(e.rejected, i == 4) << i;  // post 3: ret 12, bad_index unknown
+        if (ids[i] == EventId::post_send) {
+            EXPECT_EQ(e.handle, 0x1000u);
+            EXPECT_EQ(e.qp_num, 100u);
+            EXPECT_EQ(e.bytes, 4096u);
+            EXPECT_EQ(e.raddr, 0xabc000u);
+            EXPECT_EQ(e.rkey, 0x11u);
+            EXPECT_EQ(e.send_flags, 2u);
+            EXPECT_EQ(e.opcode, 0u);
+        } else {
+            EXPECT_EQ(e.handle, 0xccu);
+            EXPECT_EQ(e.qp_num, 100u);
+        }
+    }
+    EXPECT_EQ(sink.seen[2].e.opcode, 1u);
+    EXPECT_EQ(sink.seen[2].e.bytes, 77u);
+    EXPECT_EQ(sink.seen[2].e.status, 0u);
+    EXPECT_EQ(sink.seen[3].e.status, 5u);
+    EXPECT_FALSE(sink.seen[6].element);
+    EXPECT_FALSE(sink.seen[6].inconsistent);
 }
 
 // What `sigmatrace-analyze --events` writes for a carrier: each call it holds, every field, then the carrier.
 TEST(DeferredRecords, TheEventDumpShowsEachCallOfACarrierWithEveryField) {
-    struct Lines : EventSink {
-        void on_event(const DecodedEvent& ev) override { lines.push_back(format_event_line(ev)); }
-        std::vector<std::string> lines;
-    } sink;
-    RecordsExpander expander(sink);
-    test::RecordFeeder feed(expander);
-    std::vector<testing::TestRecord> recs = post_and_poll(9, 1'000, 2'500);
-    recs[1] = testing::TestRecord::poll(2'500, records::PollFixed{0xcc, -5, 0}, {});  // a poll that failed
-    const std::vector<uint64_t> words = testing::encode_words(recs);
-    st_deferred_records_rec r{};
-    r.layout = records::kLayout;
-    r.n = static_cast<uint32_t>(words.size());
-    r.words = words.data();
-    feed.emit_with(1'700'000'000'123'456'789, kVpid, r, [](DecodedEvent& ev) { ev.vtid = kThreadA; });
-    // The failed poll cannot merge and goes out at once; the post, open for more posts, at the carrier's end.
-    ASSERT_EQ(sink.lines.size(), 3u);
+    char* buf = nullptr;
+    std::size_t len = 0;
+    std::FILE* out = open_memstream(&buf, &len);
+    ASSERT_NE(out, nullptr);
+    std::vector<uint64_t> words;
+    {
+        EventDump dump(out);
+        test::RecordFeeder feed(dump);
+        std::vector<testing::TestRecord> recs = post_and_poll(9, 1'000, 2'500);
+        recs[1] = testing::TestRecord::poll(2'500, records::PollFixed{0xcc, -5, 0}, {});  // a poll that failed
+        words = testing::encode_words(recs);
+        st_deferred_records_rec r{};
+        r.layout = records::kLayout;
+        r.n = static_cast<uint32_t>(words.size());
+        r.words = words.data();
+        feed.emit_with(1'700'000'000'123'456'789, kVpid, r, [](DecodedEvent& ev) { ev.vtid = kThreadA; });
+        EXPECT_TRUE(dump.finish());
+        EXPECT_EQ(dump.lines(), 3u);
+    }
+    std::fclose(out);
+    std::vector<std::string> lines;
+    for (std::size_t at = 0; at < len;) {
+        const std::size_t nl = std::string_view(buf, len).find('\n', at);
+        lines.emplace_back(buf + at, (nl == std::string_view::npos ? len : nl) - at);
+        at = nl == std::string_view::npos ? len : nl + 1;
+    }
+    std::free(buf);
+    // One line per call, in the carrier's order, then the carrier.
+    ASSERT_EQ(lines.size(), 3u);
     const std::string when = "[2023-11-14 22:13:20.123456789] testhost ";
-    EXPECT_EQ(sink.lines[1],
+    EXPECT_EQ(lines[0],
               when + "-[800/801] sigmatrace:post_send { qp = 0x1000, qp_num = 100, ret = 0, bad_index = -1, api = 1, "
                      "batch_offset = 0, n = 1, wr_id = [ 0x9 ], opcode = [ 0 ], send_flags = [ 0x2 ], num_sge = [ 1 ], "
                      "bytes = [ 4096 ], raddr = [ 0xabc000 ], rkey = [ 0x11 ], imm = [ 0x0 ], remote_qpn = [ 0 ], "
                      "ah = [ 0x0 ], ts = [ 1000 ] } (record)");
-    EXPECT_EQ(sink.lines[0], when + "-[800/801] sigmatrace:poll_cq { cq = 0xcc, ret = -5, api = 0, n = 0, wr_id = [], "
-                                    "status = [], opcode = [], vendor_err = [], byte_len = [], qp_num = [], src_qp = [], "
-                                    "wc_flags = [], imm = [], hw_ts = [], ts = [] } (record)");
-    EXPECT_EQ(sink.lines[2], when + "-[800/801] sigmatrace:deferred_records { layout = 2, n = " +
-                                 std::to_string(words.size()) + ", origin_pid = 0, origin_tid = 0, lost = 0 }");
+    EXPECT_EQ(lines[1], when + "-[800/801] sigmatrace:poll_cq { cq = 0xcc, ret = -5, api = 0, n = 0, wr_id = [], "
+                               "status = [], opcode = [], vendor_err = [], byte_len = [], qp_num = [], src_qp = [], "
+                               "wc_flags = [], imm = [], hw_ts = [], ts = [] } (record)");
+    EXPECT_EQ(lines[2], when + "-[800/801] sigmatrace:deferred_records { layout = 2, n = " + std::to_string(words.size()) +
+                            ", origin_pid = 0, origin_tid = 0, lost = 0 }");
 }
 
 TEST(DeferredRecords, ARecordThatDoesNotDecodeEndsTheCarrierAndIsCountedMalformed) {

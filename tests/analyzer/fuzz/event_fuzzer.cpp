@@ -1,7 +1,7 @@
 // Fuzz target for the event-handling layer: arbitrary bytes become a sequence of decoded events (any event id,
 // any field values, sequences of any length disagreeing with `n`, strings, timestamps going backwards, capture
-// times anywhere) fed through the reordering stage (which copies and holds events when a process_info
-// announces deferral) to an Analysis, then every output is rendered. The analysis must never crash, hang or leak, whatever it is fed.
+// times anywhere) fed through the element decoder and the reordering stage (which copies and holds events and
+// elements when a process_info announces deferral or capture times say so) to an Analysis, then every output is rendered. The analysis must never crash, hang or leak, whatever it is fed.
 //
 // Built with libFuzzer by run_fuzzer.sh (clang++ -fsanitize=fuzzer,address,undefined); replayed over the
 // committed corpus by every normal build (fuzz_replay.cpp), so a regression shows without clang.
@@ -16,7 +16,9 @@
 #include "analyzer/event_dump.h"
 #include "analyzer/html_report.h"
 #include "analyzer/perfetto_writer.h"
-#include "analyzer/records_expander.h"
+#include <sigmatrace/deferred_records_wire.h>
+
+#include "analyzer/element_decoder.h"
 #include "analyzer/reorder_stage.h"
 #include "analyzer/text_report.h"
 
@@ -57,12 +59,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     perfetto.open("/dev/null");
     analysis.add_listener(&perfetto);
     ReorderStage stage(analysis);
-    // The expander in front of the stage, as in the Babeltrace2 consumer, with --events' dump tapped between.
+    // The element decoder in front of the stage, with --events' dump tapped in front of it, as in the
+    // Babeltrace2 consumer.
     static std::FILE* const null_out = std::fopen("/dev/null", "w");
     EventDump dump(null_out);
-    TeeSink tee(stage);
+    ElementDecoder decoder(stage);
+    TeeSink tee(decoder);
     tee.set_tap(&dump);
-    RecordsExpander expander(tee);
     std::array<std::vector<uint64_t>, kMaxEventFields> seqs;
     std::vector<std::string> strings(kMaxEventFields);
     int64_t ts = 1000;
@@ -104,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         // A deferred_records event of the known layout half the time: its words are then walked as records.
         if (ev.id == sigmatrace::EventId::deferred_records && (in.byte() & 1) != 0)
             ev.f[fields::deferred_records::layout].u = sigmatrace::records::kLayout;
-        expander.on_event(ev);
+        tee.on_event(ev);
         if (in.byte() == 0xfe) {
             DiscardRecord d;
             d.count = in.value();

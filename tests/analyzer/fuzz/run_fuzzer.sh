@@ -11,7 +11,7 @@ cxx=${SIGMATRACE_FUZZ_CXX:-}
 for c in clang++-14 clang++; do [[ -z $cxx ]] && command -v "$c" >/dev/null && cxx=$c; done
 [[ -n $cxx ]] || { echo "run_fuzzer.sh: skipped: no clang++ (install clang-14)"; exit 77; }
 bin=$work/analyzer_${target}_fuzzer
-sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,event_dump,records_expander,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
+sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,event_dump,element_decoder,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
 corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt); limits=(-timeout=10 -max_len=4096)
 read -ra bt_cflags <<<"$(pkg-config --cflags babeltrace2 2>/dev/null || true)"
 if [[ $target == ctf ]]; then
