@@ -328,6 +328,43 @@ private:
     wire_detail::Known known_;
 };
 
+// The words of one event being written: records appended through one WireEncoder, and the last word's fill
+// zeroed when it is done. `kBytes` bounds the event (a multiple of 8). What the tracer's drains, its immediate
+// emission and st-synth all write an event's words with.
+template <uint32_t kBytes> class EventWords {
+    static_assert(kBytes % 8 == 0 && kBytes >= max_encoded_size(kMaxRecordSize));
+
+public:
+    EventWords() noexcept = default;
+    EventWords(const EventWords&) = delete;
+    EventWords& operator=(const EventWords&) = delete;
+
+    // Whether a ring record of `size` bytes fits after what is there.
+    bool fits(uint32_t size) const noexcept { return used_ + max_encoded_size(size) <= kBytes; }
+    bool empty() const noexcept { return used_ == 0; }
+    // Appends `h` (not pad; room checked with fits()) with capture time `ts_ns`.
+    void add(const RecordHeader& h, uint64_t ts_ns, const EncodeOptions& opt) noexcept {
+        used_ += static_cast<uint32_t>(encoder_.encode(h, ts_ns, opt, reinterpret_cast<std::byte*>(words_) + used_));
+    }
+    // Zeroes the last word's fill and returns the event's words (the count in *n_words); valid until reset().
+    const uint64_t* finish(uint32_t* n_words) noexcept {
+        const uint32_t n = (used_ + 7) / 8;
+        std::memset(reinterpret_cast<std::byte*>(words_) + used_, 0, n * 8 - used_);
+        *n_words = n;
+        return words_;
+    }
+    // The next event starts empty, its readers knowing nothing.
+    void reset() noexcept {
+        used_ = 0;
+        encoder_.reset();
+    }
+
+private:
+    WireEncoder encoder_;
+    uint32_t used_ = 0;  // bytes
+    alignas(16) uint64_t words_[kBytes / 8];
+};
+
 // ------------------------------------------------------------------ reading an event's records
 
 enum class WalkStatus : uint8_t {

@@ -56,7 +56,7 @@ template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_
     constexpr auto kPost = &ProviderEntryPoints::post_send;
     const uint32_t f = data_path_flags();
     if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]]
-        return post_recorded<S, kPost, defer_post_send, trace_post_send>(qp, wr, bad_wr, f);
+        return post_recorded<S, kPost, defer_post_send, emit_post_send>(qp, wr, bad_wr, f);
     if (f & kFlagCounting) [[unlikely]] return post_counted<S, kPost, count_post_send>(qp, wr, bad_wr);
     return g_slots[S].post_send(qp, wr, bad_wr);
 }
@@ -65,7 +65,7 @@ template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_
     constexpr auto kPost = &ProviderEntryPoints::post_recv;
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]]
-        return post_recorded<S, kPost, defer_post_recv, trace_post_recv>(qp, wr, bad_wr, f);
+        return post_recorded<S, kPost, defer_post_recv, emit_post_recv>(qp, wr, bad_wr, f);
     if (f & kFlagCounting) [[unlikely]] return post_counted<S, kPost, count_post_recv>(qp, wr, bad_wr);
     return g_slots[S].post_recv(qp, wr, bad_wr);
 }
@@ -74,7 +74,7 @@ template <int S> int post_srq_recv_w(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr*
     // Counters are per QP and an SRQ receive belongs to no QP until it completes: counted at completion.
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]]
-        return post_recorded<S, &ProviderEntryPoints::post_srq_recv, defer_post_srq_recv, trace_post_srq_recv>(
+        return post_recorded<S, &ProviderEntryPoints::post_srq_recv, defer_post_srq_recv, emit_post_srq_recv>(
             srq, wr, bad_wr, f);
     return g_slots[S].post_srq_recv(srq, wr, bad_wr);
 }
@@ -85,7 +85,7 @@ template <int S> int poll_cq_w(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     if (ret != 0) {
         if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) [[unlikely]] {
             if (f & kFlagDefer) return defer_poll_cq(cq, wc, ret);  // returns ret: a tail call
-            trace_poll_cq(cq, wc, ret);
+            emit_poll_cq(cq, wc, ret);
         } else if ((f & kFlagCounting) && ret > 0) [[unlikely]] {
             count_completions(cq->context, wc, ret);
         }

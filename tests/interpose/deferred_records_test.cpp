@@ -136,7 +136,7 @@ TEST_F(DeferredRecordsTest, EventsHoldWholeRecordsWithinTheReadersLimit) {
     // Only wr_id and the capture time change from one post to the next: 4 + 8 + a varint of 1..3 bytes each.
     uint64_t words = 0;
     for (const cap_deferred_records& r : ev.deferred_records) {
-        EXPECT_LE(r.n, interpose::deferred::RecordsWriter::kWords);
+        EXPECT_LE(r.n, interpose::deferred::RecordsWriter::kBytes / 8);
         words += r.n;
     }
     EXPECT_GE(ev.deferred_records.size(), 2u);
