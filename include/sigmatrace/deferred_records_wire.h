@@ -1,13 +1,12 @@
 // The words of a `deferred_records` event: how the tracer writes its records (<sigmatrace/deferred_records.h>,
 // the layout its per-thread rings hold) into an event, and how a reader gets them back. Declared once here for
-// the tracer (src/interpose/deferred_records_writer.cpp encodes) and every reader (walk_records decodes).
+// the tracer and st-synth (EventWords encodes) and every reader (walk_records decodes).
 //
 // Why an encoding and not the ring's bytes: a ring record is fixed-size (a one-WR post is 96 bytes, a one-
 // completion poll 80), and most of it repeats what the record before it said: the same QP, the same rkey and
-// length, a zero `ah`, `imm` and status. Written as is, a traced `ib_write_bw` made a trace 1.5x the size of the
-// events format's. Here a record carries only what differs from what the reader already knows, so the same
-// trace is several times smaller than either (docs/PERFORMANCE.md, "The records format"), at a few dozen
-// instructions per record on the drain.
+// length, a zero `ah`, `imm` and status. Here a record carries only what differs from what the reader already
+// knows, so a trace is several times smaller than the ring's bytes or per-field events would make it
+// (docs/PERFORMANCE.md, "The records format"), at a few dozen instructions per record on the drain.
 //
 // Layout 2, per event. The words are little-endian bytes; records follow each other with no padding, and the
 // event ends with fewer than 8 zero bytes that fill its last word. One record:

@@ -50,7 +50,7 @@ void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& 
 // the clock read is the costly part). Why so rarely: a message that arrives while its thread drains waits
 // for the drain, so a few long drains disturb few messages (ib_send_lat: ~250 bytes a round trip, one in ~60
 // round trips) where a drain at every idle point would delay most of them a little; the ring's used part
-// stays in L1 (it rewinds when emptied); and long runs of records merge into few events (deferred_events.h).
+// stays in L1 (it rewinds when emptied); and long runs of records share few events (deferred_records_writer.h).
 // The common empty poll costs a TLS load, two loads of the ring's positions and a counter.
 inline constexpr uint64_t kIdleDrainBytes = 16384;
 inline constexpr uint32_t kIdleAgeCheckEvery = 64;

@@ -1,11 +1,10 @@
-// Deferred emission, the `records` format (SIGMATRACE_DEFER_FORMAT=records): a drain encodes the ring's records
-// into `deferred_records` events of up to 8 KiB (<sigmatrace/deferred_records_wire.h>: each record as what differs
-// from the one before it) instead of building per-field events from them (deferred_events.h, the `events`
-// format). Readers expand each record into the event immediate emission would have written for the same call.
+// Deferred emission's drains: a drain encodes the ring's records into `deferred_records` events of up to 8 KiB
+// (<sigmatrace/deferred_records_wire.h>: each record as what differs from the one before it). Readers expand
+// each record into the call it stands for (<sigmatrace/deferred_records.h>).
 //
-// Why: transposing records into per-field sequences and LTTng-UST's one call per field cost ~330 instructions
-// per record; encoding costs a few dozen, and the trace is several times smaller (docs/PERFORMANCE.md, "The
-// records format").
+// Why records and not per-field events: LTTng-UST writes each field with a call of its own, so transposing a
+// record into per-field sequences cost several times what encoding it does, and the trace is several times
+// smaller (docs/PERFORMANCE.md, "The records format").
 #pragma once
 
 #include <cstdint>
