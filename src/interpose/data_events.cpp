@@ -71,20 +71,20 @@ void emit_post_srq_recv(ibv_srq* srq, const ibv_recv_wr* wr, int ret, ibv_recv_w
 void emit_wr_list(const QpState& s, const WrRecord* records, uint32_t n, uint32_t first_index, int ret) noexcept {
     ErrnoKeeper keep;
     ImmediateEvent e;
-    build_wr_list(ToEvent{&e}, kEventTime, reinterpret_cast<uint64_t>(s.qp.load(std::memory_order_relaxed)),
+    build_wr_list(ToEvent{&e}, kEventTime, handle_of(s.qp.load(std::memory_order_relaxed)),
                   s.qp_num.load(std::memory_order_relaxed), records, n, first_index, ret);
 }
 
 void emit_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
     ErrnoKeeper keep;
     ImmediateEvent e;
-    build_poll_cq(ToEvent{&e}, kEventTime, cq, wc, ret);
+    build_poll_cq(ToEvent{&e}, kEventTime, handle_of(cq), wc, ret);
 }
 
 void emit_completion_batch(const void* cq, const CompletionBatch& b) noexcept {
     ErrnoKeeper keep;
     ImmediateEvent e;
-    build_completion_batch(ToEvent{&e}, kEventTime, cq, b);
+    build_completion_batch(ToEvent{&e}, kEventTime, handle_of(cq), b);
 }
 
 // ------------------------------------------------------------------------------------------- counters

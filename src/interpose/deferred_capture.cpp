@@ -174,7 +174,7 @@ namespace {
 // Polls of several completions (or none, or a failed poll): a record per SIGMATRACE_MAX_BATCH completions. Also
 // a one-completion poll that the fast path could not record without a call (the clock or the ring).
 __attribute__((noinline)) int defer_poll_cq_general(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
-    return build_poll_cq(ToRing{}, capture_ticks(), cq, wc, ret);
+    return build_poll_cq(ToRing{}, capture_ticks(), handle_of(cq), wc, ret);
 }
 
 }  // namespace
@@ -193,7 +193,7 @@ int defer_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
 }
 
 void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& b) noexcept {
-    build_completion_batch(ToRing{}, ts, cq, b);
+    build_completion_batch(ToRing{}, ts, handle_of(cq), b);
 }
 
 void deferred_idle_drain() noexcept {

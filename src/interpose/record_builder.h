@@ -97,7 +97,9 @@ inline void copy_completion(CompletionEntry& e, const ibv_wc& c) noexcept {
     e.opcode = static_cast<uint8_t>(c.opcode);
 }
 
-// The QP number a receive record carries: an SRQ's receives belong to no QP until they complete.
+// The handle a record carries (the application's pointer to its object), and the QP number a receive record
+// carries: an SRQ's receives belong to no QP until they complete.
+template <typename Object> uint64_t handle_of(const Object* o) noexcept { return reinterpret_cast<uint64_t>(o); }
 inline uint32_t recv_qp_num(const ibv_qp* qp) noexcept { return qp->qp_num; }
 inline uint32_t recv_qp_num(const ibv_srq*) noexcept { return 0; }
 
@@ -115,21 +117,23 @@ template <typename Wr> uint32_t chain_length(const Wr* wr) noexcept {
 
 // ------------------------------------------------------------------ whole calls
 
-// ibv_post_send: `ts` the capture time, `ret` and `bad_wr` the call's result. Returns `ret`.
+// The objects of the calls below are given by their handles (handle_of) and the fields the records need, so
+// that a designed trace (st-synth) can name objects that do not exist.
+//
+// ibv_post_send on the QP `qp` (number `qp_num`, a UD QP when `ud`): `ts` the capture time, `ret` and `bad_wr`
+// the call's result. Returns `ret`.
 template <typename Target>
-int build_post_send(Target to, uint64_t ts, const ibv_qp* qp, const ibv_send_wr* wr, int ret,
+int build_post_send(Target to, uint64_t ts, uint64_t qp, uint32_t qp_num, bool ud, const ibv_send_wr* wr, int ret,
                     ibv_send_wr* const* bad_wr) noexcept {
     const uint32_t total = chain_length(wr);
     const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
-    const bool ud = qp->qp_type == IBV_QPT_UD;
     const ibv_send_wr* w = wr;
     uint32_t offset = 0;
     do {
         const uint32_t n = std::min(total - offset, kBatch);
         RecordHeader* h = begin_record<SendFixed, SendEntry>(to, RecordKind::post_send, n, ts);
         if (h == nullptr) return ret;
-        *fixed_part<SendFixed>(h) =
-            SendFixed{reinterpret_cast<uint64_t>(qp), qp->qp_num, ret, bad_index, kApiPostSend, offset, 0};
+        *fixed_part<SendFixed>(h) = SendFixed{qp, qp_num, ret, bad_index, kApiPostSend, offset, 0};
         SendEntry* e = entries<SendFixed, SendEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) copy_send_entry(e[i], *w, ud);
         to.commit(h);
@@ -138,11 +142,10 @@ int build_post_send(Target to, uint64_t ts, const ibv_qp* qp, const ibv_send_wr*
     return ret;
 }
 
-// ibv_post_recv (kind post_recv, an ibv_qp) and ibv_post_srq_recv (post_srq_recv, an ibv_srq). Returns `ret`.
-template <RecordKind kKind, typename Target, typename Handle>
-int build_post_recv(Target to, uint64_t ts, const Handle* handle, const ibv_recv_wr* wr, int ret,
+// ibv_post_recv (kind post_recv, a QP) and ibv_post_srq_recv (post_srq_recv, an SRQ: qp_num 0). Returns `ret`.
+template <RecordKind kKind, typename Target>
+int build_post_recv(Target to, uint64_t ts, uint64_t handle, uint32_t qp_num, const ibv_recv_wr* wr, int ret,
                     ibv_recv_wr* const* bad_wr) noexcept {
-    const uint32_t qp_num = recv_qp_num(handle);
     const uint32_t total = chain_length(wr);
     const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
     const ibv_recv_wr* w = wr;
@@ -151,13 +154,25 @@ int build_post_recv(Target to, uint64_t ts, const Handle* handle, const ibv_recv
         const uint32_t n = std::min(total - offset, kBatch);
         RecordHeader* h = begin_record<RecvFixed, RecvEntry>(to, kKind, n, ts);
         if (h == nullptr) return ret;
-        *fixed_part<RecvFixed>(h) = RecvFixed{reinterpret_cast<uint64_t>(handle), qp_num, ret, bad_index, offset};
+        *fixed_part<RecvFixed>(h) = RecvFixed{handle, qp_num, ret, bad_index, offset};
         RecvEntry* e = entries<RecvFixed, RecvEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) copy_recv_entry(e[i], *w);
         to.commit(h);
         offset += n;
     } while (offset < total);
     return ret;
+}
+
+// The same calls on the application's own objects.
+template <typename Target>
+int build_post_send(Target to, uint64_t ts, const ibv_qp* qp, const ibv_send_wr* wr, int ret,
+                    ibv_send_wr* const* bad_wr) noexcept {
+    return build_post_send(to, ts, handle_of(qp), qp->qp_num, qp->qp_type == IBV_QPT_UD, wr, ret, bad_wr);
+}
+template <RecordKind kKind, typename Target, typename Object>
+int build_post_recv(Target to, uint64_t ts, const Object* o, const ibv_recv_wr* wr, int ret,
+                    ibv_recv_wr* const* bad_wr) noexcept {
+    return build_post_recv<kKind>(to, ts, handle_of(o), recv_qp_num(o), wr, ret, bad_wr);
 }
 
 // The WRs an ibv_wr_* list recorded (`wrs[0..n_total)`, the list's WRs from `first_index` on), with the
@@ -177,16 +192,17 @@ void build_wr_list(Target to, uint64_t ts, uint64_t qp, uint32_t qp_num, const S
     } while (done < n_total);
 }
 
-// ibv_poll_cq: `ret` completions in wc[], or a negative error (a record of none). Returns `ret`.
+// ibv_poll_cq on the CQ `cq` (its handle): `ret` completions in wc[], or a negative error (a record of none).
+// Returns `ret`.
 template <typename Target>
-int build_poll_cq(Target to, uint64_t ts, const ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
+int build_poll_cq(Target to, uint64_t ts, uint64_t cq, const ibv_wc* wc, int ret) noexcept {
     const int total = ret > 0 ? ret : 0;
     int done = 0;
     do {
         const uint32_t n = static_cast<uint32_t>(std::min(total - done, static_cast<int>(kBatch)));
         RecordHeader* h = begin_record<PollFixed, CompletionEntry>(to, RecordKind::poll_cq, n, ts);
         if (h == nullptr) return ret;
-        *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), ret, kApiPollCq};
+        *fixed_part<PollFixed>(h) = PollFixed{cq, ret, kApiPollCq};
         CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
         for (uint32_t i = 0; i < n; ++i) copy_completion(e[i], wc[done + static_cast<int>(i)]);
         to.commit(h);
@@ -198,11 +214,11 @@ int build_poll_cq(Target to, uint64_t ts, const ibv_cq* cq, const ibv_wc* wc, in
 // The completions an extended-CQ poll pass gathered (`b`: per-field arrays named as CompletionEntry's fields,
 // and their count `n`).
 template <typename Target, typename Batch>
-void build_completion_batch(Target to, uint64_t ts, const void* cq, const Batch& b) noexcept {
+void build_completion_batch(Target to, uint64_t ts, uint64_t cq, const Batch& b) noexcept {
     const uint32_t n = std::min(b.n, kBatch);
     RecordHeader* h = begin_record<PollFixed, CompletionEntry>(to, RecordKind::poll_cq, n, ts);
     if (h == nullptr) return;
-    *fixed_part<PollFixed>(h) = PollFixed{reinterpret_cast<uint64_t>(cq), static_cast<int32_t>(n), kApiCqEx};
+    *fixed_part<PollFixed>(h) = PollFixed{cq, static_cast<int32_t>(n), kApiCqEx};
     CompletionEntry* e = entries<PollFixed, CompletionEntry>(h);
     for (uint32_t i = 0; i < n; ++i) {
         e[i] = CompletionEntry{};
