@@ -5,24 +5,13 @@
 #include <cstddef>
 
 #include "interpose/deferred_records_writer.h"
+#include "interpose/hook_scope.h"
 #include "interpose/record_builder.h"
 
 namespace sigmatrace::interpose {
 namespace {
 
 using namespace record_builder;
-
-// Restores errno on scope exit: tracing must never change what the application sees.
-class ErrnoKeeper {
-public:
-    ErrnoKeeper() noexcept : saved_(errno) {}
-    ~ErrnoKeeper() { errno = saved_; }
-    ErrnoKeeper(const ErrnoKeeper&) = delete;
-    ErrnoKeeper& operator=(const ErrnoKeeper&) = delete;
-
-private:
-    int saved_;
-};
 
 // One record and the event that carries it, on the calling thread's stack.
 struct ImmediateEvent {
@@ -51,38 +40,38 @@ constexpr uint64_t kEventTime = 0;
 }  // namespace
 
 void emit_post_send(ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
-    ErrnoKeeper keep;
+    KeepErrno keep;
     ImmediateEvent e;
     build_post_send(ToEvent{&e}, kEventTime, qp, wr, ret, bad_wr);
 }
 
 void emit_post_recv(ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
-    ErrnoKeeper keep;
+    KeepErrno keep;
     ImmediateEvent e;
     build_post_recv<RecordKind::post_recv>(ToEvent{&e}, kEventTime, qp, wr, ret, bad_wr);
 }
 
 void emit_post_srq_recv(ibv_srq* srq, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {
-    ErrnoKeeper keep;
+    KeepErrno keep;
     ImmediateEvent e;
     build_post_recv<RecordKind::post_srq_recv>(ToEvent{&e}, kEventTime, srq, wr, ret, bad_wr);
 }
 
 void emit_wr_list(const QpState& s, const WrRecord* records, uint32_t n, uint32_t first_index, int ret) noexcept {
-    ErrnoKeeper keep;
+    KeepErrno keep;
     ImmediateEvent e;
     build_wr_list(ToEvent{&e}, kEventTime, handle_of(s.qp.load(std::memory_order_relaxed)),
                   s.qp_num.load(std::memory_order_relaxed), records, n, first_index, ret);
 }
 
 void emit_poll_cq(ibv_cq* cq, const ibv_wc* wc, int ret) noexcept {
-    ErrnoKeeper keep;
+    KeepErrno keep;
     ImmediateEvent e;
     build_poll_cq(ToEvent{&e}, kEventTime, handle_of(cq), wc, ret);
 }
 
 void emit_completion_batch(const void* cq, const CompletionBatch& b) noexcept {
-    ErrnoKeeper keep;
+    KeepErrno keep;
     ImmediateEvent e;
     build_completion_batch(ToEvent{&e}, kEventTime, handle_of(cq), b);
 }

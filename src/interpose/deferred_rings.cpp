@@ -359,6 +359,16 @@ void drain_at_exit() {
     drain_all(Wait::yes);
 }
 
+// "sigmatrace: COUNT WHAT\n" on stderr, written with write(2): the process is exiting, stdio may be gone.
+void say_count(uint64_t count, const char* what) noexcept {
+    char msg[512];
+    const int n = std::snprintf(msg, sizeof msg, "sigmatrace: %llu %s\n", static_cast<unsigned long long>(count), what);
+    if (n > 0) {
+        ssize_t ignored = ::write(STDERR_FILENO, msg, std::min(static_cast<size_t>(n), sizeof msg - 1));
+        (void)ignored;
+    }
+}
+
 }  // namespace
 
 void tracing_started() noexcept {
@@ -387,29 +397,14 @@ void shutdown() noexcept {
         }
     }
     const uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
-    char msg[512];
-    if (left != 0 && !files && had_session) {
-        const int n = std::snprintf(msg, sizeof msg,
-                                    "sigmatrace: %llu thread rings still hold data-path records at exit that could not "
-                                    "be traced (captured after the tracer shut down, or no recording session); run "
-                                    "under `sigmatrace record`, which salvages them\n",
-                                    static_cast<unsigned long long>(left));
-        if (n > 0) {
-            ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
-            (void)ignored;
-        }
-    }
-    if (dropped != 0) {
-        const int n = std::snprintf(msg, sizeof msg,
-                                    "sigmatrace: %llu data-path records were not traced: no memory or no room for "
-                                    "them in a thread's deferred-emission ring (SIGMATRACE_DEFER_RING_KB), or their "
-                                    "thread exited inside the provider's call\n",
-                                    static_cast<unsigned long long>(dropped));
-        if (n > 0) {
-            ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
-            (void)ignored;
-        }
-    }
+    if (left != 0 && !files && had_session)
+        say_count(left, "thread rings still hold data-path records at exit that could not be traced (captured "
+                        "after the tracer shut down, or no recording session); run under `sigmatrace record`, which "
+                        "salvages them");
+    if (dropped != 0)
+        say_count(dropped, "data-path records were not traced: no memory or no room for them in a thread's "
+                           "deferred-emission ring (SIGMATRACE_DEFER_RING_KB), or their thread exited inside the "
+                           "provider's call");
 }
 
 RingStats ring_stats() noexcept {

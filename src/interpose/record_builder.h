@@ -25,17 +25,7 @@
 
 namespace sigmatrace::interpose::record_builder {
 
-using records::CompletionEntry;
-using records::entries;
-using records::fixed_part;
-using records::PollFixed;
-using records::RecordHeader;
-using records::RecordKind;
-using records::record_size;
-using records::RecvEntry;
-using records::RecvFixed;
-using records::SendEntry;
-using records::SendFixed;
+using namespace records;
 
 // api values of post_send and poll_cq records.
 inline constexpr uint32_t kApiPostSend = 0;
