@@ -27,21 +27,22 @@ int g_slots_used = 0;
 // "enabled" load where a category is on) before the original call. Measured in bench/interpose.
 //
 // Traced posts, deferred (the default): the time before the real call, the record captured after it
-// (deferred_capture.h). Immediate (SIGMATRACE_DEFER=0): the event, built after the call.
+// (deferred_capture.h). Immediate (SIGMATRACE_DEFER=0): the same record, written as an event after the call
+// (data_events.h).
 
 // The posts' recording and counting paths are out of line, reached by a tail call: the wrapper that records
 // nothing is then its flag tests and a tail call to the provider, with no frame of its own (inline, the
-// recording path's saved registers and stack frame were paid by every untraced post: message_footprint.sh
-// counted 26 instructions for an untraced post_recv wrapper, 8 now). One template serves the three posts:
-// `Post` is the slot's entry point, `Defer`, `Trace` and `Count` what records or counts the call.
-template <int S, auto Post, auto Defer, auto Trace, typename Handle, typename Wr>
+// recording path's saved registers and stack frame would be paid by every untraced post; message_footprint.sh
+// counts them). One template serves the three posts: `Post` is the slot's entry point, `Defer`, `Emit` and
+// `Count` what records or counts the call.
+template <int S, auto Post, auto Defer, auto Emit, typename Handle, typename Wr>
 __attribute__((noinline)) int post_recorded(Handle* h, Wr* wr, Wr** bad_wr, uint32_t f) {
     if (f & kFlagDefer) {
         const uint64_t ts = capture_ticks();
         return Defer(ts, h, wr, (g_slots[S].*Post)(h, wr, bad_wr), bad_wr);  // returns ret: a tail call
     }
     const int ret = (g_slots[S].*Post)(h, wr, bad_wr);
-    Trace(h, wr, ret, bad_wr);
+    Emit(h, wr, ret, bad_wr);
     return ret;
 }
 
