@@ -42,7 +42,7 @@ constexpr uint64_t kEventTime = 0;
 void emit_post_send(ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
     KeepErrno keep;
     ImmediateEvent e;
-    build_post_send(ToEvent{&e}, kEventTime, qp, wr, ret, bad_wr);
+    build_post_send(ToEvent{&e}, kEventTime, QpOf{qp}, wr, ret, bad_wr);
 }
 
 void emit_post_recv(ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {

@@ -109,7 +109,7 @@ inline int defer_recv_chain(uint64_t ts, Handle* handle, const ibv_recv_wr* wr, 
 __thread uint32_t tls_idle_polls __attribute__((tls_model("initial-exec"))) = 0;
 
 int defer_post_send(uint64_t ts, ibv_qp* qp, const ibv_send_wr* wr, int ret, ibv_send_wr* const* bad_wr) noexcept {
-    return build_post_send(ToRing{}, ts, qp, wr, ret, bad_wr);
+    return build_post_send(ToRing{}, ts, QpOf{qp}, wr, ret, bad_wr);
 }
 
 int defer_post_recv(uint64_t ts, ibv_qp* qp, const ibv_recv_wr* wr, int ret, ibv_recv_wr* const* bad_wr) noexcept {

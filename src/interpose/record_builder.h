@@ -107,23 +107,38 @@ template <typename Wr> uint32_t chain_length(const Wr* wr) noexcept {
 
 // ------------------------------------------------------------------ whole calls
 
-// The objects of the calls below are given by their handles (handle_of) and the fields the records need, so
-// that a designed trace (st-synth) can name objects that do not exist.
-//
-// ibv_post_send on the QP `qp` (number `qp_num`, a UD QP when `ud`): `ts` the capture time, `ret` and `bad_wr`
-// the call's result. Returns `ret`.
-template <typename Target>
-int build_post_send(Target to, uint64_t ts, uint64_t qp, uint32_t qp_num, bool ud, const ibv_send_wr* wr, int ret,
+// The QP of a post_send record: the application's ibv_qp (QpOf), or designed values that name a QP that does not
+// exist (QpValues, st-synth). Read where the record is written, as the call's own structures are.
+struct QpOf {
+    const ibv_qp* qp;
+    uint64_t handle() const noexcept { return handle_of(qp); }
+    uint32_t qp_num() const noexcept { return qp->qp_num; }
+    bool ud() const noexcept { return qp->qp_type == IBV_QPT_UD; }
+};
+struct QpValues {
+    uint64_t qp;
+    uint32_t num;
+    bool is_ud;
+    uint64_t handle() const noexcept { return qp; }
+    uint32_t qp_num() const noexcept { return num; }
+    bool ud() const noexcept { return is_ud; }
+};
+
+// ibv_post_send on `q` (QpOf or QpValues): `ts` the capture time, `ret` and `bad_wr` the call's result.
+// Returns `ret`.
+template <typename Target, typename Qp>
+int build_post_send(Target to, uint64_t ts, const Qp& q, const ibv_send_wr* wr, int ret,
                     ibv_send_wr* const* bad_wr) noexcept {
     const uint32_t total = chain_length(wr);
     const int32_t bad_index = bad_index_of(wr, ret, bad_wr);
+    const bool ud = q.ud();
     const ibv_send_wr* w = wr;
     uint32_t offset = 0;
     do {
         const uint32_t n = std::min(total - offset, kBatch);
         RecordHeader* h = begin_record<SendFixed, SendEntry>(to, RecordKind::post_send, n, ts);
         if (h == nullptr) return ret;
-        *fixed_part<SendFixed>(h) = SendFixed{qp, qp_num, ret, bad_index, kApiPostSend, offset, 0};
+        *fixed_part<SendFixed>(h) = SendFixed{q.handle(), q.qp_num(), ret, bad_index, kApiPostSend, offset, 0};
         SendEntry* e = entries<SendFixed, SendEntry>(h);
         for (uint32_t i = 0; i < n; ++i, w = w->next) copy_send_entry(e[i], *w, ud);
         to.commit(h);
@@ -132,6 +147,9 @@ int build_post_send(Target to, uint64_t ts, uint64_t qp, uint32_t qp_num, bool u
     return ret;
 }
 
+// Receive posts and polls name their object by its handle (handle_of) and, for a receive, the QP number
+// (recv_qp_num): both are values, so that a designed trace (st-synth) can name objects that do not exist.
+//
 // ibv_post_recv (kind post_recv, a QP) and ibv_post_srq_recv (post_srq_recv, an SRQ: qp_num 0). Returns `ret`.
 template <RecordKind kKind, typename Target>
 int build_post_recv(Target to, uint64_t ts, uint64_t handle, uint32_t qp_num, const ibv_recv_wr* wr, int ret,
@@ -153,12 +171,7 @@ int build_post_recv(Target to, uint64_t ts, uint64_t handle, uint32_t qp_num, co
     return ret;
 }
 
-// The same calls on the application's own objects.
-template <typename Target>
-int build_post_send(Target to, uint64_t ts, const ibv_qp* qp, const ibv_send_wr* wr, int ret,
-                    ibv_send_wr* const* bad_wr) noexcept {
-    return build_post_send(to, ts, handle_of(qp), qp->qp_num, qp->qp_type == IBV_QPT_UD, wr, ret, bad_wr);
-}
+// A receive post on the application's own QP or SRQ.
 template <RecordKind kKind, typename Target, typename Object>
 int build_post_recv(Target to, uint64_t ts, const Object* o, const ibv_recv_wr* wr, int ret,
                     ibv_recv_wr* const* bad_wr) noexcept {

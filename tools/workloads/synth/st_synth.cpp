@@ -286,7 +286,8 @@ std::vector<ibv_send_wr> send_chain(const std::vector<Wr>& wrs, std::vector<ibv_
 void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, uint64_t ts = 0) {
     std::vector<ibv_sge> sges;
     const std::vector<ibv_send_wr> chain = send_chain(wrs, sges);
-    rb::build_post_send(records_out().target(), ts, qp, qpn, false, chain.empty() ? nullptr : chain.data(), 0, nullptr);
+    rb::build_post_send(records_out().target(), ts, rb::QpValues{qp, qpn, false}, chain.empty() ? nullptr : chain.data(), 0,
+                        nullptr);
 }
 
 struct Wc {
@@ -543,7 +544,7 @@ void rank_ud(const Params& p) {
         w.num_sge = 1;
         w.wr.ud.ah = reinterpret_cast<ibv_ah*>(ah.ah);  // a handle, never dereferenced
         w.wr.ud.remote_qpn = ud_qpn_of(next);
-        rb::build_post_send(records_out().target(), 0, c.qp, c.qp_num, true, &w, 0, nullptr);
+        rb::build_post_send(records_out().target(), 0, rb::QpValues{c.qp, c.qp_num, true}, &w, 0, nullptr);
         emit_poll(cq_handle(rail), {{0xdd000 + i, 0, kWcSend, 0, c.qp_num}});
     }
 }
