@@ -71,8 +71,7 @@ Chains g_wrs;
 enum class Emission {
     deferred,   // the default: captured into the thread's ring, drained into deferred_records events when full (the
                 // loop has no idle points), drains included
-    events,     // deferred in the events format (SIGMATRACE_DEFER_FORMAT=events), drains included
-    immediate,  // SIGMATRACE_DEFER=0: one LTTng event inside each call
+    immediate,  // SIGMATRACE_DEFER=0: one deferred_records event inside each call (a record per event)
     captured,   // deferred, with the drains outside the timed region: the data path's own cost
 };
 
@@ -85,7 +84,6 @@ void set_mode(const Setup& s) {
     interpose::Config c;
     c.mode = s.mode;
     c.defer = s.emission != Emission::immediate;
-    c.defer_records = s.emission != Emission::events;
     c.counters_interval_ms = 3600000;  // no periodic emission during a measurement
     // INTERPOSE_BENCH_SALVAGE_DIR: rings in files of that directory, as under `sigmatrace record` (ring_file.h).
     if (const char* dir = std::getenv("INTERPOSE_BENCH_SALVAGE_DIR")) c.salvage_dir = dir;
@@ -318,8 +316,7 @@ int main(int argc, char** argv) {
         register_all("2:",
                      {{"traced", Setup{interpose::Mode::ops, Emission::deferred}},
                       {"traced_captured", Setup{interpose::Mode::ops, Emission::captured}},
-                      {"traced_immediate", Setup{interpose::Mode::ops, Emission::immediate}},
-                      {"traced_events", Setup{interpose::Mode::ops, Emission::events}}},
+                      {"traced_immediate", Setup{interpose::Mode::ops, Emission::immediate}}},
                      kTracedIterations);
         benchmark::RegisterBenchmark("2:event/bare_post_send", bare_event)->Iterations(kTracedIterations);
         benchmark::RegisterBenchmark("2:event/bare_3_integers", bare_small_event)->Iterations(kTracedIterations);
@@ -345,14 +342,12 @@ int main(int argc, char** argv) {
         const double bare = at("2:event/bare_post_send");
         std::printf("bare LTTng event (post_send, n=1)    : %6.2f ns\n", bare);
         std::printf("bare LTTng event (3 integers)        : %6.2f ns\n", at("2:event/bare_3_integers"));
-        // Per WR or completion, less the unwrapped verb: deferred (the default, the records format; its drains
-        // included, the loop has no idle point so they run on the data path), the events format (drains
-        // included), the data path alone (captured), and immediate.
+        // Per WR or completion, less the unwrapped verb: deferred (the default; its drains included, the loop has
+        // no idle point so they run on the data path), the data path alone (captured), and immediate.
         auto row = [&](const char* what, const std::string& verb, double per, const char* goal) {
             const double base = at("2:" + verb + "/unwrapped");
-            std::printf("%-37s: deferred %6.2f ns, events %6.2f ns, captured %6.2f ns, immediate %6.2f ns  %s\n",
+            std::printf("%-37s: deferred %6.2f ns, captured %6.2f ns, immediate %6.2f ns  %s\n",
                         what, (at("2:" + verb + "/traced") - base) / per,
-                        (at("2:" + verb + "/traced_events") - base) / per,
                         (at("2:" + verb + "/traced_captured") - base) / per,
                         (at("2:" + verb + "/traced_immediate") - base) / per, goal);
         };

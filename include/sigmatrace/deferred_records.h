@@ -1,16 +1,17 @@
-// The records of deferred emission: what the tracer's per-thread rings hold, one per data-path call (or per part
-// of a chain longer than SIGMATRACE_MAX_BATCH), declared once here for the tracer (src/interpose/deferred_ring.h
-// writes them) and every reader; the rules for which records share an event; and the events they stand for
-// (expand_record). A `deferred_records` event carries them encoded: <sigmatrace/deferred_records_wire.h>.
+// The per-call record, which every data-path event of the tracer carries: one per data-path call (or per part
+// of a chain longer than SIGMATRACE_MAX_BATCH), declared once here for the tracer (src/interpose/
+// record_builder.h builds them, in deferred and immediate mode alike) and every reader; the rules for which
+// records may be read as one event; and the events they stand for (expand_record). A `deferred_records` event
+// carries them encoded: <sigmatrace/deferred_records_wire.h>.
 //
 // A record is a RecordHeader, a fixed part and `n` entries, padded to a multiple of kAlign bytes (`size` says
 // how long). Its `ts` is the capture time: before the call for posts, after it for polls (ring ticks in the
-// tracer, CLOCK_MONOTONIC ns once read back from an event).
+// tracer, CLOCK_MONOTONIC ns once read back from an event); 0 when the event was written inside the call
+// (immediate emission), whose own timestamp is then the capture time.
 //
-// Why records at all: building per-field sequences from them (one `post_send` event of 32 WRs = 11 sequences)
-// cost ~230 instructions per record plus ~100 per element in LTTng-UST, which writes each field with a call of
-// its own; encoding them into one event of words costs a few dozen (docs/PERFORMANCE.md, "Long transfer
-// windows; what emission costs" and "The records format").
+// Why records and not per-field events: LTTng-UST writes each field with a call of its own, so an event of
+// per-field sequences costs several times what one event of encoded records does, per call
+// (docs/PERFORMANCE.md, "The records format").
 #pragma once
 
 #include <cstddef>
@@ -134,9 +135,9 @@ template <typename Fixed, typename Entry> const Entry* entries(const RecordHeade
     return reinterpret_cast<const Entry*>(reinterpret_cast<const std::byte*>(h) + sizeof(RecordHeader) + sizeof(Fixed));
 }
 
-// What decides whether consecutive calls may share one event (the tracer's events format merges them, the
-// analyzer's expander merges records back the same way): one whole call that succeeded, on the same object
-// (the QP, SRQ or CQ handle), through the same API.
+// What decides whether consecutive calls may be read as one event (a reader that merges records, such as the
+// analyzer's expander): one whole call that succeeded, on the same object (the QP, SRQ or CQ handle), through
+// the same API.
 inline bool whole_successful_call(const RecordHeader& h) {
     if (h.n == 0) return false;
     switch (h.kind) {
@@ -184,8 +185,7 @@ struct Scratch {
 };
 
 // Copies the first `count` entries of a record into per-field arrays (members named as the event's sequences),
-// from element `at` on: expand_record() into Scratch, the tracer's events-format builder into the event it is
-// building (src/interpose/deferred_events.cpp).
+// from element `at` on (expand_record() into Scratch).
 template <typename Columns> void copy_send_entries(const RecordHeader& h, uint32_t count, Columns& c, uint32_t at) {
     const SendEntry* e = entries<SendFixed, SendEntry>(&h);
     for (uint32_t i = 0; i < count; ++i) {
@@ -230,7 +230,8 @@ void copy_completion_entries(const RecordHeader& h, uint32_t count, Columns& c, 
 }
 
 // The event a record stands for — the st_post_send_rec, st_post_recv_rec, st_post_srq_recv_rec or st_poll_cq_rec
-// that immediate emission would have written for the same call — handed to `emit` (overloaded for the four).
+// that the tracer wrote for the same call before it wrote records (schema minors 1-3) — handed to `emit`
+// (overloaded for the four).
 // Every element's `ts` is the record's. The sequences point into `s`, valid until its next use. `h` must have
 // passed walk_records' checks.
 template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, Emit&& emit) {

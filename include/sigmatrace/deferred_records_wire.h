@@ -1,13 +1,12 @@
 // The words of a `deferred_records` event: how the tracer writes its records (<sigmatrace/deferred_records.h>,
 // the layout its per-thread rings hold) into an event, and how a reader gets them back. Declared once here for
-// the tracer (src/interpose/deferred_records_writer.cpp encodes) and every reader (walk_records decodes).
+// the tracer and st-synth (EventWords encodes) and every reader (walk_records decodes).
 //
 // Why an encoding and not the ring's bytes: a ring record is fixed-size (a one-WR post is 96 bytes, a one-
 // completion poll 80), and most of it repeats what the record before it said: the same QP, the same rkey and
-// length, a zero `ah`, `imm` and status. Written as is, a traced `ib_write_bw` made a trace 1.5x the size of the
-// events format's. Here a record carries only what differs from what the reader already knows, so the same
-// trace is several times smaller than either (docs/PERFORMANCE.md, "The records format"), at a few dozen
-// instructions per record on the drain.
+// length, a zero `ah`, `imm` and status. Here a record carries only what differs from what the reader already
+// knows, so a trace is several times smaller than the ring's bytes or per-field events would make it
+// (docs/PERFORMANCE.md, "The records format"), at a few dozen instructions per record on the drain.
 //
 // Layout 2, per event. The words are little-endian bytes; records follow each other with no padding, and the
 // event ends with fewer than 8 zero bytes that fill its last word. One record:
@@ -326,6 +325,43 @@ public:
 
 private:
     wire_detail::Known known_;
+};
+
+// The words of one event being written: records appended through one WireEncoder, and the last word's fill
+// zeroed when it is done. `kBytes` bounds the event (a multiple of 8). What the tracer's drains, its immediate
+// emission and st-synth all write an event's words with.
+template <uint32_t kBytes> class EventWords {
+    static_assert(kBytes % 8 == 0 && kBytes >= max_encoded_size(kMaxRecordSize));
+
+public:
+    EventWords() noexcept = default;
+    EventWords(const EventWords&) = delete;
+    EventWords& operator=(const EventWords&) = delete;
+
+    // Whether a ring record of `size` bytes fits after what is there.
+    bool fits(uint32_t size) const noexcept { return used_ + max_encoded_size(size) <= kBytes; }
+    bool empty() const noexcept { return used_ == 0; }
+    // Appends `h` (not pad; room checked with fits()) with capture time `ts_ns`.
+    void add(const RecordHeader& h, uint64_t ts_ns, const EncodeOptions& opt) noexcept {
+        used_ += static_cast<uint32_t>(encoder_.encode(h, ts_ns, opt, reinterpret_cast<std::byte*>(words_) + used_));
+    }
+    // Zeroes the last word's fill and returns the event's words (the count in *n_words); valid until reset().
+    const uint64_t* finish(uint32_t* n_words) noexcept {
+        const uint32_t n = (used_ + 7) / 8;
+        std::memset(reinterpret_cast<std::byte*>(words_) + used_, 0, n * 8 - used_);
+        *n_words = n;
+        return words_;
+    }
+    // The next event starts empty, its readers knowing nothing.
+    void reset() noexcept {
+        used_ = 0;
+        encoder_.reset();
+    }
+
+private:
+    WireEncoder encoder_;
+    uint32_t used_ = 0;  // bytes
+    alignas(16) uint64_t words_[kBytes / 8];
 };
 
 // ------------------------------------------------------------------ reading an event's records

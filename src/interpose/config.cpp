@@ -115,9 +115,11 @@ Config parse_config(const char* (*get)(const char*), std::string* errors) {
     }
     if (const char* v = get("SIGMATRACE_DEFER_FORMAT"); v != nullptr && *v != '\0') {
         std::string_view s = v;
-        if (s == "records") c.defer_records = true;
-        else if (s == "events") c.defer_records = false;
-        else note(errors, "SIGMATRACE_DEFER_FORMAT", s, "records or events");
+        // Kept so that a setting of the removed events format says what to use instead.
+        if (s != "records")
+            note(errors, "SIGMATRACE_DEFER_FORMAT", s,
+                 "records (the only format; babeltrace2's filter.sigmatrace.expand prints records as one event per "
+                 "call)");
     }
     if (const char* v = get("SIGMATRACE_DEFER_MAX_AGE_US"); v != nullptr && *v != '\0') {
         char* end = nullptr;
@@ -151,7 +153,6 @@ void set_config(const Config& c) noexcept {
     stored_config() = c;
     detail::g_defer_max_age_ns.store(static_cast<uint64_t>(c.defer_max_age_us) * 1000, std::memory_order_relaxed);
     detail::g_redact.store(c.redact, std::memory_order_relaxed);
-    detail::g_defer_records.store(c.defer_records, std::memory_order_relaxed);
     detail::g_defer_max_age_ticks.store(capture_clock::ticks_for_ns(static_cast<uint64_t>(c.defer_max_age_us) * 1000),
                                         std::memory_order_relaxed);
     detail::g_data_path_flags.store(flags_for(c), std::memory_order_relaxed);

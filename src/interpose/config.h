@@ -41,11 +41,8 @@ struct Config {
     bool debug = false;  // SIGMATRACE_DEBUG=1: say on stderr what gets wrapped
     // Deferred emission of data-path events (deferred_ring.h): SIGMATRACE_DEFER (1 = on, 0 = every event is
     // emitted inside the wrapped call), SIGMATRACE_DEFER_MAX_AGE_US (how long a captured record may wait for
-    // its event), SIGMATRACE_DEFER_RING_KB (per-thread ring size), SIGMATRACE_DEFER_FORMAT (records, the
-    // default: a drain encodes the records into `deferred_records` events, deferred_records_writer.h; events: it
-    // builds post_send/post_recv/poll_cq events from them, deferred_events.h, which babeltrace2 alone can print).
+    // its event), SIGMATRACE_DEFER_RING_KB (per-thread ring size).
     bool defer = true;
-    bool defer_records = true;
     uint32_t defer_max_age_us = 1000;
     uint32_t defer_ring_kb = 256;
     // SIGMATRACE_PROVIDER: the LTTng provider library to load on first RDMA use (empty: lib/sigmatrace/
@@ -92,7 +89,6 @@ inline std::atomic<uint64_t> g_defer_max_age_ticks{0};
 // while they run: the age bound in ns and the redaction bits.
 inline std::atomic<uint64_t> g_defer_max_age_ns{1000000};
 inline std::atomic<uint32_t> g_redact{0};
-inline std::atomic<bool> g_defer_records{true};
 }  // namespace detail
 
 inline uint32_t data_path_flags() noexcept {
@@ -103,9 +99,6 @@ inline uint64_t defer_max_age_ticks() noexcept {
 }
 inline uint64_t defer_max_age_ns() noexcept {
     return detail::g_defer_max_age_ns.load(std::memory_order_relaxed);
-}
-inline bool defer_records() noexcept {
-    return detail::g_defer_records.load(std::memory_order_relaxed);
 }
 inline uint32_t redact_bits() noexcept {
     return detail::g_redact.load(std::memory_order_relaxed);

@@ -27,21 +27,22 @@ int g_slots_used = 0;
 // "enabled" load where a category is on) before the original call. Measured in bench/interpose.
 //
 // Traced posts, deferred (the default): the time before the real call, the record captured after it
-// (deferred_capture.h). Immediate (SIGMATRACE_DEFER=0): the event, built after the call.
+// (deferred_capture.h). Immediate (SIGMATRACE_DEFER=0): the same record, written as an event after the call
+// (data_events.h).
 
 // The posts' recording and counting paths are out of line, reached by a tail call: the wrapper that records
 // nothing is then its flag tests and a tail call to the provider, with no frame of its own (inline, the
-// recording path's saved registers and stack frame were paid by every untraced post: message_footprint.sh
-// counted 26 instructions for an untraced post_recv wrapper, 8 now). One template serves the three posts:
-// `Post` is the slot's entry point, `Defer`, `Trace` and `Count` what records or counts the call.
-template <int S, auto Post, auto Defer, auto Trace, typename Handle, typename Wr>
+// recording path's saved registers and stack frame would be paid by every untraced post; message_footprint.sh
+// counts them). One template serves the three posts: `Post` is the slot's entry point, `Defer`, `Emit` and
+// `Count` what records or counts the call.
+template <int S, auto Post, auto Defer, auto Emit, typename Handle, typename Wr>
 __attribute__((noinline)) int post_recorded(Handle* h, Wr* wr, Wr** bad_wr, uint32_t f) {
     if (f & kFlagDefer) {
         const uint64_t ts = capture_ticks();
         return Defer(ts, h, wr, (g_slots[S].*Post)(h, wr, bad_wr), bad_wr);  // returns ret: a tail call
     }
     const int ret = (g_slots[S].*Post)(h, wr, bad_wr);
-    Trace(h, wr, ret, bad_wr);
+    Emit(h, wr, ret, bad_wr);
     return ret;
 }
 
@@ -52,40 +53,40 @@ __attribute__((noinline)) int post_counted(ibv_qp* qp, Wr* wr, Wr** bad_wr) {
     return ret;
 }
 
-template <int S> int post_send_w(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+template <int S> int w_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     constexpr auto kPost = &ProviderEntryPoints::post_send;
     const uint32_t f = data_path_flags();
     if ((f & kFlagSendEvents) && ST_TRACE_ENABLED(post_send)) [[unlikely]]
-        return post_recorded<S, kPost, defer_post_send, trace_post_send>(qp, wr, bad_wr, f);
+        return post_recorded<S, kPost, defer_post_send, emit_post_send>(qp, wr, bad_wr, f);
     if (f & kFlagCounting) [[unlikely]] return post_counted<S, kPost, count_post_send>(qp, wr, bad_wr);
     return g_slots[S].post_send(qp, wr, bad_wr);
 }
 
-template <int S> int post_recv_w(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+template <int S> int w_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     constexpr auto kPost = &ProviderEntryPoints::post_recv;
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_recv)) [[unlikely]]
-        return post_recorded<S, kPost, defer_post_recv, trace_post_recv>(qp, wr, bad_wr, f);
+        return post_recorded<S, kPost, defer_post_recv, emit_post_recv>(qp, wr, bad_wr, f);
     if (f & kFlagCounting) [[unlikely]] return post_counted<S, kPost, count_post_recv>(qp, wr, bad_wr);
     return g_slots[S].post_recv(qp, wr, bad_wr);
 }
 
-template <int S> int post_srq_recv_w(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+template <int S> int w_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     // Counters are per QP and an SRQ receive belongs to no QP until it completes: counted at completion.
     const uint32_t f = data_path_flags();
     if ((f & kFlagRecvEvents) && ST_TRACE_ENABLED(post_srq_recv)) [[unlikely]]
-        return post_recorded<S, &ProviderEntryPoints::post_srq_recv, defer_post_srq_recv, trace_post_srq_recv>(
+        return post_recorded<S, &ProviderEntryPoints::post_srq_recv, defer_post_srq_recv, emit_post_srq_recv>(
             srq, wr, bad_wr, f);
     return g_slots[S].post_srq_recv(srq, wr, bad_wr);
 }
 
-template <int S> int poll_cq_w(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+template <int S> int w_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     const int ret = g_slots[S].poll_cq(cq, num_entries, wc);
     const uint32_t f = data_path_flags();
     if (ret != 0) {
         if ((f & kFlagPollEvents) && ST_TRACE_ENABLED(poll_cq)) [[unlikely]] {
             if (f & kFlagDefer) return defer_poll_cq(cq, wc, ret);  // returns ret: a tail call
-            trace_poll_cq(cq, wc, ret);
+            emit_poll_cq(cq, wc, ret);
         } else if ((f & kFlagCounting) && ret > 0) [[unlikely]] {
             count_completions(cq->context, wc, ret);
         }
@@ -97,7 +98,7 @@ template <int S> int poll_cq_w(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     return ret;
 }
 
-template <int S> int req_notify_cq_w(ibv_cq* cq, int solicited_only) {
+template <int S> int w_req_notify_cq(ibv_cq* cq, int solicited_only) {
     const int ret = g_slots[S].req_notify_cq(cq, solicited_only);
     if ((data_path_flags() & kFlagNotifyEvents) && ST_TRACE_ENABLED(req_notify_cq)) [[unlikely]] {
         const int saved = errno;
@@ -114,7 +115,7 @@ template <int S> int req_notify_cq_w(ibv_cq* cq, int solicited_only) {
 // Inside another hook (mlx5dv_create_qp / mlx5dv_create_cq on a fabric device, whose implementation creates the
 // object through these ops) the outer hook records the object: recording it here too would register it twice
 // and wrap its poll / wr functions over their own wrappers.
-template <int S> ibv_qp* create_qp_ex_w(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+template <int S> ibv_qp* w_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     ibv_qp* qp = g_slots[S].create_qp_ex(ctx, attr);
     if (inside_hook()) return qp;
     const int saved = errno;
@@ -123,7 +124,7 @@ template <int S> ibv_qp* create_qp_ex_w(ibv_context* ctx, ibv_qp_init_attr_ex* a
     return qp;
 }
 
-template <int S> ibv_cq_ex* create_cq_ex_w(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+template <int S> ibv_cq_ex* w_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     ibv_cq_ex* cq = g_slots[S].create_cq_ex(ctx, attr);
     if (inside_hook()) return cq;
     const int saved = errno;
@@ -132,7 +133,7 @@ template <int S> ibv_cq_ex* create_cq_ex_w(ibv_context* ctx, ibv_cq_init_attr_ex
     return cq;
 }
 
-template <int S> ibv_srq* create_srq_ex_w(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
+template <int S> ibv_srq* w_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
     ibv_srq* srq = g_slots[S].create_srq_ex(ctx, attr);
     const int saved = errno;
     on_srq_created(ctx, srq, attr != nullptr ? attr->attr.max_wr : 0, srq == nullptr ? saved : 0);
@@ -142,14 +143,14 @@ template <int S> ibv_srq* create_srq_ex_w(ibv_context* ctx, ibv_srq_init_attr_ex
 
 template <int S> constexpr ProviderEntryPoints wrappers_of_slot() {
     ProviderEntryPoints w;
-    w.post_send = &post_send_w<S>;
-    w.post_recv = &post_recv_w<S>;
-    w.post_srq_recv = &post_srq_recv_w<S>;
-    w.poll_cq = &poll_cq_w<S>;
-    w.req_notify_cq = &req_notify_cq_w<S>;
-    w.create_qp_ex = &create_qp_ex_w<S>;
-    w.create_cq_ex = &create_cq_ex_w<S>;
-    w.create_srq_ex = &create_srq_ex_w<S>;
+    w.post_send = &w_post_send<S>;
+    w.post_recv = &w_post_recv<S>;
+    w.post_srq_recv = &w_post_srq_recv<S>;
+    w.poll_cq = &w_poll_cq<S>;
+    w.req_notify_cq = &w_req_notify_cq<S>;
+    w.create_qp_ex = &w_create_qp_ex<S>;
+    w.create_cq_ex = &w_create_cq_ex<S>;
+    w.create_srq_ex = &w_create_srq_ex<S>;
     return w;
 }
 

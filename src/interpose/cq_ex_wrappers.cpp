@@ -40,10 +40,10 @@ inline bool can_read(const CqState& s, uint64_t flag, const void* fn) {
     return fn != nullptr && (s.wc_flags & flag) != 0;
 }
 
-// A full batch or the pass's end: one poll_cq event, now (immediate) or captured (deferred).
+// A full batch or the pass's end: one poll_cq record, emitted now (immediate) or captured (deferred).
 void emit_batch(const void* cq, const CompletionBatch& b) noexcept {
     if (data_path_flags() & kFlagDefer) defer_completion_batch(b.ts, cq, b);
-    else trace_completion_batch(cq, b);
+    else emit_completion_batch(cq, b);
 }
 
 // Reads the completion the provider just stepped to into the pass's batch.

@@ -3,8 +3,9 @@
 // emitting an event: read the capture clock (capture_clock.h) — before the real call for posts (a post's time then
 // always precedes its completion's, even when another thread polls the completion), after it for polls — and
 // copy the record's values (the application may reuse its WRs and completions at once) into the calling
-// thread's ring (deferred_ring.h). No lock, no allocation after the thread's first capture, errno kept. The
-// events come out later (deferred_rings.h says when), identical to immediate emission plus their `ts`.
+// thread's ring (deferred_ring.h), through the builder immediate emission uses too (record_builder.h). No lock,
+// no allocation after the thread's first capture, errno kept. The events come out later (deferred_rings.h says
+// when), holding the same records as immediate emission's plus their capture times.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -34,10 +35,10 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
 // A one-WR ibv_wr_* list in two steps around the provider's wr_complete (`ts` taken before the call):
 // defer_wr_one_begin writes the record before the doorbell, while the list's lines are still in the caches, and
 // publishes it unfinished (deferred_ring.h); defer_wr_one_finish adds the call's result. Why: after the doorbell
-// the fabric's send has copied the message (64 KiB evicts the L1 cache), and building the record there from a
-// copy cost ib_write_bw's client ~0.19% of its CPU (~12 ns per WRITE, by sampling), against ~0.14% for the two
-// steps (docs/PERFORMANCE.md, "Recording before the doorbell"). begin returns nullptr when it cannot reserve
-// without a call (no ring yet, a full ring): the caller then takes the record-after-the-call path (defer_wr_list).
+// the fabric's send has copied the message (a large one evicts the L1 cache), and building the record there
+// from a copy costs more than the two steps do (docs/PERFORMANCE.md, "Recording before the doorbell"). begin
+// returns nullptr when it cannot reserve without a call (no ring yet, a full ring): the caller then takes the
+// record-after-the-call path (defer_wr_list).
 deferred::RecordHeader* defer_wr_one_begin(uint64_t ts, const QpState& s, const WrRecord& wr, uint32_t first_index) noexcept;
 void defer_wr_one_finish(deferred::RecordHeader* h, uint64_t ts, int ret) noexcept;
 // Polls: a non-empty ibv_poll_cq (ts taken here, after the call), an extended-CQ pass (`ts` taken when
@@ -48,9 +49,9 @@ void defer_completion_batch(uint64_t ts, const void* cq, const CompletionBatch& 
 // Idle points of the calling thread: an empty poll. The ring is drained (all of it) once kIdleDrainBytes
 // wait, or once the oldest record is half the age bound old (looked at every kIdleAgeCheckEvery empty polls:
 // the clock read is the costly part). Why so rarely: a message that arrives while its thread drains waits
-// for the drain, so a few long drains disturb few messages (ib_send_lat: ~250 bytes a round trip, one in ~60
-// round trips) where a drain at every idle point would delay most of them a little; the ring's used part
-// stays in L1 (it rewinds when emptied); and long runs of records merge into few events (deferred_events.h).
+// for the drain, so a few long drains disturb few messages of a latency-bound program (a round trip of
+// ib_send_lat captures a few hundred bytes) where a drain at every idle point would delay most of them a little; the ring's used part
+// stays in L1 (it rewinds when emptied); and long runs of records share few events (deferred_records_writer.h).
 // The common empty poll costs a TLS load, two loads of the ring's positions and a counter.
 inline constexpr uint64_t kIdleDrainBytes = 16384;
 inline constexpr uint32_t kIdleAgeCheckEvery = 64;

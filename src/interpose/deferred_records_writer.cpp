@@ -1,12 +1,9 @@
 #include "interpose/deferred_records_writer.h"
 
-#include <cstring>
-
 #include "interpose/config.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose::deferred {
-namespace {
 
 // Out of line: it expands the tracepoint body.
 __attribute__((noinline)) void emit_records(const uint64_t* words, uint32_t n, int32_t origin_pid, int32_t origin_tid,
@@ -21,37 +18,36 @@ __attribute__((noinline)) void emit_records(const uint64_t* words, uint32_t n, i
     ST_TRACE_EMIT(deferred_records, &r);
 }
 
-}  // namespace
+records::EncodeOptions encode_options() noexcept {
+    // The atomic, not config(): a drain may run on the emitter thread.
+    const uint32_t redact = redact_bits();
+    return {(redact & kRedactAddresses) != 0, (redact & kRedactKeys) != 0};
+}
 
 bool RecordsWriter::add(const RecordHeader* rec) noexcept {
     if (rec->kind == RecordKind::pad) return false;
     bool flushed = false;
-    if (used_ + records::max_encoded_size(rec->size) > kBytes) {
+    if (!words_.fits(rec->size)) {
         flush();
         flushed = true;
     }
-    // Redaction reads the atomic, not config(): this may run on the emitter thread.
-    const uint32_t redact = redact_bits();
-    const records::EncodeOptions opt{(redact & kRedactAddresses) != 0, (redact & kRedactKeys) != 0};
-    used_ += static_cast<uint32_t>(encoder_.encode(*rec, capture_clock::to_ns(anchor_, rec->ts), opt,
-                                                   reinterpret_cast<std::byte*>(words_) + used_));
+    words_.add(*rec, capture_clock::to_ns(anchor_, rec->ts), encode_options());
     return flushed;
 }
 
 void RecordsWriter::emit_empty() noexcept {
-    emit_records(words_, 0, origin_pid_, origin_tid_, lost_);
+    uint32_t n = 0;
+    emit_records(words_.finish(&n), 0, origin_pid_, origin_tid_, lost_);
     lost_ = 0;
 }
 
 void RecordsWriter::flush() noexcept {
-    if (used_ == 0) return;
-    const uint32_t words = (used_ + 7) / 8;
-    // The last word's fill: zero bytes, which readers check.
-    std::memset(reinterpret_cast<std::byte*>(words_) + used_, 0, words * 8 - used_);
-    emit_records(words_, words, origin_pid_, origin_tid_, lost_);
+    if (words_.empty()) return;
+    uint32_t n = 0;
+    const uint64_t* words = words_.finish(&n);
+    emit_records(words, n, origin_pid_, origin_tid_, lost_);
     lost_ = 0;  // counted once, on the ring's first event
-    used_ = 0;
-    encoder_.reset();
+    words_.reset();
 }
 
 }  // namespace sigmatrace::interpose::deferred

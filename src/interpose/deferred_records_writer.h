@@ -1,11 +1,10 @@
-// Deferred emission, the `records` format (SIGMATRACE_DEFER_FORMAT=records): a drain encodes the ring's records
-// into `deferred_records` events of up to 8 KiB (<sigmatrace/deferred_records_wire.h>: each record as what differs
-// from the one before it) instead of building per-field events from them (deferred_events.h, the `events`
-// format). Readers expand each record into the event immediate emission would have written for the same call.
+// Deferred emission's drains: a drain encodes the ring's records into `deferred_records` events of up to 8 KiB
+// (<sigmatrace/deferred_records_wire.h>: each record as what differs from the one before it). Readers expand
+// each record into the call it stands for (<sigmatrace/deferred_records.h>).
 //
-// Why: transposing records into per-field sequences and LTTng-UST's one call per field cost ~330 instructions
-// per record; encoding costs a few dozen, and the trace is several times smaller (docs/PERFORMANCE.md, "The
-// records format").
+// Why records and not per-field events: LTTng-UST writes each field with a call of its own, so transposing a
+// record into per-field sequences cost several times what encoding it does, and the trace is several times
+// smaller (docs/PERFORMANCE.md, "The records format").
 #pragma once
 
 #include <cstdint>
@@ -17,13 +16,17 @@
 
 namespace sigmatrace::interpose::deferred {
 
+// Writes one `deferred_records` event of `n` words (records::EventWords). origin_pid/tid and lost: see
+// RecordsWriter::set_origin.
+void emit_records(const uint64_t* words, uint32_t n, int32_t origin_pid, int32_t origin_tid, uint32_t lost) noexcept;
+// What the encoder clears (SIGMATRACE_REDACT).
+records::EncodeOptions encode_options() noexcept;
+
 class RecordsWriter {
 public:
     // Words per event: 8 KiB, within the analyzer's longest sequence (kMaxSequenceLength) and far below an LTTng
     // sub-buffer; a record never spans two events.
-    static constexpr uint32_t kWords = 1024;
-    static constexpr uint32_t kBytes = kWords * 8;
-    static_assert(records::max_encoded_size(kMaxRecordSize) <= kBytes);
+    static constexpr uint32_t kBytes = 8192;
 
     // The capture-clock anchor of this drain (ticks -> CLOCK_MONOTONIC ns).
     void start_run(const capture_clock::Anchor& anchor) noexcept { anchor_ = anchor; }
@@ -41,21 +44,15 @@ public:
     }
     // Emits an event without records (what a salvaged ring could not save, when it saved nothing).
     void emit_empty() noexcept;
-    // Forgets what is pending (a forked child's inherited state). Each ring's slot holds one writer: 8 KiB more
-    // per capturing thread than the events format's builder alone.
-    void discard() noexcept {
-        used_ = 0;
-        encoder_.reset();
-    }
+    // Forgets what is pending (a forked child's inherited state). Each ring's slot holds one writer.
+    void discard() noexcept { words_.reset(); }
 
 private:
     capture_clock::Anchor anchor_{};
-    records::WireEncoder encoder_;  // what the pending event's readers will know
-    uint32_t used_ = 0;             // bytes
     int32_t origin_pid_ = 0;
     int32_t origin_tid_ = 0;
     uint32_t lost_ = 0;
-    alignas(16) uint64_t words_[kWords];
+    records::EventWords<kBytes> words_;  // the pending event
 };
 
 }  // namespace sigmatrace::interpose::deferred

@@ -1,11 +1,9 @@
 // Deferred emission: the per-thread ring that data-path wrappers capture their records into.
 //
-// Why: an LTTng event costs ~80 ns plus ~8 ns per field (~190 ns for a post_send, PERFORMANCE.md); a message
-// of a latency-bound program (ib_send_lat: ~1.8 µs one-way on the fabric) has 3-4 events on its critical path
-// (the poll that returns the receive, the repost, the reply's post, its completion). Capturing a record instead
-// — a capture-clock reading and a copy of the WR or completion values into this ring — costs ~10 ns; the events
-// are written later, off the critical path (deferred_rings.h says when; deferred_records_writer.h and
-// deferred_events.h say how).
+// Why: an LTTng event costs an order of magnitude more than capturing a record (docs/PERFORMANCE.md), and a
+// message of a latency-bound program has 3-4 events on its critical path (the poll that returns the receive, the
+// repost, the reply's post, its completion). Capturing a record instead — a capture-clock reading and a copy of
+// the WR or completion values into this ring — keeps them off it; the events are written later, off the critical path (deferred_rings.h says when; deferred_records_writer.h says how).
 //
 // One ring per thread that captures, single producer (its thread), consumers serialised by a per-ring flag
 // (the thread itself at idle points, the emitter thread, exit and signal paths). The producer takes no lock:
@@ -13,7 +11,7 @@
 // records up to `head` (acquire) and frees them with a release store of `tail`. Records are variable-sized
 // (a header, a fixed part, n entries), 16-byte aligned, never split at the end of the buffer (a pad record fills
 // the rest), at most SIGMATRACE_MAX_BATCH entries each (one record = one call, or one part of a long chain;
-// consecutive records may share an event, deferred_events.h).
+// consecutive records share a `deferred_records` event, deferred_records_writer.h).
 //
 // A record may be published before its last value is known: an ibv_wr_* list's record is written before the
 // provider's wr_complete (the doorbell), while the list's lines are still in the caches, and only its result is

@@ -20,7 +20,6 @@
 
 #include "interpose/activation.h"
 #include "interpose/config.h"
-#include "interpose/deferred_events.h"
 #include "interpose/deferred_records_writer.h"
 #include "interpose/periodic_thread.h"
 #include "interpose/ring_file.h"
@@ -39,10 +38,8 @@ struct RingSlot {
     char path[256] = {};
     std::atomic<pid_t> owner{0};       // tid of the thread producing into it, 0 when free
     std::atomic<RingSlot*> next{nullptr};
-    // What its records become, in the configured format (records, or events built from them): only the
-    // consumer holding the ring uses these.
+    // What its records become (`deferred_records` events): only the consumer holding the ring uses it.
     RecordsWriter records;
-    EventBuilder events;
 };
 
 namespace {
@@ -80,7 +77,7 @@ PeriodicThread& emitter() {
 // Whether an event written now reaches the session: false before tracing starts, with no session, and at exit
 // once the provider's probe has unregistered (which clears the "enabled" words: see drain_at_exit).
 bool tracer_accepts_events() noexcept {
-    return defer_records() ? ST_TRACE_ENABLED(deferred_records) : ST_TRACE_ENABLED(post_send);
+    return ST_TRACE_ENABLED(deferred_records);
 }
 
 // Drains `slot` (records at or before cutoff) if no other consumer holds it.
@@ -109,21 +106,14 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
     uint64_t stop = 0;
     const capture_clock::Anchor anchor = capture_clock::anchor_now();
     slot.file->store_anchor(anchor);
-    if (defer_records()) {
-        RecordsWriter& records = slot.records;
-        records.start_run(anchor);
-        uint64_t pending_end = 0;  // the position after the last record added to the event being built
-        n = r.consume(cutoff, max_records, &stop, [&](const RecordHeader* h, uint64_t end) {
-            if (records.add(h)) r.release_to(pending_end);  // the event before this record was written
-            pending_end = end;
-        });
-        records.flush();  // the last records go out before another consumer may take the ring
-    } else {
-        EventBuilder& events = slot.events;
-        events.start_run(anchor);
-        n = r.consume(cutoff, max_records, &stop, [&events](const RecordHeader* h, uint64_t) { events.add(h); });
-        events.flush();
-    }
+    RecordsWriter& records = slot.records;
+    records.start_run(anchor);
+    uint64_t pending_end = 0;  // the position after the last record added to the event being written
+    n = r.consume(cutoff, max_records, &stop, [&](const RecordHeader* h, uint64_t end) {
+        if (records.add(h)) r.release_to(pending_end);  // the event before this record was written
+        pending_end = end;
+    });
+    records.flush();  // the last records go out before another consumer may take the ring
     r.release_to(stop);
     if (&slot == tls_slot) r.rewind_if_empty_by_producer();
     r.unlock_consumer();
@@ -335,7 +325,6 @@ void after_fork_child() noexcept {
             continue;
         }
         s->ring->drop_all_after_fork();
-        s->events.discard();  // a thread of the parent may have been building events from it
         s->records.discard();
         if (s == tls_slot) {
             s->owner.store(me, std::memory_order_relaxed);
@@ -370,6 +359,16 @@ void drain_at_exit() {
     drain_all(Wait::yes);
 }
 
+// "sigmatrace: COUNT WHAT\n" on stderr, written with write(2): the process is exiting, stdio may be gone.
+void say_count(uint64_t count, const char* what) noexcept {
+    char msg[512];
+    const int n = std::snprintf(msg, sizeof msg, "sigmatrace: %llu %s\n", static_cast<unsigned long long>(count), what);
+    if (n > 0) {
+        ssize_t ignored = ::write(STDERR_FILENO, msg, std::min(static_cast<size_t>(n), sizeof msg - 1));
+        (void)ignored;
+    }
+}
+
 }  // namespace
 
 void tracing_started() noexcept {
@@ -398,29 +397,14 @@ void shutdown() noexcept {
         }
     }
     const uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
-    char msg[512];
-    if (left != 0 && !files && had_session) {
-        const int n = std::snprintf(msg, sizeof msg,
-                                    "sigmatrace: %llu thread rings still hold data-path records at exit that could not "
-                                    "be traced (captured after the tracer shut down, or no recording session); run "
-                                    "under `sigmatrace record`, which salvages them\n",
-                                    static_cast<unsigned long long>(left));
-        if (n > 0) {
-            ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
-            (void)ignored;
-        }
-    }
-    if (dropped != 0) {
-        const int n = std::snprintf(msg, sizeof msg,
-                                    "sigmatrace: %llu data-path records were not traced: no memory or no room for "
-                                    "them in a thread's deferred-emission ring (SIGMATRACE_DEFER_RING_KB), or their "
-                                    "thread exited inside the provider's call\n",
-                                    static_cast<unsigned long long>(dropped));
-        if (n > 0) {
-            ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
-            (void)ignored;
-        }
-    }
+    if (left != 0 && !files && had_session)
+        say_count(left, "thread rings still hold data-path records at exit that could not be traced (captured "
+                        "after the tracer shut down, or no recording session); run under `sigmatrace record`, which "
+                        "salvages them");
+    if (dropped != 0)
+        say_count(dropped, "data-path records were not traced: no memory or no room for them in a thread's "
+                           "deferred-emission ring (SIGMATRACE_DEFER_RING_KB), or their thread exited inside the "
+                           "provider's call");
 }
 
 RingStats ring_stats() noexcept {

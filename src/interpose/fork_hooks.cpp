@@ -3,7 +3,7 @@
 //
 // lttng-ust must be told about a fork (lttng_ust_before_fork / after_fork_parent / after_fork_child, the same
 // calls liblttng-ust-fork.so makes): without that the child keeps the parent's vpid context and its exit
-// handler can crash (machine-facts.md §2.4). Wrapping here means users preload one library, not two.
+// handler can crash. Wrapping here means users preload one library, not two.
 // liblttng-ust is loaded only once the process used RDMA (activation.h): before that a fork is a plain fork
 // (the child loads its own provider if it ever uses RDMA), and the hooks are looked up, not linked.
 //
@@ -40,6 +40,28 @@ void child_identifies_itself() {
     emit_process_info_once();
 }
 
+// The fork protocol around `call` (fork or daemon): this thread's records go out first (the parent emits
+// them; the child drops its copy), lttng-ust's hooks run on each side, and errno is the call's.
+// `in_child(result)` says which side returned.
+template <typename Call, typename InChild> auto forked(const LttngForkHooks* hooks, Call call, InChild in_child) {
+    sigset_t saved_mask;
+    int saved_errno = errno;
+    deferred::before_fork();
+    hooks->before_fork(&saved_mask);
+    errno = saved_errno;
+    const auto result = call();
+    saved_errno = errno;
+    if (in_child(result)) {
+        hooks->after_fork_child(&saved_mask);
+        deferred::after_fork_child_resume();
+        child_identifies_itself();
+    } else {
+        hooks->after_fork_parent(&saved_mask);
+    }
+    errno = saved_errno;
+    return result;
+}
+
 }  // namespace
 
 ST_EXPORT pid_t fork(void) {
@@ -48,22 +70,7 @@ ST_EXPORT pid_t fork(void) {
     if (fn == nullptr) return missing_real_errno<pid_t>("fork", nullptr, ENOSYS, -1);
     const LttngForkHooks* hooks = lttng_fork_hooks();
     if (hooks == nullptr || called_from_lttng_ust(hooks, __builtin_return_address(0))) return fn();
-    sigset_t saved_mask;
-    int saved_errno = errno;
-    deferred::before_fork();  // this thread's records, emitted by the parent (the child drops its copy)
-    hooks->before_fork(&saved_mask);
-    errno = saved_errno;
-    const pid_t pid = fn();
-    saved_errno = errno;
-    if (pid == 0) {
-        hooks->after_fork_child(&saved_mask);
-        deferred::after_fork_child_resume();
-        child_identifies_itself();
-    } else {
-        hooks->after_fork_parent(&saved_mask);
-    }
-    errno = saved_errno;
-    return pid;
+    return forked(hooks, fn, [](pid_t pid) { return pid == 0; });
 }
 
 ST_EXPORT int daemon(int nochdir, int noclose) {
@@ -72,21 +79,6 @@ ST_EXPORT int daemon(int nochdir, int noclose) {
     if (fn == nullptr) return missing_real_errno<int>("daemon", nullptr, ENOSYS, -1);
     const LttngForkHooks* hooks = lttng_fork_hooks();
     if (hooks == nullptr) return fn(nochdir, noclose);
-    sigset_t saved_mask;
-    int saved_errno = errno;
-    deferred::before_fork();
-    hooks->before_fork(&saved_mask);
-    errno = saved_errno;
     // daemon() returns only in the grandchild (success) or in the caller (failure).
-    const int ret = fn(nochdir, noclose);
-    saved_errno = errno;
-    if (ret == 0) {
-        hooks->after_fork_child(&saved_mask);
-        deferred::after_fork_child_resume();
-        child_identifies_itself();
-    } else {
-        hooks->after_fork_parent(&saved_mask);
-    }
-    errno = saved_errno;
-    return ret;
+    return forked(hooks, [&] { return fn(nochdir, noclose); }, [](int ret) { return ret == 0; });
 }

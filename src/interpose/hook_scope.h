@@ -7,6 +7,8 @@
 // into the dynamic linker (__tls_get_addr), which could itself end up in a wrapper.
 #pragma once
 
+#include <cerrno>
+
 namespace sigmatrace::interpose {
 
 extern __thread int tls_hook_depth __attribute__((tls_model("initial-exec")));
@@ -22,6 +24,20 @@ public:
 
 private:
     bool outermost_;
+};
+
+// errno as the real call left it, restored when the wrapper returns: tracing must never change what the
+// application sees.
+class KeepErrno {
+public:
+    KeepErrno() noexcept : saved_(errno) {}
+    ~KeepErrno() { errno = saved_; }
+    KeepErrno(const KeepErrno&) = delete;
+    KeepErrno& operator=(const KeepErrno&) = delete;
+    int value() const noexcept { return saved_; }
+
+private:
+    int saved_;
 };
 
 inline bool inside_hook() noexcept {

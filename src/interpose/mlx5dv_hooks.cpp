@@ -18,9 +18,8 @@ ST_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_context_att
     HookScope scope;
     ibv_context* ctx = real(device, attr);
     if (scope.outermost()) {
-        const int saved = errno;
+        KeepErrno keep;
         on_context_opened(ctx, OpenVia::mlx5dv_open_device);
-        errno = saved;
     }
     return ctx;
 }
@@ -31,9 +30,8 @@ ST_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* ctx, ibv_qp_init_attr_ex* qp_att
     HookScope scope;
     ibv_qp* qp = real(ctx, qp_attr, mlx5_attr);
     if (scope.outermost()) {
-        const int saved = errno;
-        on_qp_created_ex(ctx, qp, qp_attr, CreateKind::mlx5dv, qp == nullptr ? saved : 0);
-        errno = saved;
+        KeepErrno keep;
+        on_qp_created_ex(ctx, qp, qp_attr, CreateKind::mlx5dv, qp == nullptr ? keep.value() : 0);
     }
     return qp;
 }
@@ -44,9 +42,8 @@ ST_EXPORT ibv_cq_ex* mlx5dv_create_cq(ibv_context* ctx, ibv_cq_init_attr_ex* cq_
     HookScope scope;
     ibv_cq_ex* cq = real(ctx, cq_attr, mlx5_attr);
     if (scope.outermost()) {
-        const int saved = errno;
-        on_cq_ex_created(ctx, cq, cq_attr, CreateKind::mlx5dv, cq == nullptr ? saved : 0);
-        errno = saved;
+        KeepErrno keep;
+        on_cq_ex_created(ctx, cq, cq_attr, CreateKind::mlx5dv, cq == nullptr ? keep.value() : 0);
     }
     return cq;
 }

@@ -204,21 +204,6 @@ struct CompletionBatch {
     uint64_t hw_ts[SIGMATRACE_MAX_BATCH];
 };
 
-// Points a poll_cq event's completion sequences at a set of per-field arrays: a CompletionBatch, or a deferred
-// event being built (deferred_events.h), which name their arrays alike.
-template <typename Arrays> void point_at_completions(st_poll_cq_rec& r, const Arrays& a) noexcept {
-    r.wr_id = a.wr_id;
-    r.status = a.status;
-    r.opcode = a.opcode;
-    r.vendor_err = a.vendor_err;
-    r.byte_len = a.byte_len;
-    r.qp_num = a.qp_num;
-    r.src_qp = a.src_qp;
-    r.wc_flags = a.wc_flags;
-    r.imm = a.imm;
-    r.hw_ts = a.hw_ts;
-}
-
 struct CqState {
     std::atomic<ibv_cq_ex*> cq{nullptr};
     CqExOriginals orig{};

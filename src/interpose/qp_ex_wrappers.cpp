@@ -82,7 +82,7 @@ inline QpState* cached_state(const ibv_qp_ex* q) noexcept {
 __attribute__((noinline)) void flush_early(QpState& s, uint32_t n) noexcept {
     WrList& l = s.list;
     if (data_path_flags() & kFlagDefer) defer_wr_list(capture_ticks(), s, l.wrs, n, l.emitted, 0);
-    else trace_wr_list(s, l.wrs, n, l.emitted, 0);
+    else emit_wr_list(s, l.wrs, n, l.emitted, 0);
     l.emitted += n;
     std::copy(l.wrs + n, l.wrs + l.size, l.wrs);
     l.size -= n;
@@ -243,7 +243,7 @@ inline int complete_and_record(QpState& s, ibv_qp_ex* q, const WrRecord* wrs, ui
         return ret;
     }
     const int ret = s.orig.wr_complete(q);
-    trace_wr_list(s, wrs, n, first_index, ret);
+    emit_wr_list(s, wrs, n, first_index, ret);
     return ret;
 }
 

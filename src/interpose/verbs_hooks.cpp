@@ -24,19 +24,6 @@ using namespace sigmatrace::interpose;
 
 namespace {
 
-// errno as the real call left it, restored when the wrapper returns.
-class KeepErrno {
-public:
-    KeepErrno() noexcept : saved_(errno) {}
-    ~KeepErrno() { errno = saved_; }
-    KeepErrno(const KeepErrno&) = delete;
-    KeepErrno& operator=(const KeepErrno&) = delete;
-    int value() const noexcept { return saved_; }
-
-private:
-    int saved_;
-};
-
 ibv_context* context_of(ibv_pd* pd) {
     return pd != nullptr ? pd->context : nullptr;
 }

@@ -2,7 +2,8 @@
 """damaged_corpus.py --analyzer A (--trace DIR | --record SIGMATRACE --sandbox SANDBOX) --work DIR [--seeds N]
 
 Damaged-trace corpus (docs/analyzer.md, "Damaged traces"): records one small fabric run (two ib_write_bw
-processes on two fabric nodes, events format, 32 KiB channel so the stream has many packets) unless --trace is
+processes on two fabric nodes, immediate emission: an event per call, and a 32 KiB channel, so the stream has
+many packets) unless --trace is
 given, then runs sigmatrace-analyze on damaged copies of it, two at a time, each under a timeout:
 truncations of the metadata and of every stream and index file at many sizes, every file zeroed, every file
 missing, the index directory missing, and byte flips (1 to 4 bytes of one file) over N seeds.
@@ -28,7 +29,7 @@ TIMEOUT_S = 30
 def record(args, out):
     b = args.record
     script = (
-        f"set -e; SIGMATRACE_DEFER_FORMAT=events {b} record --channel-size 32K --blocking -o {out} -- bash -c '"
+        f"set -e; SIGMATRACE_DEFER=0 {b} record --channel-size 32K --blocking -o {out} -- bash -c '"
         f"{b} fabric --node 0 -- ib_write_bw -d sfab_0 -s 4096 -n 2000 >/dev/null & sleep 1; "
         f"{b} fabric --node 1 -- ib_write_bw -d sfab_0 -s 4096 -n 2000 localhost >/dev/null; wait'\n")
     path = os.path.join(args.work, "record.sh")

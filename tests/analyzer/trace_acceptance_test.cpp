@@ -516,12 +516,6 @@ TEST_F(TraceTest, PerftestUnsignaledWritesAllComplete) {
     perftest_unsignaled_writes_all_complete("");
 }
 
-// The same recorded in the events format (post_send/poll_cq events built by the tracer's drains).
-TEST_F(TraceTest, PerftestUnsignaledWritesAllCompleteFromEvents) {
-    if (!have("ib_write_bw")) GTEST_SKIP() << "perftest not installed";
-    perftest_unsignaled_writes_all_complete("SIGMATRACE_DEFER_FORMAT=events");
-}
-
 // ------------------------------------------------------------------------------------------- bad input
 
 class BadInput : public TraceTest {};

@@ -36,18 +36,17 @@ TEST_F(EnvTest, DefaultsWhenNothingIsSet) {
     EXPECT_TRUE(errors.empty());
 }
 
-// Deferred emission's format: events (the default) or records; anything else keeps the default and says why.
-TEST_F(EnvTest, TheDeferFormatIsEventsOrRecords) {
+// Deferred emission has one format, records: SIGMATRACE_DEFER_FORMAT=records is accepted, any other value
+// (the removed `events` included) is ignored with a line that says what to use instead.
+TEST_F(EnvTest, TheDeferFormatIsRecordsOnly) {
     std::string errors;
-    EXPECT_TRUE(parse_config(&fake_getenv, &errors).defer_records);  // the default
     g_env["SIGMATRACE_DEFER_FORMAT"] = "records";
-    EXPECT_TRUE(parse_config(&fake_getenv, &errors).defer_records);
-    g_env["SIGMATRACE_DEFER_FORMAT"] = "events";
-    EXPECT_FALSE(parse_config(&fake_getenv, &errors).defer_records);
+    EXPECT_TRUE(parse_config(&fake_getenv, &errors).defer);
     EXPECT_TRUE(errors.empty());
-    g_env["SIGMATRACE_DEFER_FORMAT"] = "raw";
-    EXPECT_TRUE(parse_config(&fake_getenv, &errors).defer_records);  // ignored: the default
-    EXPECT_EQ(errors, "sigmatrace: Ignoring SIGMATRACE_DEFER_FORMAT=raw: expected records or events\n");
+    g_env["SIGMATRACE_DEFER_FORMAT"] = "events";
+    EXPECT_TRUE(parse_config(&fake_getenv, &errors).defer);
+    EXPECT_EQ(errors, "sigmatrace: Ignoring SIGMATRACE_DEFER_FORMAT=events: expected records (the only format; "
+                      "babeltrace2's filter.sigmatrace.expand prints records as one event per call)\n");
 }
 
 // LTTNG_UST_REGISTER_TIMEOUT is lttng-ust's: read as it reads it (strtol; every negative value is -1).

@@ -1,5 +1,5 @@
-// Deferred emission (interpose/deferred_*.h): which captured records share an event, what a merged event says,
-// when an idle point drains, and that `ts` is the trace clock. Runs in both test modes (the fixture switches
+// Deferred emission (interpose/deferred_*.h): each captured call is one record, in capture order, with its own
+// result and capture time in CLOCK_MONOTONIC ns; when an idle point drains; what the drain's writer holds. Runs in both test modes (the fixture switches
 // deferral on itself).
 #include <time.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "interpose/capture_clock.h"
-#include "interpose/deferred_events.h"
+#include "interpose/deferred_records_writer.h"
 #include "interpose/deferred_ring.h"
 #include "support/shim_fixture.h"
 
@@ -28,7 +28,6 @@ protected:
         interpose::capture_clock::calibrate();
         interpose::Config c = test_config();
         c.defer = true;
-        c.defer_records = false;  // these tests are about the events format (deferred_events.h)
         // Long enough that neither the emitter nor the data path's age check drains while a test runs, even
         // under a sanitizer: the tests decide when records become events.
         c.defer_max_age_us = 1000000;
@@ -53,6 +52,20 @@ protected:
         ibv_send_wr* bad = nullptr;
         return ibv_post_send(q->qp(), &wr, &bad);
     }
+    // A chain of `n` WRITEs, wr_id 0..n-1.
+    int post_chain(FakeQp* q, uint32_t n) {
+        ibv_sge sge{0x1000, 64, 0x11};
+        std::vector<ibv_send_wr> wrs(n);
+        for (uint32_t i = 0; i < n; ++i) {
+            wrs[i].wr_id = i;
+            wrs[i].sg_list = &sge;
+            wrs[i].num_sge = 1;
+            wrs[i].opcode = IBV_WR_RDMA_WRITE;
+            wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+        }
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(q->qp(), wrs.data(), &bad);
+    }
     int poll(int max, FakeCq* cq = nullptr) {
         std::array<ibv_wc, 32> wc{};
         return ibv_poll_cq((cq != nullptr ? cq : cq_)->cq(), max, wc.data());
@@ -71,31 +84,34 @@ protected:
     FakeQp* qp_b_ = nullptr;
 };
 
-TEST_F(DeferredEmissionTest, ConsecutiveSuccessfulPostsOnOneQpShareAnEventWithTheirOwnCaptureTimes) {
+TEST_F(DeferredEmissionTest, ConsecutivePostsShareAnEventEachARecordWithItsOwnCaptureTime) {
     const uint64_t before = monotonic_now_ns();
     ASSERT_EQ(post(qp_a_, 1), 0);
     ASSERT_EQ(post(qp_a_, 2), 0);
     ASSERT_EQ(post(qp_a_, 3), 0);
     const uint64_t after = monotonic_now_ns();
     const CapturedEvents ev = events();
-    ASSERT_EQ(ev.post_send.size(), 1u);
-    const cap_post_send& e = ev.post_send[0];
-    EXPECT_EQ(e.n, 3u);
-    EXPECT_EQ(e.wr_id, (std::vector<uint64_t>{1, 2, 3}));
-    EXPECT_EQ(e.raddr, (std::vector<uint64_t>{0xabc001, 0xabc002, 0xabc003}));
-    EXPECT_EQ(e.ret, 0);
-    EXPECT_EQ(e.bad_index, -1);
-    EXPECT_EQ(e.batch_offset, 0u);
-    ASSERT_EQ(e.ts.size(), 3u);
-    // Each element keeps its own capture time, in CLOCK_MONOTONIC ns (the TSC conversion is good to well under
-    // a microsecond over the ~µs this test takes).
-    EXPECT_LE(e.ts[0], e.ts[1]);
-    EXPECT_LE(e.ts[1], e.ts[2]);
-    EXPECT_GE(e.ts[0] + 1000, before);
-    EXPECT_LE(e.ts[2], after + 1000);
+    ASSERT_EQ(ev.deferred_records.size(), 1u);  // one drain, one event
+    ASSERT_EQ(ev.post_send.size(), 3u);         // one record per call
+    for (uint64_t k = 0; k < 3; ++k) {
+        const cap_post_send& e = ev.post_send[k];
+        EXPECT_EQ(e.n, 1u);
+        EXPECT_EQ(e.wr_id, std::vector<uint64_t>{k + 1});
+        EXPECT_EQ(e.raddr, std::vector<uint64_t>{0xabc001 + k});
+        EXPECT_EQ(e.ret, 0);
+        EXPECT_EQ(e.bad_index, -1);
+        EXPECT_EQ(e.batch_offset, 0u);
+        ASSERT_EQ(e.ts.size(), 1u);
+    }
+    // Each call keeps its own capture time, in CLOCK_MONOTONIC ns (the TSC conversion is good to well under a
+    // microsecond over the ~µs this test takes).
+    EXPECT_LE(ev.post_send[0].ts[0], ev.post_send[1].ts[0]);
+    EXPECT_LE(ev.post_send[1].ts[0], ev.post_send[2].ts[0]);
+    EXPECT_GE(ev.post_send[0].ts[0] + 1000, before);
+    EXPECT_LE(ev.post_send[2].ts[0], after + 1000);
 }
 
-TEST_F(DeferredEmissionTest, AFailedPostIsAnEventOfItsOwnWithItsResult) {
+TEST_F(DeferredEmissionTest, AFailedPostIsARecordOfItsOwnWithItsResult) {
     ASSERT_EQ(post(qp_a_, 1), 0);
     qp_a_->fail_post_at = 0;
     ASSERT_NE(post(qp_a_, 2), 0);
@@ -110,138 +126,54 @@ TEST_F(DeferredEmissionTest, AFailedPostIsAnEventOfItsOwnWithItsResult) {
     EXPECT_EQ(ev.post_send[2].ret, 0);
 }
 
-TEST_F(DeferredEmissionTest, AnotherQpInBetweenStartsANewEventAPollDoesNot) {
+// Posts, reposts and polls of several QPs and CQs in turn (ib_write_bw's and ib_send_lat's patterns): the
+// records come out in capture order, each call with its own result, whatever kind or object comes between.
+TEST_F(DeferredEmissionTest, CallsOfEveryKindAndObjectComeOutInCaptureOrder) {
+    FakeCq* cq2 = dev_.make_cq(64);
+    clear_events();
     ASSERT_EQ(post(qp_a_, 1), 0);
     ASSERT_EQ(post(qp_b_, 2), 0);
-    ASSERT_EQ(post(qp_a_, 3), 0);
     complete(1);
     ASSERT_EQ(poll(4), 1);
-    ASSERT_EQ(post(qp_a_, 4), 0);
+    ASSERT_EQ(post_one_recv(qp_a_, 3), 0);
+    complete(4, cq2);
+    complete(5, cq2);
+    ASSERT_EQ(poll(1, cq2), 1);
+    ASSERT_EQ(poll(4, cq2), 1);
+    ASSERT_EQ(post(qp_a_, 6), 0);
     const CapturedEvents ev = events();
+    const std::vector<EventId> order(ev.order.begin(), ev.order.end());
+    EXPECT_EQ(order, (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::poll_cq, EventId::post_recv,
+                                           EventId::poll_cq, EventId::poll_cq, EventId::post_send}));
     ASSERT_EQ(ev.post_send.size(), 3u);
-    EXPECT_EQ(ev.post_send[0].wr_id, std::vector<uint64_t>{1});
-    EXPECT_EQ(ev.post_send[1].wr_id, std::vector<uint64_t>{2});
-    // The poll captured between 3 and 4 does not cut their event; each keeps its own capture time.
-    EXPECT_EQ(ev.post_send[2].wr_id, (std::vector<uint64_t>{3, 4}));
-    ASSERT_EQ(ev.post_send[2].ts.size(), 2u);
-    ASSERT_EQ(ev.poll_cq.size(), 1u);
-    EXPECT_EQ(ev.poll_cq[0].wr_id, std::vector<uint64_t>{1});
-    ASSERT_EQ(ev.poll_cq[0].ts.size(), 1u);
-    EXPECT_LE(ev.post_send[2].ts[0], ev.poll_cq[0].ts[0]);
-    EXPECT_LE(ev.poll_cq[0].ts[0], ev.post_send[2].ts[1]);
-    // Emission order: each event when the next record of its kind could not join it, the two left open at
-    // the end older first (post 3 was captured before the poll).
-    const std::vector<EventId> data(ev.order.begin(), ev.order.end());
-    EXPECT_EQ(data,
-              (std::vector<EventId>{EventId::post_send, EventId::post_send, EventId::post_send, EventId::poll_cq}));
-}
-
-// ib_write_bw's pattern: post, poll its completion, post, ... Posts fill one event, polls another.
-TEST_F(DeferredEmissionTest, PostsAndPollsInTurnEachFillAnEvent) {
-    constexpr uint64_t kRounds = 20;
-    for (uint64_t id = 1; id <= kRounds; ++id) {
-        ASSERT_EQ(post(qp_a_, id), 0);
-        complete(id);
-        ASSERT_EQ(poll(4), 1);
-    }
-    const CapturedEvents ev = events();
-    ASSERT_EQ(ev.post_send.size(), 1u);
-    ASSERT_EQ(ev.poll_cq.size(), 1u);
-    std::vector<uint64_t> ids(kRounds);
-    std::iota(ids.begin(), ids.end(), 1);
-    EXPECT_EQ(ev.post_send[0].wr_id, ids);
-    EXPECT_EQ(ev.poll_cq[0].wr_id, ids);
-    EXPECT_EQ(ev.poll_cq[0].ret, static_cast<int32_t>(kRounds));
-    ASSERT_EQ(ev.post_send[0].ts.size(), kRounds);
-    ASSERT_EQ(ev.poll_cq[0].ts.size(), kRounds);
-    for (uint64_t k = 0; k < kRounds; ++k) {
-        EXPECT_LE(ev.post_send[0].ts[k], ev.poll_cq[0].ts[k]) << k;  // each WR posted before its completion
-        if (k + 1 < kRounds) {
-            EXPECT_LE(ev.poll_cq[0].ts[k], ev.post_send[0].ts[k + 1]) << k;
-        }
-    }
-}
-
-// ib_send_lat's pattern: the poll that returns a receive, the repost, the reply. One event of each kind,
-// emitted oldest first at the end of the drain.
-TEST_F(DeferredEmissionTest, APollARepostAndAReplyInTurnEachFillAnEvent) {
-    constexpr uint64_t kRounds = 10;
-    for (uint64_t id = 1; id <= kRounds; ++id) {
-        complete(100 + id);
-        ASSERT_EQ(poll(4), 1);
-        ASSERT_EQ(post_one_recv(qp_a_, 200 + id), 0);
-        ASSERT_EQ(post(qp_a_, 300 + id), 0);
-    }
-    const CapturedEvents ev = events();
-    ASSERT_EQ(ev.poll_cq.size(), 1u);
-    ASSERT_EQ(ev.post_recv.size(), 1u);
-    ASSERT_EQ(ev.post_send.size(), 1u);
-    EXPECT_EQ(ev.poll_cq[0].n, kRounds);
-    EXPECT_EQ(ev.post_recv[0].n, kRounds);
-    EXPECT_EQ(ev.post_send[0].n, kRounds);
-    EXPECT_EQ(ev.post_recv[0].wr_id.back(), 200 + kRounds);
-    EXPECT_EQ(ev.post_recv[0].bytes, std::vector<uint32_t>(kRounds, 128));
-    EXPECT_EQ(ev.post_send[0].wr_id.front(), 301u);
-    for (uint64_t k = 0; k < kRounds; ++k) {
-        EXPECT_LE(ev.poll_cq[0].ts[k], ev.post_recv[0].ts[k]) << k;
-        EXPECT_LE(ev.post_recv[0].ts[k], ev.post_send[0].ts[k]) << k;
-    }
-    const std::vector<EventId> data(ev.order.begin(), ev.order.end());
-    EXPECT_EQ(data, (std::vector<EventId>{EventId::poll_cq, EventId::post_recv, EventId::post_send}));
-}
-
-// Two CQs polled in turn (a send CQ and a receive CQ) each fill an event; a third CQ's poll takes the place of
-// the older of the two, which goes out then.
-TEST_F(DeferredEmissionTest, PollsOfTwoCqsInTurnEachFillAnEventAThirdTakesTheOldersPlace) {
-    FakeCq* cq2 = dev_.make_cq(64);
-    FakeCq* cq3 = dev_.make_cq(64);
-    clear_events();
-    for (uint64_t id = 1; id <= 5; ++id) {
-        complete(10 + id);
-        ASSERT_EQ(poll(4), 1);
-        complete(20 + id, cq2);
-        ASSERT_EQ(poll(4, cq2), 1);
-    }
-    complete(31, cq3);
-    ASSERT_EQ(poll(4, cq3), 1);
-    complete(16);
-    ASSERT_EQ(poll(4), 1);
-    const CapturedEvents ev = events();
-    ASSERT_EQ(ev.poll_cq.size(), 4u);
-    // cq_'s five (older than cq2's) made room for cq3's; cq_'s sixth poll then took cq2's place.
+    EXPECT_EQ(ev.post_send[0].qp, reinterpret_cast<uint64_t>(qp_a_->qp()));
+    EXPECT_EQ(ev.post_send[1].qp, reinterpret_cast<uint64_t>(qp_b_->qp()));
+    EXPECT_EQ(ev.post_send[2].wr_id, std::vector<uint64_t>{6});
+    ASSERT_EQ(ev.poll_cq.size(), 3u);
     EXPECT_EQ(ev.poll_cq[0].cq, reinterpret_cast<uint64_t>(cq_->cq()));
-    EXPECT_EQ(ev.poll_cq[0].wr_id, (std::vector<uint64_t>{11, 12, 13, 14, 15}));
-    EXPECT_EQ(ev.poll_cq[0].ret, 5);
     EXPECT_EQ(ev.poll_cq[1].cq, reinterpret_cast<uint64_t>(cq2->cq()));
-    EXPECT_EQ(ev.poll_cq[1].wr_id, (std::vector<uint64_t>{21, 22, 23, 24, 25}));
-    EXPECT_EQ(ev.poll_cq[2].wr_id, std::vector<uint64_t>{31});
-    EXPECT_EQ(ev.poll_cq[3].wr_id, std::vector<uint64_t>{16});
+    EXPECT_EQ(ev.poll_cq[1].wr_id, std::vector<uint64_t>{4});
+    EXPECT_EQ(ev.poll_cq[2].wr_id, std::vector<uint64_t>{5});
+    EXPECT_EQ(ev.poll_cq[2].ret, 1);
+    ASSERT_EQ(ev.post_recv.size(), 1u);
+    EXPECT_EQ(ev.post_recv[0].bytes, std::vector<uint32_t>{128});
+    EXPECT_LE(ev.post_send[1].ts[0], ev.poll_cq[0].ts[0]);
+    EXPECT_LE(ev.poll_cq[0].ts[0], ev.post_recv[0].ts[0]);
+    EXPECT_LE(ev.post_recv[0].ts[0], ev.poll_cq[1].ts[0]);
+    EXPECT_LE(ev.poll_cq[2].ts[0], ev.post_send[2].ts[0]);
 }
 
-TEST_F(DeferredEmissionTest, AnEventHoldsAtMostTheBatchLimit) {
-    constexpr int kPosts = SIGMATRACE_MAX_BATCH + 1;
-    for (int i = 0; i < kPosts; ++i) ASSERT_EQ(post(qp_a_, static_cast<uint64_t>(i)), 0);
+TEST_F(DeferredEmissionTest, AChainLongerThanTheBatchLimitIsOneRecordPerPart) {
+    constexpr uint32_t kWrs = SIGMATRACE_MAX_BATCH + 1;
+    ASSERT_EQ(post_chain(qp_a_, kWrs), 0);
     const CapturedEvents ev = events();
     ASSERT_EQ(ev.post_send.size(), 2u);
     EXPECT_EQ(ev.post_send[0].n, static_cast<uint32_t>(SIGMATRACE_MAX_BATCH));
+    EXPECT_EQ(ev.post_send[0].batch_offset, 0u);
     EXPECT_EQ(ev.post_send[1].n, 1u);
+    EXPECT_EQ(ev.post_send[1].batch_offset, static_cast<uint32_t>(SIGMATRACE_MAX_BATCH));
     EXPECT_EQ(ev.post_send[1].wr_id, std::vector<uint64_t>{SIGMATRACE_MAX_BATCH});
-    EXPECT_EQ(ev.post_send[0].wr_id.back(), static_cast<uint64_t>(SIGMATRACE_MAX_BATCH - 1));
-}
-
-TEST_F(DeferredEmissionTest, PollsThatReturnedCompletionsMergeAndSayTheirTotal) {
-    for (uint64_t id = 10; id < 15; ++id) complete(id);
-    ASSERT_EQ(poll(2), 2);
-    ASSERT_EQ(poll(2), 2);
-    ASSERT_EQ(poll(2), 1);
-    const CapturedEvents ev = events();
-    ASSERT_EQ(ev.poll_cq.size(), 1u);
-    EXPECT_EQ(ev.poll_cq[0].n, 5u);
-    EXPECT_EQ(ev.poll_cq[0].ret, 5);
-    EXPECT_EQ(ev.poll_cq[0].wr_id, (std::vector<uint64_t>{10, 11, 12, 13, 14}));
-    ASSERT_EQ(ev.poll_cq[0].ts.size(), 5u);
-    EXPECT_EQ(ev.poll_cq[0].ts[0], ev.poll_cq[0].ts[1]);  // one call, one capture time
-    EXPECT_LE(ev.poll_cq[0].ts[1], ev.poll_cq[0].ts[2]);
+    EXPECT_EQ(ev.post_send[0].ts[0], ev.post_send[1].ts[0]);  // one call, one capture time
 }
 
 TEST_F(DeferredEmissionTest, AnEmptyPollDrainsOnlyOnceEnoughWaits) {
@@ -254,15 +186,13 @@ TEST_F(DeferredEmissionTest, AnEmptyPollDrainsOnlyOnceEnoughWaits) {
     EXPECT_EQ(capture_->total(), 0u);  // posting alone never drains below the age bound
     ASSERT_EQ(poll(4), 0);
     const CapturedEvents ev = capture_->snapshot();  // no drain of our own: what the idle point emitted
-    uint64_t wrs = 0;
-    for (const cap_post_send& e : ev.post_send) wrs += e.n;
-    EXPECT_EQ(wrs, posts);
-    EXPECT_EQ(ev.post_send.size(), (posts + SIGMATRACE_MAX_BATCH - 1) / SIGMATRACE_MAX_BATCH);
+    ASSERT_EQ(ev.post_send.size(), posts);
+    for (uint64_t k = 0; k < posts; ++k) ASSERT_EQ(ev.post_send[k].wr_id, std::vector<uint64_t>{k + 1});
 }
 
-// The builder alone: what it holds open is emitted by flush() and forgotten by discard() (a forked child must
-// not emit the events a thread of its parent was building).
-TEST_F(DeferredEmissionTest, TheBuilderFlushesWhatItHoldsAndDiscardForgetsIt) {
+// The drain's writer alone: what it holds is emitted by flush() and forgotten by discard() (a forked child must
+// not emit the event a thread of its parent was writing).
+TEST_F(DeferredEmissionTest, TheWriterFlushesWhatItHoldsAndDiscardForgetsIt) {
     using namespace interpose::deferred;
     alignas(kAlign) std::array<std::byte, record_size<SendFixed, SendEntry>(1)> memory{};
     auto* rec = reinterpret_cast<RecordHeader*>(memory.data());
@@ -270,22 +200,25 @@ TEST_F(DeferredEmissionTest, TheBuilderFlushesWhatItHoldsAndDiscardForgetsIt) {
                         interpose::capture_clock::now_ticks()};
     *fixed_part<SendFixed>(rec) = SendFixed{0x1234, 77, 0, -1, 0, 0, 0};
     *entries<SendFixed, SendEntry>(rec) = SendEntry{7, 0xabc, 0, 0, 64, 0x11, 0, 0, 1, IBV_WR_RDMA_WRITE, 0};
-    auto builder = std::make_unique<EventBuilder>();
-    builder->start_run(interpose::capture_clock::anchor_now());
-    builder->add(rec);
-    builder->discard();
-    builder->flush();
+    auto writer = std::make_unique<RecordsWriter>();
+    writer->start_run(interpose::capture_clock::anchor_now());
+    EXPECT_FALSE(writer->add(rec));
+    writer->discard();
+    writer->flush();
     EXPECT_EQ(capture_->total(), 0u);
-    builder->start_run(interpose::capture_clock::anchor_now());
-    builder->add(rec);
-    builder->add(rec);
-    EXPECT_EQ(capture_->total(), 0u);  // open until flushed
-    builder->flush();
+    writer->start_run(interpose::capture_clock::anchor_now());
+    writer->add(rec);
+    writer->add(rec);
+    EXPECT_EQ(capture_->total(), 0u);  // pending until flushed
+    writer->flush();
     const CapturedEvents ev = capture_->snapshot();
-    ASSERT_EQ(ev.post_send.size(), 1u);
-    EXPECT_EQ(ev.post_send[0].qp_num, 77u);
-    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{7, 7}));
-    EXPECT_EQ(ev.post_send[0].bytes, (std::vector<uint32_t>{64, 64}));
+    ASSERT_EQ(ev.deferred_records.size(), 1u);
+    ASSERT_EQ(ev.post_send.size(), 2u);
+    for (const cap_post_send& e : ev.post_send) {
+        EXPECT_EQ(e.qp_num, 77u);
+        EXPECT_EQ(e.wr_id, std::vector<uint64_t>{7});
+        EXPECT_EQ(e.bytes, std::vector<uint32_t>{64});
+    }
 }
 
 // The ring alone: after its own thread emptied it, the next record starts at the buffer's beginning again.

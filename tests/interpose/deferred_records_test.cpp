@@ -1,6 +1,6 @@
-// Deferred emission in the `records` format (interpose/deferred_records_writer.h, SIGMATRACE_DEFER_FORMAT=records): a drain
+// Deferred emission (interpose/deferred_records_writer.h): a drain
 // encodes the ring's records into `deferred_records` events (<sigmatrace/deferred_records_wire.h>), and a reader
-// decodes each record and expands it into the event immediate emission writes for the same call
+// decodes each record and expands it into the event the tracer wrote for the same call before it wrote records
 // (<sigmatrace/deferred_records.h>). The capture (support/captured_events.h) reads them as the analyzer and the
 // tests' trace reader do, so these tests check the writer, the encoding and the reading functions.
 #include <array>
@@ -43,7 +43,6 @@ protected:
     void configure(uint32_t redact) {
         interpose::Config c = test_config();
         c.defer = true;
-        c.defer_records = true;
         c.defer_max_age_us = 1000000;  // the tests decide when records become events
         c.redact = redact;
         interpose::set_config(c);
@@ -136,7 +135,7 @@ TEST_F(DeferredRecordsTest, EventsHoldWholeRecordsWithinTheReadersLimit) {
     // Only wr_id and the capture time change from one post to the next: 4 + 8 + a varint of 1..3 bytes each.
     uint64_t words = 0;
     for (const cap_deferred_records& r : ev.deferred_records) {
-        EXPECT_LE(r.n, interpose::deferred::RecordsWriter::kWords);
+        EXPECT_LE(r.n, interpose::deferred::RecordsWriter::kBytes / 8);
         words += r.n;
     }
     EXPECT_GE(ev.deferred_records.size(), 2u);
@@ -163,20 +162,6 @@ TEST_F(DeferredRecordsTest, RedactionZeroesAddressesAndKeysInTheRecords) {
     EXPECT_EQ(ev.post_send[0].raddr, (std::vector<uint64_t>{0, 0}));
     EXPECT_EQ(ev.post_send[0].rkey, (std::vector<uint32_t>{0, 0}));
     EXPECT_EQ(ev.post_send[0].bytes, (std::vector<uint32_t>{64, 128}));  // the rest as captured
-}
-
-TEST_F(DeferredRecordsTest, TheEventsFormatMergesCalls) {
-    interpose::Config c = test_config();
-    c.defer = true;
-    c.defer_records = false;
-    c.defer_max_age_us = 1000000;
-    interpose::set_config(c);
-    ASSERT_EQ(post_chain(1, 1), 0);
-    ASSERT_EQ(post_chain(2, 1), 0);
-    const CapturedEvents ev = events();
-    EXPECT_TRUE(ev.deferred_records.empty());
-    ASSERT_EQ(ev.post_send.size(), 1u);  // merged by the builder
-    EXPECT_EQ(ev.post_send[0].wr_id, (std::vector<uint64_t>{1, 2}));
 }
 
 // ---- the encoding, on hand-made records

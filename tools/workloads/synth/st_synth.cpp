@@ -25,8 +25,8 @@
 //   bench     rank r posts --iters WRITEs to r+1 (one post_send each, signaled, polled in batches of 8).
 //   deferred  like the tracer's deferred emission (process_info.defer_us = --defer-us, default 1000): rank r
 //             posts --iters rounds of 3 signaled WRITEs to r+1 (5 us apart) and polls their completions
-//             --latency-us later (5 us apart); each round's 3 posts are one event and its 3 polls another, with
-//             per-element capture times, and the poll event is emitted BEFORE the post event.
+//             --latency-us later (5 us apart); each round's 3 posts are one deferred_records event and its
+//             3 polls another, with per-call capture times, and the polls' event is emitted BEFORE the posts'.
 #include <sigmatrace/schema.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -47,6 +47,10 @@
 
 #include <fmt/format.h>
 
+#include <infiniband/verbs.h>
+#include <sigmatrace/deferred_records_wire.h>
+
+#include "interpose/record_builder.h"
 #include "provider/trace.h"
 
 extern char** environ;
@@ -205,49 +209,85 @@ struct Wr {
     uint32_t rkey;
 };
 
-// Schema minor 2's per-element capture times: st-synth emits inside the "call", like the tracer's immediate
-// mode, so every element reads 0 ("the event's timestamp"). LTTng copies `n` elements: never leave it null.
-constexpr std::array<uint64_t, SIGMATRACE_MAX_BATCH> kNoCaptureTimes{};
+// ------------------------------------------------------------------------------------------- data-path calls
+//
+// Each designed call is made of the verbs structures the application would pass, turned into records by the
+// tracer's own builder (interpose/record_builder.h) and written into `deferred_records` events by its encoder
+// (records::EventWords), so a synthetic trace says of a call exactly what a traced one does.
 
-// capture: per-WR capture times (CLOCK_MONOTONIC ns), nullptr for none (immediate).
-void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, int32_t ret = 0, int32_t bad = -1,
-                    const uint64_t* capture = nullptr) {
-    for (std::size_t off = 0; off < wrs.size(); off += SIGMATRACE_MAX_BATCH) {
-        const std::size_t n = std::min<std::size_t>(SIGMATRACE_MAX_BATCH, wrs.size() - off);
-        std::array<uint64_t, SIGMATRACE_MAX_BATCH> wr_id{}, raddr{}, ah{};
-        std::array<uint8_t, SIGMATRACE_MAX_BATCH> opcode{};
-        std::array<uint32_t, SIGMATRACE_MAX_BATCH> flags{}, bytes{}, rkey{}, imm{}, rqpn{};
-        std::array<uint16_t, SIGMATRACE_MAX_BATCH> nsge{};
-        for (std::size_t i = 0; i < n; ++i) {
-            const Wr& w = wrs[off + i];
-            wr_id[i] = w.wr_id;
-            opcode[i] = w.opcode;
-            flags[i] = w.flags;
-            bytes[i] = w.bytes;
-            raddr[i] = w.raddr;
-            rkey[i] = w.rkey;
-            nsge[i] = 1;
-        }
-        st_post_send_rec r{};
-        r.qp = qp;
-        r.qp_num = qpn;
-        r.ret = ret;
-        r.bad_index = bad;
-        r.batch_offset = static_cast<uint32_t>(off);
-        r.n = static_cast<uint32_t>(n);
-        r.wr_id = wr_id.data();
-        r.opcode = opcode.data();
-        r.send_flags = flags.data();
-        r.num_sge = nsge.data();
-        r.bytes = bytes.data();
-        r.raddr = raddr.data();
-        r.rkey = rkey.data();
-        r.imm = imm.data();
-        r.remote_qpn = rqpn.data();
-        r.ah = ah.data();
-        r.ts = capture ? capture + off : kNoCaptureTimes.data();
-        ST_TRACE(post_send, &r);
+// Where the builder's records go: the event being written. Immediate (capture time 0: the event's timestamp),
+// each record is an event of its own, as the tracer's immediate emission writes them; otherwise records wait
+// for flush(), as in one of the tracer's drains.
+namespace records = sigmatrace::records;
+namespace rb = sigmatrace::interpose::record_builder;
+
+class RecordsOut {
+public:
+    struct Target {
+        RecordsOut* out;
+        records::RecordHeader* begin(uint32_t) const { return reinterpret_cast<records::RecordHeader*>(out->record_); }
+        void commit(records::RecordHeader* h) const { out->add(*h); }
+    };
+    Target target() { return Target{this}; }
+
+    void flush() {
+        if (words_.empty()) return;
+        uint32_t n = 0;
+        st_deferred_records_rec r{};
+        r.layout = records::kLayout;
+        r.words = words_.finish(&n);
+        r.n = n;
+        ST_TRACE(deferred_records, &r);
+        words_.reset();
     }
+
+private:
+    void add(const records::RecordHeader& h) {
+        if (!words_.fits(h.size)) flush();
+        words_.add(h, h.ts, records::EncodeOptions{});
+        if (h.ts == 0) flush();
+    }
+
+    alignas(16) std::byte record_[records::kMaxRecordSize];
+    records::EventWords<8192> words_;
+};
+
+RecordsOut& records_out() {
+    static RecordsOut out;  // one per rank process, which is single-threaded
+    return out;
+}
+
+// The verbs chain of `wrs`: one SGE each, the remote address and key where the opcode has them.
+std::vector<ibv_send_wr> send_chain(const std::vector<Wr>& wrs, std::vector<ibv_sge>& sges) {
+    std::vector<ibv_send_wr> chain(wrs.size());
+    sges.assign(wrs.size(), ibv_sge{});
+    for (std::size_t i = 0; i < wrs.size(); ++i) {
+        const Wr& w = wrs[i];
+        ibv_send_wr& v = chain[i];
+        sges[i].length = w.bytes;
+        v.wr_id = w.wr_id;
+        v.opcode = static_cast<ibv_wr_opcode>(w.opcode);
+        v.send_flags = w.flags;
+        v.sg_list = &sges[i];
+        v.num_sge = 1;
+        if (v.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || v.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            v.wr.atomic.remote_addr = w.raddr;
+            v.wr.atomic.rkey = w.rkey;
+        } else {
+            v.wr.rdma.remote_addr = w.raddr;
+            v.wr.rdma.rkey = w.rkey;
+        }
+        v.next = i + 1 < wrs.size() ? &chain[i + 1] : nullptr;
+    }
+    return chain;
+}
+
+// One successful ibv_post_send of `wrs` on an RC QP, captured at `ts` (0: immediate).
+void emit_post_send(uint64_t qp, uint32_t qpn, const std::vector<Wr>& wrs, uint64_t ts = 0) {
+    std::vector<ibv_sge> sges;
+    const std::vector<ibv_send_wr> chain = send_chain(wrs, sges);
+    rb::build_post_send(records_out().target(), ts, rb::QpValues{qp, qpn, false}, chain.empty() ? nullptr : chain.data(), 0,
+                        nullptr);
 }
 
 struct Wc {
@@ -259,63 +299,36 @@ struct Wc {
     uint32_t src_qp = 0;
 };
 
-void emit_poll(uint64_t cq, const std::vector<Wc>& wcs, const uint64_t* capture = nullptr) {
-    for (std::size_t off = 0; off < wcs.size(); off += SIGMATRACE_MAX_BATCH) {
-        const std::size_t n = std::min<std::size_t>(SIGMATRACE_MAX_BATCH, wcs.size() - off);
-        std::array<uint64_t, SIGMATRACE_MAX_BATCH> wr_id{}, ts{};
-        std::array<uint8_t, SIGMATRACE_MAX_BATCH> status{}, opcode{};
-        std::array<uint32_t, SIGMATRACE_MAX_BATCH> verr{}, len{}, qpn{}, src{}, flags{}, imm{};
-        for (std::size_t i = 0; i < n; ++i) {
-            const Wc& w = wcs[off + i];
-            wr_id[i] = w.wr_id;
-            status[i] = w.status;
-            opcode[i] = w.opcode;
-            len[i] = w.byte_len;
-            qpn[i] = w.qp_num;
-            src[i] = w.src_qp;
-        }
-        st_poll_cq_rec r{};
-        r.cq = cq;
-        r.ret = static_cast<int32_t>(n);
-        r.n = static_cast<uint32_t>(n);
-        r.wr_id = wr_id.data();
-        r.status = status.data();
-        r.opcode = opcode.data();
-        r.vendor_err = verr.data();
-        r.byte_len = len.data();
-        r.qp_num = qpn.data();
-        r.src_qp = src.data();
-        r.wc_flags = flags.data();
-        r.imm = imm.data();
-        r.hw_ts = ts.data();
-        r.ts = capture ? capture + off : kNoCaptureTimes.data();
-        ST_TRACE(poll_cq, &r);
+// One ibv_poll_cq that returned `wcs`, captured at `ts` (0: immediate).
+void emit_poll(uint64_t cq, const std::vector<Wc>& wcs, uint64_t ts = 0) {
+    std::vector<ibv_wc> wc(wcs.size());
+    for (std::size_t i = 0; i < wcs.size(); ++i) {
+        wc[i].wr_id = wcs[i].wr_id;
+        wc[i].status = static_cast<ibv_wc_status>(wcs[i].status);
+        wc[i].opcode = static_cast<ibv_wc_opcode>(wcs[i].opcode);
+        wc[i].byte_len = wcs[i].byte_len;
+        wc[i].qp_num = wcs[i].qp_num;
+        wc[i].src_qp = wcs[i].src_qp;
     }
+    rb::build_poll_cq(records_out().target(), ts, cq, wc.data(), static_cast<int>(wc.size()));
 }
 
-void emit_post_recv(uint64_t qp, uint32_t qpn, uint64_t first_wr_id, uint32_t count, uint32_t bytes) {
-    std::array<uint64_t, SIGMATRACE_MAX_BATCH> wr_id{};
-    std::array<uint16_t, SIGMATRACE_MAX_BATCH> nsge{};
-    std::array<uint32_t, SIGMATRACE_MAX_BATCH> len{};
-    for (uint32_t off = 0; off < count; off += SIGMATRACE_MAX_BATCH) {
-        const uint32_t n = std::min<uint32_t>(SIGMATRACE_MAX_BATCH, count - off);
-        for (uint32_t i = 0; i < n; ++i) {
-            wr_id[i] = first_wr_id + off + i;
-            nsge[i] = 1;
-            len[i] = bytes;
-        }
-        st_post_recv_rec r{};
-        r.qp = qp;
-        r.qp_num = qpn;
-        r.bad_index = -1;
-        r.batch_offset = off;
-        r.n = n;
-        r.wr_id = wr_id.data();
-        r.num_sge = nsge.data();
-        r.bytes = len.data();
-        r.ts = kNoCaptureTimes.data();
-        ST_TRACE(post_recv, &r);
+// One successful receive post of `count` WRs (wr_id first_wr_id..., one SGE of `bytes` each) on a QP, or on an
+// SRQ (qp_num 0, kind post_srq_recv).
+void emit_post_recv(uint64_t handle, uint32_t qpn, uint64_t first_wr_id, uint32_t count, uint32_t bytes,
+                    bool srq = false) {
+    std::vector<ibv_sge> sges(count);
+    std::vector<ibv_recv_wr> chain(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        sges[i].length = bytes;
+        chain[i].wr_id = first_wr_id + i;
+        chain[i].sg_list = &sges[i];
+        chain[i].num_sge = 1;
+        chain[i].next = i + 1 < count ? &chain[i + 1] : nullptr;
     }
+    const ibv_recv_wr* first = count > 0 ? chain.data() : nullptr;
+    if (srq) rb::build_post_recv<records::RecordKind::post_srq_recv>(records_out().target(), 0, handle, 0, first, 0, nullptr);
+    else rb::build_post_recv<records::RecordKind::post_recv>(records_out().target(), 0, handle, qpn, first, 0, nullptr);
 }
 
 // Posts `count` WRs of one opcode on QP (rank -> peer) in chains of `chain`, every signal_every-th (and the
@@ -522,27 +535,16 @@ void rank_ud(const Params& p) {
     ah.port_num = 1;
     ST_TRACE(ah_create, &ah);
     for (uint64_t i = 0; i < p.iters; ++i) {
-        std::array<uint64_t, 1> wr_id{0xdd000 + i}, raddr{0}, ahv{ah.ah};
-        std::array<uint8_t, 1> op{kWrSend};
-        std::array<uint32_t, 1> flags{0}, bytes{512}, rkey{0}, imm{0}, rqpn{ud_qpn_of(next)};
-        std::array<uint16_t, 1> nsge{1};
-        st_post_send_rec r{};
-        r.qp = c.qp;
-        r.qp_num = c.qp_num;
-        r.bad_index = -1;
-        r.n = 1;
-        r.wr_id = wr_id.data();
-        r.opcode = op.data();
-        r.send_flags = flags.data();
-        r.num_sge = nsge.data();
-        r.bytes = bytes.data();
-        r.raddr = raddr.data();
-        r.rkey = rkey.data();
-        r.imm = imm.data();
-        r.remote_qpn = rqpn.data();
-        r.ah = ahv.data();
-        r.ts = kNoCaptureTimes.data();
-        ST_TRACE(post_send, &r);
+        ibv_sge sge{};
+        sge.length = 512;
+        ibv_send_wr w{};
+        w.wr_id = 0xdd000 + i;
+        w.opcode = IBV_WR_SEND;
+        w.sg_list = &sge;
+        w.num_sge = 1;
+        w.wr.ud.ah = reinterpret_cast<ibv_ah*>(ah.ah);  // a handle, never dereferenced
+        w.wr.ud.remote_qpn = ud_qpn_of(next);
+        rb::build_post_send(records_out().target(), 0, rb::QpValues{c.qp, c.qp_num, true}, &w, 0, nullptr);
         emit_poll(cq_handle(rail), {{0xdd000 + i, 0, kWcSend, 0, c.qp_num}});
     }
 }
@@ -570,23 +572,7 @@ void rank_srq(const Params& p) {
         s.max_wr = 64;
         ST_TRACE(srq_create, &s);
         emit_rc_qp(p, 1, srq);
-        std::array<uint64_t, 8> wr_id{};
-        std::array<uint16_t, 8> nsge{};
-        std::array<uint32_t, 8> len{};
-        for (int i = 0; i < 8; ++i) {
-            wr_id[static_cast<std::size_t>(i)] = 0x5e000 + static_cast<uint64_t>(i);
-            nsge[static_cast<std::size_t>(i)] = 1;
-            len[static_cast<std::size_t>(i)] = 4096;
-        }
-        st_post_srq_recv_rec r{};
-        r.ts = kNoCaptureTimes.data();
-        r.srq = srq;
-        r.bad_index = -1;
-        r.n = 8;
-        r.wr_id = wr_id.data();
-        r.num_sge = nsge.data();
-        r.bytes = len.data();
-        ST_TRACE(post_srq_recv, &r);
+        emit_post_recv(srq, 0, 0x5e000, 8, 4096, true);
         std::vector<Wc> wcs;
         for (uint64_t i = 0; i < 6; ++i) wcs.push_back({0x5e000 + i, 0, kWcRecv, 128, qpn_of(0, 1), qpn_of(1, 0)});
         emit_poll(cq_handle(rail_of(p, 1)), wcs);
@@ -634,8 +620,12 @@ void rank_deferred(const Params& p) {
             if (k) spin_for(5);
             polled[static_cast<std::size_t>(k)] = static_cast<uint64_t>(now_ns());
         }
-        emit_poll(cq, wcs, polled.data());
-        emit_post_send(qp, qpn, wrs, 0, -1, posted.data());
+        // Each poll returned one completion and each post was one WR: a record each, the polls' event written
+        // before the posts'.
+        for (int k = 0; k < kMerged; ++k) emit_poll(cq, {wcs[static_cast<std::size_t>(k)]}, polled[static_cast<std::size_t>(k)]);
+        records_out().flush();
+        for (int k = 0; k < kMerged; ++k) emit_post_send(qp, qpn, {wrs[static_cast<std::size_t>(k)]}, posted[static_cast<std::size_t>(k)]);
+        records_out().flush();
     }
 }
 
