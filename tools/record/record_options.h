@@ -1,4 +1,4 @@
-// Command line of `sigmatrace record` (DESIGN.md contract):
+// Command line of `sigmatrace record` (a contract: docs/architecture.md, "Commands"):
 //   sigmatrace record [-o DIR] [--relay URL] [--channel-size SIZE] [--mode ops|counters] [--blocking] [--] CMD...
 #pragma once
 
