@@ -1,4 +1,4 @@
-# The install layout (DESIGN.md contract), and a build tree that mirrors it, so that the tools find their
+# The install layout (a contract: docs/architecture.md, "Contracts between the parts"), and a build tree that mirrors it, so that the tools find their
 # libraries the same way in both: relative to their own binary, with no environment variable.
 #
 #   bin/sigmatrace, bin/sigmatrace-analyze           front end and analyzer

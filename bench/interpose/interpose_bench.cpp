@@ -1,4 +1,4 @@
-// Cost of the host-side shim, measured side by side in one run (docs/PERFORMANCE.md, "Host-side tracing"):
+// Cost of the host-side shim, measured side by side in one run (docs/PERFORMANCE.md, "Tracer"):
 //
 //   phase 1, no session:  a verb unwrapped (the provider's entry point called by the inline verbs function),
 //                         the same verb wrapped with no tracing session, and counters mode;
@@ -8,7 +8,7 @@
 //
 // Verbs: ibv_post_send of 1 WR, of a chain of 16 WRs, ibv_poll_cq returning 16 completions, and an
 // ibv_wr_* list of one RDMA WRITE. The "provider" (bench_provider.cpp) does almost nothing, so the
-// differences are the shim's. A summary compares the results with the goals of issue 4.
+// differences are the shim's. A summary compares the results with the goals (docs/PERFORMANCE.md, "Tracer").
 #include <benchmark/benchmark.h>
 
 #include <chrono>

@@ -1,7 +1,7 @@
 // message_footprint: one process sends itself ib_send_lat's messages, for message_footprint.sh to count, under
 // Valgrind, the instructions and distinct cache lines each message's verbs calls execute and touch.
 //
-// Why: on this VM a traced message's extra latency moves by more than the effect of any one change to the
+// Why: on a shared VM a traced message's extra latency moves by more than the effect of any one change to the
 // wrappers from one batch of runs to the next (docs/PERFORMANCE.md). Instructions and lines per message are
 // exact and repeatable; they say whether a change shortened the traced path before any timing says so.
 //

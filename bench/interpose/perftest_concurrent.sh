@@ -2,7 +2,7 @@
 # perftest_concurrent.sh [BUILD_DIR] [ROUNDS]: ib_write_bw (64 KiB) traced and untraced at the same time, each
 # on a CPU of its own, and the traced/untraced ratio of their bandwidths per round.
 #
-# Why: perftest_overhead.sh runs the two back to back, and on this VM the fabric's send (a process_vm_writev
+# Why: perftest_overhead.sh runs the two back to back, and on a shared VM the fabric's send (a process_vm_writev
 # system call) changes speed from one minute to the next by more than the tracer costs: its per-round ratios
 # scatter by ±5-20%, so even 120 rounds leave the median's 95% interval ~1.7% wide (docs/PERFORMANCE.md). Run
 # side by side, both pairs meet the same host conditions, and what differs between them is the tracer.

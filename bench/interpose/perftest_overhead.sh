@@ -5,14 +5,14 @@
 # ("traced" = under `sigmatrace record`, both sides), alternating which goes first; server and client are
 # pinned to CPUs 0 and 1 (RUN_PAIR_PIN=0 to let them float). Reported: the median
 # over rounds of ib_write_bw's average bandwidth and of ib_send_lat's typical (median) latency, and the
-# traced/untraced ratios the issue sets goals for (bandwidth >= 0.98, latency <= 1.05), both as the ratio of
+# traced/untraced ratios with goals (bandwidth >= 0.98, latency <= 1.05; docs/PERFORMANCE.md), both as the ratio of
 # those medians and as the median of each round's ratio (the robust one: see round_ratios below); and, with no
 # goal, ib_send_lat's minimum latency (t_min) untraced and traced.
 #
 # BW_ITERS (default 200000) and LAT_ITERS (default 20000) set the iterations. ib_write_bw reports the average
 # over its transfer window, which is ~0.12 s at 20,000 64 KiB WRITEs here: one disturbance of a few ms (a
 # daemon's wake-up, the hypervisor) moves a run by several percent. 200,000 WRITEs (~1.2 s) halve the spread of
-# single runs (docs/PERFORMANCE.md, "Long transfer windows").
+# single runs (docs/PERFORMANCE.md, "perftest on the fabric, traced vs untraced").
 #
 # Runs itself inside tests/support/sandbox.sh (private network namespace for port 18515, private /dev/shm).
 set -euo pipefail

@@ -2,7 +2,7 @@
 # perftest_profile.sh [BUILD_DIR] [ROUNDS]: how much of a traced ib_write_bw client's CPU the tracer takes while
 # it moves data, measured by sampling — an attribution that the fabric's run-to-run noise does not drown.
 #
-# Why: the traced/untraced ratios of perftest_overhead.sh scatter by ±5-10% from one run to the next on this VM
+# Why: the traced/untraced ratios of perftest_overhead.sh scatter by ±5-10% from one run to the next on a shared VM
 # (the fabric's send is a process_vm_writev system call whose speed drifts between runs), which is more than
 # the tracer's whole cost. This script runs the traced program only, with the client under
 # `perf record -e cpu-clock` (a software clock: no hardware counters needed), and counts, between the client's

@@ -3,7 +3,7 @@
 # session's events are disabled and enabled in turn while the program moves data, and the fabric's byte counter
 # gives the bandwidth of each phase.
 #
-# Why: traced and untraced runs are different processes, and on this VM a process's bandwidth depends on the
+# Why: traced and untraced runs are different processes, and on a shared VM a process's bandwidth depends on the
 # process itself by ±5-10% (two untraced pairs run side by side, each on its own CPU, differ by that much:
 # perftest_concurrent.sh CONTROL=1), so a traced/untraced ratio needs many rounds to say anything at the 1%
 # level (docs/PERFORMANCE.md). Within one process that variation is gone: phases a few seconds apart share
@@ -13,7 +13,7 @@
 # `sigmatrace record` does) against phases with them disabled (`lttng disable-event`: libsigmatrace.so's
 # wrappers are installed and test the tracepoints' state, nothing is captured or emitted), in one process traced
 # by `sigmatrace record`. That is the cost of recording, not of the preload: a session recording nothing
-# measured 0.998-1.003 of untraced (docs/PERFORMANCE.md, "Long transfer windows").
+# measured 0.998-1.003 of untraced (docs/PERFORMANCE.md, "perftest on the fabric, traced vs untraced").
 #
 # Each run: ib_write_bw -n BW_ITERS (default 4,000,000 WRITEs, ~30 s) pinned as in perftest_overhead.sh; once the
 # transfer has begun, phases of PHASE_S seconds (default 1.5) alternate, on/off in odd pairs and off/on in even

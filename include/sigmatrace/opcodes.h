@@ -1,5 +1,5 @@
 // Opcode names shared by the tracer, the watcher and the analyzer. The names are the verbs names without
-// their prefix (DESIGN.md: "RDMA_WRITE", "SEND_WITH_IMM", "RECV", ...), so a GPU-posted RDMA WRITE and a
+// their prefix ("RDMA_WRITE", "SEND_WITH_IMM", "RECV", ...: docs/architecture.md, "Names in reports"), so a GPU-posted RDMA WRITE and a
 // CPU-posted one land in the same row of a report.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The mlx5 formats that GPU kernels write and the NIC writes back: send WQE segments, the 64-byte CQE and the
 // doorbell record, declared here from their documented layouts (rdma-core providers/mlx5/mlx5dv.h and the
-// ConnectX PRM; offsets summarised in shared/research/verbs-and-gpu.md section 3). Every multi-byte field is
+// ConnectX PRM; docs/architecture.md, "Platform facts"). Every multi-byte field is
 // big-endian in memory; the structs hold raw bytes and the accessors below convert, so a struct can be
 // overlaid on any byte image (a ring snapshot, a fuzzer input) without alignment or aliasing concerns.
 #pragma once

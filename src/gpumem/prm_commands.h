@@ -1,7 +1,7 @@
 // The DevX PRM commands that create, connect and destroy GPU-driven queues, decoded from their mailboxes:
 // CREATE_QP / CREATE_CQ / CREATE_DCT, the QP state transitions (RST2INIT, INIT2RTR, RTR2RTS, ...), QUERY_QP,
 // DESTROY_*. Field offsets are the PRM's (mlx5_ifc layout, cross-checked against NVSHMEM's and DOCA's copies:
-// shared/research/verbs-and-gpu.md section 3.5). Parsing never trusts the application's lengths: a field
+// docs/architecture.md, "Platform facts"). Parsing never trusts the application's lengths: a field
 // outside the buffer is reported as missing, and a command too short for what we need is an error that says
 // how many bytes were needed.
 #pragma once

@@ -1,7 +1,8 @@
 // The probe of the "sigmatrace" provider: the one translation unit that instantiates the serializers and the
 // tracepoint definitions. It must be linked FIRST into libsigmatrace.so: .init_array runs in link order, so the
 // probe registers before any constructor of ours can emit, and .fini_array runs backwards, so it unregisters
-// after our destructors (machine-facts.md §2.4: linked last, ctor/dtor events are lost).
+// after our destructors (linked last, its constructor's and destructor's events are lost: docs/architecture.md,
+// "Platform facts").
 //
 // Hidden visibility keeps these symbols private to the library that embeds them, so an application with its
 // own tracepoints (or a second copy of this provider) cannot clash with ours.

@@ -9,8 +9,8 @@
 //   if (ST_TRACE_ENABLED(post_send)) { ...fill rec...; ST_TRACE_EMIT(post_send, &rec); }
 //   ST_TRACE(qp_create, &rec);   // when building the record is cheap
 //
-// ST_TRACE_ENABLED costs one load and one branch with LTTng and no session (measured 0.25 ns, machine-facts
-// §2.3); build expensive arguments (walking a WR chain) only behind it.
+// ST_TRACE_ENABLED costs one load and one branch with LTTng and no session (docs/architecture.md, "Platform
+// facts"); build expensive arguments (walking a WR chain) only behind it.
 #pragma once
 
 #include <sigmatrace/schema.h>

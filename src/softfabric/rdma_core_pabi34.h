@@ -3,7 +3,7 @@
 //
 // libibverbs does not install the header that declares these (libibverbs/driver.h is internal to
 // rdma-core), so this project declares what it needs itself, written from the documented layout
-// (shared/research/machine-facts.md section 4.4; offsets are for x86_64 / LP64). Nothing here is copied
+// (docs/architecture.md, "Platform facts"; offsets are for x86_64 / LP64). Nothing here is copied
 // from rdma-core: every member name and offset below is checked by a static_assert, and the provider refuses
 // to load, with a message, when the running libibverbs has another private ABI (pabi_guard.cpp).
 //

@@ -114,7 +114,7 @@ check() {
 }
 
 # tag_lat: the SEND latency is UCX's own one-way figure, within what a loaded machine adds (UCX measures it in
-# the same run); on main it was the time of the next signaled completion, 100x that.
+# the same run), not the time of the next signaled completion, which is 100x that.
 check_tag_lat() {
   local json=$work/$case_name.json
   [[ -f $json ]] || return

@@ -167,8 +167,8 @@ TEST_F(TraceTest, DesignedTrafficMatrixTwoRanksPerNodeThreeRails) {
 
 TEST_F(TraceTest, BarrierWithALateRank) {
     // Rank 1 enters each of 12 barriers 40 ms after the others (every rank aims at the same absolute times). The
-    // delay is large against the scheduling noise of a loaded 2-core CI machine (ctest -j2 beside fabric tests:
-    // single epochs off by up to 15 ms were seen), so the 10% rule on the median holds.
+    // delay is large against the scheduling noise of a loaded CI machine (ctest -j2 beside fabric tests moves
+    // single epochs by milliseconds), so the 10% rule on the median holds.
     constexpr double kDelayNs = 40e6;
     RECORD_OR_SKIP("b", "barrier --ranks 4 --epochs 12 --delay-rank 1 --delay-us 40000 --period-us 100000");
     const json doc = analyze("b");
@@ -176,7 +176,7 @@ TEST_F(TraceTest, BarrierWithALateRank) {
     SCOPED_TRACE("barriers: " + b.dump());  // the per-epoch samples explain a failure on a loaded machine
     EXPECT_EQ(b["epochs"], 12);
     const double p50 = b["spread_ns"]["p50"].get<double>();
-    // Spread = the delay plus the scheduling noise of waking at an absolute time (measured: docs/analyzer.md).
+    // Spread = the delay plus the scheduling noise of waking at an absolute time (docs/analyzer.md, "Barriers").
     EXPECT_NEAR(p50, kDelayNs, 0.10 * kDelayNs);
     RecordProperty("spread_p50_minus_delay_ns", std::to_string(static_cast<int64_t>(p50 - kDelayNs)));
     RecordProperty("spread_max_minus_delay_ns", std::to_string(b["spread_ns"]["max"].get<int64_t>() - 40000000));
@@ -374,8 +374,8 @@ TEST_F(TraceTest, DemoOnTheFabricMatchesItsDesign) {
         r = sigmatrace_in_sandbox("demo -o " + (tmp_ / "demo").string() + " --ranks 4 --iters " + std::to_string(kIters) +
                                       " --epochs " + std::to_string(kEpochs) + " --late-ms " + std::to_string(kLateMs),
                                   tmp_);
-        // A traced mpirun sometimes aborts in lttng-ust's shm teardown (issue 4, board 09:50; ~1 run in 4 on the
-        // 2-core VM): not the analyzer's doing. Run again, twice at most, saying so.
+        // A traced mpirun sometimes aborts in lttng-ust's shm teardown (docs/interpose.md): not the analyzer's
+        // doing. Run again, twice at most, saying so.
         const std::string all = r.out + r.err;
         const bool launcher_abort = all.find("Forwarding signal 6") != std::string::npos ||
                                     all.find("shmp_object_destroy") != std::string::npos;

@@ -2,11 +2,11 @@
 # mpirun_stress_test.sh SIGMATRACE MPI_PROGRAM: a traced mpirun never aborts, and the launcher never loads
 # lttng-ust. Runs inside tests/support/sandbox.sh --lttng (record uses that daemon).
 #
-# Before tracing started at a process's first RDMA use (docs/interpose.md, "When tracing starts"), ~1 traced
-# `mpirun -np 4` in 8 ended with "mpirun: counter/shm.c:327: lttng_counter_shmp_object_destroy: Assertion `0'
-# failed" (exit 134): mpirun loaded lttng-ust with the preload, the fork hooks restarted it in each forked child,
-# and Open MPI closed every descriptor there before exec, under lttng-ust's listener thread. Here:
-#   1. 10 traced `mpirun -np 16` of a shell rank (160 forks by mpirun; at the old rate of ~1 abort in 40 forks
+# Were tracing to start at process start rather than at its first RDMA use (docs/interpose.md, "When tracing
+# starts"), ~1 traced `mpirun -np 4` in 8 would end with "mpirun: counter/shm.c:327: lttng_counter_shmp_object_destroy: Assertion `0'
+# failed" (exit 134): mpirun would load lttng-ust with the preload, the fork hooks restart it in each forked
+# child, and Open MPI close every descriptor there before exec, under lttng-ust's listener thread. Here:
+#   1. 10 traced `mpirun -np 16` of a shell rank (160 forks by mpirun; at that rate of ~1 abort in 40 forks
 #      this fails with probability > 98 %): every run exits 0, and neither mpirun nor a rank maps liblttng-ust;
 #   2. 5 traced runs of the fabric's MPI all-to-all (4 ranks doing RDMA): exit 0, the 4 ranks and nothing else
 #      in the trace.

@@ -180,12 +180,12 @@ TEST_F(EngineApi, WriteAndSendThroughTheEngineWithoutVerbs) {
 }
 
 // An application thread that posts and polls in a loop (what ibv_post_send and ibv_poll_cq do) progresses its QP
-// itself: the engine thread must stay out of its way, not look at every operation's due time (it did: a wake
-// every few us preempted busy-polling threads pinned to its CPU), nor every 200 us for as long as the application
-// keeps at it (it did: a 64 KiB ib_write_bw lost ~12% of its bandwidth to those looks; docs/PERFORMANCE.md,
-// "Software fabric"). The QP's application window doubles at each look that finds the application busy, up to
-// kAppWindowMaxNs (3.2 ms): over 40 ms, ~5 looks to get there and one per 3.2 ms after, 14-15 in all here, where
-// a fixed 200 us window made 193. The bound, one look per ms plus 8, is relative to the elapsed time so that a
+// itself: the engine thread must stay out of its way, not look at every operation's due time (a wake every few
+// us preempts busy-polling threads pinned to its CPU), nor every 200 us for as long as the application keeps at
+// it (a 64 KiB ib_write_bw loses ~12% of its bandwidth to such looks; docs/PERFORMANCE.md, "Software fabric").
+// The QP's application window doubles at each look that finds the application busy, up to kAppWindowMaxNs
+// (3.2 ms): over 40 ms, ~5 looks to get there and one per 3.2 ms after, 14-15 in all, where a fixed 200 us
+// window makes 193. The bound, one look per ms plus 8, is relative to the elapsed time so that a
 // slow machine does not fail it.
 // And when the application stops progressing the QP with work still due, the engine thread takes it over.
 TEST_F(EngineApi, EngineLeavesAQpItsApplicationProgressesAloneAndTakesOverWhenItStops) {

@@ -1,5 +1,5 @@
 // sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE] [--baseline FILE] [--fail-on RULE ...]
-// (DESIGN.md contract; options beyond it are documented in docs/analyzer.md).
+// (a contract: docs/architecture.md; options beyond it are documented in docs/analyzer.md).
 #include "analyze/analyze_main.h"
 
 #include <fmt/core.h>

@@ -1,5 +1,5 @@
 // Where the parts of an installed (or staged build-tree) SigmaTrace live, found from the running binary's
-// own path: the install tree is relocatable and needs no environment variable (DESIGN.md contract).
+// own path: the install tree is relocatable and needs no environment variable (docs/architecture.md, "Install layout").
 #pragma once
 
 #include <filesystem>

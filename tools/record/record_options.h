@@ -1,4 +1,4 @@
-// Command line of `sigmatrace record` (DESIGN.md contract):
+// Command line of `sigmatrace record` (a contract: docs/architecture.md, "Commands"):
 //   sigmatrace record [-o DIR] [--relay URL] [--channel-size SIZE] [--mode ops|counters] [--blocking] [--] CMD...
 #pragma once
 
@@ -11,7 +11,7 @@
 namespace sigmatrace::record {
 
 // Per-CPU ring buffer of the channel, split into this many sub-buffers. Sized so that a busy verbs program on
-// the 2-core development machine loses nothing (measured: docs/PERFORMANCE.md, "Host-side tracing").
+// the 2-core development machine loses nothing (measured: docs/PERFORMANCE.md, "Trace size and channel size").
 inline constexpr uint64_t kDefaultChannelSize = 64ull << 20;
 inline constexpr uint32_t kSubBuffers = 8;
 

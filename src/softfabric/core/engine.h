@@ -1,5 +1,5 @@
 // The fabric engine: the transport that executes a QP's send queue. It is independent of the verbs API, so
-// that other front ends (issue 6: mlx5 WQEs written by GPU threads into a ring) can submit operations and get
+// that other front ends (mlx5 WQEs written by GPU threads into a ring) can submit operations and get
 // their completions through their own CompletionSink (docs/softfabric.md, "Engine API for other front ends").
 //
 // Model. Posting reserves the links the operation crosses (link_model.h), which fixes when its data reaches the

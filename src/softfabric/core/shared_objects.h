@@ -105,7 +105,7 @@ struct SharedCq {
 
     // Whether a producer that read `tail_seen` and then `head_seen` must call the CQ full. The tail it read may be
     // older than the head: other producers pushed and the owner consumed after it read it. Then tail - head
-    // underflows, which must not read as "full" (it did: a spurious CQ overrun under load that failed
+    // underflows, which must not read as "full" (a spurious CQ overrun under load, which fails
     // ibv_srq_pingpong); the CAS in push() fails on such a stale tail and refreshes it.
     static bool full(uint64_t tail_seen, uint64_t head_seen, uint32_t capacity) {
         return tail_seen >= head_seen && tail_seen - head_seen >= capacity;
