@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # analyzer_speed.sh BUILD_DIR [ITERS] [WORK_DIR]: the analyzer's speed and memory budget (docs/PERFORMANCE.md).
 #
-# Records two traces of the same workload with st-synth (2 ranks, one post_send event per RDMA WRITE, a poll_cq
-# event per 8 completions): a short one with ITERS writes per rank (default 300000) and one 10x longer. Then,
+# Records two traces of the same workload with st-synth in immediate mode (2 ranks, one deferred_records event
+# per call): a short one with ITERS writes per rank (default 300000) and one 10x longer. Then,
 # side by side in one run (interleaved, 3 rounds, median):
 #   - time of `babeltrace2 TRACE -c sink.utils.dummy` (decoding only) vs `sigmatrace-analyze TRACE --quiet`
 #     (decoding + reconstruction + statistics + report) on the short and the long trace: the ratio must be

@@ -328,7 +328,7 @@ int main(int argc, char** argv) {
         const auto it = out.ns_per_item.find(name);
         return it == out.ns_per_item.end() ? -1.0 : it->second;
     };
-    std::printf("\n== summary (ns per WR or completion; goals from issue 4) ==\n");
+    std::printf("\n== summary (ns per WR or completion; goals in docs/PERFORMANCE.md) ==\n");
     const double unwrapped = at("1:post_send_1/unwrapped"), no_session = at("1:post_send_1/wrapped_no_session");
     std::printf("wrapped, no session - unwrapped      : %6.2f ns  (goal <= 5 ns)\n", no_session - unwrapped);
     std::printf("  16-WR chain per WR                 : %6.2f ns\n",

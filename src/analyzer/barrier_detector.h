@@ -1,4 +1,4 @@
-// Barrier spread (DESIGN.md): a barrier epoch is a round in which every participant signals the same remote
+// Barrier spread (docs/analyzer.md, "Barriers"): a barrier epoch is a round in which every participant signals the same remote
 // synchronization word (an atomic or a small write) once; spread = last arrival - first arrival.
 //
 // Detection from the pattern, streaming: every (destination device, rkey, remote address) that receives

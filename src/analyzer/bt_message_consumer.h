@@ -5,7 +5,7 @@
 // Decoding resolves, once per event class, which payload member holds each schema field (by name: lttng-ust
 // also writes `_<seq>_length` members, which are skipped) and checks its kind and signedness; events then read
 // members by index. Classes and traces are kept referenced while cached: babeltrace2 frees a class when its
-// trace ends, and a new class could reuse the address (machine-facts.md §3.1).
+// trace ends, and a new class could reuse the address.
 //
 // Data events' per-element capture times (`ts`, CLOCK_MONOTONIC ns = the LTTng clock's cycles) are converted to
 // ns from origin (DecodedEvent::ts_ns's base) with the event's clock class, the offset computed once per class;

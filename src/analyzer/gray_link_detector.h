@@ -1,4 +1,4 @@
-// Gray links (DESIGN.md "Analysis definitions"): a link whose throughput on large transfers stays below a
+// Gray links (docs/analyzer.md, "Links and gray links"): a link whose throughput on large transfers stays below a
 // fraction of its own earlier level, or of its peers, for several windows.
 //
 // Measuring a link's throughput from the initiators' view. A link is a directed NIC pair (data_link.h). Only

@@ -1,4 +1,4 @@
-// Incast (DESIGN.md "Analysis definitions"): concurrent distinct senders with data in flight to one receiver;
+// Incast (docs/analyzer.md, "Incast"): concurrent distinct senders with data in flight to one receiver;
 // reported with its degree and duration.
 //
 // Time is cut in windows of window_ns (absolute multiples since the epoch). An operation of at least min_bytes

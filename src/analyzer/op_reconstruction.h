@@ -2,7 +2,7 @@
 //
 //   - Send queue: WRs wait in post order. A completion for wr_id W retires the first waiting WR with that
 //     wr_id that was signaled (or any, for an error completion), and every WR before it: those were unsignaled
-//     and complete with it (DESIGN.md: "an unsignaled WR completes with the next signaled completion").
+//     and complete with it (docs/analyzer.md, "Operation reconstruction").
 //     Applications that give every WR the same wr_id (perftest) are handled by the same rule.
 //   - Receive queue and SRQ: a receive completion retires the first waiting receive with its wr_id.
 //   - Error completions carry no valid opcode: they are matched on the send queue first, then on receives.

@@ -1,6 +1,6 @@
-// Builds the analysis document (the `--json` contract of DESIGN.md, schema "sigmatrace.analysis/2") from a
-// finished Analysis, findings included. The text and HTML reports are rendered from this document, so every
-// output says the same thing.
+// Builds the analysis document (the `--json` contract of docs/analyzer.md, "Outputs", schema
+// "sigmatrace.analysis/2") from a finished Analysis, findings included. The text and HTML reports are rendered
+// from this document, so every output says the same thing.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// Traffic accounting (DESIGN.md "Traffic matrix"): bytes and operations per (source node, destination node),
+// Traffic accounting (docs/analyzer.md, "Traffic and rails"): bytes and operations per (source node, destination node),
 // RDMA READ counted in the direction the data moves; bytes sent and received per NIC (rail). Only operations
 // that moved data count (completed, or GPU WQEs observed on the ring), and only the initiator's side: a SEND and
 // the RECV it consumes are one transfer.
