@@ -11,7 +11,7 @@
 //
 // Why records and not per-field events: LTTng-UST writes each field with a call of its own, so an event of
 // per-field sequences costs several times what one event of encoded records does, per call
-// (docs/PERFORMANCE.md, "The records format").
+// (docs/PERFORMANCE.md, "Trace size and channel size").
 #pragma once
 
 #include <cstddef>

@@ -6,7 +6,7 @@
 // completion poll 80), and most of it repeats what the record before it said: the same QP, the same rkey and
 // length, a zero `ah`, `imm` and status. Here a record carries only what differs from what the reader already
 // knows, so a trace is several times smaller than the ring's bytes or per-field events would make it
-// (docs/PERFORMANCE.md, "The records format"), at a few dozen instructions per record on the drain.
+// (docs/PERFORMANCE.md, "Trace size and channel size"), at a few dozen instructions per record on the drain.
 //
 // Layout 2, per event. The words are little-endian bytes; records follow each other with no padding, and the
 // event ends with fewer than 8 zero bytes that fill its last word. One record:

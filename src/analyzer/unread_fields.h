@@ -2,7 +2,7 @@
 // (so an event whose sequences disagree with its `n` is still counted as malformed) and hands them over as
 // zeros: a deferred trace's data events carry up to 32 elements per sequence, and reading an element costs two
 // calls into libbabeltrace2 plus its copy in the reordering stage. These are 9 of the 30 sequences of the four
-// data events (docs/PERFORMANCE.md: ~2% of the analyzer's time on a deferred bandwidth trace).
+// data events (a small share of the analyzer's time on a deferred bandwidth trace).
 //
 // An analysis that starts using one of them must take it out of this list: the test
 // UnreadFields.TheAnalysisDoesNotDependOnThem fills them with garbage and fails when the output changes.

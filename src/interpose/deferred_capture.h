@@ -36,7 +36,7 @@ void defer_wr_list(uint64_t ts, const QpState& s, const WrRecord* records, uint3
 // defer_wr_one_begin writes the record before the doorbell, while the list's lines are still in the caches, and
 // publishes it unfinished (deferred_ring.h); defer_wr_one_finish adds the call's result. Why: after the doorbell
 // the fabric's send has copied the message (a large one evicts the L1 cache), and building the record there
-// from a copy costs more than the two steps do (docs/PERFORMANCE.md, "Recording before the doorbell"). begin
+// from a copy costs more than the two steps do (docs/PERFORMANCE.md, "Why the tracer is built this way"). begin
 // returns nullptr when it cannot reserve without a call (no ring yet, a full ring): the caller then takes the
 // record-after-the-call path (defer_wr_list).
 deferred::RecordHeader* defer_wr_one_begin(uint64_t ts, const QpState& s, const WrRecord& wr, uint32_t first_index) noexcept;

@@ -4,7 +4,7 @@
 //
 // Why records and not per-field events: LTTng-UST writes each field with a call of its own, so transposing a
 // record into per-field sequences cost several times what encoding it does, and the trace is several times
-// smaller (docs/PERFORMANCE.md, "The records format").
+// smaller (docs/PERFORMANCE.md, "Trace size and channel size").
 #pragma once
 
 #include <cstdint>
