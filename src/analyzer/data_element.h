@@ -63,6 +63,12 @@ inline bool is_data_event(EventId id) {
     return id == EventId::post_send || id == EventId::post_recv || id == EventId::post_srq_recv || id == EventId::poll_cq;
 }
 
+// Whether WR `index` of a post call (counted across a long chain's parts) was refused: the call failed
+// (`ret` != 0) and the WR is at or after `bad_index` (every WR when bad_index is unknown, < 0).
+inline bool post_rejected(int64_t ret, int64_t bad_index, uint64_t index) {
+    return ret != 0 && (bad_index < 0 || static_cast<int64_t>(index) >= bad_index);
+}
+
 // The adapter for the events format: hands each element of data event `ev` (post_send, post_recv,
 // post_srq_recv or poll_cq, as schema minors 1-3 and SIGMATRACE_DEFER_FORMAT=events wrote them) to
 // `emit(const DataElement&)`, in order, the first one with counts_event. Returns how many; 0 for an event
@@ -72,9 +78,6 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
     namespace F = fields;
     DataElement e;
     e.origin = &origin;
-    auto post_rejected = [&](int64_t ret, int64_t bad, uint64_t index) {
-        return ret != 0 && (bad < 0 || static_cast<int64_t>(index) >= bad);
-    };
     uint32_t n = 0;
     switch (ev.id) {
     case EventId::post_send: {

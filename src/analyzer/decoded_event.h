@@ -66,10 +66,12 @@ struct DecodedEvent {
     // Values above kMaxCaptureNs (year 2116 from the Unix epoch) are corrupt: they read as 0 too, which keeps
     // every difference of two times within int64 (latencies, windows).
     static constexpr uint64_t kMaxCaptureNs = uint64_t{INT64_MAX} / 2;
-    int64_t element_ts(int ts_field, uint32_t k) const {
-        const uint64_t t = at(ts_field, k);
-        return t != 0 && t <= kMaxCaptureNs ? static_cast<int64_t>(t) : ts_ns;
+    // The rule above for one capture time `t`: itself, or `event_ns` when it is 0 or corrupt. Records' capture
+    // times follow it too (element_decoder.h).
+    static int64_t capture_or(uint64_t t, int64_t event_ns) {
+        return t != 0 && t <= kMaxCaptureNs ? static_cast<int64_t>(t) : event_ns;
     }
+    int64_t element_ts(int ts_field, uint32_t k) const { return capture_or(at(ts_field, k), ts_ns); }
     // The number of batch elements to process: `n`, bounded by the longest sequence actually present and by
     // kMaxSequenceLength. Sets `malformed` when the sequences disagree with `n`. The sequence at `optional_field`
     // (the per-element `ts`, absent from older traces and all zeros when not written) may be empty instead.

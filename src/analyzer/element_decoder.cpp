@@ -4,25 +4,11 @@
 
 namespace sigmatrace::analyzer {
 
-namespace {
-
-// A capture time of 0 ("not captured") or past kMaxCaptureNs (corrupt) reads as the carrying event's time,
-// as for the `ts` sequences of the events format (DecodedEvent::element_ts).
-int64_t capture_or(uint64_t t, int64_t event_ns) {
-    return t != 0 && t <= DecodedEvent::kMaxCaptureNs ? static_cast<int64_t>(t) : event_ns;
-}
-
-bool rejected(int32_t ret, int32_t bad_index, uint64_t index) {
-    return ret != 0 && (bad_index < 0 || static_cast<int64_t>(index) >= bad_index);
-}
-
-}  // namespace
-
 void ElementDecoder::emit_record(const records::RecordHeader& h, int64_t event_ns) {
     namespace R = records;
     DataElement e;
     e.origin = &origin_;
-    e.ts_ns = capture_or(h.ts, event_ns);
+    e.ts_ns = DecodedEvent::capture_or(h.ts, event_ns);
     const uint32_t n = h.n;
     switch (h.kind) {
     case R::RecordKind::post_send: {
@@ -32,7 +18,7 @@ void ElementDecoder::emit_record(const records::RecordHeader& h, int64_t event_n
         e.handle = f->qp;
         e.qp_num = f->qp_num;
         for (uint32_t k = 0; k < n; ++k) {
-            e.rejected = rejected(f->ret, f->bad_index, uint64_t{f->batch_offset} + k);
+            e.rejected = post_rejected(f->ret, f->bad_index, uint64_t{f->batch_offset} + k);
             e.wr_id = en[k].wr_id;
             e.opcode = en[k].opcode;
             e.send_flags = en[k].send_flags;
@@ -54,7 +40,7 @@ void ElementDecoder::emit_record(const records::RecordHeader& h, int64_t event_n
         e.handle = f->handle;
         e.qp_num = srq ? 0 : f->qp_num;
         for (uint32_t k = 0; k < n; ++k) {
-            e.rejected = rejected(f->ret, f->bad_index, uint64_t{f->batch_offset} + k);
+            e.rejected = post_rejected(f->ret, f->bad_index, uint64_t{f->batch_offset} + k);
             e.wr_id = en[k].wr_id;
             e.bytes = en[k].bytes;
             out_.on_element(e);
