@@ -7,7 +7,7 @@
 
 #include "../../tests/gpumem/fake_producer.h"
 #include "gpumem/watcher.h"
-#include "gpumem/wqe_decoder.h"
+#include "mlx5_format/wqe_decoder.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::gpumem {

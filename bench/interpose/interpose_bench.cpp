@@ -23,11 +23,11 @@
 #include <unistd.h>
 
 #include "bench_provider.h"
-#include "interpose/capture_clock.h"
-#include "interpose/config.h"
-#include "interpose/counters_emitter.h"
-#include "interpose/deferred_rings.h"
-#include "interpose/lifecycle.h"
+#include "interpose/capture/capture_clock.h"
+#include "interpose/runtime/config.h"
+#include "interpose/capture/counters_emitter.h"
+#include "interpose/capture/deferred_rings.h"
+#include "interpose/state/lifecycle.h"
 #include "provider/trace.h"
 
 namespace {

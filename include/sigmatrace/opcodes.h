@@ -75,7 +75,7 @@ inline std::string_view wc_status_name(uint32_t st) {
 }
 
 // mlx5 send WQE opcodes (ctrl segment bits [7:0]; providers/mlx5/mlx5dv.h MLX5_OPCODE_*): the one table of them,
-// used by the GPU watcher's decoder (src/gpumem/mlx5_layout.h names it mlx5::op), the software fabric and the
+// used by the GPU watcher's decoder (src/mlx5_format/mlx5_layout.h names it mlx5::op), the software fabric and the
 // analyzer.
 namespace mlx5op {
 inline constexpr uint8_t NOP = 0x00;

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/wqe_decoder.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/wqe_decoder.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::gpumem {

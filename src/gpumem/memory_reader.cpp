@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "gpumem/cuda_driver.h"
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 
 namespace sigmatrace::gpumem {
 

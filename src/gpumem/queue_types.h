@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "gpumem/wqe_decoder.h"
+#include "mlx5_format/wqe_decoder.h"
 
 namespace sigmatrace::gpumem {
 

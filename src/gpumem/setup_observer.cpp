@@ -3,8 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/prm_commands.h"
 #include "gpumem/watcher.h"
 #include "provider/trace.h"
 

@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "gpumem/event_batches.h"
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/wqe_decoder.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/wqe_decoder.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::gpumem {

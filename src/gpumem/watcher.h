@@ -33,7 +33,7 @@
 
 #include "gpumem/index_scanner.h"
 #include "gpumem/memory_reader.h"
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 #include "gpumem/queue_registry.h"
 #include "gpumem/watcher_config.h"
 

@@ -12,10 +12,10 @@
 #include <sigmatrace/deferred_records.h>
 #include <sigmatrace/deferred_records_wire.h>
 
-#include "analyzer/analysis.h"
-#include "analyzer/event_dump.h"
-#include "analyzer/element_decoder.h"
-#include "analyzer/reorder_stage.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/outputs/event_dump.h"
+#include "analyzer/decode/element_decoder.h"
+#include "analyzer/decode/reorder_stage.h"
 #include "record_feeder.h"
 #include "support/records_words.h"
 

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "analyzer/gray_link_detector.h"
-#include "analyzer/incast_detector.h"
-#include "analyzer/topology.h"
+#include "analyzer/analyses/gray_link_detector.h"
+#include "analyzer/analyses/incast_detector.h"
+#include "analyzer/analyses/topology.h"
 
 namespace sigmatrace::analyzer {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/analyses/analysis.h"
 #include "record_feeder.h"
 
 namespace sigmatrace::analyzer {

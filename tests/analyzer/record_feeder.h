@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/analysis.h"
-#include "analyzer/decoded_event.h"
-#include "analyzer/event_sink.h"
-#include "analyzer/unread_fields.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/decode/decoded_event.h"
+#include "analyzer/decode/event_sink.h"
+#include "analyzer/decode/unread_fields.h"
 
 namespace sigmatrace::analyzer::test {
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
-#include "analyzer/ci_rules.h"
-#include "analyzer/element_decoder.h"
-#include "analyzer/html_report.h"
-#include "analyzer/reorder_stage.h"
-#include "analyzer/text_report.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/outputs/ci_rules.h"
+#include "analyzer/decode/element_decoder.h"
+#include "analyzer/outputs/html_report.h"
+#include "analyzer/decode/reorder_stage.h"
+#include "analyzer/outputs/text_report.h"
 #include "record_feeder.h"
 
 namespace sigmatrace::analyzer {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
-#include "analyzer/event_dump.h"
-#include "analyzer/trace_reader.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/outputs/event_dump.h"
+#include "analyzer/decode/trace_reader.h"
 
 namespace sigmatrace::analyzer {
 namespace {

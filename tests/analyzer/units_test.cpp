@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "analyzer/ci_rules.h"
-#include "analyzer/format_units.h"
-#include "analyzer/quantile_histogram.h"
+#include "analyzer/outputs/ci_rules.h"
+#include "analyzer/outputs/format_units.h"
+#include "analyzer/analyses/quantile_histogram.h"
 
 namespace sigmatrace::analyzer {
 namespace {

@@ -53,7 +53,7 @@ elif ! command -v g++ >/dev/null 2>&1; then
 else
   objs=()
   ok=1
-  for src in src/gpumem/wqe_decoder.cpp src/gpumem/prm_commands.cpp src/gpumem/queue_registry.cpp \
+  for src in src/mlx5_format/wqe_decoder.cpp src/mlx5_format/prm_commands.cpp src/gpumem/queue_registry.cpp \
              src/gpumem/memory_reader.cpp src/gpumem/cuda_driver.cpp src/gpumem/memory_classifier.cpp \
              src/gpumem/watcher_config.cpp src/gpumem/index_scanner.cpp src/gpumem/watcher.cpp \
              src/provider/trace_callback.cpp; do

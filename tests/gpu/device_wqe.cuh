@@ -1,5 +1,5 @@
 // Device-side mlx5 WQE writers, as NVSHMEM's ibgda_device.cuh and DeepEP's ibgda_device.cuh write them from GPU
-// threads (layouts: src/gpumem/mlx5_layout.h): relaxed 16-byte segment stores, slots reserved with atomicAdd,
+// threads (layouts: src/mlx5_format/mlx5_layout.h): relaxed 16-byte segment stores, slots reserved with atomicAdd,
 // published in reservation order (atomicCAS on ready_head), then the doorbell record with system-scope release
 // ordering and the 8-byte doorbell. Used by the GPU checks (tests/gpu) and the CUDA workloads.
 #pragma once

@@ -1,8 +1,8 @@
 // The PRM command parser against mailboxes built bit by bit at the PRM's documented offsets.
 #include <gtest/gtest.h>
 
-#include "gpumem/prm_bits.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/prm_bits.h"
+#include "mlx5_format/prm_commands.h"
 #include "prm_test_util.h"
 
 namespace sigmatrace::gpumem::prm {

@@ -1,5 +1,5 @@
 // Builds PRM command mailboxes for tests with a bit-serial writer of the PRM's big-endian bit numbering (bit k is
-// bit 7 - k % 8 of byte k / 8), an implementation independent of src/gpumem/prm_bits.h, at bit offsets written
+// bit 7 - k % 8 of byte k / 8), an implementation independent of src/mlx5_format/prm_bits.h, at bit offsets written
 // as literals from the PRM tables (the mlx5_ifc layout), not through src/gpumem's constants.
 #pragma once
 

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "fake_producer.h"
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/prm_commands.h"
 #include "gpumem/setup_observer.h"
 #include "gpumem/watcher.h"
 #include "prm_test_util.h"

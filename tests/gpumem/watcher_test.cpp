@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "fake_producer.h"
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 #include "gpumem/watcher.h"
 #include "test_readers.h"
 #include "trace_capture.h"

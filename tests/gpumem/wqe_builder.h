@@ -1,6 +1,6 @@
 // Test-side WQE images: builds mlx5 send WQEs byte by byte from the documented layouts (mlx5dv.h struct
 // mlx5_wqe_*_seg offsets, written out here as literal byte offsets rather than through the decoder's structs, so
-// a wrong struct in src/gpumem/mlx5_layout.h fails the tests), and places them into a ring with wrap-around; and
+// a wrong struct in src/mlx5_format/mlx5_layout.h fails the tests), and places them into a ring with wrap-around; and
 // 64-byte CQE images.
 #pragma once
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/activation.h"
+#include "interpose/runtime/activation.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

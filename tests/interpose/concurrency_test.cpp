@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/counters_emitter.h"
+#include "interpose/capture/counters_emitter.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "interpose/config.h"
-#include "interpose/process_identity.h"
+#include "interpose/runtime/config.h"
+#include "interpose/state/process_identity.h"
 
 namespace sigmatrace::testing {
 namespace {

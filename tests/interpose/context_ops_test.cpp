@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "interpose/context_ops.h"
+#include "interpose/datapath/context_ops.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

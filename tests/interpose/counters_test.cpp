@@ -3,8 +3,8 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/counters_emitter.h"
-#include "interpose/object_state.h"
+#include "interpose/capture/counters_emitter.h"
+#include "interpose/state/object_state.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

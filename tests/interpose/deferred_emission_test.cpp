@@ -9,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
-#include "interpose/capture_clock.h"
-#include "interpose/deferred_records_writer.h"
-#include "interpose/deferred_ring.h"
+#include "interpose/capture/capture_clock.h"
+#include "interpose/capture/deferred_records_writer.h"
+#include "interpose/capture/deferred_ring.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

@@ -13,9 +13,9 @@
 #include <sigmatrace/deferred_records.h>
 #include <sigmatrace/deferred_records_wire.h>
 
-#include "interpose/capture_clock.h"
-#include "interpose/deferred_records_writer.h"
-#include "interpose/ring_file.h"
+#include "interpose/capture/capture_clock.h"
+#include "interpose/capture/deferred_records_writer.h"
+#include "interpose/capture/ring_file.h"
 
 #include <sys/syscall.h>
 #include <sys/wait.h>

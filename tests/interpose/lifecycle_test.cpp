@@ -2,7 +2,7 @@
 #include <cstring>
 #include <vector>
 
-#include "interpose/object_state.h"
+#include "interpose/state/object_state.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

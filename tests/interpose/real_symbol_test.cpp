@@ -9,8 +9,8 @@
 #include <cstring>
 #include <string>
 
-#include "interpose/elf_symbols.h"
-#include "interpose/real_symbol.h"
+#include "interpose/runtime/elf_symbols.h"
+#include "interpose/runtime/real_symbol.h"
 
 namespace sigmatrace::testing {
 namespace {

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/state_index.h"
+#include "interpose/state/state_index.h"
 
 namespace sigmatrace::testing {
 namespace {

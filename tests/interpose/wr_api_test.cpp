@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/context_ops.h"
-#include "interpose/object_state.h"
+#include "interpose/datapath/context_ops.h"
+#include "interpose/state/object_state.h"
 #include "support/shim_fixture.h"
 
 namespace sigmatrace::testing {

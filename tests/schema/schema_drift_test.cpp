@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "analyzer/schema_table.h"
+#include "analyzer/decode/schema_table.h"
 #include "provider/probe_desc.h"
 
 namespace {

@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
-#include "analyzer/ci_rules.h"
-#include "analyzer/event_dump.h"
-#include "analyzer/html_report.h"
-#include "analyzer/perfetto_writer.h"
-#include "analyzer/read_guard.h"
-#include "analyzer/report_builder.h"
-#include "analyzer/text_report.h"
-#include "analyzer/trace_reader.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/outputs/ci_rules.h"
+#include "analyzer/outputs/event_dump.h"
+#include "analyzer/outputs/html_report.h"
+#include "analyzer/outputs/perfetto_writer.h"
+#include "analyzer/decode/read_guard.h"
+#include "analyzer/outputs/report_builder.h"
+#include "analyzer/outputs/text_report.h"
+#include "analyzer/decode/trace_reader.h"
 #include "sigmatrace/commands.h"
 
 namespace sigmatrace::analyzer {

@@ -3,7 +3,7 @@
 // Tracing starts in a process at its first RDMA use (docs/interpose.md, "When tracing starts"), so a recording
 // of a command that never touches RDMA is legitimately empty, and an empty trace alone cannot say whether
 // something went wrong. record therefore hands every process a report file (SIGMATRACE_RECORD_REPORT); each
-// process that starts tracing appends one line (src/interpose/activation.cpp):
+// process that starts tracing appends one line (src/interpose/runtime/activation.cpp):
 //   traced pid=123 comm=ib_write_bw
 //   not-traced pid=124 comm=ib_write_bw reason=provider: dlopen(...): ...
 //   partial pid=125 comm=ib_write_bw reason=registration with the session daemon not complete after 30.0 s ...

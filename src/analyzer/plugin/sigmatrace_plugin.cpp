@@ -20,12 +20,12 @@
 #include <optional>
 #include <string>
 
-#include "analyzer/analysis.h"
-#include "analyzer/bt_message_consumer.h"
-#include "analyzer/event_dump.h"
-#include "analyzer/html_report.h"
-#include "analyzer/perfetto_writer.h"
-#include "analyzer/text_report.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/decode/bt_message_consumer.h"
+#include "analyzer/outputs/event_dump.h"
+#include "analyzer/outputs/html_report.h"
+#include "analyzer/outputs/perfetto_writer.h"
+#include "analyzer/outputs/text_report.h"
 #include "expand_filter.h"
 
 namespace {

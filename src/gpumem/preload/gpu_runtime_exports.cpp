@@ -11,8 +11,8 @@
 #include "gpumem/cuda_driver.h"
 #include "gpumem/cuda_proc_hooks.h"
 #include "gpumem/gpumem_runtime.h"
-#include "interpose/export.h"
-#include "interpose/hook_scope.h"
+#include "interpose/hooks/export.h"
+#include "interpose/state/hook_scope.h"
 
 using namespace sigmatrace::gpumem;
 using sigmatrace::interpose::HookScope;

@@ -10,9 +10,9 @@
 
 #include "gpumem/gpumem_runtime.h"
 #include "gpumem/init_obj_observer.h"
-#include "interpose/activation.h"
-#include "interpose/export.h"
-#include "interpose/hook_scope.h"
+#include "interpose/runtime/activation.h"
+#include "interpose/hooks/export.h"
+#include "interpose/state/hook_scope.h"
 
 using sigmatrace::gpumem::GpuMemRuntime;
 using sigmatrace::interpose::HookScope;
@@ -151,7 +151,7 @@ ST_EXPORT int sigmatrace_mlx5dv_init_obj_1_0(struct mlx5dv_obj* obj, uint64_t ob
 }
 
 // Called by the interpose shim's ibv_destroy_qp / ibv_destroy_cq wrappers before the real destroy
-// (src/interpose/gpumem_hooks.h): the watcher sweeps the exported rings one last time and forgets them.
+// (src/interpose/hooks/gpumem_hooks.h): the watcher sweeps the exported rings one last time and forgets them.
 extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_before_destroy_qp(struct ibv_qp* qp) {
     if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(u64(qp)); });
 }
@@ -159,7 +159,7 @@ extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_before_d
     if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(u64(cq)); });
 }
 
-// Called first by libsigmatrace.so's one destructor (src/interpose/library_init.cpp), while the tracepoint
+// Called first by libsigmatrace.so's one destructor (src/interpose/hooks/library_init.cpp), while the tracepoint
 // definitions are still registered (tracepoint_definitions.cpp): the watcher's final sweep can still emit.
 extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_shutdown() {
     if (GpuMemRuntime::exists()) GpuMemRuntime::instance().shutdown();

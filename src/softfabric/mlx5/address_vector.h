@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/engine.h"
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 
 namespace softfabric::mlx5 {
 

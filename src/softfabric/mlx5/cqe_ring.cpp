@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 
 namespace softfabric::mlx5 {
 

@@ -1,5 +1,5 @@
 // An mlx5 completion queue that the fabric writes, as a ConnectX would: 64-byte CQEs (struct mlx5_cqe64 layout,
-// src/gpumem/mlx5_layout.h) with the owner bit of the pass, or a collapsed CQ whose single CQE is rewritten in
+// src/mlx5_format/mlx5_layout.h) with the owner bit of the pass, or a collapsed CQ whose single CQE is rewritten in
 // place. Consumers are GPU-style threads polling the ring (and the SigmaTrace watcher reading it).
 //
 // Timestamps are CLOCK_MONOTONIC nanoseconds (the fabric's clock), where a ConnectX writes its free-running

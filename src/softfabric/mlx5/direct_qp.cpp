@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/clock.h"
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 #include "mlx5/address_vector.h"
 
 namespace softfabric::mlx5 {

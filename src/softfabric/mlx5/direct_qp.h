@@ -1,6 +1,6 @@
 // A fabric QP driven directly through an mlx5 send ring, as a GPU drives a ConnectX QP: threads write mlx5 WQEs
 // into the ring and the producer index into the doorbell record; the fabric notices the record move, decodes the
-// WQEs (src/gpumem/wqe_decoder.h), submits them to the engine (core/engine.h) and writes mlx5 CQEs for their
+// WQEs (src/mlx5_format/wqe_decoder.h), submits them to the engine (core/engine.h) and writes mlx5 CQEs for their
 // completions into the QP's send CQ ring. A DBR-less QP (send_dbr_mode = NO_DBR, DOCA's GPU_SM_NO_DBR) has no
 // doorbell record: its producer index is the WQE index of the last doorbell -- the 8-byte control-segment copy
 // the producer writes into the UAR page -- that names this QP. (The fabric's UAR page is ordinary memory, so it
@@ -18,7 +18,7 @@
 #include <memory>
 
 #include "core/engine.h"
-#include "gpumem/wqe_decoder.h"
+#include "mlx5_format/wqe_decoder.h"
 #include "mlx5/cqe_ring.h"
 
 namespace softfabric::mlx5 {

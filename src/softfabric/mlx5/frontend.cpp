@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/prm_commands.h"
 #include "mlx5/address_vector.h"
 #include "mlx5/cqe_ring.h"
 #include "mlx5/direct_qp.h"

@@ -19,10 +19,10 @@
 #include <fstream>
 #include <string>
 
-#include "analyzer/analysis.h"
-#include "analyzer/read_guard.h"
-#include "analyzer/text_report.h"
-#include "analyzer/trace_reader.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/decode/read_guard.h"
+#include "analyzer/outputs/text_report.h"
+#include "analyzer/decode/trace_reader.h"
 
 namespace fs = std::filesystem;
 using namespace sigmatrace::analyzer;

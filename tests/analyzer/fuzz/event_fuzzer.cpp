@@ -11,16 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
-#include "analyzer/ci_rules.h"
-#include "analyzer/event_dump.h"
-#include "analyzer/html_report.h"
-#include "analyzer/perfetto_writer.h"
+#include "analyzer/analyses/analysis.h"
+#include "analyzer/outputs/ci_rules.h"
+#include "analyzer/outputs/event_dump.h"
+#include "analyzer/outputs/html_report.h"
+#include "analyzer/outputs/perfetto_writer.h"
 #include <sigmatrace/deferred_records_wire.h>
 
-#include "analyzer/element_decoder.h"
-#include "analyzer/reorder_stage.h"
-#include "analyzer/text_report.h"
+#include "analyzer/decode/element_decoder.h"
+#include "analyzer/decode/reorder_stage.h"
+#include "analyzer/outputs/text_report.h"
 
 namespace {
 

@@ -11,11 +11,14 @@ cxx=${SIGMATRACE_FUZZ_CXX:-}
 for c in clang++-14 clang++; do [[ -z $cxx ]] && command -v "$c" >/dev/null && cxx=$c; done
 [[ -n $cxx ]] || { echo "run_fuzzer.sh: skipped: no clang++ (install clang-14)"; exit 77; }
 bin=$work/analyzer_${target}_fuzzer
-sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$src"/src/analyzer/{schema_table,quantile_histogram,topology,op_reconstruction,event_dump,element_decoder,reorder_stage,statistics,traffic,barrier_detector,data_link,gray_link_detector,incast_detector,analysis,report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules}.cpp)
+a=$src/src/analyzer
+sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/decode/{schema_table,element_decoder,reorder_stage}.cpp
+  "$a"/analyses/{analysis,op_reconstruction,topology,statistics,quantile_histogram,traffic,barrier_detector,data_link,gray_link_detector,incast_detector}.cpp
+  "$a"/outputs/{report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules,event_dump}.cpp)
 corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt); limits=(-timeout=10 -max_len=4096)
 read -ra bt_cflags <<<"$(pkg-config --cflags babeltrace2 2>/dev/null || true)"
 if [[ $target == ctf ]]; then
-  sources+=("$src"/src/analyzer/{bt_message_consumer,trace_reader,ctf_precheck,read_guard}.cpp)
+  sources+=("$a"/decode/{bt_message_consumer,trace_reader,ctf_precheck,read_guard}.cpp)
   corpus=$src/tests/analyzer/fuzz/ctf_corpus; out_corpus=$work/corpus-ctf
   read -ra bt_libs <<<"$(pkg-config --libs babeltrace2)"
   libs+=("${bt_libs[@]}")
@@ -25,7 +28,7 @@ fi
 mkdir -p "$out_corpus" "$work/obj"
 # Both targets share $work/obj (the same flags): an object is compiled again only when its source or a header
 # is newer. The ctest entries hold a resource lock, so two runs never write one object.
-headers=("$src"/src/analyzer/*.h "$src"/include/sigmatrace/*)
+headers=("$a"/*/*.h "$src"/include/sigmatrace/*)
 objs=(); stale=()
 for s in "${sources[@]}"; do
   o=$work/obj/$(basename "$s" .cpp).o; objs+=("$o")

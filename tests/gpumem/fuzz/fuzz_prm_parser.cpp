@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "gpumem/prm_bits.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/prm_bits.h"
+#include "mlx5_format/prm_commands.h"
 
 using namespace sigmatrace::gpumem::prm;
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/wqe_decoder.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/wqe_decoder.h"
 
 using namespace sigmatrace::gpumem;
 

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "interpose/lifecycle.h"
+#include "interpose/state/lifecycle.h"
 
 namespace sigmatrace::testing {
 

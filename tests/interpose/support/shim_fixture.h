@@ -13,12 +13,12 @@
 #include <cstring>
 #include <memory>
 
-#include "interpose/capture_clock.h"
-#include "interpose/config.h"
-#include "interpose/deferred_capture.h"
-#include "interpose/deferred_rings.h"
-#include "interpose/lifecycle.h"
-#include "interpose/process_identity.h"
+#include "interpose/capture/capture_clock.h"
+#include "interpose/runtime/config.h"
+#include "interpose/capture/deferred_capture.h"
+#include "interpose/capture/deferred_rings.h"
+#include "interpose/state/lifecycle.h"
+#include "interpose/state/process_identity.h"
 #include "support/captured_events.h"
 #include "support/fake_provider.h"
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "gpumem/mlx5_layout.h"
+#include "mlx5_format/mlx5_layout.h"
 
 namespace sigmatrace::workloads {
 

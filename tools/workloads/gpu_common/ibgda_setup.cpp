@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "gpumem/mlx5_layout.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/mlx5_layout.h"
+#include "mlx5_format/prm_commands.h"
 
 namespace sigmatrace::workloads {
 namespace {

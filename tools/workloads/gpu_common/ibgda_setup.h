@@ -2,7 +2,7 @@
 // UMEM-registered host memory ("NVSHMEM_IBGDA_FORCE_NIC_BUF_MEMTYPE=hostmem"), a UAR for doorbells, the PD's
 // number from mlx5dv_init_obj, a symmetric heap registered with ibv_reg_mr, and the RST->INIT->RTR->RTS
 // transitions as DevX MODIFY commands -- the calls ibgda.cpp makes, in its order. Commands are built with the
-// PRM field table of src/gpumem/prm_commands.h (NVSHMEM's DEVX_SET).
+// PRM field table of src/mlx5_format/prm_commands.h (NVSHMEM's DEVX_SET).
 #pragma once
 
 #include <infiniband/mlx5dv.h>

@@ -50,7 +50,7 @@
 #include <infiniband/verbs.h>
 #include <sigmatrace/deferred_records_wire.h>
 
-#include "interpose/record_builder.h"
+#include "interpose/capture/record_builder.h"
 #include "provider/trace.h"
 
 extern char** environ;

@@ -1,0 +1,169 @@
+#include "analyzer/analyses/analysis.h"
+
+#include <algorithm>
+
+#include "analyzer/analyses/data_link.h"
+#include "analyzer/outputs/report_builder.h"
+#include "analyzer/decode/schema_table.h"
+
+namespace sigmatrace::analyzer {
+namespace F = fields;
+
+Analysis::Analysis(AnalysisOptions options)
+    : options_(std::move(options)),
+      recon_(topo_, *this),
+      barriers_(options_.barrier),
+      gray_(options_.gray),
+      incast_(options_.incast, topo_) {}
+
+void Analysis::on_event(const DecodedEvent& ev) {
+    if (ev.id >= EventId::count_) {
+        ++topo_.anomalies().unknown_events;
+        return;
+    }
+    if (is_data_event(ev.id)) {
+        // An events-format data event handed over whole (unit tests, the fuzzer, or one without elements from
+        // the element decoder): its elements, through the same adapter; the first one counts the event.
+        const ElementOrigin origin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0};
+        bool malformed = false;
+        if (for_each_element(ev, origin, malformed, [this](const DataElement& e) { on_element(e); }) > 0) return;
+        if (malformed) ++topo_.anomalies().malformed_events;
+    }
+    // The QP and CQ caches of reconstruction hold lookups that object-life events may change.
+    recon_.forget_lookups();
+    note_time(ev.ts_ns, ev.ts_ns);
+    if (ev.inconsistent) ++topo_.anomalies().malformed_events;
+    ++events_;
+    ++events_by_id_[static_cast<std::size_t>(ev.id)];
+
+    ProcId p = topo_.process_of(ev);
+    {
+        Process& pr = topo_.proc(p);
+        ++pr.events;
+        pr.last_ts = std::max(pr.last_ts, ev.ts_ns);
+    }
+    switch (ev.id) {
+    case EventId::deferred_records: {
+        namespace F = fields::deferred_records;
+        if (ev.f[F::origin_pid].present && static_cast<int32_t>(ev.u(F::origin_pid)) > 0) ++salvaged_events_;
+        if (const uint64_t lost = ev.f[F::lost].present ? ev.u(F::lost) : 0; lost != 0) lost_records_[ev.vpid] += lost;
+        break;
+    }
+    case EventId::process_info:
+        retired_scratch_.clear();
+        topo_.on_process_info(ev, p, retired_scratch_);
+        for (ProcId old : retired_scratch_) recon_.drain_process(old);
+        break;
+    case EventId::device_open: topo_.on_device_open(ev, p); break;
+    case EventId::port_info: topo_.on_port_info(ev, p); break;
+    case EventId::cq_create: topo_.on_cq_create(ev, p); break;
+    case EventId::qp_create: topo_.on_qp_create(ev, p); break;
+    case EventId::qp_modify: {
+        const QpId q = topo_.on_qp_modify(ev, p);
+        if (q != kNoId) recon_.on_qp_state(q, static_cast<int32_t>(ev.i64(F::qp_modify::qp_state)));
+        break;
+    }
+    case EventId::qp_destroy: {
+        const QpId q = topo_.on_qp_destroy(ev, p);
+        if (q != kNoId) recon_.drain_qp(q, true);
+        break;
+    }
+    case EventId::srq_create: topo_.on_srq_create(ev, p); break;
+    case EventId::ah_create: topo_.on_ah_create(ev, p); break;
+    case EventId::gpu_qp_create: topo_.on_gpu_qp_create(ev, p); break;
+    case EventId::gpu_qp_modify: topo_.on_gpu_qp_modify(ev, p); break;
+    case EventId::gpu_qp_destroy: {
+        const QpId q = topo_.on_gpu_qp_destroy(ev, p);
+        if (q != kNoId) recon_.drain_qp(q, true);
+        break;
+    }
+    case EventId::qp_counters: on_qp_counters(ev, p); break;
+    case EventId::gpu_wqe: recon_.on_gpu_wqe(ev, p); break;
+    case EventId::gpu_cqe: recon_.on_gpu_cqe(ev, p); break;
+    case EventId::gpu_watch_stats:
+        topo_.anomalies().gpu_wqes_lost += ev.u(F::gpu_watch_stats::lost_wqes);
+        topo_.anomalies().gpu_wqes_malformed += ev.u(F::gpu_watch_stats::malformed_wqes);
+        break;
+    case EventId::gpu_cq_stats: topo_.anomalies().gpu_cqes_missed += ev.u(F::gpu_cq_stats::missed_cqes); break;
+    default: break;  // object life without analysis value yet (MRs, CQ destroy, notifications, counters)
+    }
+}
+
+void Analysis::note_time(int64_t begin, int64_t end) {
+    if (!have_times_ || begin < first_ts_) first_ts_ = begin;
+    if (!have_times_ || end > last_ts_) last_ts_ = end;
+    have_times_ = true;
+}
+
+void Analysis::on_element(const DataElement& e) {
+    const ElementOrigin& o = *e.origin;
+    // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
+    note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
+    const ProcId p = topo_.process_of(o);
+    Process& pr = topo_.proc(p);
+    pr.last_ts = std::max(pr.last_ts, o.event_ns);
+    if (e.counts_event) {
+        ++events_;
+        ++events_by_id_[static_cast<std::size_t>(event_of(e.kind))];
+        ++pr.events;
+        if (e.malformed) ++topo_.anomalies().malformed_events;
+    }
+    recon_.on_element(e, p);
+}
+
+void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {
+    const auto qpn = static_cast<uint32_t>(ev.u(F::qp_counters::qp_num));
+    QpId q = topo_.find_qp_by_handle(p, ev.u(F::qp_counters::qp));
+    if (q == kNoId) q = topo_.find_qp_for_completion(p, 0, qpn);
+    if (q == kNoId) q = topo_.implicit_qp(p, ev.u(F::qp_counters::qp), qpn, false);
+    Qp::Counted& c = topo_.qp(q).counted;
+    // interval_ns is the time since the QP's previous emission (or its creation): the first event's interval
+    // starts the QP's counted time. Corrupt values larger than the trace's own time are bounded by the event.
+    const int64_t interval = static_cast<int64_t>(std::min<uint64_t>(ev.u(F::qp_counters::interval_ns), uint64_t{1} << 62));
+    const int64_t start = ev.ts_ns - std::min<int64_t>(interval, ev.ts_ns);
+    if (c.events == 0 || start < c.first_ns) c.first_ns = start;
+    c.last_ns = std::max(c.last_ns, ev.ts_ns);
+    ++c.events;
+    c.posted_wrs += ev.u(F::qp_counters::posted_wrs);
+    c.posted_bytes += ev.u(F::qp_counters::posted_bytes);
+    c.recv_wrs += ev.u(F::qp_counters::recv_wrs);
+    c.completions += ev.u(F::qp_counters::completions);
+    c.error_completions += ev.u(F::qp_counters::error_completions);
+    c.post_errors += ev.u(F::qp_counters::post_errors);
+    traffic_.add_counted(q, ev.u(F::qp_counters::posted_bytes), ev.u(F::qp_counters::posted_wrs));
+    ++counter_events_;
+}
+
+void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
+
+void Analysis::on_operation(const Operation& op) {
+    stats_.add(op);
+    traffic_.add(op);
+    barriers_.add(op, topo_.qp(op.qp));
+    if (!op.is_recv() && (op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes)) {
+        const DataLink link = data_link_of(op, topo_);
+        gray_.add(op, link);
+        incast_.add(op, link);
+    }
+    if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
+        ++errors_by_status_[op.wc_status];
+        if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
+    }
+    for (OpListener* l : listeners_) l->on_operation(op);
+}
+
+nlohmann::json Analysis::finish() {
+    if (!finished_) {
+        recon_.finish();
+        // Peers are resolved now that every process's identity events have been read.
+        for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
+        traffic_.resolve(topo_);
+        stats_.finish(topo_);
+        gray_result_ = gray_.finish();
+        incast_result_ = incast_.finish();
+        finished_ = true;
+    }
+    return ReportBuilder(*this).build();
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,122 @@
+// The analysis of one trace set: takes decoded events (and losses) in time order, streams them through
+// topology, operation reconstruction, statistics, traffic and barrier detection, and at the end produces the
+// analysis document (json_report.h). Knows nothing of Babeltrace2: trace_reader.h drives it from a graph,
+// unit tests and the fuzzer drive it directly.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analyzer/analyses/barrier_detector.h"
+#include "analyzer/decode/decoded_event.h"
+#include "analyzer/decode/event_sink.h"
+#include "analyzer/analyses/gray_link_detector.h"
+#include "analyzer/analyses/incast_detector.h"
+#include "analyzer/analyses/op_reconstruction.h"
+#include "analyzer/analyses/statistics.h"
+#include "analyzer/analyses/topology.h"
+#include "analyzer/analyses/traffic.h"
+
+namespace sigmatrace::analyzer {
+
+struct AnalysisOptions {
+    BarrierOptions barrier;
+    double skew_threshold = 1.5;           // traffic_skew finding when inbound or outbound skew exceeds it
+    uint64_t error_storm_threshold = 10;   // error_storm finding at this many error completions (flushes included)
+    double straggler_fraction = 0.5;       // barrier_straggler: last in more than this fraction of epochs
+    double rail_imbalance_threshold = 1.5; // rail_imbalance: max/mean bytes over a node's NICs above this
+    GrayLinkOptions gray;                  // gray_link (gray_link_detector.h)
+    IncastOptions incast;                  // incast (incast_detector.h)
+};
+
+// A loss reported by the trace itself (lttng ring buffer full): events or whole packets discarded.
+struct DiscardRecord {
+    uint32_t trace_index = 0;
+    std::string trace;       // trace path or hostname, for the message
+    std::string stream;      // stream name (channel_cpu)
+    uint64_t count = 0;      // 0 when the trace could not say how many
+    bool packets = false;
+    int64_t begin_ns = 0;
+    int64_t end_ns = 0;
+};
+
+// Errors of the first error-status completions, kept as evidence.
+struct ErrorSample {
+    int64_t ts = 0;
+    ProcId proc = kNoId;
+    QpId qp = kNoId;
+    uint8_t status = 0;
+    uint8_t opcode = 0;
+    uint64_t wr_id = 0;
+};
+
+class Analysis : public EventSink, public OpListener {
+public:
+    explicit Analysis(AnalysisOptions options = {});
+    Analysis(const Analysis&) = delete;
+    Analysis& operator=(const Analysis&) = delete;
+
+    // Observers of every operation (the Perfetto writer); not owned, must outlive finish().
+    void add_listener(OpListener* l) { listeners_.push_back(l); }
+
+    void on_event(const DecodedEvent& ev) override;
+    void on_element(const DataElement& e) override;
+    // From the reordering stage in front of this analysis (reorder_stage.h), at the end of the stream.
+    void on_ordering(const OrderingSummary& s) override { ordering_ = s; }
+    void on_discarded(const DiscardRecord& d);
+    // A trace that could not be read (whole or in part); the analysis continues with the rest.
+    void on_read_problem(std::string message) { read_problems_.push_back(std::move(message)); }
+    void set_trace_paths(std::vector<std::string> paths) { trace_paths_ = std::move(paths); }
+
+    // Finishes reconstruction (in-flight WRs) and builds the document. Call once.
+    nlohmann::json finish();
+
+    // OpListener
+    void on_operation(const Operation& op) override;
+
+    const Topology& topology() const { return topo_; }
+    uint64_t events() const { return events_; }
+
+private:
+    friend class ReportBuilder;
+
+    void on_qp_counters(const DecodedEvent& ev, ProcId p);
+    // The trace's time span: the earliest capture and the latest event.
+    void note_time(int64_t begin, int64_t end);
+
+    AnalysisOptions options_;
+    Topology topo_;
+    OpReconstruction recon_;
+    Statistics stats_;
+    Traffic traffic_;
+    BarrierDetector barriers_;
+    GrayLinkDetector gray_;
+    IncastDetector incast_;
+    GrayLinkResult gray_result_;      // filled by finish()
+    IncastResult incast_result_;
+    std::vector<OpListener*> listeners_;
+    std::vector<DiscardRecord> discards_;
+    OrderingSummary ordering_;
+    std::vector<std::string> read_problems_;
+    // Deferred records salvaged from the rings of processes that ended without emitting them (record's salvage
+    // step), and records it could not save, by process.
+    uint64_t salvaged_events_ = 0;
+    std::map<int64_t, uint64_t> lost_records_;
+    std::vector<std::string> trace_paths_;
+    std::vector<ErrorSample> first_errors_;
+    std::map<uint8_t, uint64_t> errors_by_status_;
+    std::vector<uint64_t> events_by_id_ = std::vector<uint64_t>(kEventCount, 0);
+    uint64_t events_ = 0;
+    uint64_t counter_events_ = 0;   // qp_counters events (counters mode)
+    int64_t first_ts_ = 0;
+    int64_t last_ts_ = 0;
+    bool have_times_ = false;
+    bool finished_ = false;
+    std::vector<ProcId> retired_scratch_;
+};
+
+}  // namespace sigmatrace::analyzer

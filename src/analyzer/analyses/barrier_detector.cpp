@@ -1,0 +1,217 @@
+#include "analyzer/analyses/barrier_detector.h"
+
+#include <sigmatrace/opcodes.h>
+
+#include <algorithm>
+
+namespace sigmatrace::analyzer {
+
+bool BarrierDetector::is_signal(const Operation& op) const {
+    if (op.is_recv() || op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed ||
+        op.outcome == OpOutcome::FlushedAtTeardown ||
+        op.outcome == OpOutcome::Lost)
+        return false;
+    const auto code = static_cast<WrOpcode>(op.opcode);
+    const bool atomic = code == WrOpcode::ATOMIC_CMP_AND_SWP || code == WrOpcode::ATOMIC_FETCH_AND_ADD ||
+                        code == WrOpcode::ATOMIC_WRITE;
+    const bool small_write = (code == WrOpcode::RDMA_WRITE || code == WrOpcode::RDMA_WRITE_WITH_IMM) &&
+                             op.bytes <= options_.max_signal_bytes;
+    if (!atomic && !small_write) return false;
+    if (options_.word) {
+        if (op.raddr != options_.word->raddr) return false;
+        if (options_.word->rkey && op.rkey != *options_.word->rkey) return false;
+    }
+    return true;
+}
+
+void BarrierDetector::SignalCounts::add_new() {
+    if (by_count.empty() || by_count.front().first != 0) by_count.insert(by_count.begin(), {0, 0});
+    ++by_count.front().second;
+}
+
+void BarrierDetector::SignalCounts::move(uint32_t from, uint32_t to) {
+    auto at = [&](uint32_t c) {
+        return std::lower_bound(by_count.begin(), by_count.end(), c, [](const auto& e, uint32_t v) { return e.first < v; });
+    };
+    auto it = at(from);  // present: the participant has `from` signals
+    if (--it->second == 0) it = by_count.erase(it);
+    if (it == by_count.end() || it->first != to) it = by_count.insert(at(to), {to, 0});
+    ++it->second;
+}
+
+BarrierDetector::OpenEpoch& BarrierDetector::OpenEpochs::at(uint32_t k) {
+    if (epochs.empty()) {
+        base = k;
+        epochs.emplace_back();
+    } else if (k < base) {
+        epochs.insert(epochs.begin(), base - k, OpenEpoch{});
+        base = k;
+    } else if (k - base >= epochs.size()) {
+        epochs.resize(static_cast<std::size_t>(k - base) + 1);
+    }
+    return epochs[k - base];
+}
+
+BarrierDetector::OpenEpoch& BarrierDetector::OpenEpochs::lowest() {
+    while (epochs.front().count == 0) {
+        epochs.pop_front();
+        ++base;
+    }
+    return epochs.front();
+}
+
+void BarrierDetector::OpenEpochs::pop_lowest() {
+    epochs.pop_front();
+    ++base;
+    --size;
+}
+
+namespace {
+// KeyHash combines the fields by XOR; the index needs its high bits spread (64-byte strided addresses differ
+// only above bit 5).
+uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+}  // namespace
+
+BarrierDetector::Word* BarrierDetector::find_word(const Key& key, uint64_t hash) const {
+    const std::size_t mask = index_.size() - 1;
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+        const Slot& s = index_[i];
+        if (s.word == nullptr) return nullptr;
+        if (s.hash == hash && s.word->key == key) return s.word;
+    }
+}
+
+void BarrierDetector::add(const Operation& op, const Qp& qp) {
+    if (!is_signal(op) || op.ud_ah != 0) return;
+    const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
+    const Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : op.qp, op.rkey, op.raddr};
+    if (last_word_ == nullptr || !(key == last_key_)) {
+        const uint64_t hash = mix(KeyHash{}(key));
+        Word* found = find_word(key, hash);
+        if (found == nullptr) {
+            if (words_.size() >= kMaxWords) {
+                ++dropped_;
+                return;
+            }
+            auto w = std::make_unique<Word>();
+            w->key = key;
+            w->via = op.qp;
+            w->rkey = op.rkey;
+            w->raddr = op.raddr;
+            found = w.get();
+            words_.emplace(key, std::move(w));
+            const std::size_t mask = index_.size() - 1;
+            std::size_t i = hash & mask;
+            while (index_[i].word != nullptr) i = (i + 1) & mask;
+            index_[i] = Slot{hash, found};
+        }
+        last_key_ = key;
+        last_word_ = found;
+    }
+    Word& w = *last_word_;
+    if (w.dead) return;
+
+    auto [sig, inserted] = w.signals.try_emplace(op.proc, 0);
+    if (inserted) {
+        // A participant appearing after epochs were closed without it: not the barrier pattern.
+        if (w.closed_any) w.irregular = true;
+        w.min_signals = 0;
+        w.counts.add_new();
+    }
+    const uint32_t k = sig->second++;
+    w.counts.move(k, k + 1);
+
+    OpenEpoch& e = w.open.at(k);
+    if (e.count == 0) ++w.open.size;
+    if (e.count == 0 || op.post_ts < e.first) {
+        e.first = op.post_ts;
+        e.first_proc = op.proc;
+    }
+    if (e.count == 0 || op.post_ts >= e.last) {
+        e.last = op.post_ts;
+        e.last_proc = op.proc;
+    }
+    ++e.count;
+
+    // Every participant has signalled epochs below the smallest signal count: those epochs are final, once the
+    // busiest participant is kCloseLag rounds further. The lag absorbs operations reconstructed out of order
+    // (a slow poller's epoch-k signal can be read after others' epoch k+1), and participants that show up
+    // for the first time while others are still within the lag.
+    w.min_signals = w.counts.min();
+    const uint32_t max_signals = w.counts.max();
+    while (w.open.size > 0) {
+        const OpenEpoch& low = w.open.lowest();
+        const uint32_t low_k = w.open.base;
+        if (!((low_k < w.min_signals && low_k + kCloseLag < max_signals) || w.open.size > kMaxOpenEpochs)) break;
+        close_epoch(w, low);
+        w.open.pop_lowest();
+    }
+    bury_if_dead(w);
+}
+
+void BarrierDetector::bury_if_dead(Word& w) const {
+    if (options_.word || !(w.irregular || (w.closed_any && w.signals.size() == 1))) return;
+    w.dead = true;
+    // What finish() would have read of it: never a barrier. Its memory goes now.
+    w.signals = {};
+    w.counts = {};
+    w.open = {};
+    w.result = BarrierWord();
+}
+
+void BarrierDetector::close_epoch(Word& w, const OpenEpoch& e) {
+    w.closed_any = true;
+    if (e.count != w.signals.size() || w.signals.size() < 2) {
+        ++w.result.incomplete;
+        return;
+    }
+    ++w.result.epochs;
+    const int64_t spread = e.last - e.first;
+    w.result.spread_ns.add(static_cast<double>(spread));
+    ++w.result.times_last[e.last_proc];
+    if (w.result.samples.size() < kMaxSamples) w.result.samples.push_back({e.first, spread, e.last_proc, e.first_proc});
+}
+
+BarrierResult BarrierDetector::finish(Topology& topo) {
+    BarrierResult r;
+    r.candidate_words = words_.size();
+    r.dropped_candidates = dropped_;
+    for (auto& [key, wp] : words_) {
+        Word& w = *wp;
+        if (w.dead) continue;
+        for (const OpenEpoch& e : w.open.epochs)
+            if (e.count > 0) close_epoch(w, e);
+        w.open = {};
+        const uint64_t seen = w.result.epochs + w.result.incomplete;
+        bool barrier;
+        if (options_.word)
+            barrier = w.result.epochs >= 1;
+        else
+            barrier = w.signals.size() >= 2 && w.result.epochs >= 2 && !w.irregular &&
+                      w.result.epochs * 10 >= seen * 9;  // at most 10% incomplete (a trace cut mid-round)
+        if (!barrier) continue;
+        w.result.target = topo.resolve_peer(w.via);
+        w.result.rkey = w.rkey;
+        w.result.raddr = w.raddr;
+        for (const auto& [p, n] : w.signals) w.result.participants.push_back(p);
+        std::sort(w.result.participants.begin(), w.result.participants.end());
+        r.words.push_back(std::move(w.result));
+    }
+    // Deterministic order (reports are diffed in tests): busiest word first, then by address.
+    std::sort(r.words.begin(), r.words.end(), [](const BarrierWord& a, const BarrierWord& b) {
+        if (a.epochs != b.epochs) return a.epochs > b.epochs;
+        if (a.raddr != b.raddr) return a.raddr < b.raddr;
+        return a.rkey < b.rkey;
+    });
+    words_.clear();
+    index_.assign(index_.size(), Slot{});
+    last_word_ = nullptr;
+    return r;
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,162 @@
+// Barrier spread (docs/analyzer.md, "Barriers"): a barrier epoch is a round in which every participant signals the same remote
+// synchronization word (an atomic or a small write) once; spread = last arrival - first arrival.
+//
+// Detection from the pattern, streaming: every (destination device, rkey, remote address) that receives
+// atomics or small writes is a candidate word. A participant's k-th signal to a word belongs to the word's
+// epoch k. Epoch k is closed once every participant has signalled at least k+1 times and the busiest one
+// kCloseLag rounds more, so only a few rounds are kept open per word. At the end, a word is a barrier when it has at least two participants and
+// at least two complete epochs, and (nearly) every epoch it saw was complete. An arrival is the signal's post
+// time: the moment the participant entered the barrier.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/analyses/model.h"
+#include "analyzer/analyses/quantile_histogram.h"
+#include "analyzer/analyses/topology.h"
+
+namespace sigmatrace::analyzer {
+
+struct BarrierWordSpec {
+    uint64_t raddr = 0;
+    std::optional<uint32_t> rkey;
+};
+
+struct BarrierOptions {
+    std::optional<BarrierWordSpec> word;   // only this word (--barrier-word); else detect from the pattern
+    uint32_t max_signal_bytes = 64;        // writes up to this size can be signals
+};
+
+struct EpochSample {
+    int64_t first_ts = 0;
+    int64_t spread_ns = 0;
+    ProcId last = kNoId;
+    ProcId first = kNoId;
+};
+
+// One synchronization word that turned out to be a barrier.
+struct BarrierWord {
+    Peer target;                 // where the word lives
+    uint32_t rkey = 0;
+    uint64_t raddr = 0;
+    std::vector<ProcId> participants;
+    uint64_t epochs = 0;         // complete epochs
+    uint64_t incomplete = 0;     // epochs some participant did not signal (trace cut, irregular pattern)
+    QuantileHistogram spread_ns;
+    std::map<ProcId, uint64_t> times_last;
+    std::vector<EpochSample> samples;  // the first kMaxSamples epochs, for plots
+};
+
+struct BarrierResult {
+    std::vector<BarrierWord> words;
+    uint64_t candidate_words = 0;
+    uint64_t dropped_candidates = 0;   // words not tracked because kMaxWords were already
+};
+
+class BarrierDetector {
+public:
+    static constexpr std::size_t kMaxWords = 4096;
+    static constexpr std::size_t kMaxOpenEpochs = 256;
+    static constexpr std::size_t kMaxSamples = 2000;
+    static constexpr uint32_t kCloseLag = 8;
+
+    explicit BarrierDetector(BarrierOptions options) : options_(std::move(options)) {}
+
+    // `qp` is the initiator's QP: the word is identified by the remote address it connects to (GID/LID), so
+    // detection does not wait for the target process's events to be read.
+    void add(const Operation& op, const Qp& qp);
+    BarrierResult finish(Topology& topo);
+
+private:
+    struct Key {
+        Gid gid;          // the target's GID, or
+        uint32_t lid;     // its LID, or
+        QpId local_qp;    // for a QP with no remote address (loopback), the QP itself
+        uint32_t rkey;
+        uint64_t raddr;
+        bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+        std::size_t operator()(const Key& k) const {
+            return std::hash<uint64_t>()(k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^
+                                         (k.gid.iid * 0x9e3779b97f4a7c15ULL) ^ k.gid.prefix ^
+                                         (static_cast<uint64_t>(k.lid) << 48) ^ k.local_qp);
+        }
+    };
+    struct OpenEpoch {
+        int64_t first = 0;
+        int64_t last = 0;
+        ProcId first_proc = kNoId;
+        ProcId last_proc = kNoId;
+        uint32_t count = 0;
+    };
+    // Participants per signal count, ascending by count. Flat: participants stay within a few rounds of each
+    // other, so there are few distinct counts, and every signal moves one participant up by one.
+    struct SignalCounts {
+        std::vector<std::pair<uint32_t, uint32_t>> by_count;  // (signals so far, participants with that many)
+        void move(uint32_t from, uint32_t to);                // one participant's count changes
+        void add_new();                                       // a participant with 0 signals
+        uint32_t min() const { return by_count.front().first; }
+        uint32_t max() const { return by_count.back().first; }
+    };
+    // The open epochs, consecutive by number from `base`; an entry with count 0 is an epoch that does not exist
+    // (below a late signal's epoch re-opened after its successors had closed).
+    struct OpenEpochs {
+        std::deque<OpenEpoch> epochs;
+        uint32_t base = 0;
+        std::size_t size = 0;  // entries with count > 0
+        OpenEpoch& at(uint32_t k);
+        // The lowest existing epoch (holes in front are dropped); size > 0 required.
+        OpenEpoch& lowest();
+        void pop_lowest();
+    };
+    struct Word {
+        Key key{};
+        QpId via = kNoId;   // a QP that signals it: resolves the target at the end
+        uint32_t rkey = 0;
+        uint64_t raddr = 0;
+        std::unordered_map<ProcId, uint32_t> signals;   // participant -> signals so far
+        SignalCounts counts;
+        uint32_t min_signals = 0;
+        OpenEpochs open;
+        BarrierWord result;
+        bool irregular = false;   // a participant joined after epochs had closed
+        bool closed_any = false;
+        // Can no longer be a barrier (detection from the pattern only): irregular, or one participant whose
+        // epochs have begun to close, so that any newcomer would make it irregular. Its signals are then only
+        // looked up, not counted: most small writes of a bandwidth run go to words like that (one writer
+        // cycling over its buffer), and counting them was most of the detector's time.
+        bool dead = false;
+    };
+
+    bool is_signal(const Operation& op) const;
+    void close_epoch(Word& w, const OpenEpoch& e);
+    void bury_if_dead(Word& w) const;
+
+    BarrierOptions options_;
+    std::unordered_map<Key, std::unique_ptr<Word>, KeyHash> words_;
+    // The words by key, for add(): open addressing over twice kMaxWords slots (never more than half full), a
+    // slot holding a word's hash and the word itself. Every small write of a bandwidth run is a candidate
+    // signal whose word must be found, and finding it through words_ costs three dependent cache misses
+    // (bucket, node, word); a slot costs one before the word.
+    struct Slot {
+        uint64_t hash = 0;
+        Word* word = nullptr;
+    };
+    static constexpr int kIndexBits = 13;
+    static_assert((std::size_t{1} << kIndexBits) >= 2 * kMaxWords);
+    std::vector<Slot> index_ = std::vector<Slot>(std::size_t{1} << kIndexBits);
+    Word* find_word(const Key& key, uint64_t hash) const;
+    // The word of the previous signal: consecutive signals mostly go to the same word.
+    Key last_key_{};
+    Word* last_word_ = nullptr;
+    uint64_t dropped_ = 0;
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,102 @@
+// Incast (docs/analyzer.md, "Incast"): concurrent distinct senders with data in flight to one receiver;
+// reported with its degree and duration.
+//
+// Time is cut in windows of window_ns (absolute multiples since the epoch). An operation of at least min_bytes
+// has its bytes in flight on its link (data_link.h: sender NIC -> receiver NIC) from post to completion, spread
+// evenly over the windows it spans. In a window, a sender counts towards a receiver when the receiver gets at
+// least `share` of the bytes the sender has in flight then (inter-node links only): a many-to-one pattern,
+// not the fan-in every node of a balanced all-to-all sees (there each receiver gets 1/(N-1) of each sender's
+// data). A receiver with at least min_senders such senders in a window is in incast; consecutive incast windows
+// (gaps of one window tolerated) make an episode, reported when it lasts at least min_duration_ns. Degree =
+// the number of senders counted in a window (max and mean over the episode).
+//
+// Streaming: operations arrive in completion order, so a window is final once completions are kSlackWindows
+// windows past it (an operation in flight longer than that has its earliest part cut, counted in
+// clipped_bytes). Memory: the open windows' (sender, receiver) cells, and the episodes (at most
+// kMaxEpisodesPerReceiver kept per receiver, the longest; all are counted).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/analyses/data_link.h"
+#include "analyzer/analyses/model.h"
+
+namespace sigmatrace::analyzer {
+
+class Topology;
+
+struct IncastOptions {
+    int64_t window_ns = 1'000'000;         // --incast-window
+    uint32_t min_senders = 3;              // --incast-senders
+    double share = 0.5;                    // --incast-share
+    uint64_t min_bytes = 1024;             // --incast-min-bytes
+    int64_t min_duration_ns = 2'000'000;   // --incast-min-duration
+};
+
+struct IncastEpisode {
+    DevId receiver = kNoId;
+    int64_t start_ns = 0;      // absolute: start of its first window
+    int64_t end_ns = 0;        // absolute: end of its last window
+    uint32_t max_degree = 0;
+    double mean_degree = 0.0;  // over its incast windows
+    uint32_t windows = 0;      // incast windows
+    std::set<DevId> senders;   // every sender counted in one of its windows
+    double bytes = 0.0;        // bytes in flight to the receiver from the counted senders, over the episode
+};
+
+struct IncastReceiver {
+    DevId receiver = kNoId;
+    uint64_t episodes = 0;             // every episode (kept ones below)
+    int64_t total_ns = 0;              // summed duration of every episode
+    uint32_t max_degree = 0;
+    std::vector<IncastEpisode> kept;   // the longest ones, by start time
+};
+
+struct IncastResult {
+    std::vector<IncastReceiver> receivers;   // receivers with at least one episode
+    double clipped_bytes = 0.0;
+};
+
+class IncastDetector {
+public:
+    static constexpr int64_t kSlackWindows = 100;
+    static constexpr std::size_t kMaxEpisodesPerReceiver = 16;
+
+    IncastDetector(IncastOptions o, const Topology& topo);
+
+    void add(const Operation& op, DataLink link);
+    IncastResult finish();
+
+    const IncastOptions& options() const { return o_; }
+
+private:
+    struct Run {
+        int64_t first = 0, last = 0;
+        uint32_t max_degree = 0;
+        uint64_t degree_sum = 0;
+        uint32_t windows = 0;
+        std::set<DevId> senders;
+        double bytes = 0.0;
+    };
+    using Cells = std::unordered_map<uint64_t, double>;   // link key -> bytes in flight in the window
+
+    void close_windows_before(int64_t index);
+    void evaluate(int64_t index, const Cells& cells);
+    void end_run(DevId receiver, const Run& run);
+
+    IncastOptions o_;
+    const Topology& topo_;
+    int64_t base_ = 0;            // window index of windows_.front()
+    bool started_ = false;
+    std::deque<Cells> windows_;
+    std::map<DevId, Run> open_;
+    std::map<DevId, IncastReceiver> receivers_;
+    double clipped_ = 0.0;
+};
+
+}  // namespace sigmatrace::analyzer

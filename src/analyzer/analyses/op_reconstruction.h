@@ -1,0 +1,90 @@
+// Operation reconstruction: turns posts and completions into operations (model.h), per QP and wr_id.
+//
+//   - Send queue: WRs wait in post order. A completion for wr_id W retires the first waiting WR with that
+//     wr_id that was signaled (or any, for an error completion), and every WR before it: those were unsignaled
+//     and complete with it (docs/analyzer.md, "Operation reconstruction").
+//     Applications that give every WR the same wr_id (perftest) are handled by the same rule.
+//   - Receive queue and SRQ: a receive completion retires the first waiting receive with its wr_id.
+//   - Error completions carry no valid opcode: they are matched on the send queue first, then on receives.
+//   - GPU WQEs (decoded by the watcher) wait per QP by ring index; a CQE's wqe_counter retires that WQE and
+//     the unsignaled ones before it. WQEs whose CQE the watcher cannot see end as Observed.
+//   - Teardown: when the owner moves a QP to ERR, the flushes that follow are its teardown's, not errors; when it
+//     moves it to RESET or destroys it, the sends still waiting are unconfirmed (most likely completed: an
+//     unsignaled tail), not in flight.
+//   - Whatever waits at the end of the trace on a live QP, or when its process goes away, is in flight.
+// Queue models are bounded (a multiple of the granted depth): memory follows live WRs, not trace length.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "analyzer/decode/data_element.h"
+#include "analyzer/decode/decoded_event.h"
+#include "analyzer/analyses/model.h"
+#include "analyzer/analyses/topology.h"
+
+namespace sigmatrace::analyzer {
+
+class OpListener {
+public:
+    virtual ~OpListener() = default;
+    virtual void on_operation(const Operation& op) = 0;
+};
+
+class OpReconstruction {
+public:
+    OpReconstruction(Topology& topo, OpListener& out) : topo_(topo), out_(out) {}
+
+    // One posted WR or one completion of process p.
+    void on_element(const DataElement& e, ProcId p);
+    void on_gpu_wqe(const DecodedEvent& ev, ProcId p);
+    void on_gpu_cqe(const DecodedEvent& ev, ProcId p);
+
+    // A QP's owner changed its state (qp_modify with IBV_QP_STATE): ERR marks it torn down, RESET also ends what
+    // waits on it (a QP in RESET has no WQEs), INIT brings a reset QP back into use.
+    void on_qp_state(QpId q, int32_t state);
+    // A QP was destroyed (teardown = true: by its owner), or its process replaced or the trace ended: sends still
+    // waiting are unconfirmed after a teardown, else in flight; receives are unused.
+    void drain_qp(QpId q, bool teardown);
+    void drain_process(ProcId p);
+    // End of the trace.
+    void finish();
+
+    // Object-life events may change which QP a handle or QP number names: the next element looks it up again.
+    void forget_lookups() {
+        post_cache_ = Cached{};
+        completion_cache_ = Cached{};
+    }
+
+    // Posted receives never consumed (normal: applications pre-post receives); not operations.
+    uint64_t unconsumed_receives() const { return unconsumed_receives_; }
+
+private:
+    void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts, bool implied,
+              bool gpu, uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+    bool complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts);
+    bool complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode, uint32_t byte_len, int64_t ts);
+    void bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq);
+    QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
+    void on_send(const DataElement& e, ProcId p);
+    void on_recv(const DataElement& e, ProcId p);
+    void on_srq_recv(const DataElement& e, ProcId p);
+    void on_completion(const DataElement& e, ProcId p);
+    // The QP of the last post and of the last completion: a thread posts to one QP and polls one CQ for long
+    // stretches, and each of these lookups is two hash probes.
+    struct Cached {
+        ProcId proc = kNoId;
+        uint64_t key = 0;
+        uint32_t qpn = 0;
+        QpId qp = kNoId;
+    };
+    QpId qp_of_post(ProcId p, uint64_t handle, uint32_t qpn);
+
+    Topology& topo_;
+    OpListener& out_;
+    uint64_t unconsumed_receives_ = 0;
+    Cached post_cache_;
+    Cached completion_cache_;
+};
+
+}  // namespace sigmatrace::analyzer

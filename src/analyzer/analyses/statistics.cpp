@@ -1,0 +1,115 @@
+#include "analyzer/analyses/statistics.h"
+
+#include <algorithm>
+
+#include "analyzer/analyses/topology.h"
+
+namespace sigmatrace::analyzer {
+
+OpAggregate::Bins OpAggregate::bins_of(const Operation& op, QuantileHistogram::Binned& last_size) const {
+    Bins b{};
+    if (op.moved_data()) {
+        const auto size = static_cast<double>(op.bytes);
+        if (size != last_size.value) last_size = size_bytes.bin(size);
+        b.size = last_size;
+    }
+    if (op.outcome == OpOutcome::Completed) b.latency = latency_ns.bin(static_cast<double>(op.done_ts - op.post_ts));
+    return b;
+}
+
+namespace {
+// The histogram of `agg` an operation's post -> completion time belongs to, or null (no completion).
+QuantileHistogram* time_histogram(OpAggregate& agg, const Operation& op) {
+    if (op.outcome != OpOutcome::Completed) return nullptr;
+    if (op.is_recv()) return &agg.time_posted_ns;
+    return op.implied ? &agg.implied_latency_ns : &agg.latency_ns;
+}
+}  // namespace
+
+void OpAggregate::add(const Operation& op, const Bins& bins) {
+    if (count == 0 || op.post_ts < first_ts) first_ts = op.post_ts;
+    last_ts = std::max(last_ts, op.done_ts);
+    ++count;
+    posted_bytes += op.bytes;
+    if (op.gpu) ++gpu;
+    if (op.implied) ++implied;
+    switch (op.outcome) {
+    case OpOutcome::Completed:
+        ++completed;
+        completed_bytes += op.bytes;
+        break;
+    case OpOutcome::Failed: ++failed; break;
+    case OpOutcome::Flushed: ++flushed; break;
+    case OpOutcome::FlushedAtTeardown: ++flushed_at_teardown; break;
+    case OpOutcome::InFlight:
+        ++in_flight;
+        in_flight_bytes += op.bytes;
+        break;
+    case OpOutcome::Unconfirmed:
+        ++unconfirmed;
+        unconfirmed_bytes += op.bytes;
+        break;
+    case OpOutcome::Observed: ++observed; break;
+    case OpOutcome::Lost: ++lost; break;
+    }
+    if (op.moved_data()) {
+        bytes += op.bytes;
+        size_bytes.add(bins.size);
+    }
+    if (QuantileHistogram* h = time_histogram(*this, op)) h->add(bins.latency);
+}
+
+void OpAggregate::merge(const OpAggregate& o) {
+    if (o.count == 0) return;
+    if (count == 0 || o.first_ts < first_ts) first_ts = o.first_ts;
+    last_ts = std::max(last_ts, o.last_ts);
+    count += o.count;
+    bytes += o.bytes;
+    posted_bytes += o.posted_bytes;
+    completed_bytes += o.completed_bytes;
+    in_flight_bytes += o.in_flight_bytes;
+    unconfirmed_bytes += o.unconfirmed_bytes;
+    completed += o.completed;
+    failed += o.failed;
+    flushed += o.flushed;
+    flushed_at_teardown += o.flushed_at_teardown;
+    in_flight += o.in_flight;
+    unconfirmed += o.unconfirmed;
+    observed += o.observed;
+    lost += o.lost;
+    implied += o.implied;
+    gpu += o.gpu;
+    latency_ns.merge(o.latency_ns);
+    implied_latency_ns.merge(o.implied_latency_ns);
+    time_posted_ns.merge(o.time_posted_ns);
+    size_bytes.merge(o.size_bytes);
+}
+
+void Statistics::add(const Operation& op) {
+    const OpAggregate::Bins bins = total_.bins_of(op, last_size_);  // every aggregate has the same binning
+    opcode_[op.opcode].add(op, bins);
+    (op.is_recv() ? recvs_by_qp_[op.qp] : sends_by_qp_[op.qp]).add(op, bins);
+}
+
+void Statistics::finish(Topology& topo) {
+    by_opcode_ = std::move(opcode_.m);
+    for (const auto& [code, agg] : by_opcode_) total_.merge(agg);
+    for (const auto& [q, agg] : recvs_by_qp_.m) {
+        by_qp_[q].merge(agg);
+        by_process_[topo.qp(q).proc].merge(agg);
+    }
+    for (const auto& [q, agg] : sends_by_qp_.m) {
+        by_qp_[q].merge(agg);
+        const Qp& qp = topo.qp(q);
+        by_process_[qp.proc].merge(agg);
+        if (qp.type == 4) continue;  // UD: one QP talks to many peers; not attributable per QP
+        const Peer& peer = topo.resolve_peer(q);
+        if (peer.proc == kNoId) continue;
+        by_pair_[{qp.proc, peer.proc}].merge(agg);
+    }
+    opcode_ = {};
+    sends_by_qp_ = {};
+    recvs_by_qp_ = {};
+}
+
+}  // namespace sigmatrace::analyzer

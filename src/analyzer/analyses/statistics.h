@@ -1,0 +1,105 @@
+// Statistics of reconstructed operations: count, bytes, outcome counts, latency and size distributions, per
+// opcode, per QP, per peer pair (source process -> destination process) and per process.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "analyzer/analyses/model.h"
+#include "analyzer/analyses/quantile_histogram.h"
+
+namespace sigmatrace::analyzer {
+
+class Topology;
+
+struct OpAggregate {
+    uint64_t count = 0;         // every operation, whatever its outcome
+    uint64_t bytes = 0;         // bytes of operations that moved data (completed, or observed on a GPU ring)
+    uint64_t posted_bytes = 0;  // bytes of every operation (receives: what arrived, or the buffer posted)
+    uint64_t completed_bytes = 0;
+    uint64_t in_flight_bytes = 0;
+    uint64_t unconfirmed_bytes = 0;
+    uint64_t completed = 0;
+    uint64_t failed = 0;
+    uint64_t flushed = 0;
+    uint64_t flushed_at_teardown = 0;   // flushes after the owner's own teardown: not errors
+    uint64_t in_flight = 0;
+    uint64_t unconfirmed = 0;   // no completion, QP torn down by its owner (model.h OpOutcome::Unconfirmed)
+    uint64_t observed = 0;      // GPU WQEs without a visible CQE
+    uint64_t lost = 0;
+    uint64_t implied = 0;       // unsignaled WRs completed by a later signaled completion
+    uint64_t gpu = 0;           // GPU-posted
+    int64_t first_ts = 0;
+    int64_t last_ts = 0;
+    // Successful sends (and GPU WQEs) whose own completion was seen: post -> completion.
+    QuantileHistogram latency_ns;
+    // Unsignaled sends retired by a later signaled completion: post -> that completion (an upper bound).
+    QuantileHistogram implied_latency_ns;
+    // Successful receives: post -> completion, the time the receive sat posted (mostly waiting for a sender).
+    QuantileHistogram time_posted_ns;
+    QuantileHistogram size_bytes{1.0, 1e10, 20};
+
+    // An operation's latency and size in this binning, found once for all the aggregates it is added to.
+    // `latency` is the post -> completion time in whichever of the three time histograms the operation goes to.
+    struct Bins {
+        QuantileHistogram::Binned latency;
+        QuantileHistogram::Binned size;
+    };
+    // `last_size`: the bin of the size the previous operation had (value -1: none yet), reused when the size
+    // repeats, as a benchmark's does: the same bin the logarithm would give, without it.
+    Bins bins_of(const Operation& op, QuantileHistogram::Binned& last_size) const;
+
+    void add(const Operation& op, const Bins& bins);
+    void merge(const OpAggregate& other);
+    uint64_t errors() const { return failed + flushed; }
+};
+
+// Aggregates of every operation by opcode, QP, process and process pair, and in total. Streaming adds only
+// what cannot be derived later (by opcode, and per QP split into the QP's sends and receives); finish() merges
+// the rest: the total from the opcodes, a process from its QPs (an operation's QP always belongs to the
+// operation's process), a pair from its initiator's QPs. Histogram merges are exact and every value is an
+// integer (sums of doubles below 2^53 do not depend on order), so the result is the same as adding each
+// operation to all five aggregates, at two fifths of the per-operation cost.
+class Statistics {
+public:
+    void add(const Operation& op);
+    // Builds the total, the per-QP table and the per-pair table (once peers are resolved). Call once, at the end.
+    void finish(Topology& topo);
+
+    const OpAggregate& total() const { return total_; }
+    // Opcode code (ibv_wr_opcode, kOpRecv, kOpRecvRdmaWithImm) -> aggregate, for the opcodes seen.
+    const std::map<uint8_t, OpAggregate>& by_opcode() const { return by_opcode_; }
+    const std::map<QpId, OpAggregate>& by_qp() const { return by_qp_; }
+    const std::map<std::pair<ProcId, ProcId>, OpAggregate>& by_pair() const { return by_pair_; }
+    const std::map<ProcId, OpAggregate>& by_process() const { return by_process_; }
+
+private:
+    // The aggregate of `key` in `m`, through a one-entry cache: consecutive operations usually share it.
+    template <typename Key> struct Cached {
+        std::map<Key, OpAggregate> m;
+        Key last{};
+        OpAggregate* last_agg = nullptr;
+        OpAggregate& operator[](const Key& k) {
+            if (last_agg == nullptr || k != last) {
+                last = k;
+                last_agg = &m[k];
+            }
+            return *last_agg;
+        }
+    };
+
+    OpAggregate total_;
+    std::map<uint8_t, OpAggregate> by_opcode_;
+    std::map<QpId, OpAggregate> by_qp_;
+    std::map<std::pair<ProcId, ProcId>, OpAggregate> by_pair_;
+    std::map<ProcId, OpAggregate> by_process_;
+    Cached<uint8_t> opcode_;
+    Cached<QpId> sends_by_qp_;  // initiator-side operations (also folded into by_pair_)
+    Cached<QpId> recvs_by_qp_;
+    QuantileHistogram::Binned last_size_{-1.0, 0};
+};
+
+}  // namespace sigmatrace::analyzer

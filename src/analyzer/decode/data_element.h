@@ -1,0 +1,154 @@
+// One element of a data-path call as reordering and reconstruction consume it: one posted send WR, one posted
+// receive (QP or SRQ), or one work completion, with its own capture time, who captured it and the fields
+// reconstruction reads. The element decoder (element_decoder.h) makes them from a `deferred_records` event's
+// records, and from the data events of older traces (schema minors 1-3, the events format) through
+// for_each_element below; everything after it handles one element at a time, never a call or a batch.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "analyzer/decode/decoded_event.h"
+
+namespace sigmatrace::analyzer {
+
+enum class ElementKind : uint8_t { send, recv, srq_recv, completion };
+
+// The event that carried an element: shared by all of that event's elements, so that an element stays small
+// and a held run of them (reorder_stage.h) keeps one copy of the strings.
+struct ElementOrigin {
+    uint32_t trace_index = 0;
+    int64_t vpid = -1;
+    int64_t vtid = -1;
+    std::string_view procname;
+    std::string_view trace_hostname;
+    int64_t event_ns = 0;   // the carrying event's timestamp (its emission; the watermark of reordering)
+    uint64_t serial = 0;    // which event of the stream carried it: tells one event's elements from the next's
+};
+
+struct DataElement {
+    const ElementOrigin* origin = nullptr;
+    int64_t ts_ns = 0;          // capture time, ns from origin (the carrying event's time when none was captured)
+    ElementKind kind = ElementKind::send;
+    // The first element of an events-format data event: that trace event is counted with it (a
+    // `deferred_records` carrier is counted as itself). `malformed`: that event's sequences disagreed.
+    bool counts_event = false;
+    bool malformed = false;
+    // A post the call refused (ret != 0, at or after bad_index): not posted, counted as a post error.
+    bool rejected = false;
+    uint8_t opcode = 0;         // sends: ibv_wr_opcode; completions: ibv_wc_opcode
+    uint8_t status = 0;         // completions: ibv_wc_status
+    uint32_t qp_num = 0;        // posts: the QP's number (0 for an SRQ); completions: the completing QP's
+    uint64_t handle = 0;        // the QP (send, recv), the SRQ (srq_recv) or the CQ (completion)
+    uint64_t wr_id = 0;
+    uint32_t bytes = 0;         // posts: bytes of the WR; completions: byte_len
+    uint32_t send_flags = 0;
+    uint32_t rkey = 0;
+    uint32_t remote_qpn = 0;    // UD sends
+    uint64_t raddr = 0;
+    uint64_t ah = 0;            // UD sends
+};
+
+inline EventId event_of(ElementKind k) {
+    switch (k) {
+    case ElementKind::send: return EventId::post_send;
+    case ElementKind::recv: return EventId::post_recv;
+    case ElementKind::srq_recv: return EventId::post_srq_recv;
+    case ElementKind::completion: return EventId::poll_cq;
+    }
+    return EventId::count_;
+}
+
+inline bool is_data_event(EventId id) {
+    return id == EventId::post_send || id == EventId::post_recv || id == EventId::post_srq_recv || id == EventId::poll_cq;
+}
+
+// Whether WR `index` of a post call (counted across a long chain's parts) was refused: the call failed
+// (`ret` != 0) and the WR is at or after `bad_index` (every WR when bad_index is unknown, < 0).
+inline bool post_rejected(int64_t ret, int64_t bad_index, uint64_t index) {
+    return ret != 0 && (bad_index < 0 || static_cast<int64_t>(index) >= bad_index);
+}
+
+// The adapter for the events format: hands each element of data event `ev` (post_send, post_recv,
+// post_srq_recv or poll_cq, as schema minors 1-3 and SIGMATRACE_DEFER_FORMAT=events wrote them) to
+// `emit(const DataElement&)`, in order, the first one with counts_event. Returns how many; 0 for an event
+// without elements (the caller counts that event itself) or of another id. `malformed` is set when the
+// sequences disagree with `n` (those elements still go out, bounded by the shortest reading as zeros).
+template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const ElementOrigin& origin, bool& malformed, Emit&& emit) {
+    namespace F = fields;
+    DataElement e;
+    e.origin = &origin;
+    uint32_t n = 0;
+    switch (ev.id) {
+    case EventId::post_send: {
+        n = ev.batch_size(F::post_send::n, malformed, F::post_send::ts);
+        e.kind = ElementKind::send;
+        e.handle = ev.u(F::post_send::qp);
+        e.qp_num = static_cast<uint32_t>(ev.u(F::post_send::qp_num));
+        const int64_t ret = ev.i64(F::post_send::ret), bad = ev.i64(F::post_send::bad_index);
+        const uint64_t offset = ev.u(F::post_send::batch_offset);
+        for (uint32_t k = 0; k < n; ++k) {
+            e.counts_event = k == 0;
+            e.malformed = k == 0 && malformed;
+            e.ts_ns = ev.element_ts(F::post_send::ts, k);
+            e.rejected = post_rejected(ret, bad, offset + k);
+            e.wr_id = ev.at(F::post_send::wr_id, k);
+            e.opcode = static_cast<uint8_t>(ev.at(F::post_send::opcode, k));
+            e.send_flags = static_cast<uint32_t>(ev.at(F::post_send::send_flags, k));
+            e.bytes = static_cast<uint32_t>(ev.at(F::post_send::bytes, k));
+            e.raddr = ev.at(F::post_send::raddr, k);
+            e.rkey = static_cast<uint32_t>(ev.at(F::post_send::rkey, k));
+            e.remote_qpn = static_cast<uint32_t>(ev.at(F::post_send::remote_qpn, k));
+            e.ah = ev.at(F::post_send::ah, k);
+            emit(static_cast<const DataElement&>(e));
+        }
+        break;
+    }
+    case EventId::post_recv:
+    case EventId::post_srq_recv: {
+        const bool srq = ev.id == EventId::post_srq_recv;
+        // post_recv and post_srq_recv share their field order but not their indexes' names.
+        const int n_f = srq ? int{F::post_srq_recv::n} : int{F::post_recv::n}, ts_f = srq ? int{F::post_srq_recv::ts} : int{F::post_recv::ts};
+        n = ev.batch_size(n_f, malformed, ts_f);
+        e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
+        e.handle = srq ? ev.u(F::post_srq_recv::srq) : ev.u(F::post_recv::qp);
+        e.qp_num = srq ? 0 : static_cast<uint32_t>(ev.u(F::post_recv::qp_num));
+        const int64_t ret = ev.i64(srq ? int{F::post_srq_recv::ret} : int{F::post_recv::ret});
+        const int64_t bad = ev.i64(srq ? int{F::post_srq_recv::bad_index} : int{F::post_recv::bad_index});
+        const uint64_t offset = ev.u(srq ? int{F::post_srq_recv::batch_offset} : int{F::post_recv::batch_offset});
+        const int wr_f = srq ? int{F::post_srq_recv::wr_id} : int{F::post_recv::wr_id};
+        const int bytes_f = srq ? int{F::post_srq_recv::bytes} : int{F::post_recv::bytes};
+        for (uint32_t k = 0; k < n; ++k) {
+            e.counts_event = k == 0;
+            e.malformed = k == 0 && malformed;
+            e.ts_ns = ev.element_ts(ts_f, k);
+            e.rejected = post_rejected(ret, bad, offset + k);
+            e.wr_id = ev.at(wr_f, k);
+            e.bytes = static_cast<uint32_t>(ev.at(bytes_f, k));
+            emit(static_cast<const DataElement&>(e));
+        }
+        break;
+    }
+    case EventId::poll_cq: {
+        n = ev.batch_size(F::poll_cq::n, malformed, F::poll_cq::ts);
+        e.kind = ElementKind::completion;
+        e.handle = ev.u(F::poll_cq::cq);
+        for (uint32_t k = 0; k < n; ++k) {
+            e.counts_event = k == 0;
+            e.malformed = k == 0 && malformed;
+            e.ts_ns = ev.element_ts(F::poll_cq::ts, k);
+            e.qp_num = static_cast<uint32_t>(ev.at(F::poll_cq::qp_num, k));
+            e.wr_id = ev.at(F::poll_cq::wr_id, k);
+            e.status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
+            e.opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
+            e.bytes = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
+            emit(static_cast<const DataElement&>(e));
+        }
+        break;
+    }
+    default: break;
+    }
+    return n;
+}
+
+}  // namespace sigmatrace::analyzer

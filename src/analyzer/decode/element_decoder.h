@@ -1,0 +1,38 @@
+// The stage in front of the reordering (reorder_stage.h) that turns data-path calls into their elements
+// (data_element.h): each record of a `deferred_records` event (schema minor 4 on) becomes its posted WRs or its
+// completions, decoded straight from the record the wire format yields; the data events of older traces
+// (post_send, post_recv, post_srq_recv, poll_cq: schema minors 1-3, the events format) go through the adapter
+// for_each_element. Every other event passes through unchanged, and so does a carrier after its elements
+// (Analysis counts it and its salvage and loss fields).
+//
+// The records and their encoding are <sigmatrace/deferred_records.h> and <sigmatrace/deferred_records_wire.h>.
+// Their capture times (CLOCK_MONOTONIC ns) become ns from origin through the carrier's `capture_to_ns` (the
+// Babeltrace2 consumer sets it from the event's clock class; none: they already are). A carrier whose
+// layout is unknown or whose records stop decoding part-way is passed on marked `inconsistent` after the
+// elements that did decode (Analysis counts it); nothing past the first bad header is read.
+#pragma once
+
+#include <sigmatrace/deferred_records.h>
+
+#include "analyzer/decode/event_sink.h"
+
+namespace sigmatrace::analyzer {
+
+class ElementDecoder final : public EventSink {
+public:
+    explicit ElementDecoder(EventSink& out) : out_(out) {}
+
+    void on_event(const DecodedEvent& ev) override;
+    void on_element(const DataElement& e) override { out_.on_element(e); }
+    void on_ordering(const OrderingSummary& s) override { out_.on_ordering(s); }
+
+private:
+    // Hands the elements of ring record `h` (checked by the walk) on; false when its kind is unknown.
+    void emit_record(const records::RecordHeader& h, int64_t event_ns);
+
+    EventSink& out_;
+    ElementOrigin origin_;
+    uint64_t serial_ = 0;
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,89 @@
+#include "interpose/capture/capture_clock.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace sigmatrace::interpose::capture_clock {
+
+namespace detail {
+bool g_use_tsc = false;
+}  // namespace detail
+
+namespace {
+
+// The calibration pair and the first rate: see detail::g_use_tsc for why they are process-wide.
+uint64_t g_base_ticks = 0;
+uint64_t g_base_ns = 0;
+double g_first_ns_per_tick = 1.0;
+
+bool invariant_tsc() noexcept {
+#if defined(__x86_64__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) == 0 || eax < 0x80000007u) return false;
+    if (__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (edx & (1u << 8)) != 0;
+#else
+    return false;
+#endif
+}
+
+// One (ticks, ns) pair: the ns read bracketed by two TSC reads, ticks at their midpoint; retried when a
+// preemption or interrupt widened the bracket.
+void read_pair(uint64_t& ticks, uint64_t& ns) noexcept {
+#if defined(__x86_64__)
+    uint64_t best_width = UINT64_MAX;
+    for (int i = 0; i < 8; ++i) {
+        const uint64_t t0 = __rdtsc();
+        const uint64_t n = monotonic_ns();
+        const uint64_t t1 = __rdtsc();
+        if (t1 - t0 < best_width) {
+            best_width = t1 - t0;
+            ticks = t0 + (t1 - t0) / 2;
+            ns = n;
+        }
+    }
+#else
+    ticks = ns = monotonic_ns();
+#endif
+}
+
+}  // namespace
+
+void calibrate() noexcept {
+    if (g_base_ns != 0) return;
+    detail::g_use_tsc = invariant_tsc();
+    if (!detail::g_use_tsc) {
+        g_base_ticks = g_base_ns = monotonic_ns();
+        return;
+    }
+    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0;
+    read_pair(t0, n0);
+    do read_pair(t1, n1);
+    while (n1 - n0 < 50000);  // 50 µs: the first rate within ~0.1%, used only for bounds until drains refine it
+    g_first_ns_per_tick = static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0);
+    g_base_ticks = t0;
+    g_base_ns = n0;
+}
+
+Anchor anchor_now() noexcept {
+    Anchor a;
+    if (!detail::g_use_tsc) {
+        a.ticks = a.ns = monotonic_ns();
+        return a;
+    }
+    read_pair(a.ticks, a.ns);
+    // The rate over everything since calibration: the longer the base, the smaller the error of the pairs.
+    const uint64_t dt = a.ticks - g_base_ticks;
+    a.ns_per_tick = (dt > 0 && a.ns > g_base_ns && a.ns - g_base_ns >= 50000)
+                        ? static_cast<double>(a.ns - g_base_ns) / static_cast<double>(dt)
+                        : g_first_ns_per_tick;
+    return a;
+}
+
+uint64_t ticks_for_ns(uint64_t ns) noexcept {
+    if (!detail::g_use_tsc) return ns;
+    return static_cast<uint64_t>(static_cast<double>(ns) / g_first_ns_per_tick);
+}
+
+}  // namespace sigmatrace::interpose::capture_clock

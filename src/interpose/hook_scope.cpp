@@ -1,7 +1,0 @@
-#include "interpose/hook_scope.h"
-
-namespace sigmatrace::interpose {
-
-__thread int tls_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
-
-}  // namespace sigmatrace::interpose
