@@ -86,6 +86,7 @@ void Watcher::run() {
     }
     uint64_t period = config_.min_period_ns;
     uint64_t last_start = 0;
+    uint64_t last_active = 0;  // start of the last sweep that decoded WQEs
     for (;;) {
         Backlog backlog = Backlog::None;
         size_t decoded = 0;
@@ -97,7 +98,8 @@ void Watcher::run() {
             sync_locked();
             decoded = sweep_locked(backlog);
         }
-        period = next_sweep_period(config_, period, backlog, decoded > 0);
+        if (decoded > 0) last_active = last_start;
+        period = next_sweep_period(config_, period, backlog, decoded > 0, last_start - last_active);
         period_ns_.store(period, std::memory_order_relaxed);
 
         std::unique_lock lk(wake_mu_);
@@ -233,14 +235,18 @@ void Watcher::link_send_queues() {
     }
 }
 
-uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active) {
+uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active,
+                           uint64_t quiet_ns) {
     switch (backlog) {
     case Backlog::High: return config.min_period_ns;                         // a ring is half full: hurry
     case Backlog::Rising: return std::max(config.min_period_ns, period / 2);  // filling faster than drained
     case Backlog::None: break;
     }
-    const uint64_t cap = active ? config.max_period_ns : std::max(config.idle_period_ns, config.max_period_ns);
-    if (period >= cap) return active ? cap : period;  // busy again after idle: back under the maximum at once
+    // A producer that posts in bursts (UCX fills its send window, then waits for completions) leaves sweeps
+    // empty between bursts; relaxing to the idle period there would let the next burst wrap the ring unseen.
+    const bool busy = active || quiet_ns < config.linger_ns;
+    const uint64_t cap = busy ? config.max_period_ns : std::max(config.idle_period_ns, config.max_period_ns);
+    if (period >= cap) return busy ? cap : period;  // busy again after idle: back under the maximum at once
     return std::min(cap, period * 2);
 }
 

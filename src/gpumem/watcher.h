@@ -56,9 +56,11 @@ struct WatcherStats {
 enum class Backlog : uint8_t { None, Rising, High };
 
 // The adaptive period: to the minimum when a ring is half full, halved while rings fill faster than they drain,
-// otherwise doubled up to the maximum (sweeps that found WQEs) or the idle period (sweeps that found nothing);
-// a busy sweep after idling returns to the maximum at once.
-uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active);
+// otherwise doubled up to the maximum (sweeps that found WQEs, or found nothing but within the linger time of
+// one that did: `quiet_ns` is the time since then) or the idle period (quiet for longer); a busy sweep after
+// idling returns to the maximum at once.
+uint64_t next_sweep_period(const WatcherConfig& config, uint64_t period, Backlog backlog, bool active,
+                           uint64_t quiet_ns);
 
 class Watcher {
 public:

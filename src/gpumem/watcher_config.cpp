@@ -32,9 +32,11 @@ WatcherConfig WatcherConfig::from_environment() {
     c.enabled = enabled != 0;
     long long min_us = static_cast<long long>(c.min_period_ns / 1000), max_us = static_cast<long long>(c.max_period_ns / 1000);
     long long idle_us = static_cast<long long>(c.idle_period_ns / 1000);
+    long long linger_us = static_cast<long long>(c.linger_ns / 1000);
     read_int("SIGMATRACE_GPU_WATCH_MIN_PERIOD_US", min_us, 1, 10'000'000);
     read_int("SIGMATRACE_GPU_WATCH_MAX_PERIOD_US", max_us, 1, 10'000'000);
     read_int("SIGMATRACE_GPU_WATCH_IDLE_PERIOD_US", idle_us, 1, 10'000'000);
+    read_int("SIGMATRACE_GPU_WATCH_LINGER_US", linger_us, 0, 100'000'000);
     if (max_us < min_us) {
         std::fprintf(stderr,
                      "SigmaTrace: SIGMATRACE_GPU_WATCH_MAX_PERIOD_US=%lld is below the minimum period %lld us; "
@@ -45,6 +47,7 @@ WatcherConfig WatcherConfig::from_environment() {
     c.min_period_ns = static_cast<uint64_t>(min_us) * 1000;
     c.max_period_ns = static_cast<uint64_t>(max_us) * 1000;
     c.idle_period_ns = static_cast<uint64_t>(idle_us) * 1000;
+    c.linger_ns = static_cast<uint64_t>(linger_us) * 1000;
     if (const char* g = std::getenv("SIGMATRACE_GPU_WATCH_GUARD"); g && std::strcmp(g, "auto") != 0)
         read_int("SIGMATRACE_GPU_WATCH_GUARD", c.guard_wqebbs, 0, 1 << 20);
     read_int("SIGMATRACE_GPU_WATCH_CPU", c.cpu, -1, 1 << 16);

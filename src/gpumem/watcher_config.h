@@ -10,11 +10,12 @@ struct WatcherConfig {
     bool autostart = false;              // start the thread when the first queue is learned (the runtime sets it)
     // The sweep period adapts to the risk of losing WQEs: it drops towards the minimum while a ring fills up
     // faster than the watcher drains it (a sweep finding a ring 1/8 full or more), and relaxes towards the
-    // maximum otherwise, so the observation delay of a posted WQE stays under the maximum; after sweeps that find
-    // nothing new it keeps relaxing up to the idle period.
+    // maximum otherwise, so the observation delay of a posted WQE stays under the maximum; once no sweep has found
+    // anything new for the linger time it keeps relaxing up to the idle period.
     uint64_t min_period_ns = 5'000;      // SIGMATRACE_GPU_WATCH_MIN_PERIOD_US
     uint64_t max_period_ns = 100'000;    // SIGMATRACE_GPU_WATCH_MAX_PERIOD_US
     uint64_t idle_period_ns = 1'000'000; // SIGMATRACE_GPU_WATCH_IDLE_PERIOD_US
+    uint64_t linger_ns = 20'000'000;     // SIGMATRACE_GPU_WATCH_LINGER_US
     // SIGMATRACE_GPU_WATCH_GUARD: WQEBBs a producer may be writing beyond its doorbell record while the watcher
     // copies a ring. WQEs that close to being overwritten are counted lost instead of decoded, so a torn copy
     // can never be decoded wrong. -1 = auto: 1/16 of the ring.

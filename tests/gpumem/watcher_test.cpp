@@ -496,17 +496,37 @@ TEST(WatcherPeriod, AdaptsToTheRiskOfLosingWqes) {
     c.min_period_ns = 5'000;
     c.max_period_ns = 100'000;
     c.idle_period_ns = 1'000'000;
-    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::High, true), 5'000u);      // a ring half full: hurry
-    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::Rising, true), 40'000u);   // filling up: twice as often
-    EXPECT_EQ(next_sweep_period(c, 6'000, Backlog::Rising, true), 5'000u);     // never under the minimum
-    EXPECT_EQ(next_sweep_period(c, 40'000, Backlog::None, true), 80'000u);     // keeping up: relax...
-    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::None, true), 100'000u);    // ...to the maximum while busy
-    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false), 200'000u);  // idle: on to the idle period
-    EXPECT_EQ(next_sweep_period(c, 800'000, Backlog::None, false), 1'000'000u);
-    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, false), 1'000'000u);
-    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, true), 100'000u);  // busy again: back at once
+    c.linger_ns = 20'000'000;
+    constexpr uint64_t kBusy = 0, kQuiet = 30'000'000;  // time since a sweep last found WQEs
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::High, true, kBusy), 5'000u);     // a ring half full: hurry
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::Rising, true, kBusy), 40'000u);  // filling up: twice as often
+    EXPECT_EQ(next_sweep_period(c, 6'000, Backlog::Rising, true, kBusy), 5'000u);    // never under the minimum
+    EXPECT_EQ(next_sweep_period(c, 40'000, Backlog::None, true, kBusy), 80'000u);    // keeping up: relax...
+    EXPECT_EQ(next_sweep_period(c, 80'000, Backlog::None, true, kBusy), 100'000u);   // ...to the maximum while busy
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false, kQuiet), 200'000u);  // idle: on to the idle period
+    EXPECT_EQ(next_sweep_period(c, 800'000, Backlog::None, false, kQuiet), 1'000'000u);
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, false, kQuiet), 1'000'000u);
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, true, kBusy), 100'000u);  // busy again: back at once
     c.idle_period_ns = 0;  // an idle period under the maximum means the maximum
-    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false), 100'000u);
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false, kQuiet), 100'000u);
+}
+
+TEST(WatcherPeriod, StaysAtTheBusyMaximumBetweenBurstsUntilQuietForTheLingerTime) {
+    WatcherConfig c;
+    c.min_period_ns = 5'000;
+    c.max_period_ns = 100'000;
+    c.idle_period_ns = 1'000'000;
+    c.linger_ns = 20'000'000;
+    // Empty sweeps between a producer's bursts: no relaxing past the busy maximum...
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false, 150'000), 100'000u);
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false, 19'999'999), 100'000u);
+    EXPECT_EQ(next_sweep_period(c, 50'000, Backlog::None, false, 1'000'000), 100'000u);
+    // ...a period above it (an idle one) comes back to it at once...
+    EXPECT_EQ(next_sweep_period(c, 1'000'000, Backlog::None, false, 0), 100'000u);
+    // ...and only a quiet linger time lets it relax towards the idle period.
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false, 20'000'000), 200'000u);
+    c.linger_ns = 0;  // no lingering: the first empty sweep relaxes
+    EXPECT_EQ(next_sweep_period(c, 100'000, Backlog::None, false, 0), 200'000u);
 }
 
 TEST(WatcherThread, StopSweepsWhatWasPostedLast) {
