@@ -26,7 +26,9 @@
 #include "mlx5/cqe_ring.h"
 #include "mlx5/direct_qp.h"
 #include "mlx5/frontend_abi.h"
+#include "mlx5/general_commands.h"
 #include "mlx5/recv_mirror.h"
+#include "mlx5/verbs_qp_commands.h"
 #include "provider/objects.h"
 
 namespace softfabric::mlx5 {
@@ -327,24 +329,6 @@ public:
             if (int err = export_ah(obj->ah.in, obj->ah.out)) return err;
         }
         return 0;
-    }
-
-    // ---- mlx5dv_devx_general_cmd: of the HCA capabilities, only the device-memory set, all zero (the fabric has
-    // no device memory, as ibv_query_device_ex's max_dm_size 0 says). Other general commands, the general
-    // capabilities among them (UCX would take an answer for a DevX-capable device), are not emulated.
-    int general_cmd(const void* in, size_t inlen, void* out, size_t outlen) {
-        constexpr uint16_t kQueryHcaCap = 0x100;
-        constexpr uint32_t kDeviceMemoryCap = 0xf;  // MLX5_CMD_MOD_DEVICE_MEMORY_CAP: op_mod = type << 1 | current
-        constexpr size_t kQueryHcaCapOutBytes = 0x1010;
-        const prm::Mailbox box(in, inlen);
-        const uint16_t opcode = prm::command_opcode(box);
-        if (opcode == kQueryHcaCap && (box.get_or(prm::f::op_mod, 0) >> 1) == kDeviceMemoryCap) {
-            if (!out || outlen < 16) return EINVAL;
-            std::memset(out, 0, std::min(outlen, kQueryHcaCapOutBytes));
-            return 0;
-        }
-        say_once("DevX general command not emulated on fabric devices; it fails with EOPNOTSUPP", opcode);
-        return EOPNOTSUPP;
     }
 
     // ---- mlx5dv_query_device / mlx5dv_create_cq / mlx5dv_create_qp
@@ -1001,7 +985,7 @@ ibv_qp* create_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr, mlx5dv_qp_init_at
 }
 
 int general_cmd(ibv_context*, const void* in, size_t inlen, void* out, size_t outlen) {
-    return Frontend::instance().general_cmd(in, inlen, out, outlen);
+    return general_command(in, inlen, out, outlen);
 }
 mlx5dv_qp_ex* qp_ex_from_ibv_qp_ex(ibv_qp_ex* qp) { return provider::dv_qp_ex(qp); }
 int owns_qp_ex(const mlx5dv_qp_ex* mqp) { return provider::is_fabric_dv_qp_ex(mqp) ? 1 : 0; }
@@ -1009,7 +993,7 @@ int owns_qp_ex(const mlx5dv_qp_ex* mqp) { return provider::is_fabric_dv_qp_ex(mq
 constexpr softfabric_mlx5_ops kOps = {
     SOFTFABRIC_MLX5_ABI_VERSION, sizeof(softfabric_mlx5_ops), owns_context, owns_object, umem_reg, umem_dereg,
     alloc_uar, free_uar, obj_create, obj_modify, obj_query, obj_destroy, query_eqn, init_obj, query_device,
-    create_cq, create_qp, qp_ex_from_ibv_qp_ex, owns_qp_ex, general_cmd,
+    create_cq, create_qp, qp_ex_from_ibv_qp_ex, owns_qp_ex, general_cmd, modify_verbs_qp,
 };
 
 }  // namespace
