@@ -6,8 +6,9 @@
 #       domain.
 #   ucx_test.sh SIGMATRACE perftest TLS FROM:TO:MIN_BYTES -- PERFTEST ARGS...
 #       ucx_perftest server on node0 and client on node1 with UCX_TLS=TLS; both exit 0, both opened sfab_0 with
-#       UCX's DevX memory domain, and the fabric counted at least MIN_BYTES on link FROM -> TO (what the test
-#       moves: put data client -> server, get data the other way) and not ten times more.
+#       UCX's DevX memory domain (and, over RC, connected DevX-created RC QPs), and the fabric counted at least
+#       MIN_BYTES on link FROM -> TO (what the test moves: put data client -> server, get data the other way) and
+#       not ten times more.
 #   ucx_test.sh SIGMATRACE mpi PROGRAM TLS NP
 #       mpirun --mca pml ucx with UCX_TLS=TLS,self, NP ranks on NP fabric nodes: every check of PROGRAM
 #       (tests/softfabric/programs/mpi_pingpong_collectives.cpp) passes, and 1 MiB messages cross node0 <-> nodeN.
@@ -66,6 +67,12 @@ perftest)
     grep -q "$devx_md_line" "$work/$side.log" || { echo "FAILED: the $side did not use UCX's DevX memory domain"; exit 1; }
   done
   echo "both sides: $devx_md_line"
+  if [[ $tls == rc* ]]; then
+    for side in server client; do
+      grep -q "connected rc devx qp" "$work/$side.log" || { echo "FAILED: the $side's RC QP is not a DevX QP"; exit 1; }
+    done
+    echo "both sides: RC QPs created with DevX"
+  fi
   "$sigmatrace" fabric --stats
   bytes=$(stats_bytes "$from" "$to")
   if [[ -z $bytes || $bytes -lt $min || $bytes -gt $((min * 10 + 1048576)) ]]; then
