@@ -111,7 +111,7 @@ int refuse(void* out, size_t outlen, uint8_t status, uint32_t syndrome) {
         prm::set_field(out, outlen, prm::f::out_status, status);
         prm::set_field(out, outlen, prm::f::out_syndrome, syndrome);
     }
-    return fail(EREMOTEIO);
+    return fail(EOPNOTSUPP);
 }
 
 }  // namespace

@@ -18,9 +18,10 @@ inline constexpr uint16_t kCapOdp = 0x2;
 inline constexpr uint16_t kCapAtomic = 0x3;
 inline constexpr uint16_t kCapDeviceMemory = 0xf;
 
-// Executes one general command. 0: `out` holds the answer (status 0). A command the device refuses: `out` holds
-// its status (kCmdStatusBadOp / kCmdStatusBadParam) and a syndrome naming the reason, and the result is
-// EREMOTEIO, the error number rdma-core and the kernel give when the firmware failed a command. A mailbox too
+// Executes one general command. 0: `out` holds the answer (status 0). A command or capability page the device
+// lacks: `out` holds the firmware's status (kCmdStatusBadOp / kCmdStatusBadParam) and a syndrome naming the
+// reason, and the result is EOPNOTSUPP, as every mlx5 feature the fabric lacks is refused (programs that probe a
+// feature, UCX and rdma-core's tests among them, take it for "unsupported" and go on without). A mailbox too
 // short for the command's fields: EINVAL, `out` untouched. errno is set to any nonzero result.
 int general_command(const void* in, size_t inlen, void* out, size_t outlen);
 

@@ -125,7 +125,7 @@ int modify_verbs_qp(ibv_qp* qp, const void* in, size_t inlen, void* out, size_t 
     if (provider::modify_qp(qp, &a, mask) != 0) {
         prm::set_field(out, outlen, prm::f::out_status, kCmdStatusBadParam);
         prm::set_field(out, outlen, prm::f::out_syndrome, uint32_t{m.opcode} << 16);
-        return fail(EREMOTEIO);
+        return fail(EINVAL);
     }
     return 0;
 }

@@ -12,8 +12,8 @@ namespace softfabric::mlx5 {
 // One QP state-transition command (RST2INIT, INIT2RTR, RTR2RTS, 2ERR, 2RST) on `qp`. 0: done, `out` holds
 // status 0. A mailbox that is no transition of this QP (another opcode, another qpn, too short): EINVAL, as
 // the kernel refuses it. A transition the QP's state or type does not allow, or values the device rejects:
-// `out` holds status BAD_PARAM and the opcode in its syndrome, and the result is EREMOTEIO (as for a command the
-// firmware failed). A transition the fabric does not model (RTS2RTS, SQERR2RTS, INIT2INIT, SQD2RTS):
+// `out` holds status BAD_PARAM and the opcode in its syndrome, and the result is EINVAL (what ibv_modify_qp
+// answers for the same transition). A transition the fabric does not model (RTS2RTS, SQERR2RTS, INIT2INIT, SQD2RTS):
 // EOPNOTSUPP. errno is set to any nonzero result.
 int modify_verbs_qp(ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen);
 
