@@ -2,11 +2,13 @@
 # Debian's UCX and Open MPI on the fabric's mlx5 path (docs/softfabric.md, "UCX and Open MPI"). Inside
 # tests/support/sandbox.sh:
 #   ucx_test.sh SIGMATRACE info
-#       `ucx_info -d` lists rc_mlx5, dc_mlx5 and ud_mlx5 on sfab_0:1.
+#       `ucx_info -d` lists rc_mlx5, dc_mlx5 and ud_mlx5 on sfab_0:1, and UCX opened sfab_0 with its DevX memory
+#       domain.
 #   ucx_test.sh SIGMATRACE perftest TLS FROM:TO:MIN_BYTES -- PERFTEST ARGS...
-#       ucx_perftest server on node0 and client on node1 with UCX_TLS=TLS; both exit 0, and the fabric counted at
-#       least MIN_BYTES on link FROM -> TO (what the test moves: put data client -> server, get data the other
-#       way) and not ten times more.
+#       ucx_perftest server on node0 and client on node1 with UCX_TLS=TLS; both exit 0, both opened sfab_0 with
+#       UCX's DevX memory domain (and, over RC, connected DevX-created RC QPs), and the fabric counted at least
+#       MIN_BYTES on link FROM -> TO (what the test moves: put data client -> server, get data the other way) and
+#       not ten times more.
 #   ucx_test.sh SIGMATRACE mpi PROGRAM TLS NP
 #       mpirun --mca pml ucx with UCX_TLS=TLS,self, NP ranks on NP fabric nodes: every check of PROGRAM
 #       (tests/softfabric/programs/mpi_pingpong_collectives.cpp) passes, and 1 MiB messages cross node0 <-> nodeN.
@@ -15,6 +17,8 @@ sigmatrace=$1 mode=$2
 shift 2
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx-utils not installed"; exit 77; }
 export UCX_NET_DEVICES=sfab_0:1 UCX_WARN_UNUSED_ENV_VARS=n
+# UCX's debug log names the memory domain it opened a device with.
+devx_md_line="sfab_0: opened DEVX md"
 stats_bytes() {  # FROM TO: bytes the fabric counted on that link
   "$sigmatrace" fabric --stats | awk -v f="$1" -v t="$2" '$1 == f && $2 == t { print $3 }'
 }
@@ -29,6 +33,10 @@ info)
     echo "$tl on sfab_0:1"
   done
   grep -q "Memory domain: sfab_0" <<<"$out" || { echo "FAILED: no sfab_0 memory domain"; exit 1; }
+  log=$(UCX_LOG_LEVEL=debug timeout 60 "$sigmatrace" fabric --node 0 -- ucx_info -d 2>&1)
+  grep -q "$devx_md_line" <<<"$log" || {
+    echo "FAILED: UCX did not open sfab_0 with its DevX memory domain"; grep "UCX  DEBUG.*md" <<<"$log"; exit 1; }
+  echo "$devx_md_line"
   ;;
 perftest)
   tls=$1 expect=$2
@@ -38,6 +46,7 @@ perftest)
   to=${rest%%:*} min=${rest#*:}
   work=$(mktemp -d /tmp/ucx-test.XXXXXX)
   trap 'rm -rf "$work"' EXIT
+  export UCX_LOG_LEVEL=debug
   UCX_TLS=$tls timeout 120 "$sigmatrace" fabric --node 0 -- ucx_perftest -p 18515 >"$work/server.log" 2>&1 &
   server=$!
   for _ in $(seq 100); do
@@ -48,11 +57,21 @@ perftest)
   client_rc=$?
   wait $server
   server_rc=$?
-  tail -n 3 "$work/client.log"
+  grep -v " UCX  DEBUG " "$work/client.log" | tail -n 3
   if [[ $client_rc -ne 0 || $server_rc -ne 0 ]]; then
     echo "FAILED: client rc=$client_rc, server rc=$server_rc (UCX_TLS=$tls ucx_perftest $*)"
     echo "--- server"; cat "$work/server.log"; echo "--- client"; cat "$work/client.log"
     exit 1
+  fi
+  for side in server client; do
+    grep -q "$devx_md_line" "$work/$side.log" || { echo "FAILED: the $side did not use UCX's DevX memory domain"; exit 1; }
+  done
+  echo "both sides: $devx_md_line"
+  if [[ $tls == rc* ]]; then
+    for side in server client; do
+      grep -q "connected rc devx qp" "$work/$side.log" || { echo "FAILED: the $side's RC QP is not a DevX QP"; exit 1; }
+    done
+    echo "both sides: RC QPs created with DevX"
   fi
   "$sigmatrace" fabric --stats
   bytes=$(stats_bytes "$from" "$to")

@@ -26,7 +26,9 @@
 #include "mlx5/cqe_ring.h"
 #include "mlx5/direct_qp.h"
 #include "mlx5/frontend_abi.h"
+#include "mlx5/general_commands.h"
 #include "mlx5/recv_mirror.h"
+#include "mlx5/verbs_qp_commands.h"
 #include "provider/objects.h"
 
 namespace softfabric::mlx5 {
@@ -38,6 +40,7 @@ namespace gm = sigmatrace::gpumem;
 constexpr uint32_t kMaxSendSge = 16;
 constexpr uint32_t kMaxInline = 256;
 constexpr uint32_t kAutoReceiveDepth = 64;
+constexpr uint32_t kRqTypeSrq = 0x1;  // qpc.rq_type: receives from the SRQ srqn_rmpn_xrqn names
 constexpr size_t kUarPage = 4096;
 constexpr size_t kUarRegisterOffset = 0x800;  // MLX5_BF_OFFSET: where a ConnectX's doorbell register sits
 // Where producers of DBR-less QPs ring (DOCA GPUNetIO's DOCA_VERBS_UAR_DBR_LESS_DB_OFFSET: UAR base + 0x600).
@@ -78,6 +81,10 @@ struct DevxObject {
     uint64_t recv_cq_offset = 0, recv_cq_bytes = 0;
     Runtime* rt = nullptr;
     Uar* uar = nullptr;                 // Kind::Qp, DBR-less: the page its doorbells are read from
+    // Kind::Qp on verbs objects (UCX's DevX RC QPs): counted as attached so that they outlive the QP.
+    provider::SrqImpl* srq = nullptr;
+    provider::CqImpl* verbs_send_cq = nullptr;
+    provider::CqImpl* verbs_recv_cq = nullptr;
 };
 
 // A verbs CQ whose CQE ring the application polls. The fabric writes CQEs for the exported QPs' send completions
@@ -85,6 +92,7 @@ struct DevxObject {
 // CQEs. Its UAR page is its own, so that an arm doorbell (at +0x20, as libmlx5's MLX5_CQ_DOORBELL) is never
 // overwritten by another CQ's before the executor reads it.
 struct ExportedCq {
+    ibv_cq* handle = nullptr;
     std::unique_ptr<Allocation> ring, dbrec, uar;
     std::unique_ptr<CqeRing> cq;
     SharedCq* shared = nullptr;
@@ -105,6 +113,7 @@ struct ExportedQp {
     std::map<uint64_t, CqeRing::Responder> rq_held;
 };
 struct ExportedSrq {
+    ibv_srq* handle = nullptr;
     std::unique_ptr<Allocation> ring, dbrec;
     std::unique_ptr<RecvMirror> mirror;
     uint32_t srqn = 0;
@@ -131,6 +140,14 @@ void say_once(const char* what, uint32_t code) {
     said.push_back(code);
     std::fprintf(stderr, "softfabric mlx5: %s (0x%x)\n", what, code);
 }
+
+// The remote access a QP transition's qpc grants (rre, rwe, rae), and the optional-parameter bits that say an
+// INIT2RTR or RTR2RTS carries them (RRE, RAE, RWE).
+uint32_t access_of(const prm::ModifyQp& m) {
+    return IBV_ACCESS_LOCAL_WRITE | (m.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
+           (m.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) | (m.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+}
+constexpr uint32_t kOptParamAccess = (1u << 1) | (1u << 2) | (1u << 3);
 
 // Fills a command output: status 0 and, for creates, the object number.
 void write_out(void* out, size_t outlen, uint32_t number) {
@@ -231,15 +248,13 @@ public:
         engine::QueuePair& qp = dq->engine();
         switch (m.opcode) {
         case prm::cmd::RST2INIT_QP: {
-            uint32_t access = IBV_ACCESS_LOCAL_WRITE;
-            if (m.remote_read) access |= IBV_ACCESS_REMOTE_READ;
-            if (m.remote_write) access |= IBV_ACCESS_REMOTE_WRITE;
-            if (m.remote_atomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
-            qp.shared().access_flags.store(access, std::memory_order_release);
+            qp.shared().access_flags.store(access_of(m), std::memory_order_release);
             qp.set_state(IBV_QPS_INIT);
             break;
         }
         case prm::cmd::INIT2RTR_QP: {
+            if (m.opt_param_mask & kOptParamAccess)  // UCX sets the remote access bits here (RST2INIT: write only)
+                qp.shared().access_flags.store(access_of(m), std::memory_order_release);
             ibv_gid gid;
             std::memcpy(gid.raw, m.rgid, sizeof gid.raw);
             const std::optional<NicId> dest = m.grh ? nic_from_gid(gid) : nic_from_lid(static_cast<uint16_t>(m.rlid));
@@ -298,6 +313,7 @@ public:
         }
         if (o->qp) o->qp.reset();
         if (o->recv_cq_offset) o->rt->arena().release(o->recv_cq_offset, o->recv_cq_bytes);
+        detach_verbs_objects(*o);
         if (o->uar) {
             std::lock_guard lk(mu_);
             release_uar_user_locked(o->uar);
@@ -327,24 +343,6 @@ public:
             if (int err = export_ah(obj->ah.in, obj->ah.out)) return err;
         }
         return 0;
-    }
-
-    // ---- mlx5dv_devx_general_cmd: of the HCA capabilities, only the device-memory set, all zero (the fabric has
-    // no device memory, as ibv_query_device_ex's max_dm_size 0 says). Other general commands, the general
-    // capabilities among them (UCX would take an answer for a DevX-capable device), are not emulated.
-    int general_cmd(const void* in, size_t inlen, void* out, size_t outlen) {
-        constexpr uint16_t kQueryHcaCap = 0x100;
-        constexpr uint32_t kDeviceMemoryCap = 0xf;  // MLX5_CMD_MOD_DEVICE_MEMORY_CAP: op_mod = type << 1 | current
-        constexpr size_t kQueryHcaCapOutBytes = 0x1010;
-        const prm::Mailbox box(in, inlen);
-        const uint16_t opcode = prm::command_opcode(box);
-        if (opcode == kQueryHcaCap && (box.get_or(prm::f::op_mod, 0) >> 1) == kDeviceMemoryCap) {
-            if (!out || outlen < 16) return EINVAL;
-            std::memset(out, 0, std::min(outlen, kQueryHcaCapOutBytes));
-            return 0;
-        }
-        say_once("DevX general command not emulated on fabric devices; it fails with EOPNOTSUPP", opcode);
-        return EOPNOTSUPP;
     }
 
     // ---- mlx5dv_query_device / mlx5dv_create_cq / mlx5dv_create_qp
@@ -456,6 +454,8 @@ public:
         if (it == exported_cqs_.end()) return;
         for (auto& [q, eq] : exported_qps_)
             if (eq->send_cq == cq) eq->qp->set_send_cq(nullptr);
+        for (DirectQp* q : direct_)
+            if (q->send_cq() == it->second->cq.get()) q->set_send_cq(nullptr);
         e = std::move(it->second);
         exported_cqs_.erase(it);
     }
@@ -542,7 +542,8 @@ private:
             return nullptr;
         }
         std::lock_guard lk(mu_);
-        const Umem* ring = c.cq_umem_valid ? umem_by_id(c.cq_umem_id) : nullptr;
+        // As the kernel does for DevX create commands, the umem ids are used whatever the valid bits say.
+        const Umem* ring = umem_by_id(c.cq_umem_id);
         const uint64_t bytes = c.collapsed ? c.cqe_bytes() : uint64_t{c.ncqe()} * c.cqe_bytes();
         if (!ring || c.cq_umem_offset + bytes > ring->size || c.compression) {
             std::fprintf(stderr, "softfabric mlx5: CREATE_CQ: the CQE ring must lie in a UMEM registered on this "
@@ -579,11 +580,15 @@ private:
             errno = EOPNOTSUPP;
             return nullptr;
         }
+        // On an SRQ, or with automatic receives whatever other receive queue the qpc describes.
+        const bool on_srq = c.rq_type == kRqTypeSrq;
         const bool dbr_less = c.send_dbr_mode == prm::kSendDbrModeNoDbr;
         provider::ContextImpl& cimpl = provider::context_of(ctx);
         std::lock_guard lk(mu_);
-        const Umem* wq = c.wq_umem_valid ? umem_by_id(c.wq_umem_id) : nullptr;
-        const Umem* dbr = c.dbr_umem_valid ? umem_by_id(c.dbr_umem_id) : nullptr;
+        // As the kernel does for DevX create commands (UCX sets none of the valid bits), the umem ids are used
+        // whatever the valid bits say.
+        const Umem* wq = umem_by_id(c.wq_umem_id);
+        const Umem* dbr = umem_by_id(c.dbr_umem_id);
         const uint32_t wqebbs = c.sq_wqebbs();
         Uar* uar = dbr_less ? uar_by_page(c.uar_page) : nullptr;
         auto pd = pdns_.find(c.pd);
@@ -596,6 +601,14 @@ private:
                   "are read there)";
         else if (pd == pdns_.end()) why = "its pd is not a pdn returned by mlx5dv_init_obj(MLX5DV_OBJ_PD)";
         else if (wqebbs == 0 || wqebbs > engine::kMaxQueueDepth) why = "its send queue size is not supported";
+        ExportedSrq* srq = on_srq ? exported_srq_by_number(c.srqn) : nullptr;
+        ExportedCq* verbs_scq = exported_cq_by_number(c.cqn_snd);
+        ExportedCq* verbs_rcq = exported_cq_by_number(c.cqn_rcv);
+        if (!why && on_srq && !srq)
+            why = "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)";
+        else if (!why && on_srq && dbr_less) why = "a QP on an SRQ needs a doorbell record in a UMEM";
+        else if (!why && on_srq && !verbs_rcq)
+            why = "a QP on an SRQ completes its receives into a verbs CQ exported with mlx5dv_init_obj";
         if (why) {
             std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", why);
             errno = EINVAL;
@@ -606,6 +619,7 @@ private:
         o->kind = DevxObject::Kind::Qp;
         o->ctx = ctx;
         o->rt = &rt;
+        if (on_srq) return create_srq_qp(ctx, c, *wq, *dbr, pd->second, *srq, verbs_scq, *verbs_rcq, std::move(o), out, outlen);
         // A receive CQ for the automatic receives (their completions become responder CQEs).
         o->recv_cq_bytes = SharedCq::bytes_for(kAutoReceiveDepth * 2);
         o->recv_cq_offset = rt.arena().allocate(o->recv_cq_bytes);
@@ -657,6 +671,7 @@ private:
         engine::QueuePair& ref = *qp;
         o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
         if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);
+        else if (verbs_scq) o->qp->set_send_cq(verbs_scq->cq.get());
         CqeRing* recv_ring = nullptr;
         if (auto it = devx_cqs_.find(c.cqn_rcv); it != devx_cqs_.end()) recv_ring = it->second;
         o->qp->enable_auto_receive(rcq, recv_ring);
@@ -669,12 +684,97 @@ private:
         return handle;
     }
 
+    ExportedSrq* exported_srq_by_number(uint32_t srqn) {
+        for (auto& [srq, e] : exported_srqs_)
+            if (e->srqn == srqn) return e.get();
+        return nullptr;
+    }
+    ExportedCq* exported_cq_by_number(uint32_t cqn) {
+        for (auto& [cq, e] : exported_cqs_)
+            if (e->cq->cqn() == cqn) return e.get();
+        return nullptr;
+    }
+
+    // A DevX RC QP whose receives come from a verbs SRQ and complete into a verbs CQ, both exported with
+    // mlx5dv_init_obj (UCX's DevX RC QPs): the engine QP takes its receives from the SRQ's ring, which the
+    // application fills through the exported SRQ, and pushes their completions into the CQ, whose CQE ring the
+    // executor fills; its send completions go to the send CQ's CQE ring (exported or DevX).
+    mlx5dv_devx_obj* create_srq_qp(ibv_context* ctx, const prm::CreateQp& c, const Umem& wq, const Umem& dbr,
+                                   uint64_t pd_id, ExportedSrq& srq, ExportedCq* verbs_scq, ExportedCq& verbs_rcq,
+                                   std::unique_ptr<DevxObject> o, void* out, size_t outlen) {
+        provider::ContextImpl& cimpl = provider::context_of(ctx);
+        provider::SrqImpl& simpl = provider::srq_of(srq.handle);
+        provider::CqImpl& rcq = provider::cq_of(verbs_rcq.handle);
+        engine::QueuePairConfig cfg;
+        cfg.type = IBV_QPT_RC;
+        cfg.nic = cimpl.nic;
+        cfg.pd_id = pd_id;
+        cfg.sq_depth = c.sq_wqebbs();
+        cfg.max_send_sge = kMaxSendSge;
+        cfg.max_inline = kMaxInline;
+        cfg.rq_depth = 0;
+        cfg.srq_offset = simpl.offset;
+        cfg.recv_cq_offset = rcq.offset;
+        std::unique_ptr<engine::QueuePair> qp;
+        try {
+            qp = std::make_unique<engine::QueuePair>(*cimpl.rt, cfg);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", e.what());
+            errno = ENOMEM;
+            return nullptr;
+        }
+        DirectQp::Geometry g;
+        g.sq = reinterpret_cast<uint8_t*>(wq.addr + c.sq_umem_offset());
+        g.wqebbs = c.sq_wqebbs();
+        g.send_dbr = reinterpret_cast<uint32_t*>(dbr.addr + c.send_dbr_umem_offset());
+        engine::QueuePair& ref = *qp;
+        o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
+        if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);
+        else if (verbs_scq) o->qp->set_send_cq(verbs_scq->cq.get());
+        {
+            std::lock_guard lock(simpl.post_lock);
+            ++simpl.attached_qps;
+        }
+        o->srq = &simpl;
+        {
+            std::lock_guard lock(rcq.poll_lock);
+            ++rcq.attached_qps;
+        }
+        o->verbs_recv_cq = &rcq;
+        if (verbs_scq && verbs_scq != &verbs_rcq) {
+            provider::CqImpl& scq = provider::cq_of(verbs_scq->handle);
+            std::lock_guard lock(scq.poll_lock);
+            ++scq.attached_qps;
+            o->verbs_send_cq = &scq;
+        }
+        const uint32_t qpn = o->qp->qpn();
+        direct_.push_back(o->qp.get());
+        auto* handle = reinterpret_cast<mlx5dv_devx_obj*>(o.get());
+        objects_[handle] = std::move(o);
+        start_executor_locked();
+        write_out(out, outlen, qpn);
+        return handle;
+    }
+
+    static void detach_verbs_objects(DevxObject& o) {
+        if (o.srq) {
+            std::lock_guard lock(o.srq->post_lock);
+            --o.srq->attached_qps;
+        }
+        for (provider::CqImpl* cq : {o.verbs_recv_cq, o.verbs_send_cq})
+            if (cq) {
+                std::lock_guard lock(cq->poll_lock);
+                --cq->attached_qps;
+            }
+    }
+
     int export_cq(ibv_cq* cq, mlx5dv_cq* out) {
         if (!cq || !out) return EINVAL;
         std::lock_guard lk(mu_);
         auto& e = exported_cqs_[cq];
         if (!e) {
             e = std::make_unique<ExportedCq>();
+            e->handle = cq;
             provider::CqImpl& impl = provider::cq_of(cq);
             const uint32_t ncqe = std::bit_ceil(static_cast<uint32_t>(std::max(cq->cqe, 1)) + 1);
             auto size = cqe_sizes_.find(cq);
@@ -686,8 +786,8 @@ private:
                 exported_cqs_.erase(cq);
                 return ENOMEM;
             }
-            e->cq = std::make_unique<CqeRing>(impl.shared->cqn, static_cast<uint8_t*>(e->ring->p), ncqe, cqe_size,
-                                              false);
+            // A CQ number of its own, from the same counter as DevX CQs': DevX QPs name their CQs by it.
+            e->cq = std::make_unique<CqeRing>(next_cqn_++, static_cast<uint8_t*>(e->ring->p), ncqe, cqe_size, false);
             e->cq->invalidate_all();
             e->shared = impl.shared;
             e->rt = impl.rt;
@@ -780,6 +880,7 @@ private:
         auto& e = exported_srqs_[srq];
         if (!e) {
             e = std::make_unique<ExportedSrq>();
+            e->handle = srq;
             e->ring = std::make_unique<Allocation>(size_t{wqe_cnt} * stride);
             e->dbrec = std::make_unique<Allocation>(64);
             if (!e->ring->p || !e->dbrec->p) {
@@ -1001,7 +1102,7 @@ ibv_qp* create_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr, mlx5dv_qp_init_at
 }
 
 int general_cmd(ibv_context*, const void* in, size_t inlen, void* out, size_t outlen) {
-    return Frontend::instance().general_cmd(in, inlen, out, outlen);
+    return general_command(in, inlen, out, outlen);
 }
 mlx5dv_qp_ex* qp_ex_from_ibv_qp_ex(ibv_qp_ex* qp) { return provider::dv_qp_ex(qp); }
 int owns_qp_ex(const mlx5dv_qp_ex* mqp) { return provider::is_fabric_dv_qp_ex(mqp) ? 1 : 0; }
@@ -1009,7 +1110,7 @@ int owns_qp_ex(const mlx5dv_qp_ex* mqp) { return provider::is_fabric_dv_qp_ex(mq
 constexpr softfabric_mlx5_ops kOps = {
     SOFTFABRIC_MLX5_ABI_VERSION, sizeof(softfabric_mlx5_ops), owns_context, owns_object, umem_reg, umem_dereg,
     alloc_uar, free_uar, obj_create, obj_modify, obj_query, obj_destroy, query_eqn, init_obj, query_device,
-    create_cq, create_qp, qp_ex_from_ibv_qp_ex, owns_qp_ex, general_cmd,
+    create_cq, create_qp, qp_ex_from_ibv_qp_ex, owns_qp_ex, general_cmd, modify_verbs_qp,
 };
 
 }  // namespace

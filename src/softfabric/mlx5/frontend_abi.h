@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SOFTFABRIC_MLX5_ABI_VERSION 3u
+#define SOFTFABRIC_MLX5_ABI_VERSION 4u
 #define SOFTFABRIC_MLX5_ENTRY "softfabric_mlx5_frontend"
 
 #ifdef __cplusplus
@@ -50,6 +50,8 @@ struct softfabric_mlx5_ops {
     int (*owns_qp_ex)(const struct mlx5dv_qp_ex* mqp);
     /* mlx5dv_devx_general_cmd on a fabric context. */
     int (*general_cmd)(struct ibv_context* ctx, const void* in, size_t inlen, void* out, size_t outlen);
+    /* mlx5dv_devx_qp_modify on a fabric verbs QP. */
+    int (*verbs_qp_modify)(struct ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen);
 };
 
 /* Exported by the provider. NULL when the provider was built for another ABI version. */

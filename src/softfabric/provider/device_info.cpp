@@ -85,7 +85,7 @@ int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
     p.active_mtu = mtu_enum(port_mtu_bytes(*c.rt));
     p.gid_tbl_len = 1;
     p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_SYS_IMAGE_GUID_SUP;
-    p.max_msg_sz = 1u << 31;
+    p.max_msg_sz = 1u << 30;  // an mlx5 device's 2^log_max_msg (QUERY_HCA_CAP, mlx5/general_commands.cpp)
     p.pkey_tbl_len = 1;
     p.lid = lid_of(c.nic);
     p.sm_lid = 1;

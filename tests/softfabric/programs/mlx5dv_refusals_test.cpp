@@ -133,22 +133,6 @@ TEST_F(Mlx5dvRefusals, PointerFunctionsReturnNullWithErrno) {
     EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
-TEST_F(Mlx5dvRefusals, GeneralCommandAnswersDeviceMemoryCapsOnly) {
-    // QUERY_HCA_CAP (opcode 0x100): op_mod = capability type << 1 | 1 (current values).
-    auto query = [&](uint16_t type, std::vector<uint8_t>& out) {
-        uint8_t in[16] = {0x01, 0x00};
-        in[6] = static_cast<uint8_t>((type << 1 | 1) >> 8);
-        in[7] = static_cast<uint8_t>(type << 1 | 1);
-        out.assign(0x1010, 0xa5);
-        return mlx5dv_devx_general_cmd(ctx_, in, sizeof in, out.data(), out.size());
-    };
-    std::vector<uint8_t> out;
-    ASSERT_EQ(query(0xf, out), 0);  // device memory: status 0, no MEMIC operations
-    EXPECT_EQ(out[0], 0);
-    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], 0) << "byte " << i;
-    EXPECT_EQ(query(0x0, out), EOPNOTSUPP);  // the general capabilities are not emulated
-}
-
 TEST_F(Mlx5dvRefusals, QpExTableRefusesWhatTheFabricDoesNotEmulate) {
     make_dci();
     ibv_qp_ex* qpx = ibv_qp_to_qp_ex(qp_);

@@ -7,6 +7,8 @@
 // programs and for the forwarding below. libsigmatrace.so, preloaded, still comes first: its mlx5dv wrappers
 // trace the call and reach this object as the real one.
 #include <dlfcn.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <concepts>
@@ -14,6 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 
@@ -231,6 +235,100 @@ SF_EXPORT int mlx5dv_devx_query_eqn(struct ibv_context* ctx, uint32_t vector, ui
     return real ? real(ctx, vector, eqn) : ENOSYS;
 }
 
+SF_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen) {
+    if (fab(qp)) return fabric()->verbs_qp_modify(qp, in, inlen, out, outlen);
+    auto real = REAL(mlx5dv_devx_qp_modify, "MLX5_1.8");
+    return real ? real(qp, in, inlen, out, outlen) : ENOSYS;
+}
+
+// ------------------------------------------------------------------------------------------ DevX event channels
+// The fabric raises no asynchronous events (a QP's errors reach its CQ as error CQEs; the verbs async fd stays
+// quiet too), so a channel on a fabric context is a descriptor that never becomes readable: subscriptions of
+// fabric objects to it are accepted and never deliver, and reading it finds nothing (EAGAIN), as a channel of a
+// device whose objects raise no event. The stand-in owns these channels; every other goes to the real library.
+namespace {
+
+class FabricChannels {
+public:
+    mlx5dv_devx_event_channel* create() {
+        auto* ch = new mlx5dv_devx_event_channel{};
+        ch->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (ch->fd < 0) {
+            delete ch;
+            return nullptr;
+        }
+        std::lock_guard lk(mu_);
+        channels_.insert(ch);
+        return ch;
+    }
+    bool owns(const mlx5dv_devx_event_channel* ch) {
+        std::lock_guard lk(mu_);
+        return channels_.count(ch) != 0;
+    }
+    bool destroy(mlx5dv_devx_event_channel* ch) {
+        {
+            std::lock_guard lk(mu_);
+            if (!channels_.erase(ch)) return false;
+        }
+        close(ch->fd);
+        delete ch;
+        return true;
+    }
+
+private:
+    std::mutex mu_;  // channels are created and destroyed by any thread of the application
+    std::set<const mlx5dv_devx_event_channel*> channels_;
+};
+
+// Process lifetime (a channel may be destroyed from an exit handler).
+FabricChannels& channels() {
+    static auto* c = new FabricChannels();
+    return *c;
+}
+
+}  // namespace
+
+SF_EXPORT struct mlx5dv_devx_event_channel* mlx5dv_devx_create_event_channel(
+    struct ibv_context* ctx, enum mlx5dv_devx_create_event_channel_flags flags) {
+    if (fab(ctx)) {
+        if (flags & ~uint32_t{MLX5DV_DEVX_CREATE_EVENT_CHANNEL_FLAGS_OMIT_EV_DATA}) return failed<mlx5dv_devx_event_channel*>(EINVAL);
+        return channels().create();
+    }
+    auto real = REAL(mlx5dv_devx_create_event_channel, "MLX5_1.11");
+    return real ? real(ctx, flags) : no_real<mlx5dv_devx_event_channel*>(nullptr);
+}
+
+SF_EXPORT void mlx5dv_devx_destroy_event_channel(struct mlx5dv_devx_event_channel* ch) {
+    if (ch && channels().destroy(ch)) return;
+    if (auto real = REAL(mlx5dv_devx_destroy_event_channel, "MLX5_1.11")) real(ch);
+}
+
+SF_EXPORT int mlx5dv_devx_subscribe_devx_event(struct mlx5dv_devx_event_channel* ch, struct mlx5dv_devx_obj* obj,
+                                               uint16_t events_sz, uint16_t events_num[], uint64_t cookie) {
+    if (ch && channels().owns(ch)) return (!obj || fab(obj)) && events_sz && events_num ? 0 : EINVAL;
+    if (fab(obj)) return EOPNOTSUPP;  // a fabric object on another device's channel
+    auto real = REAL(mlx5dv_devx_subscribe_devx_event, "MLX5_1.11");
+    return real ? real(ch, obj, events_sz, events_num, cookie) : ENOSYS;
+}
+
+SF_EXPORT int mlx5dv_devx_subscribe_devx_event_fd(struct mlx5dv_devx_event_channel* ch, int fd,
+                                                  struct mlx5dv_devx_obj* obj, uint16_t event_num) {
+    if (ch && channels().owns(ch)) return fd >= 0 && (!obj || fab(obj)) ? 0 : EINVAL;
+    if (fab(obj)) return EOPNOTSUPP;
+    auto real = REAL(mlx5dv_devx_subscribe_devx_event_fd, "MLX5_1.11");
+    return real ? real(ch, fd, obj, event_num) : ENOSYS;
+}
+
+SF_EXPORT ssize_t mlx5dv_devx_get_event(struct mlx5dv_devx_event_channel* ch,
+                                        struct mlx5dv_devx_async_event_hdr* event_data, size_t event_resp_len) {
+    if (ch && channels().owns(ch)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    auto real = REAL(mlx5dv_devx_get_event, "MLX5_1.11");
+    return real ? real(ch, event_data, event_resp_len) : no_real<ssize_t>(-1);
+}
+
 namespace {
 
 // Which of the objects named in an init_obj call are the fabric's: all (1), none (0) or a mix (-1).
@@ -289,8 +387,6 @@ SF_EXPORT struct mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex* qp)
 
 using cvoid = const void;
 // DevX commands on verbs objects.
-SF_REFUSED(int, mlx5dv_devx_qp_modify, "MLX5_1.8", (ibv_qp* q, cvoid* i, size_t il, void* o, size_t ol),
-           (q, i, il, o, ol), fab(q))
 SF_REFUSED(int, mlx5dv_devx_qp_query, "MLX5_1.8", (ibv_qp* q, cvoid* i, size_t il, void* o, size_t ol),
            (q, i, il, o, ol), fab(q))
 SF_REFUSED(int, mlx5dv_devx_cq_modify, "MLX5_1.8", (ibv_cq* q, cvoid* i, size_t il, void* o, size_t ol),
@@ -309,18 +405,11 @@ SF_REFUSED(int, mlx5dv_devx_ind_tbl_modify, "MLX5_1.8",
            (ibv_rwq_ind_table* t, cvoid* i, size_t il, void* o, size_t ol), (t, i, il, o, ol), fab(t))
 SF_REFUSED(int, mlx5dv_devx_ind_tbl_query, "MLX5_1.8",
            (ibv_rwq_ind_table* t, cvoid* i, size_t il, void* o, size_t ol), (t, i, il, o, ol), fab(t))
-// DevX asynchronous commands and events: the fabric raises no DevX events (its objects report errors in CQEs).
-SF_REFUSED(mlx5dv_devx_event_channel*, mlx5dv_devx_create_event_channel, "MLX5_1.11",
-           (ibv_context* c, enum mlx5dv_devx_create_event_channel_flags f), (c, f), fab(c))
+// DevX asynchronous commands.
 SF_REFUSED(mlx5dv_devx_cmd_comp*, mlx5dv_devx_create_cmd_comp, "MLX5_1.9", (ibv_context* c), (c), fab(c))
 SF_REFUSED(int, mlx5dv_devx_obj_query_async, "MLX5_1.9",
            (mlx5dv_devx_obj* o, cvoid* i, size_t il, size_t ol, uint64_t id, mlx5dv_devx_cmd_comp* cc),
            (o, i, il, ol, id, cc), fab(o))
-SF_REFUSED(int, mlx5dv_devx_subscribe_devx_event, "MLX5_1.11",
-           (mlx5dv_devx_event_channel* ch, mlx5dv_devx_obj* o, uint16_t sz, uint16_t nums[], uint64_t cookie),
-           (ch, o, sz, nums, cookie), fab(o))
-SF_REFUSED(int, mlx5dv_devx_subscribe_devx_event_fd, "MLX5_1.11",
-           (mlx5dv_devx_event_channel* ch, int fd, mlx5dv_devx_obj* o, uint16_t num), (ch, fd, o, num), fab(o))
 SF_REFUSED(mlx5dv_devx_eq*, mlx5dv_devx_create_eq, "MLX5_1.23",
            (ibv_context* c, cvoid* i, size_t il, void* o, size_t ol), (c, i, il, o, ol), fab(c))
 SF_REFUSED(mlx5dv_devx_msi_vector*, mlx5dv_devx_alloc_msi_vector, "MLX5_1.23", (ibv_context* c), (c), fab(c))
