@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "gpumem/prm_bits.h"
+#include "mlx5_format/prm_bits.h"
 #include "mlx5/general_commands.h"
 
 namespace softfabric::mlx5 {

@@ -10,7 +10,7 @@
 #include "core/engine.h"
 #include "core/fabric_region.h"
 #include "core/shared_objects.h"
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/prm_commands.h"
 
 namespace softfabric::mlx5 {
 namespace {

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "gpumem/prm_commands.h"
+#include "mlx5_format/prm_commands.h"
 #include "mlx5/general_commands.h"
 #include "provider/objects.h"
 
