@@ -8,7 +8,7 @@
 #include "../../tests/gpumem/fake_producer.h"
 #include "gpumem/watcher.h"
 #include "mlx5_format/wqe_decoder.h"
-#include "provider/trace.h"
+#include "provider/trace_callback.h"
 
 namespace sigmatrace::gpumem {
 namespace {

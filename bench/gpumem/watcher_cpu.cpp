@@ -13,7 +13,7 @@
 
 #include "../../tests/gpumem/fake_producer.h"
 #include "gpumem/watcher.h"
-#include "provider/trace.h"
+#include "provider/trace_callback.h"
 
 using namespace sigmatrace;
 using namespace sigmatrace::gpumem;

@@ -1,6 +1,6 @@
 // SigmaTrace event schema: record structs and event ids generated from schema.def.
 //
-// A call site fills one `st_<event>_rec` and hands a pointer to ST_TRACE (see <sigmatrace/trace.h>); the LTTng
+// A call site fills one `st_<event>_rec` and hands a pointer to ST_TRACE (src/provider/trace.h); the LTTng
 // provider serializes exactly the fields listed in schema.def, in that order. Sequence fields are pointers to
 // arrays of `n` elements owned by the caller (stack arrays of at most SIGMATRACE_MAX_BATCH entries: the hot path
 // never allocates).

@@ -1,8 +1,8 @@
-// The probe of the "sigmatrace" provider: the one translation unit that instantiates the serializers and the
-// tracepoint definitions. It must be linked FIRST into libsigmatrace.so: .init_array runs in link order, so the
-// probe registers before any constructor of ours can emit, and .fini_array runs backwards, so it unregisters
-// after our destructors (linked last, its constructor's and destructor's events are lost: docs/architecture.md,
-// "Platform facts").
+// The probe of the "sigmatrace" provider, the tracepoint definitions and the LTTng backend of provider/trace.h in
+// one object, for programs that emit directly (st-synth, the benchmarks, the schema drift test; target
+// sigmatrace_provider_lttng). It must be linked FIRST: .init_array runs in link order, so the probe registers
+// before any constructor of the program can emit, and .fini_array runs backwards, so it unregisters after the
+// program's destructors (linked last, their events are lost: docs/architecture.md, "Platform facts").
 //
 // Hidden visibility keeps these symbols private to the library that embeds them, so an application with its
 // own tracepoints (or a second copy of this provider) cannot clash with ours.
@@ -13,6 +13,7 @@
 #include "provider/sigmatrace_tp.h"
 
 #include "provider/probe_desc.h"
+#include "provider/trace_lttng_backend.h"
 
 namespace sigmatrace {
 

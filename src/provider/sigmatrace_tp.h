@@ -5,7 +5,9 @@
  * schema order. lttng-ust re-includes this header several times with different macro definitions (that is
  * what LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ is for), so the guard below must let those passes through.
  *
- * Include it only through provider/trace.h; the probe itself is compiled once in sigmatrace_tp.cpp.
+ * Call sites never include it (provider/trace.h); it is included where the probe is compiled
+ * (sigmatrace_probe.cpp, sigmatrace_tp.cpp) and where the tracepoints are defined (with
+ * provider/trace_lttng_backend.h).
  */
 #undef LTTNG_UST_TRACEPOINT_PROVIDER
 #define LTTNG_UST_TRACEPOINT_PROVIDER sigmatrace

@@ -1,58 +1,51 @@
-// How call sites emit SigmaTrace events. The backend is chosen at build time (rdma-core does the same with
-// its tracing macro), so call sites never change:
+// How call sites emit SigmaTrace events. Call sites compile against no backend: each event is
 //
-//   SIGMATRACE_TRACE_LTTNG     LTTng-UST tracepoints of provider "sigmatrace" (libsigmatrace.so).
-//   SIGMATRACE_TRACE_CALLBACK  a function pointer set by the test (unit tests of the shim and the watcher run
-//                              without a session daemon and still see every record).
-//   SIGMATRACE_TRACE_NONE      nothing: the records are never built.
+//   int st_trace_on_<event>                                   its "enabled" word (non-zero: emit)
+//   void sigmatrace::trace::emit_<event>(const st_<event>_rec*)   hands one record to the backend
+//
+// both hidden, and both defined by whichever backend is linked into the module (rdma-core's one tracing macro,
+// chosen at link time instead of per translation unit, so the shim's and the watcher's sources compile once):
+//
+//   LTTng-UST (provider/trace_lttng_backend.h, in the translation unit that defines the tracepoints:
+//     libsigmatrace.so's runtime/tracepoint_definitions.cpp, or sigmatrace_tp.cpp in programs that emit
+//     directly). The enabled word is an assembler alias of the tracepoint's own `state` field, so a disabled
+//     event costs what lttng_ust_tracepoint_enabled costs: one load and one branch, no extra indirection
+//     (docs/architecture.md, "Platform facts"). emit_<event> is the tracepoint's call into the probes.
+//   The test callback (trace_callback.cpp, provider/trace_callback.h): unit tests see every record through a
+//     function pointer, with no session daemon; the enabled words are set while a callback is.
+//
+// A module that links call sites and no backend fails to link (libsigmatrace.so links with --no-undefined).
 //
 //   if (ST_TRACE_ENABLED(post_send)) { ...fill rec...; ST_TRACE_EMIT(post_send, &rec); }
 //   ST_TRACE(qp_create, &rec);   // when building the record is cheap
 //
-// ST_TRACE_ENABLED costs one load and one branch with LTTng and no session (docs/architecture.md, "Platform
-// facts"); build expensive arguments (walking a WR chain) only behind it.
+// Build expensive arguments (walking a WR chain) only behind ST_TRACE_ENABLED.
 #pragma once
 
 #include <sigmatrace/schema.h>
 
-#if defined(SIGMATRACE_TRACE_LTTNG)
+// Hidden: the words and functions are the module's own, resolved without the GOT or the PLT (one load from a
+// PC-relative address), and never exported from libsigmatrace.so.
+#define SIGMATRACE_TRACE_HIDDEN __attribute__((visibility("hidden")))
 
-#include "provider/sigmatrace_tp.h"
-#define ST_TRACE_ENABLED(event) lttng_ust_tracepoint_enabled(sigmatrace, event)
-#define ST_TRACE_EMIT(event, rec) lttng_ust_do_tracepoint(sigmatrace, event, rec)
-#define ST_TRACE(event, rec) lttng_ust_tracepoint(sigmatrace, event, rec)
-
-#elif defined(SIGMATRACE_TRACE_CALLBACK)
-
-#include <atomic>
-
-namespace sigmatrace {
-// Receives every record while set. Test-only hook: a process-wide pointer because tracepoints are
-// process-wide too; tests set it before exercising the code and clear it after.
-using TraceCallback = void (*)(EventId id, const void* rec, void* user);
-void set_trace_callback(TraceCallback cb, void* user);
-bool trace_callback_set();
-void trace_callback_emit(EventId id, const void* rec);
-
-template <typename Rec> inline void trace_emit(const Rec* rec) {
-    trace_callback_emit(EventIdOf<Rec>::value, rec);
+// C names: the LTTng backend defines the words with the assembler, by these names.
+extern "C" {
+#define ST_TRACE_DECLARE_ON_(event, comment) extern SIGMATRACE_TRACE_HIDDEN int st_trace_on_##event;
+SIGMATRACE_EVENTS(ST_TRACE_DECLARE_ON_)
+#undef ST_TRACE_DECLARE_ON_
 }
-}  // namespace sigmatrace
 
-#define ST_TRACE_ENABLED(event) (::sigmatrace::trace_callback_set())
-#define ST_TRACE_EMIT(event, rec)                                                                              \
-    ::sigmatrace::trace_emit<st_##event##_rec>(rec)
+namespace sigmatrace::trace {
+#define ST_TRACE_DECLARE_EMIT_(event, comment) SIGMATRACE_TRACE_HIDDEN void emit_##event(const st_##event##_rec* rec);
+SIGMATRACE_EVENTS(ST_TRACE_DECLARE_EMIT_)
+#undef ST_TRACE_DECLARE_EMIT_
+}  // namespace sigmatrace::trace
+
+// A relaxed atomic load, as lttng-ust's own CMM_LOAD_SHARED: the word is written by another thread (the session
+// daemon's listener) at any time.
+#define ST_TRACE_ENABLED(event) (__builtin_expect(__atomic_load_n(&::st_trace_on_##event, __ATOMIC_RELAXED) != 0, 0))
+#define ST_TRACE_EMIT(event, rec) ::sigmatrace::trace::emit_##event(rec)
 #define ST_TRACE(event, rec)                                                                                   \
     do {                                                                                                       \
         if (ST_TRACE_ENABLED(event)) ST_TRACE_EMIT(event, rec);                                                \
     } while (0)
-
-#elif defined(SIGMATRACE_TRACE_NONE)
-
-#define ST_TRACE_ENABLED(event) false
-#define ST_TRACE_EMIT(event, rec) ((void)(rec))
-#define ST_TRACE(event, rec) ((void)0)
-
-#else
-#error "Define one of SIGMATRACE_TRACE_LTTNG, SIGMATRACE_TRACE_CALLBACK, SIGMATRACE_TRACE_NONE"
-#endif

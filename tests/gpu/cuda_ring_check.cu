@@ -28,7 +28,7 @@
 #include "gpumem/cuda_driver.h"
 #include "gpumem/memory_classifier.h"
 #include "gpumem/watcher.h"
-#include "provider/trace.h"
+#include "provider/trace_callback.h"
 
 using namespace sigmatrace;
 using namespace sigmatrace::gpumem;

@@ -58,11 +58,11 @@ else
              src/gpumem/watcher_config.cpp src/gpumem/index_scanner.cpp src/gpumem/watcher.cpp \
              src/provider/trace_callback.cpp; do
     o=$work/$(basename "$src" .cpp).o
-    if ! g++ -std=c++20 -O2 -DSIGMATRACE_TRACE_CALLBACK -I"$here/include" -I"$here/src" -c "$here/$src" -o "$o" \
+    if ! g++ -std=c++20 -O2 -I"$here/include" -I"$here/src" -c "$here/$src" -o "$o" \
          2>>"$work/build.log"; then ok=0; break; fi
     objs+=("$o")
   done
-  if [[ $ok == 1 ]] && "$nvcc" -std=c++20 -O2 -arch="sm_$arch" -DSIGMATRACE_TRACE_CALLBACK -I"$here/include" \
+  if [[ $ok == 1 ]] && "$nvcc" -std=c++20 -O2 -arch="sm_$arch" -I"$here/include" \
         -I"$here/src" -I"$here/tests/gpu" "$here/tests/gpu/cuda_ring_check.cu" "${objs[@]}" -o "$work/cuda_ring_check" \
         -ldl -lpthread 2>>"$work/build.log"; then
     built=1

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "provider/trace.h"
+#include "provider/trace_callback.h"
 
 namespace sigmatrace::gpumem::test {
 

@@ -1,4 +1,5 @@
-// The definitions of libsigmatrace.so's "sigmatrace" tracepoints (the call sites' "enabled" words), with
+// The definitions of libsigmatrace.so's "sigmatrace" tracepoints, and with them the module's event backend
+// (provider/trace_lttng_backend.h: the call sites' "enabled" words are the tracepoints' state words), with
 // dynamic probe linkage: nothing here references the probe, which lives in lib/sigmatrace/libsigmatrace-lttng.so
 // and is loaded on first RDMA use (activation.h). The constructor the lttng-ust header adds registers these
 // definitions with liblttng-ust-tracepoint.so.1 — a registry without threads or session-daemon contact — so a
@@ -15,6 +16,7 @@
 #define LTTNG_UST_TRACEPOINT_PROBE_DYNAMIC_LINKAGE
 #define LTTNG_UST_TRACEPOINT_HIDDEN_DEFINITION
 #include "provider/sigmatrace_tp.h"
+#include "provider/trace_lttng_backend.h"
 
 namespace {
 

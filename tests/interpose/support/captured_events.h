@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "provider/trace.h"
+#include "provider/trace_callback.h"
 
 namespace sigmatrace::testing {
 
