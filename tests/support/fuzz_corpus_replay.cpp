@@ -1,6 +1,7 @@
-// Runs a libFuzzer target over every file of the corpus directories given on the command line, with the
-// project's own compiler and sanitizers: the committed corpus is a regression suite even where clang and
-// libFuzzer are absent. Exit 0 when every input ran (a crash fails the test by itself).
+// The main() of every corpus replay test (target sigmatrace_fuzz_corpus_replay, linked with one fuzz target's
+// LLVMFuzzerTestOneInput): runs the target over every file of the corpus directories given on the command line,
+// with the project's own compiler and sanitizers, so a committed corpus is a regression suite even where clang
+// and libFuzzer are absent. Exit 0 when every input ran (a crash fails the test by itself).
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>

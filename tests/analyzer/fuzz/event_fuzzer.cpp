@@ -4,7 +4,7 @@
 // elements when a process_info announces deferral or capture times say so) to an Analysis, then every output is rendered. The analysis must never crash, hang or leak, whatever it is fed.
 //
 // Built with libFuzzer by run_fuzzer.sh (clang++ -fsanitize=fuzzer,address,undefined); replayed over the
-// committed corpus by every normal build (fuzz_replay.cpp), so a regression shows without clang.
+// committed corpus by every normal build (analyzer_fuzz_replay), so a regression shows without clang.
 #include <cstddef>
 #include <cstdio>
 #include <cstdint>
