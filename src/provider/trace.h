@@ -41,9 +41,16 @@ SIGMATRACE_EVENTS(ST_TRACE_DECLARE_EMIT_)
 #undef ST_TRACE_DECLARE_EMIT_
 }  // namespace sigmatrace::trace
 
-// A relaxed atomic load, as lttng-ust's own CMM_LOAD_SHARED: the word is written by another thread (the session
-// daemon's listener) at any time.
-#define ST_TRACE_ENABLED(event) (__builtin_expect(__atomic_load_n(&::st_trace_on_##event, __ATOMIC_RELAXED) != 0, 0))
+// A volatile load, as lttng-ust's own CMM_LOAD_SHARED: the word is written by another thread (the session
+// daemon's listener) at any time. Not __atomic_load_n: GCC then lays the test out of line (the disabled path takes
+// two more jumps, ~0.3 ns). ThreadSanitizer sees a volatile access as a plain one, so its builds use the atomic
+// load (the callback backend's stores are atomic).
+#if defined(__SANITIZE_THREAD__)
+#define ST_TRACE_LOAD_(word) __atomic_load_n(&(word), __ATOMIC_RELAXED)
+#else
+#define ST_TRACE_LOAD_(word) (*static_cast<const volatile int*>(&(word)))
+#endif
+#define ST_TRACE_ENABLED(event) (__builtin_expect(ST_TRACE_LOAD_(::st_trace_on_##event) != 0, 0))
 #define ST_TRACE_EMIT(event, rec) ::sigmatrace::trace::emit_##event(rec)
 #define ST_TRACE(event, rec)                                                                                   \
     do {                                                                                                       \
