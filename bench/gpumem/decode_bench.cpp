@@ -57,7 +57,7 @@ SendQueue queue_of(const test::FakeProducer& prod, bool dbr_less, uint64_t key) 
     return dbr_less ? prod.dbr_less_queue(key) : prod.queue(key);
 }
 
-// Sweeps that find `batch` new WQEs: doorbell read (or slot scan), copy, guard check, decode, gpu_wqe emission.
+// Sweeps that find `batch` new WQEs: doorbell read (or slot scan), copy, guard check, decode, ring_post record emission.
 // Items are WQEs; with `dbr_less` the time covers the two sweeps a WQE needs.
 void BM_WatcherSweep(benchmark::State& state, bool dbr_less) {
     const auto batch = static_cast<uint64_t>(state.range(0));

@@ -15,13 +15,20 @@
 #include "gpumem/watcher.h"
 #include "provider/trace_callback.h"
 
+#include <sigmatrace/deferred_records_wire.h>
+
 using namespace sigmatrace;
 using namespace sigmatrace::gpumem;
 
 namespace {
 std::atomic<uint64_t> g_wqes{0};
 void count_event(EventId id, const void* rec, void*) {
-    if (id == EventId::gpu_wqe) g_wqes.fetch_add(static_cast<const st_gpu_wqe_rec*>(rec)->n, std::memory_order_relaxed);
+    // The watcher's WQEs are ring_post records in deferred_records events.
+    if (id != EventId::deferred_records) return;
+    const auto* r = static_cast<const st_deferred_records_rec*>(rec);
+    sigmatrace::records::walk_records(r->words, r->n, [](const sigmatrace::records::RecordHeader& h) {
+        if (h.kind == sigmatrace::records::RecordKind::ring_post) g_wqes.fetch_add(h.n, std::memory_order_relaxed);
+    });
 }
 }  // namespace
 

@@ -24,7 +24,21 @@
 
 namespace sigmatrace::records {
 
-enum class RecordKind : uint16_t { pad = 0, post_send = 1, post_recv = 2, post_srq_recv = 3, poll_cq = 4 };
+enum class RecordKind : uint16_t { pad = 0, post_send = 1, post_recv = 2, post_srq_recv = 3, poll_cq = 4, ring_post = 5 };
+
+// Who wrote a send WR: the application through the verbs API (the tracer's post_send records), or, for WQEs the
+// GPU watcher (src/gpumem) decoded out of a send ring, a CPU thread writing them itself (UCX's rc_mlx5,
+// dc_mlx5, ud_mlx5) or a GPU (NVSHMEM IBGDA, rocSHMEM, DOCA GPUNetIO). docs/gpumem.md, "Who posted", says how
+// the watcher tells the last two apart.
+enum class Poster : uint8_t { verbs = 0, cpu_direct = 1, gpu = 2 };
+inline const char* poster_name(Poster p) {
+    switch (p) {
+    case Poster::verbs: return "verbs";
+    case Poster::cpu_direct: return "cpu_direct";
+    case Poster::gpu: return "gpu";
+    }
+    return "?";
+}
 
 struct RecordHeader {
     uint32_t size;  // bytes of the whole record (header included), a multiple of kAlign
@@ -93,12 +107,53 @@ struct CompletionEntry {
     uint8_t pad[6];
 };
 
+// ring_post: WQEs the watcher decoded out of one watched send queue after its doorbell record (or, DBR-less, its
+// ring) advanced; capture time 0 (the event's timestamp: the watcher emits them when it read them).
+// `queue` is the queue's identity at set-up (the ibv_qp for a verbs QP exported with mlx5dv_init_obj, else the
+// DevX object), `qp_num` its QPN.
+struct RingPostFixed {
+    uint64_t queue;
+    uint32_t qp_num;
+    uint8_t poster;  // Poster: cpu_direct or gpu
+    uint8_t pad[3];
+};
+// Flags of a ring WQE, in the verbs send_flags bits (enum ibv_send_flags) so that one reading serves both.
+inline constexpr uint8_t kRingFence = 1, kRingSignaled = 2, kRingSolicited = 4, kRingInline = 8;
+// The verbs opcode of a WQE that moves no data (NOP, DUMP, UMR ...): it completes nothing the application asked
+// for, but a CQE may name it.
+inline constexpr uint8_t kNoWrOpcode = 0xff;
+struct RingWqeEntry {
+    uint64_t pi;           // the WQE's first WQEBB as an unwrapped producer index (its low 16 bits: the CQE's wqe_counter)
+    uint64_t raddr;        // RDMA and atomics, else 0
+    uint64_t atomic_arg;   // add value (FA) or swap value (CS)
+    uint64_t dgid_prefix;  // UD and DC: the address vector's GID (0 without GRH)
+    uint64_t dgid_iid;
+    uint32_t bytes;        // gather or inline bytes; the argument size for atomics
+    uint32_t rkey;
+    uint32_t imm;          // as written (network order)
+    uint32_t dest_qpn;     // UD: destination QPN; DC: DCT number; else 0
+    uint32_t ctrl;         // mlx5 control segment: opcode | opmod << 8 | fm_ce_se << 16
+    uint16_t dlid;         // UD and DC: the address vector's LID
+    uint8_t opcode;        // ibv_wr_opcode (wr_opcode_from_mlx5), or kNoWrOpcode
+    uint8_t send_flags;    // kRing* bits
+};
+inline uint8_t ring_mlx5_opcode(const RingWqeEntry& e) { return static_cast<uint8_t>(e.ctrl); }
+inline uint8_t ring_opmod(const RingWqeEntry& e) { return static_cast<uint8_t>(e.ctrl >> 8); }
+inline uint8_t ring_fm_ce_se(const RingWqeEntry& e) { return static_cast<uint8_t>(e.ctrl >> 16); }
+
+// A poll_cq record's api: 0 ibv_poll_cq, 1 the extended-CQ poll pass, 2 CQEs the watcher read from a watched CQ
+// ring. For api 2 the entries say: wr_id = the CQE's wqe_counter, status = enum ibv_wc_status from the syndrome,
+// vendor_err = syndrome | vendor syndrome << 8, opcode = enum ibv_wc_opcode (from the requester CQE's WQE opcode,
+// or the responder CQE's kind), byte_len, qp_num, src_qp (responder CQEs), imm, hw_ts (the CQE timestamp).
+inline constexpr uint32_t kApiRingCompletion = 2;
+
 // The ring's layout, which the tracer's ring code and the wire format's field tables (deferred_records_wire.h) rely on.
 static_assert(sizeof(RecordHeader) == 16 && offsetof(RecordHeader, kind) == 4 && offsetof(RecordHeader, ts) == 8);
 static_assert(sizeof(SendFixed) == 32 && offsetof(SendFixed, batch_offset) == 24);
 static_assert(sizeof(SendEntry) == 48 && offsetof(SendEntry, send_flags) == 24 && offsetof(SendEntry, num_sge) == 44);
 static_assert(sizeof(RecvFixed) == 24 && sizeof(RecvEntry) == 16);
 static_assert(sizeof(PollFixed) == 16 && sizeof(CompletionEntry) == 48 && offsetof(CompletionEntry, status) == 40);
+static_assert(sizeof(RingPostFixed) == 16 && sizeof(RingWqeEntry) == 64 && offsetof(RingWqeEntry, dlid) == 60);
 
 inline constexpr uint32_t kAlign = 16;
 
@@ -108,7 +163,9 @@ constexpr uint32_t align_up(uint32_t v) {
 template <typename Fixed, typename Entry> constexpr uint32_t record_size(uint32_t n) {
     return align_up(static_cast<uint32_t>(sizeof(RecordHeader) + sizeof(Fixed) + n * sizeof(Entry)));
 }
-inline constexpr uint32_t kMaxRecordSize = record_size<SendFixed, SendEntry>(SIGMATRACE_MAX_BATCH);
+inline constexpr uint32_t kMaxRecordSize = record_size<RingPostFixed, RingWqeEntry>(SIGMATRACE_MAX_BATCH);
+static_assert(kMaxRecordSize >= record_size<SendFixed, SendEntry>(SIGMATRACE_MAX_BATCH) &&
+              kMaxRecordSize >= record_size<PollFixed, CompletionEntry>(SIGMATRACE_MAX_BATCH));
 
 // The size a record of `kind` with `n` entries must have; nullopt for pad and unknown kinds.
 constexpr std::optional<uint32_t> expected_size(RecordKind kind, uint32_t n) {
@@ -117,6 +174,7 @@ constexpr std::optional<uint32_t> expected_size(RecordKind kind, uint32_t n) {
     case RecordKind::post_recv:
     case RecordKind::post_srq_recv: return record_size<RecvFixed, RecvEntry>(n);
     case RecordKind::poll_cq: return record_size<PollFixed, CompletionEntry>(n);
+    case RecordKind::ring_post: return record_size<RingPostFixed, RingWqeEntry>(n);
     case RecordKind::pad: return std::nullopt;
     }
     return std::nullopt;
@@ -151,6 +209,7 @@ inline bool whole_successful_call(const RecordHeader& h) {
         return f->ret == 0 && f->bad_index < 0 && f->batch_offset == 0;
     }
     case RecordKind::poll_cq: return fixed_part<PollFixed>(&h)->ret == static_cast<int32_t>(h.n);
+    case RecordKind::ring_post: return true;
     case RecordKind::pad: return false;
     }
     return false;
@@ -161,6 +220,7 @@ inline uint64_t handle_of(const RecordHeader& h) {
     case RecordKind::post_recv:
     case RecordKind::post_srq_recv: return fixed_part<RecvFixed>(&h)->handle;
     case RecordKind::poll_cq: return fixed_part<PollFixed>(&h)->cq;
+    case RecordKind::ring_post: return fixed_part<RingPostFixed>(&h)->queue;
     case RecordKind::pad: return 0;
     }
     return 0;
@@ -182,6 +242,10 @@ struct Scratch {
     uint32_t wc_flags[SIGMATRACE_MAX_BATCH];
     uint16_t num_sge[SIGMATRACE_MAX_BATCH];
     uint8_t opcode[SIGMATRACE_MAX_BATCH], status[SIGMATRACE_MAX_BATCH];
+    // ring_post, as gpu_wqe
+    uint64_t atomic_arg[SIGMATRACE_MAX_BATCH];
+    uint16_t wqe_index[SIGMATRACE_MAX_BATCH];
+    uint8_t opmod[SIGMATRACE_MAX_BATCH], fm_ce_se[SIGMATRACE_MAX_BATCH];
 };
 
 // Copies the first `count` entries of a record into per-field arrays (members named as the event's sequences),
@@ -230,8 +294,9 @@ void copy_completion_entries(const RecordHeader& h, uint32_t count, Columns& c, 
 }
 
 // The event a record stands for — the st_post_send_rec, st_post_recv_rec, st_post_srq_recv_rec or st_poll_cq_rec
-// that the tracer wrote for the same call before it wrote records (schema minors 1-3) — handed to `emit`
-// (overloaded for the four).
+// that the tracer wrote for the same call before it wrote records (schema minors 1-3), or the st_gpu_wqe_rec the
+// watcher wrote for a ring_post before minor 6 (its pi_new, which ring_post does not carry, is 0) — handed to
+// `emit` (overloaded for the five). A ring completion (poll_cq, api 2) stands for a poll_cq event.
 // Every element's `ts` is the record's. The sequences point into `s`, valid until its next use. `h` must have
 // passed walk_records' checks.
 template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, Emit&& emit) {
@@ -313,11 +378,42 @@ template <typename Emit> void expand_record(const RecordHeader& h, Scratch& s, E
         emit(r);
         return;
     }
+    case RecordKind::ring_post: {
+        const RingPostFixed* f = fixed_part<RingPostFixed>(&h);
+        const RingWqeEntry* e = entries<RingPostFixed, RingWqeEntry>(&h);
+        for (uint32_t i = 0; i < n; ++i) {
+            s.wqe_index[i] = static_cast<uint16_t>(e[i].pi);
+            s.opcode[i] = ring_mlx5_opcode(e[i]);
+            s.opmod[i] = ring_opmod(e[i]);
+            s.fm_ce_se[i] = ring_fm_ce_se(e[i]);
+            s.bytes[i] = e[i].bytes;
+            s.raddr[i] = e[i].raddr;
+            s.rkey[i] = e[i].rkey;
+            s.imm[i] = e[i].imm;
+            s.atomic_arg[i] = e[i].atomic_arg;
+        }
+        st_gpu_wqe_rec r{};
+        r.qpn = f->qp_num;
+        r.pi_old = n > 0 ? static_cast<uint32_t>(e[0].pi) : 0;
+        r.pi_new = 0;
+        r.n = n;
+        r.wqe_index = s.wqe_index;
+        r.opcode = s.opcode;
+        r.opmod = s.opmod;
+        r.fm_ce_se = s.fm_ce_se;
+        r.bytes = s.bytes;
+        r.raddr = s.raddr;
+        r.rkey = s.rkey;
+        r.imm = s.imm;
+        r.atomic_arg = s.atomic_arg;
+        emit(r);
+        return;
+    }
     case RecordKind::pad: return;
     }
 }
 
-// Calls integer(name, value) for each integer field of `rec` (one of the four records expand_record() makes)
+// Calls integer(name, value) for each integer field of `rec` (one of the five records expand_record() makes)
 // and sequence(name, elements) for each sequence, in schema order: what a reader needs to turn it into its
 // own representation of the event by name or by field index.
 template <typename Rec, typename Integer, typename Sequence>
@@ -331,6 +427,8 @@ void visit_fields(const Rec& rec, Integer&& integer, Sequence&& sequence) {
         SIGMATRACE_FIELDS_post_recv(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
     } else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) {
         SIGMATRACE_FIELDS_post_srq_recv(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
+    } else if constexpr (std::is_same_v<Rec, st_gpu_wqe_rec>) {
+        SIGMATRACE_FIELDS_gpu_wqe(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)
     } else {
         static_assert(std::is_same_v<Rec, st_poll_cq_rec>);
         SIGMATRACE_FIELDS_poll_cq(ST_VF_INT_, ST_VF_INT_, ST_VF_STR_, ST_VF_SEQ_, ST_VF_SEQ_)

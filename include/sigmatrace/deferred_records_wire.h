@@ -8,7 +8,7 @@
 // knows, so a trace is several times smaller than the ring's bytes or per-field events would make it
 // (docs/PERFORMANCE.md, "Trace size and channel size"), at a few dozen instructions per record on the drain.
 //
-// Layout 2, per event. The words are little-endian bytes; records follow each other with no padding, and the
+// Layout 3 (layout 2 and the ring_post kind), per event. The words are little-endian bytes; records follow each other with no padding, and the
 // event ends with fewer than 8 zero bytes that fill its last word. One record:
 //   byte 0      kind (RecordKind, never pad)
 //   byte 1      n, the entries (at most SIGMATRACE_MAX_BATCH)
@@ -43,8 +43,12 @@ static_assert(std::endian::native == std::endian::little, "the words are the tra
 static_assert(SIGMATRACE_MAX_BATCH <= 255, "n is one byte");
 
 // The layout's version, carried by each `deferred_records` event (`layout`). A reader refuses other values.
-// Layout 1 (the ring's records as they are) was never released.
-inline constexpr uint32_t kLayout = 2;
+// Layout 1 (the ring's records as they are) was never released; layout 3 added the ring_post kind (schema minor
+// 6) to layout 2, which it reads unchanged.
+inline constexpr uint32_t kLayout = 3;
+inline constexpr bool layout_readable(uint64_t layout) {
+    return layout == 2 || layout == kLayout;
+}
 
 // One field of a ring record, in the fixed part or in each entry.
 struct FieldSpec {
@@ -60,7 +64,7 @@ struct KindSpec {
     uint8_t n_fixed = 0, n_entry = 0;
     uint16_t fixed_size = 0, entry_size = 0;  // sizeof the Fixed and Entry structs
     FieldSpec fixed[6]{};
-    FieldSpec entry[10]{};
+    FieldSpec entry[13]{};
     int8_t ret_is_n = -1;                      // the fixed field whose absent value is n (poll_cq's ret), or -1
     uint8_t raddr = kNoColumn, rkey = kNoColumn;  // columns redaction clears
 };
@@ -75,7 +79,7 @@ inline constexpr uint64_t kMinusOne32 = 0xffffffffu;  // bad_index -1 (int32_t) 
 // A kind's spec from its Fixed and Entry structs and their fields, in wire order.
 template <typename Fixed, typename Entry, std::size_t NF, std::size_t NE>
 constexpr KindSpec make_spec(const FieldSpec (&fixed)[NF], const FieldSpec (&entry)[NE]) {
-    static_assert(NF <= 6 && NE <= 10);
+    static_assert(NF <= 6 && NE <= 13);
     KindSpec k;
     k.n_fixed = NF;
     k.n_entry = NE;
@@ -118,12 +122,26 @@ constexpr KindSpec poll_spec() {
     return k;
 }
 
+constexpr KindSpec ring_post_spec() {
+    KindSpec k = make_spec<RingPostFixed, RingWqeEntry>(
+        {ST_FIELD_(RingPostFixed, queue, 0), ST_FIELD_(RingPostFixed, qp_num, 0), ST_FIELD_(RingPostFixed, poster, 0)},
+        {ST_FIELD_(RingWqeEntry, pi, 0), ST_FIELD_(RingWqeEntry, raddr, 0), ST_FIELD_(RingWqeEntry, atomic_arg, 0),
+         ST_FIELD_(RingWqeEntry, dgid_prefix, 0), ST_FIELD_(RingWqeEntry, dgid_iid, 0), ST_FIELD_(RingWqeEntry, bytes, 0),
+         ST_FIELD_(RingWqeEntry, rkey, 0), ST_FIELD_(RingWqeEntry, imm, 0), ST_FIELD_(RingWqeEntry, dest_qpn, 0),
+         ST_FIELD_(RingWqeEntry, ctrl, 0), ST_FIELD_(RingWqeEntry, dlid, 0), ST_FIELD_(RingWqeEntry, opcode, 0),
+         ST_FIELD_(RingWqeEntry, send_flags, 0)});
+    k.raddr = 1;
+    k.rkey = 6;
+    return k;
+}
+
 #undef ST_FIELD_
 
-inline constexpr KindSpec kSpecs[5] = {KindSpec{}, send_spec(), recv_spec(), recv_spec(), poll_spec()};
+inline constexpr int kKinds = 6;  // pad and the five record kinds
+inline constexpr KindSpec kSpecs[kKinds] = {KindSpec{}, send_spec(), recv_spec(), recv_spec(), poll_spec(), ring_post_spec()};
 
 constexpr bool specs_fit() {
-    for (int kind = 1; kind < 5; ++kind) {
+    for (int kind = 1; kind < kKinds; ++kind) {
         const KindSpec& k = kSpecs[kind];
         if (k.n_fixed + k.n_entry > 16) return false;  // present is 16 bits
         for (int i = 0; i < k.n_fixed; ++i)
@@ -136,7 +154,9 @@ constexpr bool specs_fit() {
 static_assert(specs_fit());
 static_assert(kSpecs[1].entry[kSpecs[1].raddr].offset == offsetof(SendEntry, raddr) &&
               kSpecs[1].entry[kSpecs[1].rkey].offset == offsetof(SendEntry, rkey));
-static_assert(static_cast<int>(RecordKind::poll_cq) == 4);
+static_assert(kSpecs[5].entry[kSpecs[5].raddr].offset == offsetof(RingWqeEntry, raddr) &&
+              kSpecs[5].entry[kSpecs[5].rkey].offset == offsetof(RingWqeEntry, rkey));
+static_assert(static_cast<int>(RecordKind::poll_cq) == 4 && static_cast<int>(RecordKind::ring_post) == 5);
 
 // Fixed-width loads and stores (little-endian: the low bytes of the 64-bit value): with the width a constant they
 // are one move each, which is what keeps encoding at a few ns per record (a memcpy of a run-time width is a call).
@@ -159,13 +179,13 @@ template <uint8_t W> void store(std::byte* p, uint64_t v) noexcept {
 
 // What a reader already knows, per event: the last record's values of each kind, and the last ts.
 struct Known {
-    uint64_t fixed[5][6];
-    uint64_t entry[5][10];
+    uint64_t fixed[kKinds][6];
+    uint64_t entry[kKinds][13];
     uint64_t ts;
     void reset() noexcept {
-        for (int kind = 0; kind < 5; ++kind) {
+        for (int kind = 0; kind < kKinds; ++kind) {
             for (int i = 0; i < 6; ++i) fixed[kind][i] = kSpecs[kind].fixed[i].initial;
-            for (int i = 0; i < 10; ++i) entry[kind][i] = kSpecs[kind].entry[i].initial;
+            for (int i = 0; i < 13; ++i) entry[kind][i] = kSpecs[kind].entry[i].initial;
         }
         ts = 0;
     }
@@ -175,7 +195,7 @@ struct Known {
 
 inline const KindSpec* spec_of(RecordKind kind) {
     const auto k = static_cast<uint16_t>(kind);
-    return k >= 1 && k <= 4 ? &wire_detail::kSpecs[k] : nullptr;
+    return k >= 1 && k < wire_detail::kKinds ? &wire_detail::kSpecs[k] : nullptr;
 }
 
 // The most bytes encode() writes for a ring record of `size` bytes: never more than the ring record itself
@@ -314,6 +334,7 @@ public:
         case RecordKind::post_recv: run(KindCodec<2>{}); break;
         case RecordKind::post_srq_recv: run(KindCodec<3>{}); break;
         case RecordKind::poll_cq: run(KindCodec<4>{}); break;
+        case RecordKind::ring_post: run(KindCodec<5>{}); break;
         case RecordKind::pad: break;
         }
         out[0] = static_cast<std::byte>(kind);
@@ -453,6 +474,7 @@ WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visi
         case RecordKind::post_recv: whole = run(KindCodec<2>{}); break;
         case RecordKind::post_srq_recv: whole = run(KindCodec<3>{}); break;
         case RecordKind::poll_cq: whole = run(KindCodec<4>{}); break;
+        case RecordKind::ring_post: whole = run(KindCodec<5>{}); break;
         case RecordKind::pad: break;
         }
         if (!whole) return {WalkStatus::truncated, r.records};

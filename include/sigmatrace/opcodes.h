@@ -119,4 +119,25 @@ inline int wr_opcode_from_mlx5(uint8_t op) {
     }
 }
 
+// mlx5 CQE error syndromes (the PRM's table) to enum ibv_wc_status, as the verbs provider reports them: what the
+// watcher writes for an error CQE and what the analyzer reads old traces' gpu_cqe syndromes with.
+inline uint8_t wc_status_from_mlx5_syndrome(uint8_t syndrome) {
+    switch (syndrome) {
+    case 0x01: return 1;   // LOCAL_LENGTH_ERR -> LOC_LEN_ERR
+    case 0x02: return 2;   // LOCAL_QP_OP_ERR
+    case 0x04: return 4;   // LOCAL_PROT_ERR
+    case 0x05: return 5;   // WR_FLUSH_ERR
+    case 0x06: return 6;   // MW_BIND_ERR
+    case 0x10: return 7;   // BAD_RESP_ERR
+    case 0x11: return 8;   // LOCAL_ACCESS_ERR
+    case 0x12: return 9;   // REMOTE_INVAL_REQ_ERR
+    case 0x13: return 10;  // REMOTE_ACCESS_ERR
+    case 0x14: return 11;  // REMOTE_OP_ERR
+    case 0x15: return 12;  // TRANSPORT_RETRY_CNT_ERR -> RETRY_EXC_ERR
+    case 0x16: return 13;  // RNR_RETRY_CNT_ERR
+    case 0x22: return 16;  // ABORTED_ERR -> REM_ABORT_ERR
+    default: return 21;    // GENERAL_ERR
+    }
+}
+
 }  // namespace sigmatrace

@@ -66,6 +66,9 @@ std::optional<UarInfo> QueueRegistry::find_uar_page(uint64_t ctx, uint32_t page_
 
 int QueueRegistry::mark_uar_gpu_mapped(uint64_t addr, uint64_t len) {
     std::lock_guard lk(mu_);
+    gpu_io_.push_back(Range{addr, len});
+    // The watcher's queue list carries each queue's poster: take it again.
+    generation_.fetch_add(1, std::memory_order_acq_rel);
     int n = 0;
     for (auto& u : uars_) {
         // A UAR page is 4 KiB; the register sits inside it.
@@ -140,9 +143,31 @@ std::vector<uint64_t> QueueRegistry::queues_in_range(uint64_t ctx, uint64_t addr
     return keys;
 }
 
+records::Poster QueueRegistry::poster_locked(const SendQueue& q) const {
+    auto gpu_reaches = [](MemType m) { return m == MemType::Device || m == MemType::HostMapped; };
+    if (gpu_reaches(q.ring_mem) || (q.dbr_addr != 0 && gpu_reaches(q.dbr_mem))) return records::Poster::gpu;
+    uint64_t doorbell = q.doorbell_addr;
+    if (q.source == QueueSource::Devx)
+        for (const auto& u : uars_)
+            if (u.ctx == q.ctx && u.page_id == q.uar_page) {
+                if (u.gpu_mapped) return records::Poster::gpu;
+                doorbell = u.reg_addr;
+            }
+    if (doorbell != 0)
+        for (const Range& r : gpu_io_)
+            if (overlaps(doorbell, 8, r.addr, r.len)) return records::Poster::gpu;
+    return records::Poster::cpu_direct;
+}
+
+records::Poster QueueRegistry::poster_of(const SendQueue& q) const {
+    std::lock_guard lk(mu_);
+    return poster_locked(q);
+}
+
 uint64_t QueueRegistry::snapshot(std::vector<SendQueue>& sqs, std::vector<CompletionQueue>& cqs) const {
     std::lock_guard lk(mu_);
     sqs = sqs_;
+    for (SendQueue& q : sqs) q.poster = poster_locked(q);
     cqs = cqs_;
     return generation_.load(std::memory_order_acquire);
 }
@@ -156,6 +181,7 @@ void QueueRegistry::clear() {
     std::lock_guard lk(mu_);
     umems_.clear();
     uars_.clear();
+    gpu_io_.clear();
     sqs_.clear();
     cqs_.clear();
     generation_.fetch_add(1, std::memory_order_acq_rel);

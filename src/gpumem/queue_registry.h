@@ -22,8 +22,13 @@ public:
     void add_uar(const UarInfo& u);
     std::optional<UarInfo> remove_uar(uint64_t handle);
     std::optional<UarInfo> find_uar_page(uint64_t ctx, uint32_t page_id) const;
-    // Marks every UAR whose register page overlaps [addr, addr + len) as mapped into a GPU; returns how many.
+    // Notes [addr, addr + len) as I/O memory mapped into a GPU (cuMemHostRegister IoMemory, hipHostRegister ...)
+    // and marks every UAR whose register page overlaps it; returns how many UARs.
     int mark_uar_gpu_mapped(uint64_t addr, uint64_t len);
+    // Who posts to `q` (docs/gpumem.md, "Who posted"): a GPU when its ring or doorbell record lives in memory a GPU
+    // reaches (GPU memory, host memory mapped into a GPU) or its doorbell register was mapped into a GPU; else a
+    // CPU thread writing WQEs itself.
+    records::Poster poster_of(const SendQueue& q) const;
 
     // ---- queues
     void add_send_queue(const SendQueue& q);
@@ -51,9 +56,15 @@ public:
     void unlock_after_fork() { mu_.unlock(); }
 
 private:
+    records::Poster poster_locked(const SendQueue& q) const;
+
     mutable std::mutex mu_;
     std::vector<UmemInfo> umems_;
     std::vector<UarInfo> uars_;
+    struct Range {
+        uint64_t addr, len;
+    };
+    std::vector<Range> gpu_io_;  // I/O ranges mapped into a GPU (doorbell pages)
     std::vector<SendQueue> sqs_;
     std::vector<CompletionQueue> cqs_;
     std::atomic<uint64_t> generation_{0};

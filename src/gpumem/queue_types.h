@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include <sigmatrace/deferred_records.h>
+
 #include "mlx5_format/wqe_decoder.h"
 
 namespace sigmatrace::gpumem {
@@ -57,6 +59,10 @@ struct SendQueue {
     bool dbr_less = false;   // send_dbr_mode = NO_DBR: the producer never writes the doorbell record
     uint32_t cqn = 0;        // send CQ
     uint32_t uar_page = 0;
+    uint64_t doorbell_addr = 0;  // the doorbell register (init_obj: bf.reg), 0 if unknown (DevX: found by uar_page)
+    // Who writes its WQEs (docs/gpumem.md, "Who posted"): decided by the registry when the watcher takes its queue
+    // list (QueueRegistry::snapshot), from what set-up saw.
+    records::Poster poster = records::Poster::cpu_direct;
     uint32_t initial_pi = 0; // producer index when learned (0 for a new DevX QP)
     uint32_t epoch = 0;      // bumped when the QP is reset: the producer index starts again from initial_pi
 };

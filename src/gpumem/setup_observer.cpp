@@ -307,6 +307,7 @@ void SetupObserver::verbs_qp_exported(const ExportedQp& e) {
     q.dbr_addr = e.dbrec ? e.dbrec + mlx5::kSendDbrOffset : 0;
     q.dbr_mem = classifier_.classify(e.dbrec);
     if (auto cq = registry_.find_completion_queue(e.send_cq)) q.cqn = cq->cqn;
+    q.doorbell_addr = e.bf_reg;
     q.initial_pi = read_producer_index(q.dbr_addr, q.dbr_mem);
     if (ST_TRACE_ENABLED(gpu_qp_create)) {
         st_gpu_qp_create_rec rec{e.ctx, e.qpn, e.qp_type, q.ring_addr, q.wqebbs, q.dbr_addr, 0, q.cqn, 0,

@@ -307,7 +307,7 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
     const uint32_t n = s.q.wqebbs;
     note_backlog(backlog, b - a, n);
 
-    if (!ST_TRACE_ENABLED(gpu_wqe)) {
+    if (!records_enabled()) {
         s.next = b;  // nobody records: keep up without reading the ring
         return 0;
     }
@@ -332,7 +332,7 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
     const uint64_t safe_from = c + guard > n ? c + guard - n : 0;
 
     const RingView view{scratch_.data(), n};
-    WqeBatch batch(s.q.qpn, config_.redact_addresses, config_.redact_keys);
+    WqeBatch batch(s.q.key, s.q.qpn, s.q.poster, config_.redact_addresses, config_.redact_keys);
     size_t decoded = 0;
     Run run = Run::Normal;
     uint64_t p = start;
@@ -378,12 +378,12 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
 
 size_t Watcher::sweep_scanned_queue(SqState& s, Backlog& backlog, bool final) {
     if (s.q.wqebbs == 0) return 0;
-    WqeBatch batch(s.q.qpn, config_.redact_addresses, config_.redact_keys);
+    WqeBatch batch(s.q.key, s.q.qpn, s.q.poster, config_.redact_addresses, config_.redact_keys);
     ScanParams params;
     params.now_ns = final ? monotonic_ns() : sweep_start_ns_;
     params.settle_ns = final ? 0 : config_.settle_ns;
     params.guard = final ? 0 : config_.guard_for(s.q.wqebbs);  // a queue being destroyed has no producer left
-    params.record = ST_TRACE_ENABLED(gpu_wqe);
+    params.record = records_enabled();
     ScanResult total;
     for (int pass = 0; pass < (final ? 2 : 1); ++pass) {
         params.sweep = ++scan_pass_;
@@ -470,10 +470,10 @@ void Watcher::release_held(CqState& c, CqeBatch& batch, bool all) {
 }
 
 size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
-    if (c.q.ncqe == 0 || c.q.compressed || !ST_TRACE_ENABLED(gpu_cqe)) return 0;
+    if (c.q.ncqe == 0 || c.q.compressed || !records_enabled()) return 0;
     const uint32_t cqe_size = c.q.cqe_size == 128 ? 128 : 64;
     const uint32_t tail = cqe_size - 64;  // the 64-byte CQE is the last 64 bytes of a 128-byte one
-    CqeBatch batch(c.q.cqn);
+    CqeBatch batch(c.q.key);
     release_held(c, batch, final);
     size_t seen = 0;
 

@@ -1,7 +1,8 @@
 // The watcher: one background thread per process that reads every learned send queue's doorbell record, copies
 // the WQEs between the last one it decoded and the producer index into a private snapshot, decodes them and
-// emits gpu_wqe batches; reads CQEs where it can (gpu_cqe); reports WQEs overwritten before it could read them
-// and malformed ones (gpu_watch_stats). It only ever reads queue memory.
+// emits them as ring_post records; reads CQEs where it can (poll_cq records of api kApiRingCompletion), both in
+// `deferred_records` events (event_batches.h); reports WQEs overwritten before it could read them and malformed
+// ones (gpu_watch_stats). It only ever reads queue memory.
 //
 // DBR-less queues (send_dbr_mode = NO_DBR) have no doorbell record: they are read by index scanning instead
 // (index_scanner.h), with a commit rule of their own.

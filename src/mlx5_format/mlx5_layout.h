@@ -149,6 +149,18 @@ struct Av {
     uint8_t rgid[16];
 };
 
+// The 32 bytes of a full AV after its base, as two 16-byte units: reserved, rmac, tclass, hop_limit, grh_gid_fl,
+// then the remote GID.
+struct GrhHalf {
+    uint8_t reserved0[4];
+    uint8_t rmac[6];
+    uint8_t tclass;
+    uint8_t hop_limit;
+    uint8_t grh_gid_fl[4];
+    uint8_t rgid[16];
+};
+inline constexpr uint32_t kAvGrh = 1u << 30;  // grh_gid_fl: the AV carries a GRH (its remote GID is valid)
+
 // XRC segment (struct mlx5_wqe_xrc_seg), 16 bytes, after ctrl on XRC send QPs.
 struct XrcSeg {
     uint8_t xrc_srqn[4];
@@ -164,7 +176,7 @@ static_assert(sizeof(AtomicSeg) == 16 && offsetof(AtomicSeg, compare) == 8);
 static_assert(sizeof(AvBase) == 16 && offsetof(AvBase, dqp_dct) == 8 && offsetof(AvBase, rlid) == 14);
 static_assert(sizeof(Av) == 48 && offsetof(Av, rmac) == 20 && offsetof(Av, grh_gid_fl) == 28 &&
               offsetof(Av, rgid) == 32);
-static_assert(sizeof(XrcSeg) == 16);
+static_assert(sizeof(XrcSeg) == 16 && sizeof(GrhHalf) == 32 && offsetof(GrhHalf, rgid) == 16);
 
 // ------------------------------------------------------------------------------------------ doorbell record
 // Two big-endian 32-bit counters (MLX5_RCV_DBR = 0, MLX5_SND_DBR = 1). The send one holds the index of the

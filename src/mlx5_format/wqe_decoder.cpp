@@ -155,8 +155,18 @@ WqeStatus decode_wqe(const RingView& ring, uint32_t slot, Transport transport, D
             if (unit >= ds) return WqeStatus::Truncated;
             const auto av = r.unit<AvBase>(unit);
             out.remote_qpn = av.remote_qpn();
+            out.av_rlid = load_be16(av.rlid);
             // UD WQEs always carry the full AV; DC ones may carry the 16-byte base.
-            unit += (transport == Transport::Ud || av.extended()) ? sizeof(Av) / kDsUnit : sizeof(AvBase) / kDsUnit;
+            const bool full = transport == Transport::Ud || av.extended();
+            if (full && unit + 2 < ds) {
+                // The GRH half: its GID is valid when the AV says it carries a GRH.
+                const auto grh = r.unit<GrhHalf>(unit + 1);
+                if (load_be32(grh.grh_gid_fl) & kAvGrh) {
+                    out.av_gid_prefix = load_be64(grh.rgid);
+                    out.av_gid_iid = load_be64(grh.rgid + 8);
+                }
+            }
+            unit += full ? sizeof(Av) / kDsUnit : sizeof(AvBase) / kDsUnit;
             break;
         }
         }

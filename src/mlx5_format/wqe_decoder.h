@@ -52,6 +52,8 @@ struct DecodedWqe {
     uint64_t atomic_arg = 0;  // add value (FA) or swap value (CS); first 8 bytes for wider masked atomics
     uint64_t atomic_compare = 0;
     uint32_t remote_qpn = 0;  // UD destination QPN or DC target (DCT number) from the address vector, else 0
+    uint16_t av_rlid = 0;     // the address vector's destination LID, else 0
+    uint64_t av_gid_prefix = 0, av_gid_iid = 0;  // its destination GID (read big-endian) when it carries a GRH, else 0
 };
 
 // The local side of a WQE, for an executor (the software fabric's mlx5 front end): its data segments in order,

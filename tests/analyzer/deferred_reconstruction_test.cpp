@@ -418,7 +418,7 @@ TEST(DeferredRecords, TheEventDumpShowsEachCallOfACarrierWithEveryField) {
     EXPECT_EQ(lines[1], when + "-[800/801] sigmatrace:poll_cq { cq = 0xcc, ret = -5, api = 0, n = 0, wr_id = [], "
                                "status = [], opcode = [], vendor_err = [], byte_len = [], qp_num = [], src_qp = [], "
                                "wc_flags = [], imm = [], hw_ts = [], ts = [] } (record)");
-    EXPECT_EQ(lines[2], when + "-[800/801] sigmatrace:deferred_records { layout = 2, n = " + std::to_string(words.size()) +
+    EXPECT_EQ(lines[2], when + "-[800/801] sigmatrace:deferred_records { layout = " + std::to_string(records::kLayout) + ", n = " + std::to_string(words.size()) +
                             ", origin_pid = 0, origin_tid = 0, lost = 0 }");
 }
 

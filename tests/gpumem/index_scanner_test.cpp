@@ -68,7 +68,7 @@ TEST(DbrLess, DecodesEveryWqeOnceTwoSweepsAgreeInOrderAndExactly) {
     const auto events = f.trace.wqe_events();
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].pi_old, 0u);
-    EXPECT_EQ(events[0].pi_new, 5u);  // the producer's frontier when they were read
+    EXPECT_EQ(events[0].pi, (std::vector<uint64_t>{0, 1, 2, 4}));  // WQE 2 takes two blocks
     EXPECT_EQ(f.trace.lost_total() + f.trace.malformed_total(), 0u);
 }
 

@@ -134,7 +134,7 @@ TEST_F(SetupTest, NvshmemStyleDevxSetupIsLearnedAndWatched) {
     cqe[63] = 0;  // REQ, owner 0
     watcher.sweep_once();
     ASSERT_EQ(trace.cqe_events().size(), 1u);
-    EXPECT_EQ(trace.cqe_events()[0].cqn, 0x401u);
+    EXPECT_EQ(trace.cqe_events()[0].qpn.at(0), 0xabcu);
     EXPECT_EQ(trace.cqe_events()[0].wqe_counter.at(0), 2);
 
     // Connect, then destroy: WQEs posted just before the destroy are still traced.

@@ -1,6 +1,11 @@
-// Captures the gpu_* events that the code under test emits through the callback backend, deep-copying their
-// sequences (the records point at the emitter's stack).
+// Captures the gpu_* events that the code under test emits through the callback backend, and the watcher's
+// records (ring_post, and poll_cq of api kApiRingCompletion) out of its deferred_records events, decoded through
+// the wire format as the analyzer decodes them, deep-copying what it keeps (the events point at the emitter's
+// stack).
 #pragma once
+
+#include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include <cstdint>
 #include <mutex>
@@ -10,20 +15,25 @@
 
 namespace sigmatrace::gpumem::test {
 
-// `order`: the event's position among all captured gpu_wqe and gpu_cqe events.
+// `order`: the record's position among all captured ring_post and ring-completion records. One WqeEvent per
+// ring_post record (`opcode` the mlx5 opcode, `wr_opcode` the verbs one), one CqeEvent per completion record.
 struct WqeEvent {
     uint64_t order;
-    uint32_t qpn, pi_old, pi_new;
+    uint64_t queue;
+    uint32_t qpn, pi_old;
+    sigmatrace::records::Poster poster;
     std::vector<uint16_t> wqe_index;
-    std::vector<uint8_t> opcode, opmod, fm_ce_se;
-    std::vector<uint32_t> bytes, rkey, imm;
-    std::vector<uint64_t> raddr, atomic_arg;
+    std::vector<uint8_t> opcode, opmod, fm_ce_se, wr_opcode, send_flags;
+    std::vector<uint32_t> bytes, rkey, imm, dest_qpn;
+    std::vector<uint16_t> dlid;
+    std::vector<uint64_t> raddr, atomic_arg, pi, dgid_prefix, dgid_iid;
 };
 struct CqeEvent {
     uint64_t order;
-    uint32_t cqn;
+    uint64_t cq;  // the CQ's key
     std::vector<uint16_t> wqe_counter;
-    std::vector<uint8_t> opcode, syndrome;
+    std::vector<uint8_t> opcode, status;  // enum ibv_wc_opcode, enum ibv_wc_status
+    std::vector<uint8_t> syndrome;        // vendor_err's low byte
     std::vector<uint32_t> byte_cnt, qpn;
     std::vector<uint64_t> hw_ts;
 };
@@ -91,23 +101,62 @@ public:
 private:
     template <typename T> static std::vector<T> seq(const T* p, uint32_t n) { return std::vector<T>(p, p + n); }
 
+    void take(const sigmatrace::records::RecordHeader& h) {
+        namespace R = sigmatrace::records;
+        if (h.kind == R::RecordKind::ring_post) {
+            const R::RingPostFixed* f = R::fixed_part<R::RingPostFixed>(&h);
+            const R::RingWqeEntry* e = R::entries<R::RingPostFixed, R::RingWqeEntry>(&h);
+            WqeEvent w{};
+            w.order = order_++;
+            w.queue = f->queue;
+            w.qpn = f->qp_num;
+            w.pi_old = h.n ? static_cast<uint32_t>(e[0].pi) : 0;
+            w.poster = static_cast<R::Poster>(f->poster);
+            for (uint32_t i = 0; i < h.n; ++i) {
+                w.wqe_index.push_back(static_cast<uint16_t>(e[i].pi));
+                w.opcode.push_back(R::ring_mlx5_opcode(e[i]));
+                w.opmod.push_back(R::ring_opmod(e[i]));
+                w.fm_ce_se.push_back(R::ring_fm_ce_se(e[i]));
+                w.wr_opcode.push_back(e[i].opcode);
+                w.send_flags.push_back(e[i].send_flags);
+                w.bytes.push_back(e[i].bytes);
+                w.rkey.push_back(e[i].rkey);
+                w.imm.push_back(e[i].imm);
+                w.dest_qpn.push_back(e[i].dest_qpn);
+                w.dlid.push_back(e[i].dlid);
+                w.raddr.push_back(e[i].raddr);
+                w.atomic_arg.push_back(e[i].atomic_arg);
+                w.pi.push_back(e[i].pi);
+                w.dgid_prefix.push_back(e[i].dgid_prefix);
+                w.dgid_iid.push_back(e[i].dgid_iid);
+            }
+            wqe_events_.push_back(std::move(w));
+        } else if (h.kind == R::RecordKind::poll_cq && R::fixed_part<R::PollFixed>(&h)->api == R::kApiRingCompletion) {
+            const R::CompletionEntry* e = R::entries<R::PollFixed, R::CompletionEntry>(&h);
+            CqeEvent c{};
+            c.order = order_++;
+            c.cq = R::fixed_part<R::PollFixed>(&h)->cq;
+            for (uint32_t i = 0; i < h.n; ++i) {
+                c.wqe_counter.push_back(static_cast<uint16_t>(e[i].wr_id));
+                c.opcode.push_back(e[i].opcode);
+                c.status.push_back(e[i].status);
+                c.syndrome.push_back(static_cast<uint8_t>(e[i].vendor_err));
+                c.byte_cnt.push_back(e[i].byte_len);
+                c.qpn.push_back(e[i].qp_num);
+                c.hw_ts.push_back(e[i].hw_ts);
+            }
+            cqe_events_.push_back(std::move(c));
+        }
+    }
+
     static void on_event(EventId id, const void* rec, void* user) {
         auto* self = static_cast<TraceCapture*>(user);
         std::lock_guard lk(self->mu_);
         switch (id) {
-        case EventId::gpu_wqe: {
-            const auto* r = static_cast<const st_gpu_wqe_rec*>(rec);
-            self->wqe_events_.push_back(WqeEvent{self->order_++, r->qpn, r->pi_old, r->pi_new, seq(r->wqe_index, r->n),
-                                                 seq(r->opcode, r->n), seq(r->opmod, r->n), seq(r->fm_ce_se, r->n),
-                                                 seq(r->bytes, r->n), seq(r->rkey, r->n), seq(r->imm, r->n),
-                                                 seq(r->raddr, r->n), seq(r->atomic_arg, r->n)});
-            break;
-        }
-        case EventId::gpu_cqe: {
-            const auto* r = static_cast<const st_gpu_cqe_rec*>(rec);
-            self->cqe_events_.push_back(CqeEvent{self->order_++, r->cqn, seq(r->wqe_counter, r->n), seq(r->opcode, r->n),
-                                                 seq(r->syndrome, r->n), seq(r->byte_cnt, r->n), seq(r->qpn, r->n),
-                                                 seq(r->hw_ts, r->n)});
+        case EventId::deferred_records: {
+            const auto* r = static_cast<const st_deferred_records_rec*>(rec);
+            if (!sigmatrace::records::layout_readable(r->layout)) break;
+            sigmatrace::records::walk_records(r->words, r->n, [self](const sigmatrace::records::RecordHeader& h) { self->take(h); });
             break;
         }
         case EventId::gpu_watch_stats: self->stats_.push_back(*static_cast<const st_gpu_watch_stats_rec*>(rec)); break;

@@ -78,8 +78,6 @@ void Analysis::on_event(const DecodedEvent& ev) {
         break;
     }
     case EventId::qp_counters: on_qp_counters(ev, p); break;
-    case EventId::gpu_wqe: recon_.on_gpu_wqe(ev, p); break;
-    case EventId::gpu_cqe: recon_.on_gpu_cqe(ev, p); break;
     case EventId::gpu_watch_stats:
         topo_.anomalies().gpu_wqes_lost += ev.u(F::gpu_watch_stats::lost_wqes);
         topo_.anomalies().gpu_wqes_malformed += ev.u(F::gpu_watch_stats::malformed_wqes);
@@ -104,7 +102,7 @@ void Analysis::on_element(const DataElement& e) {
     pr.last_ts = std::max(pr.last_ts, o.event_ns);
     if (e.counts_event) {
         ++events_;
-        ++events_by_id_[static_cast<std::size_t>(event_of(e.kind))];
+        ++events_by_id_[static_cast<std::size_t>(event_of(e.kind, e.ring))];
         ++pr.events;
         if (e.malformed) ++topo_.anomalies().malformed_events;
     }

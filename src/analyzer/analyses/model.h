@@ -4,6 +4,8 @@
 // values and tables survive the events that created them.
 #pragma once
 
+#include <sigmatrace/deferred_records.h>
+
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -57,7 +59,7 @@ enum class OpOutcome : uint8_t {
     Failed,      // an error completion other than a flush
     Flushed,     // IBV_WC_WR_FLUSH_ERR (or the mlx5 flush syndrome)
     InFlight,    // no completion while its QP lived: the process died, or the trace stopped with the QP alive
-    Observed,    // GPU WQE seen on the ring, no CQE visible to the watcher: moved data, latency unknown
+    Observed,    // WQE seen on a watched ring, no CQE visible to the watcher: moved data, latency unknown
     Lost,        // dropped from a full queue model: its completion was never seen (discarded events?)
     // No completion, and its owner then moved the QP to RESET or ERR or destroyed it: the unsignaled tail of a
     // normal run (UCX, Open MPI and qperf post most sends unsignaled). It most likely completed; nothing says so.
@@ -73,7 +75,9 @@ struct Operation {
     QpId qp = kNoId;
     Peer peer;
     uint8_t opcode = 0;       // ibv_wr_opcode, or kOpRecv / kOpRecvRdmaWithImm
-    bool gpu = false;         // posted by a GPU (decoded from the ring), not through verbs
+    // Who posted it: through the verbs API, or (decoded by the watcher from a watched ring) a CPU writing WQEs
+    // itself or a GPU. Receives: verbs.
+    records::Poster poster = records::Poster::verbs;
     bool signaled = false;
     bool implied = false;     // completed by a later signaled completion (unsignaled WR)
     OpOutcome outcome = OpOutcome::Completed;
@@ -86,8 +90,10 @@ struct Operation {
     uint32_t rkey = 0;
     uint64_t ud_ah = 0;       // UD sends: the address handle and destination QPN (peer resolved from them)
     uint32_t ud_qpn = 0;
+    uint32_t av = kNoId;      // UD/DC WQEs decoded from a ring: their address vector (Topology::intern_av)
 
     bool is_recv() const { return opcode >= kOpRecv; }
+    bool gpu() const { return poster == records::Poster::gpu; }
     // Whether a completion of its own was seen, so that post -> completion is its latency: implied completions
     // (unsignaled WRs retired by a later signaled one) take another WR's completion time.
     bool observed_completion() const { return outcome == OpOutcome::Completed && !implied; }

@@ -14,9 +14,6 @@ constexpr uint32_t kIbvSendSignaled = 2;   // IBV_SEND_SIGNALED
 constexpr uint8_t kWcSuccess = 0;
 constexpr uint8_t kWcFlushErr = 5;         // IBV_WC_WR_FLUSH_ERR
 constexpr uint32_t kIbvQptUd = 4;          // IBV_QPT_UD
-constexpr uint8_t kMlx5CqeReqErr = 13;
-constexpr uint8_t kMlx5CqeRespErr = 14;
-constexpr uint8_t kMlx5CqeReq = 0;
 
 // Queue models hold at most this many times the granted depth (and at least kMinQueueLimit) before the
 // oldest entries are given up as lost: a real queue cannot hold more, so more means missed completions.
@@ -38,35 +35,17 @@ OpOutcome outcome_of(uint8_t status, bool torn_down) {
     return torn_down ? OpOutcome::FlushedAtTeardown : OpOutcome::Flushed;
 }
 
-// mlx5 CQE error syndromes (the PRM's table) to enum ibv_wc_status, as the verbs provider reports them.
-uint8_t wc_status_from_syndrome(uint8_t syndrome) {
-    switch (syndrome) {
-    case 0x01: return 1;   // LOCAL_LENGTH_ERR -> LOC_LEN_ERR
-    case 0x02: return 2;   // LOCAL_QP_OP_ERR
-    case 0x04: return 4;   // LOCAL_PROT_ERR
-    case 0x05: return 5;   // WR_FLUSH_ERR
-    case 0x06: return 6;   // MW_BIND_ERR
-    case 0x10: return 7;   // BAD_RESP_ERR
-    case 0x11: return 8;   // LOCAL_ACCESS_ERR
-    case 0x12: return 9;   // REMOTE_INVAL_REQ_ERR
-    case 0x13: return 10;  // REMOTE_ACCESS_ERR
-    case 0x14: return 11;  // REMOTE_OP_ERR
-    case 0x15: return 12;  // TRANSPORT_RETRY_CNT_ERR -> RETRY_EXC_ERR
-    case 0x16: return 13;  // RNR_RETRY_CNT_ERR
-    case 0x22: return 16;  // ABORTED_ERR -> REM_ABORT_ERR
-    default: return 21;    // GENERAL_ERR
-    }
-}
-
 }  // namespace
 
 void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts,
-                            bool implied, bool gpu, uint8_t opcode_override, uint64_t bytes_override) {
+                            bool implied, uint8_t opcode_override, uint64_t bytes_override) {
+    // A ring WQE that moves no data (NOP, DUMP ...) is retired with the others but is no operation.
+    if (wr.opcode == records::kNoWrOpcode && opcode_override == 0) return;
     Operation op;
     op.proc = p;
     op.qp = q;
     op.opcode = opcode_override ? opcode_override : wr.opcode;
-    op.gpu = gpu;
+    op.poster = wr.poster;
     op.signaled = wr.signaled;
     op.implied = implied;
     op.outcome = outcome;
@@ -78,7 +57,12 @@ void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome out
     op.raddr = wr.raddr;
     op.rkey = wr.rkey;
     const Qp& qp = topo_.qp(q);
-    if (qp.type == kIbvQptUd && !op.is_recv()) {
+    if (wr.av != kNoId && !op.is_recv()) {
+        // A UD or DC WQE decoded from its ring: its address vector names the destination.
+        op.ud_qpn = wr.remote_qpn;
+        op.av = wr.av;
+        op.peer = topo_.resolve_av_peer(wr.av, wr.remote_qpn);
+    } else if (qp.type == kIbvQptUd && !op.is_recv()) {
         op.ud_ah = wr.ah;
         op.ud_qpn = wr.remote_qpn;
         op.peer = topo_.resolve_ud_peer(p, wr.ah, wr.remote_qpn);
@@ -91,14 +75,32 @@ void OpReconstruction::bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queu
     while (queue.size() > limit) {
         const PendingWr wr = queue.front();
         queue.pop_front();
-        if (gpu_sq && !topo_.qp(q).gpu_cqe_seen) {
-            // The ring wrapped: the GPU posted it and the watcher cannot see its CQE; it did move data.
-            emit(p, q, wr, OpOutcome::Observed, 0, wr.post_ts, false, true);
+        forget_pending(topo_.qp(q), wr);
+        if (gpu_sq && wr.indexed && !topo_.qp(q).gpu_cqe_seen) {
+            // The ring wrapped: it was posted there and the watcher cannot see its CQE; it did move data.
+            emit(p, q, wr, OpOutcome::Observed, 0, wr.post_ts, false);
         } else {
             ++topo_.anomalies().lost_wrs;
-            emit(p, q, wr, OpOutcome::Lost, 0, wr.post_ts, false, gpu_sq);
+            emit(p, q, wr, OpOutcome::Lost, 0, wr.post_ts, false);
         }
     }
+}
+
+void OpReconstruction::forget_pending(Qp& qp, const PendingWr& wr) {
+    if (wr.from_verbs && !wr.indexed && qp.verbs_unindexed > 0) --qp.verbs_unindexed;
+    if (!wr.from_verbs && wr.indexed && qp.ring_unclaimed > 0) --qp.ring_unclaimed;
+}
+
+// The same WR seen by the verbs wrappers and in the ring: the same operation, posted in the same order, so it is
+// the oldest waiting WR of the other view with the same opcode, length, remote address and key; a ring view is
+// never older than the verbs call that wrote it (capture times: the verbs post's is taken before the call).
+std::size_t OpReconstruction::same_wr(const Qp& qp, const PendingWr& wr, bool want_verbs) const {
+    for (std::size_t i = 0; i < qp.sq.size(); ++i) {
+        const PendingWr& o = qp.sq[i];
+        if (want_verbs ? !(o.from_verbs && !o.indexed) : !(o.indexed && !o.from_verbs && o.post_ts >= wr.post_ts)) continue;
+        if (o.opcode == wr.opcode && o.bytes == wr.bytes && o.raddr == wr.raddr && o.rkey == wr.rkey) return i;
+    }
+    return qp.sq.size();
 }
 
 QpId OpReconstruction::qp_for_post(ProcId p, uint64_t handle, uint32_t qpn) {
@@ -125,6 +127,10 @@ void OpReconstruction::on_element(const DataElement& e, ProcId p) {
 }
 
 void OpReconstruction::on_send(const DataElement& e, ProcId p) {
+    if (e.ring) {
+        on_ring_send(e, p);
+        return;
+    }
     const QpId q = qp_of_post(p, e.handle, e.qp_num);
     // On an error, *bad_wr and the WRs after it were not posted (all of them when bad_wr is unknown).
     if (e.rejected) {
@@ -142,8 +148,72 @@ void OpReconstruction::on_send(const DataElement& e, ProcId p) {
     wr.rkey = e.rkey;
     wr.remote_qpn = e.remote_qpn;
     wr.ah = e.ah;
+    wr.from_verbs = true;
+    if (qp.gpu) {
+        // A watched QP: the ring may show this WR too (before this element, when the watcher read it first).
+        if (qp.ring_unclaimed > 0) {
+            const std::size_t i = same_wr(qp, wr, false);
+            if (i < qp.sq.size()) {
+                PendingWr& seen = qp.sq[i];
+                --qp.ring_unclaimed;
+                seen.from_verbs = true;
+                seen.poster = records::Poster::verbs;
+                seen.wr_id = e.wr_id;
+                seen.post_ts = std::min(seen.post_ts, e.ts_ns);
+                seen.signaled = seen.signaled || wr.signaled;
+                seen.ah = e.ah;
+                qp.both_views = true;
+                return;
+            }
+        }
+        ++qp.verbs_unindexed;
+    }
     qp.sq.push_back(wr);
     bound_queue(p, q, qp.sq, queue_limit(qp.max_send_wr), false);
+}
+
+QpId OpReconstruction::qp_of_ring(ProcId p, uint64_t handle, uint32_t qpn) {
+    QpId q = topo_.find_gpu_qp(p, qpn);
+    if (q == kNoId && handle != 0) q = topo_.find_qp_by_handle(p, handle);
+    if (q == kNoId) q = topo_.implicit_qp(p, 0, qpn, true);
+    return q;
+}
+
+void OpReconstruction::on_ring_send(const DataElement& e, ProcId p) {
+    const QpId q = qp_of_ring(p, e.handle, e.qp_num);
+    Qp& qp = topo_.qp(q);
+    qp.poster = e.poster;
+    PendingWr wr;
+    wr.wqe_index = static_cast<uint16_t>(e.wr_id);
+    wr.indexed = true;
+    wr.wr_id = e.wr_id;
+    wr.post_ts = e.ts_ns;
+    wr.opcode = e.opcode;
+    wr.poster = e.poster;
+    wr.signaled = (e.send_flags & records::kRingSignaled) != 0;
+    wr.bytes = e.bytes;
+    wr.raddr = e.raddr;
+    wr.rkey = e.rkey;
+    wr.remote_qpn = e.remote_qpn;
+    if (e.remote_qpn != 0 || e.dlid != 0 || e.dgid_prefix != 0 || e.dgid_iid != 0)
+        wr.av = topo_.intern_av(e.dlid, Gid{e.dgid_prefix, e.dgid_iid});
+    if (qp.verbs_unindexed > 0) {
+        // The ring shows a WR the application posted through verbs: one operation, the verbs post's.
+        const std::size_t i = same_wr(qp, wr, true);
+        if (i < qp.sq.size()) {
+            PendingWr& posted = qp.sq[i];
+            --qp.verbs_unindexed;
+            posted.indexed = true;
+            posted.wqe_index = wr.wqe_index;
+            posted.signaled = posted.signaled || wr.signaled;
+            qp.both_views = true;
+            return;
+        }
+    }
+    ++qp.ring_unclaimed;
+    qp.sq.push_back(wr);
+    // A ring of sq_wqebb basic blocks holds at most that many WQEs: older ones were overwritten.
+    bound_queue(p, q, qp.sq, std::max<std::size_t>(qp.max_send_wr, 64), true);
 }
 
 void OpReconstruction::on_recv(const DataElement& e, ProcId p) {
@@ -207,8 +277,13 @@ bool OpReconstruction::complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t s
             }
     }
     if (j == sq.size()) return false;
-    for (std::size_t i = 0; i < j; ++i) emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ts, true, false);
-    emit(p, q, sq[j], outcome_of(status, topo_.qp(q).torn_down), status, ts, false, false);
+    Qp& qp = topo_.qp(q);
+    for (std::size_t i = 0; i < j; ++i) {
+        forget_pending(qp, sq[i]);
+        emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ts, true);
+    }
+    forget_pending(qp, sq[j]);
+    emit(p, q, sq[j], outcome_of(status, qp.torn_down), status, ts, false);
     sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
     return true;
 }
@@ -227,7 +302,7 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
         if ((*queue)[i].wr_id != wr_id) continue;
         const uint8_t opcode = wc_opcode == kOpRecvRdmaWithImm ? kOpRecvRdmaWithImm : kOpRecv;
         // A receive's size is what arrived (byte_len), not the buffer posted; unknown on errors.
-        emit(p, q, (*queue)[i], outcome_of(status, qp.torn_down), status, ts, false, false, opcode,
+        emit(p, q, (*queue)[i], outcome_of(status, qp.torn_down), status, ts, false, opcode,
              status == kWcSuccess ? byte_len : 0);
         queue->erase(queue->begin() + static_cast<std::ptrdiff_t>(i));
         return true;
@@ -235,7 +310,43 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
     return false;
 }
 
+void OpReconstruction::on_ring_completion(const DataElement& e, ProcId p) {
+    // Responder CQEs (receives on watched queues) complete nothing the watcher decoded.
+    if (e.status == kWcSuccess && e.opcode >= kOpRecv) return;
+    const QpId q = topo_.find_gpu_qp(p, e.qp_num);
+    if (q == kNoId) {
+        ++topo_.anomalies().unmatched_completions;
+        return;
+    }
+    Qp& qp = topo_.qp(q);
+    qp.gpu_cqe_seen = true;
+    const auto counter = static_cast<uint16_t>(e.wr_id);
+    auto& sq = qp.sq;
+    std::size_t j = sq.size();
+    for (std::size_t i = 0; i < sq.size(); ++i)
+        if (sq[i].indexed && sq[i].wqe_index == counter) {
+            j = i;
+            break;
+        }
+    if (j == sq.size()) {
+        // Seen both ways: the verbs poll retired it already.
+        if (!qp.both_views) ++topo_.anomalies().unmatched_completions;
+        return;
+    }
+    for (std::size_t i = 0; i < j; ++i) {
+        forget_pending(qp, sq[i]);
+        emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, e.ts_ns, true);
+    }
+    forget_pending(qp, sq[j]);
+    emit(p, q, sq[j], outcome_of(e.status, qp.torn_down), e.status, e.ts_ns, false);
+    sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
+}
+
 void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
+    if (e.ring) {
+        on_ring_completion(e, p);
+        return;
+    }
     QpId q;
     if (completion_cache_.proc == p && completion_cache_.key == e.handle && completion_cache_.qpn == e.qp_num) {
         q = completion_cache_.qp;
@@ -255,69 +366,8 @@ void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
         matched = complete_recv(p, q, e.wr_id, e.status, e.opcode, e.bytes, e.ts_ns);
     else
         matched = complete_send(p, q, e.wr_id, e.status, e.ts_ns);
-    if (!matched) ++topo_.anomalies().unmatched_completions;
-}
-
-void OpReconstruction::on_gpu_wqe(const DecodedEvent& ev, ProcId p) {
-    bool malformed = false;
-    const uint32_t n = ev.batch_size(F::gpu_wqe::n, malformed);
-    if (malformed) ++topo_.anomalies().malformed_events;
-    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_wqe::qpn));
-    QpId q = topo_.find_gpu_qp(p, qpn);
-    if (q == kNoId) q = topo_.implicit_qp(p, 0, qpn, true);
-    Qp& qp = topo_.qp(q);
-    for (uint32_t k = 0; k < n; ++k) {
-        const int op = wr_opcode_from_mlx5(static_cast<uint8_t>(ev.at(F::gpu_wqe::opcode, k)));
-        if (op < 0) continue;  // NOP, DUMP, UMR...: move no data, complete nothing the application asked for
-        PendingWr wr;
-        wr.wqe_index = static_cast<uint16_t>(ev.at(F::gpu_wqe::wqe_index, k));
-        wr.wr_id = wr.wqe_index;
-        wr.post_ts = ev.ts_ns;
-        wr.opcode = static_cast<uint8_t>(op);
-        wr.signaled = (ev.at(F::gpu_wqe::fm_ce_se, k) & 0x08) != 0;
-        wr.bytes = static_cast<uint32_t>(ev.at(F::gpu_wqe::bytes, k));
-        wr.raddr = ev.at(F::gpu_wqe::raddr, k);
-        wr.rkey = static_cast<uint32_t>(ev.at(F::gpu_wqe::rkey, k));
-        qp.sq.push_back(wr);
-    }
-    // A ring of sq_wqebb basic blocks holds at most that many WQEs: older ones were overwritten.
-    bound_queue(p, q, qp.sq, std::max<std::size_t>(qp.max_send_wr, 64), true);
-}
-
-void OpReconstruction::on_gpu_cqe(const DecodedEvent& ev, ProcId p) {
-    bool malformed = false;
-    const uint32_t n = ev.batch_size(F::gpu_cqe::n, malformed);
-    if (malformed) ++topo_.anomalies().malformed_events;
-    for (uint32_t k = 0; k < n; ++k) {
-        const auto cqe_opcode = static_cast<uint8_t>(ev.at(F::gpu_cqe::opcode, k));
-        // Responder CQEs (receives on GPU queues) complete nothing the watcher decoded.
-        if (cqe_opcode != kMlx5CqeReq && cqe_opcode != kMlx5CqeReqErr && cqe_opcode != kMlx5CqeRespErr) continue;
-        const QpId q = topo_.find_gpu_qp(p, static_cast<uint32_t>(ev.at(F::gpu_cqe::qpn, k)));
-        if (q == kNoId) {
-            ++topo_.anomalies().unmatched_completions;
-            continue;
-        }
-        Qp& qp = topo_.qp(q);
-        qp.gpu_cqe_seen = true;
-        const auto counter = static_cast<uint16_t>(ev.at(F::gpu_cqe::wqe_counter, k));
-        const uint8_t status =
-            cqe_opcode == kMlx5CqeReq ? kWcSuccess
-                                      : wc_status_from_syndrome(static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k)));
-        auto& sq = qp.sq;
-        std::size_t j = sq.size();
-        for (std::size_t i = 0; i < sq.size(); ++i)
-            if (sq[i].wqe_index == counter) {
-                j = i;
-                break;
-            }
-        if (j == sq.size()) {
-            ++topo_.anomalies().unmatched_completions;
-            continue;
-        }
-        for (std::size_t i = 0; i < j; ++i) emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ev.ts_ns, true, true);
-        emit(p, q, sq[j], outcome_of(status, qp.torn_down), status, ev.ts_ns, false, true);
-        sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
-    }
+    // On a QP seen both ways, the ring's CQE may have retired the WR first.
+    if (!matched && !topo_.qp(q).both_views) ++topo_.anomalies().unmatched_completions;
 }
 
 void OpReconstruction::on_qp_state(QpId q, int32_t state) {
@@ -336,12 +386,13 @@ void OpReconstruction::drain_qp(QpId q, bool teardown) {
     Qp& qp = topo_.qp(q);
     const bool ended_by_owner = teardown || qp.torn_down;
     for (const PendingWr& wr : qp.sq) {
-        const OpOutcome o = qp.gpu && !qp.gpu_cqe_seen ? OpOutcome::Observed
-                            : ended_by_owner           ? OpOutcome::Unconfirmed
-                                                       : OpOutcome::InFlight;
-        emit(qp.proc, q, wr, o, 0, wr.post_ts, false, qp.gpu);
+        const OpOutcome o = wr.indexed && !qp.gpu_cqe_seen ? OpOutcome::Observed
+                            : ended_by_owner               ? OpOutcome::Unconfirmed
+                                                           : OpOutcome::InFlight;
+        emit(qp.proc, q, wr, o, 0, wr.post_ts, false);
     }
     qp.sq.clear();
+    qp.verbs_unindexed = qp.ring_unclaimed = 0;
     unconsumed_receives_ += qp.rq.size();
     qp.rq.clear();
 }

@@ -6,8 +6,12 @@
 //     Applications that give every WR the same wr_id (perftest) are handled by the same rule.
 //   - Receive queue and SRQ: a receive completion retires the first waiting receive with its wr_id.
 //   - Error completions carry no valid opcode: they are matched on the send queue first, then on receives.
-//   - GPU WQEs (decoded by the watcher) wait per QP by ring index; a CQE's wqe_counter retires that WQE and
-//     the unsignaled ones before it. WQEs whose CQE the watcher cannot see end as Observed.
+//   - WQEs the watcher decoded from a watched ring (CPU-direct or GPU-posted) wait on their QP's send queue with
+//     their ring index; a CQE the watcher read retires the WQE its wqe_counter names and the unsignaled ones
+//     before it. WQEs whose CQE the watcher cannot see end as Observed. A verbs QP exported with mlx5dv_init_obj
+//     is one QP: its ring WQEs resolve their peer through its qp_modify; UD and DC WQEs through their address
+//     vector. A WR both posted through verbs and seen in the ring is one operation (docs/analyzer.md, "Who
+//     posted").
 //   - Teardown: when the owner moves a QP to ERR, the flushes that follow are its teardown's, not errors; when it
 //     moves it to RESET or destroys it, the sends still waiting are unconfirmed (most likely completed: an
 //     unsignaled tail), not in flight.
@@ -37,8 +41,6 @@ public:
 
     // One posted WR or one completion of process p.
     void on_element(const DataElement& e, ProcId p);
-    void on_gpu_wqe(const DecodedEvent& ev, ProcId p);
-    void on_gpu_cqe(const DecodedEvent& ev, ProcId p);
 
     // A QP's owner changed its state (qp_modify with IBV_QP_STATE): ERR marks it torn down, RESET also ends what
     // waits on it (a QP in RESET has no WQEs), INIT brings a reset QP back into use.
@@ -61,7 +63,13 @@ public:
 
 private:
     void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts, bool implied,
-              bool gpu, uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+              uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+    void on_ring_send(const DataElement& e, ProcId p);
+    void on_ring_completion(const DataElement& e, ProcId p);
+    QpId qp_of_ring(ProcId p, uint64_t handle, uint32_t qpn);
+    // Once-only bookkeeping of a WR leaving a watched QP's send queue, and the WR of the other view to merge with.
+    static void forget_pending(Qp& qp, const PendingWr& wr);
+    std::size_t same_wr(const Qp& qp, const PendingWr& wr, bool want_verbs) const;
     bool complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts);
     bool complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode, uint32_t byte_len, int64_t ts);
     void bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq);

@@ -31,7 +31,11 @@ void OpAggregate::add(const Operation& op, const Bins& bins) {
     last_ts = std::max(last_ts, op.done_ts);
     ++count;
     posted_bytes += op.bytes;
-    if (op.gpu) ++gpu;
+    switch (op.poster) {
+    case records::Poster::verbs: ++verbs_posted; break;
+    case records::Poster::cpu_direct: ++cpu_direct; break;
+    case records::Poster::gpu: ++gpu; break;
+    }
     if (op.implied) ++implied;
     switch (op.outcome) {
     case OpOutcome::Completed:
@@ -79,6 +83,8 @@ void OpAggregate::merge(const OpAggregate& o) {
     lost += o.lost;
     implied += o.implied;
     gpu += o.gpu;
+    cpu_direct += o.cpu_direct;
+    verbs_posted += o.verbs_posted;
     latency_ns.merge(o.latency_ns);
     implied_latency_ns.merge(o.implied_latency_ns);
     time_posted_ns.merge(o.time_posted_ns);

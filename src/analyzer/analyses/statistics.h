@@ -31,7 +31,9 @@ struct OpAggregate {
     uint64_t observed = 0;      // GPU WQEs without a visible CQE
     uint64_t lost = 0;
     uint64_t implied = 0;       // unsignaled WRs completed by a later signaled completion
-    uint64_t gpu = 0;           // GPU-posted
+    uint64_t gpu = 0;           // GPU-posted (decoded from a watched ring)
+    uint64_t cpu_direct = 0;    // CPU-direct: WQEs a CPU thread wrote into a watched ring itself (UCX rc_mlx5 ...)
+    uint64_t verbs_posted = 0;  // through the verbs API (receives included)
     int64_t first_ts = 0;
     int64_t last_ts = 0;
     // Successful sends (and GPU WQEs) whose own completion was seen: post -> completion.

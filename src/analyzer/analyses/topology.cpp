@@ -195,6 +195,15 @@ void Topology::on_ah_create(const DecodedEvent& ev, ProcId p) {
 
 QpId Topology::on_gpu_qp_create(const DecodedEvent& ev, ProcId p) {
     const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_qp_create::qpn));
+    if (ev.u(F::gpu_qp_create::source) == 1) {
+        // mlx5dv_init_obj on a verbs QP the trace created: the watcher reads that QP's own ring, so its WQEs are
+        // that QP's, with its connection (qp_modify) and its verbs posts, not those of another QP of the number.
+        if (const QpId verbs = find_qp_for_completion(p, 0, qpn); verbs != kNoId && !qps_[verbs]->destroyed) {
+            qps_[verbs]->gpu = true;
+            procs_[p]->gpu_qp_by_num[qpn] = verbs;
+            return verbs;
+        }
+    }
     const QpId id = new_qp(p, ev.u(F::gpu_qp_create::ctx), qpn);
     Qp& q = *qps_[id];
     q.gpu = true;
@@ -233,24 +242,50 @@ QpId Topology::on_gpu_qp_destroy(const DecodedEvent& ev, ProcId p) {
     if (it == m.end()) return kNoId;
     const QpId id = it->second;
     m.erase(it);
+    // A verbs QP the watcher followed ends with its qp_destroy (which drains it); here only the watching ends.
+    if (qps_[id]->handle != 0 && find_qp_by_handle(p, qps_[id]->handle) == id) return kNoId;
     qps_[id]->destroyed = true;
     return id;
 }
 
-Peer Topology::resolve_address(DevId local_dev, uint32_t dlid, const Gid& dgid, uint32_t qpn) const {
-    Peer peer;
-    DevId d = kNoId;
+DevId Topology::device_by_address(uint32_t dlid, const Gid& dgid) const {
     if (!dgid.empty()) {
         auto it = dev_by_gid_.find(dgid);
-        if (it != dev_by_gid_.end()) d = it->second;
+        if (it != dev_by_gid_.end()) return it->second;
     }
-    if (d == kNoId && dlid != 0) {
+    if (dlid != 0) {
         auto it = dev_by_lid_.find(dlid);
-        if (it != dev_by_lid_.end()) d = it->second;
+        if (it != dev_by_lid_.end()) return it->second;
     }
+    return kNoId;
+}
+
+uint32_t Topology::intern_av(uint32_t dlid, const Gid& dgid) {
+    // Keyed by the GID with the LID folded into its prefix: LIDs are 16 bits, GID prefixes of one fabric share a value.
+    const Gid key{dgid.prefix ^ (static_cast<uint64_t>(dlid) << 48) ^ 0x5a17, dgid.iid};
+    auto it = av_by_key_.find(key);
+    if (it != av_by_key_.end() && avs_[it->second].dlid == dlid && avs_[it->second].dgid == dgid) return it->second;
+    const auto id = static_cast<uint32_t>(avs_.size());
+    avs_.push_back(AddressHandle{dlid, dgid});
+    av_by_key_[key] = id;
+    return id;
+}
+
+Peer Topology::resolve_av_peer(uint32_t av, uint32_t qpn) const {
+    if (av >= avs_.size()) return Peer{};
+    return peer_on_device(device_by_address(avs_[av].dlid, avs_[av].dgid), qpn);
+}
+
+Peer Topology::resolve_address(DevId local_dev, uint32_t dlid, const Gid& dgid, uint32_t qpn) const {
+    DevId d = device_by_address(dlid, dgid);
     // Neither GID nor LID given (or known): a QP connected on the local port without an address vector only
     // reaches the local device (loopback).
     if (d == kNoId && dgid.empty() && dlid == 0) d = local_dev;
+    return peer_on_device(d, qpn);
+}
+
+Peer Topology::peer_on_device(DevId d, uint32_t qpn) const {
+    Peer peer;
     if (d == kNoId) return peer;
     peer.dev = d;
     peer.node = devices_[d].node;

@@ -17,7 +17,7 @@
 
 namespace sigmatrace::analyzer {
 
-// A work request (or GPU WQE) waiting for its completion.
+// A work request (or a WQE the watcher decoded) waiting for its completion.
 struct PendingWr {
     uint64_t wr_id = 0;
     int64_t post_ts = 0;
@@ -26,9 +26,13 @@ struct PendingWr {
     uint32_t bytes = 0;
     uint32_t rkey = 0;
     uint32_t remote_qpn = 0;  // UD destination QPN
-    uint16_t wqe_index = 0;   // GPU WQEs: the ring index a CQE's wqe_counter names
-    uint8_t opcode = 0;
+    uint16_t wqe_index = 0;   // ring WQEs (and verbs WRs seen in the ring too): the index a CQE's wqe_counter names
+    uint8_t opcode = 0;       // records::kNoWrOpcode: a ring WQE that moves no data (retired, never an operation)
     bool signaled = false;
+    bool indexed = false;     // wqe_index is known: decoded from the ring (the watcher saw this WR)
+    bool from_verbs = false;  // posted through the verbs API (on a watched QP: may be seen in the ring too)
+    records::Poster poster = records::Poster::verbs;
+    uint32_t av = kNoId;      // UD/DC ring WQEs: their address vector (Topology::intern_av), else kNoId
 };
 
 struct Qp {
@@ -41,8 +45,17 @@ struct Qp {
     uint32_t max_send_wr = 0;
     uint32_t max_recv_wr = 0;
     bool sig_all = false;
+    // Learned by the watcher (gpu_qp_create: DevX, or a verbs QP exported with mlx5dv_init_obj, which is then this
+    // same QP): WQEs come from its ring.
     bool gpu = false;
+    records::Poster poster = records::Poster::verbs;  // who wrote the last WQE decoded from its ring
     bool gpu_cqe_seen = false;  // the watcher delivered at least one CQE for it
+    // Both the verbs wrappers and the ring showed a WR of it (a verbs post on an exported QP, which the provider
+    // writes into the same ring): each such WR is counted once, and a completion seen both ways is not an
+    // unmatched one the second time.
+    bool both_views = false;
+    uint32_t verbs_unindexed = 0;  // verbs-posted WRs waiting that the ring has not shown yet (watched QPs only)
+    uint32_t ring_unclaimed = 0;   // ring WRs waiting that no verbs post claimed (watched QPs with verbs posts)
     bool destroyed = false;
     // Its owner moved it to ERR (or RESET) or destroyed it: what it had outstanding ends with that teardown
     // (flushes are not errors, a tail without completion is unconfirmed rather than in flight). Cleared when
@@ -146,6 +159,11 @@ public:
     const Peer& resolve_peer(QpId q);
     // The remote end of a UD send through address handle `ah` to `remote_qpn`.
     Peer resolve_ud_peer(ProcId p, uint64_t ah, uint32_t remote_qpn);
+    // An address vector (a UD or DC WQE's destination LID and GID) as a small id, resolved when asked
+    // (resolve_av_peer): the remote side's identity events may come later in the trace.
+    uint32_t intern_av(uint32_t dlid, const Gid& dgid);
+    // The remote end through address vector `av` to QP or DCT number `qpn`.
+    Peer resolve_av_peer(uint32_t av, uint32_t qpn) const;
 
     // A QP that data-path events name but whose creation is not in the trace (tracing started late, or the
     // events were discarded): created on the spot so its operations still count, with its peer unknown.
@@ -204,6 +222,8 @@ private:
     ProcId new_process(const DecodedEvent& ev);
     ProcId new_process(const ElementOrigin& o);
     DevId device_of_ctx(ProcId p, uint64_t ctx) const;
+    DevId device_by_address(uint32_t dlid, const Gid& dgid) const;
+    Peer peer_on_device(DevId d, uint32_t qpn) const;
     Peer resolve_address(DevId local_dev, uint32_t dlid, const Gid& dgid, uint32_t qpn) const;
     QpId new_qp(ProcId p, uint64_t ctx, uint32_t qp_num);
 
@@ -217,6 +237,8 @@ private:
     std::unordered_map<Gid, DevId, GidHash> dev_by_gid_;
     std::unordered_map<uint32_t, DevId> dev_by_lid_;
     std::unordered_map<DevQpKey, QpId, DevQpKeyHash> qp_by_dev_num_;
+    std::vector<AddressHandle> avs_;                         // intern_av's table
+    std::unordered_map<Gid, uint32_t, GidHash> av_by_key_;  // {lid, GID prefix ^ ...} -> index into avs_
     ProcKey last_key_{UINT32_MAX, -2};
     ProcId last_proc_ = kNoId;
     Anomalies anomalies_;

@@ -10,7 +10,7 @@ namespace sigmatrace::analyzer {
 
 void Traffic::add(const Operation& op) {
     if (op.is_recv() || !op.moved_data()) return;
-    const PendingKey key{op.qp, op.opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ), op.ud_ah, op.ud_qpn};
+    const PendingKey key{op.qp, op.opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ), op.ud_ah, op.ud_qpn, op.av};
     if (!(key == last_key_) || last_cell_ == nullptr) {
         last_key_ = key;
         last_cell_ = &pending_[key];
@@ -21,7 +21,7 @@ void Traffic::add(const Operation& op) {
 
 void Traffic::add_counted(QpId q, uint64_t bytes, uint64_t ops) {
     if (bytes == 0 && ops == 0) return;   // a QP that only received, or polled: no cell of zeros
-    TrafficCell& c = pending_[PendingKey{q, false, 0, 0}];
+    TrafficCell& c = pending_[PendingKey{q, false, 0, 0, kNoId}];
     last_cell_ = nullptr;   // the map may have grown; the cache is rebuilt on the next add()
     c.bytes += bytes;
     c.ops += ops;
@@ -30,7 +30,9 @@ void Traffic::add_counted(QpId q, uint64_t bytes, uint64_t ops) {
 void Traffic::resolve(Topology& topo) {
     for (const auto& [key, c] : pending_) {
         const Qp& qp = topo.qp(key.qp);
-        const Peer peer = key.ud_ah ? topo.resolve_ud_peer(qp.proc, key.ud_ah, key.ud_qpn) : topo.resolve_peer(key.qp);
+        const Peer peer = key.av != kNoId ? topo.resolve_av_peer(key.av, key.ud_qpn)
+                          : key.ud_ah     ? topo.resolve_ud_peer(qp.proc, key.ud_ah, key.ud_qpn)
+                                          : topo.resolve_peer(key.qp);
         const NodeId local_node = topo.node_of(qp.proc);
         if (!peer.known() || local_node == kNoId) {
             unresolved_.bytes += c.bytes;

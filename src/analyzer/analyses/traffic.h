@@ -61,10 +61,11 @@ private:
         bool read;
         uint64_t ud_ah;
         uint32_t ud_qpn;
+        uint32_t av;  // UD/DC WQEs from a ring: their address vector
         auto operator<=>(const PendingKey&) const = default;
     };
     std::map<PendingKey, TrafficCell> pending_;
-    PendingKey last_key_{kNoId, false, 0, 0};
+    PendingKey last_key_{kNoId, false, 0, 0, kNoId};
     TrafficCell* last_cell_ = nullptr;
 };
 

@@ -1,9 +1,14 @@
 // One element of a data-path call as reordering and reconstruction consume it: one posted send WR, one posted
 // receive (QP or SRQ), or one work completion, with its own capture time, who captured it and the fields
-// reconstruction reads. The element decoder (element_decoder.h) makes them from a `deferred_records` event's
-// records, and from the data events of older traces (schema minors 1-3, the events format) through
+// reconstruction reads. A send WR is a verbs post or a WQE the watcher decoded out of a watched send ring (`ring`,
+// with who wrote it: `poster`); a completion a verbs poll's or a CQE the watcher read (`ring`). The element
+// decoder (element_decoder.h) makes them from a `deferred_records` event's records, and from the data events of
+// older traces (schema minors 1-3, the events format; gpu_wqe and gpu_cqe before minor 6) through
 // for_each_element below; everything after it handles one element at a time, never a call or a batch.
 #pragma once
+
+#include <sigmatrace/deferred_records.h>
+#include <sigmatrace/opcodes.h>
 
 #include <cstdint>
 #include <string_view>
@@ -47,9 +52,18 @@ struct DataElement {
     uint32_t remote_qpn = 0;    // UD sends
     uint64_t raddr = 0;
     uint64_t ah = 0;            // UD sends
+    // Ring elements: a WQE (wr_id its unwrapped producer index, whose low 16 bits a CQE names; opcode
+    // records::kNoWrOpcode when it moves no data) or a CQE (wr_id its wqe_counter); who wrote the WQE; for UD and
+    // DC WQEs the address vector's destination (remote_qpn, dlid, dgid).
+    bool ring = false;
+    records::Poster poster = records::Poster::verbs;
+    uint16_t dlid = 0;
+    uint64_t dgid_prefix = 0, dgid_iid = 0;
 };
 
-inline EventId event_of(ElementKind k) {
+// The event an events-format element stands for (the one its counts_event counts).
+inline EventId event_of(ElementKind k, bool ring = false) {
+    if (ring) return k == ElementKind::completion ? EventId::gpu_cqe : EventId::gpu_wqe;
     switch (k) {
     case ElementKind::send: return EventId::post_send;
     case ElementKind::recv: return EventId::post_recv;
@@ -60,7 +74,8 @@ inline EventId event_of(ElementKind k) {
 }
 
 inline bool is_data_event(EventId id) {
-    return id == EventId::post_send || id == EventId::post_recv || id == EventId::post_srq_recv || id == EventId::poll_cq;
+    return id == EventId::post_send || id == EventId::post_recv || id == EventId::post_srq_recv || id == EventId::poll_cq ||
+           id == EventId::gpu_wqe || id == EventId::gpu_cqe;
 }
 
 // Whether WR `index` of a post call (counted across a long chain's parts) was refused: the call failed
@@ -70,7 +85,8 @@ inline bool post_rejected(int64_t ret, int64_t bad_index, uint64_t index) {
 }
 
 // The adapter for the events format: hands each element of data event `ev` (post_send, post_recv,
-// post_srq_recv or poll_cq, as schema minors 1-3 and SIGMATRACE_DEFER_FORMAT=events wrote them) to
+// post_srq_recv or poll_cq, as schema minors 1-3 and SIGMATRACE_DEFER_FORMAT=events wrote them; gpu_wqe and
+// gpu_cqe, as the watcher wrote them before minor 6: WQEs posted by a GPU, the only poster those traces knew) to
 // `emit(const DataElement&)`, in order, the first one with counts_event. Returns how many; 0 for an event
 // without elements (the caller counts that event itself) or of another id. `malformed` is set when the
 // sequences disagree with `n` (those elements still go out, bounded by the shortest reading as zeros).
@@ -142,6 +158,49 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
             e.status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
             e.opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
             e.bytes = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
+            emit(static_cast<const DataElement&>(e));
+        }
+        break;
+    }
+    case EventId::gpu_wqe: {
+        n = ev.batch_size(F::gpu_wqe::n, malformed);
+        e.kind = ElementKind::send;
+        e.ring = true;
+        e.poster = records::Poster::gpu;
+        e.qp_num = static_cast<uint32_t>(ev.u(F::gpu_wqe::qpn));
+        e.ts_ns = ev.ts_ns;
+        for (uint32_t k = 0; k < n; ++k) {
+            e.counts_event = k == 0;
+            e.malformed = k == 0 && malformed;
+            // Only the index's low 16 bits were recorded: all a CQE names.
+            e.wr_id = ev.at(F::gpu_wqe::wqe_index, k);
+            const int op = wr_opcode_from_mlx5(static_cast<uint8_t>(ev.at(F::gpu_wqe::opcode, k)));
+            e.opcode = op < 0 ? records::kNoWrOpcode : static_cast<uint8_t>(op);
+            e.send_flags = (ev.at(F::gpu_wqe::fm_ce_se, k) & 0x08) != 0 ? records::kRingSignaled : 0;
+            e.bytes = static_cast<uint32_t>(ev.at(F::gpu_wqe::bytes, k));
+            e.raddr = ev.at(F::gpu_wqe::raddr, k);
+            e.rkey = static_cast<uint32_t>(ev.at(F::gpu_wqe::rkey, k));
+            emit(static_cast<const DataElement&>(e));
+        }
+        break;
+    }
+    case EventId::gpu_cqe: {
+        constexpr uint8_t kReq = 0, kRespWrImm = 1, kReqErr = 13, kRespErr = 14;  // mlx5 CQE opcodes
+        n = ev.batch_size(F::gpu_cqe::n, malformed);
+        e.kind = ElementKind::completion;
+        e.ring = true;
+        e.ts_ns = ev.ts_ns;
+        for (uint32_t k = 0; k < n; ++k) {
+            e.counts_event = k == 0;
+            e.malformed = k == 0 && malformed;
+            const auto op = static_cast<uint8_t>(ev.at(F::gpu_cqe::opcode, k));
+            e.qp_num = static_cast<uint32_t>(ev.at(F::gpu_cqe::qpn, k));
+            e.wr_id = ev.at(F::gpu_cqe::wqe_counter, k);
+            const bool error = op == kReqErr || op == kRespErr;
+            e.status = error ? wc_status_from_mlx5_syndrome(static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k))) : 0;
+            // A requester's (0: its WQE's kind is not recorded) or a responder's.
+            e.opcode = op == kReq || op == kReqErr ? 0 : op == kRespWrImm ? 129 : 128;
+            e.bytes = static_cast<uint32_t>(ev.at(F::gpu_cqe::byte_cnt, k));
             emit(static_cast<const DataElement&>(e));
         }
         break;

@@ -52,12 +52,36 @@ void ElementDecoder::emit_record(const records::RecordHeader& h, int64_t event_n
         const R::CompletionEntry* en = R::entries<R::PollFixed, R::CompletionEntry>(&h);
         e.kind = ElementKind::completion;
         e.handle = f->cq;
+        e.ring = f->api == R::kApiRingCompletion;
         for (uint32_t k = 0; k < n; ++k) {
             e.qp_num = en[k].qp_num;
             e.wr_id = en[k].wr_id;
             e.status = en[k].status;
             e.opcode = en[k].opcode;
             e.bytes = en[k].byte_len;
+            out_.on_element(e);
+        }
+        return;
+    }
+    case R::RecordKind::ring_post: {
+        const R::RingPostFixed* f = R::fixed_part<R::RingPostFixed>(&h);
+        const R::RingWqeEntry* en = R::entries<R::RingPostFixed, R::RingWqeEntry>(&h);
+        e.kind = ElementKind::send;
+        e.ring = true;
+        e.handle = f->queue;
+        e.qp_num = f->qp_num;
+        e.poster = static_cast<R::Poster>(f->poster);
+        for (uint32_t k = 0; k < n; ++k) {
+            e.wr_id = en[k].pi;
+            e.opcode = en[k].opcode;
+            e.send_flags = en[k].send_flags;
+            e.bytes = en[k].bytes;
+            e.raddr = en[k].raddr;
+            e.rkey = en[k].rkey;
+            e.remote_qpn = en[k].dest_qpn;
+            e.dlid = en[k].dlid;
+            e.dgid_prefix = en[k].dgid_prefix;
+            e.dgid_iid = en[k].dgid_iid;
             out_.on_element(e);
         }
         return;
@@ -81,8 +105,8 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
     }
     namespace F = fields::deferred_records;
     const FieldValue& words = ev.f[F::words];
-    bool malformed = ev.u(F::layout) != records::kLayout || words.seq_len != ev.u(F::n);
-    if (ev.u(F::layout) == records::kLayout) {
+    bool malformed = !records::layout_readable(ev.u(F::layout)) || words.seq_len != ev.u(F::n);
+    if (records::layout_readable(ev.u(F::layout))) {
         const records::WalkResult r = records::walk_records(
             words.seq, words.seq_len, [&](const records::RecordHeader& h) { emit_record(h, ev.ts_ns); },
             [&ev](uint64_t t) { return ev.capture_to_ns != nullptr ? ev.capture_to_ns(ev.capture_ctx, t) : t; });

@@ -115,6 +115,7 @@ template <typename Rec> void EventDump::write_record(const DecodedEvent& carrier
     e.id = std::is_same_v<Rec, st_post_send_rec>      ? EventId::post_send
            : std::is_same_v<Rec, st_post_recv_rec>    ? EventId::post_recv
            : std::is_same_v<Rec, st_post_srq_recv_rec> ? EventId::post_srq_recv
+           : std::is_same_v<Rec, st_gpu_wqe_rec>       ? EventId::gpu_wqe
                                                        : EventId::poll_cq;
     e.ts_ns = carrier.ts_ns;
     e.trace_index = carrier.trace_index;
@@ -150,7 +151,7 @@ void EventDump::on_event(const DecodedEvent& ev) {
         // Each call the carrier holds, then the carrier: what babeltrace2 alone shows for the events format.
         namespace F = fields::deferred_records;
         const FieldValue& words = ev.f[F::words];
-        if (ev.u(F::layout) == records::kLayout)
+        if (records::layout_readable(ev.u(F::layout)))
             records::walk_records(
                 words.seq, words.seq_len,
                 [&](const records::RecordHeader& h) {

@@ -91,7 +91,7 @@ void PerfettoWriter::on_operation(const Operation& op) {
     nlohmann::json args = {{"bytes", op.bytes}, {"wr_id", fmt::format("0x{:x}", op.wr_id)}, {"outcome", outcome_name(op.outcome)}};
     if (op.wc_status) args["status"] = std::string(wc_status_name(op.wc_status));
     if (op.implied) args["completed_by"] = "next signaled completion (unsignaled WR)";
-    if (op.gpu) args["gpu"] = true;
+    if (op.poster != records::Poster::verbs) args[records::poster_name(op.poster)] = true;
     if (op.peer.proc != kNoId) {
         const Process& pr = topo_.proc(op.peer.proc);
         args["peer"] = pr.rank >= 0 ? fmt::format("rank {}", pr.rank) : fmt::format("pid {}", pr.pid);
@@ -99,7 +99,7 @@ void PerfettoWriter::on_operation(const Operation& op) {
         args["peer"] = topo_.node(op.peer.node).name;
     }
     fmt::print(f_, "{}{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":{:.3f},\"pid\":{},\"tid\":{},\"args\":{}}}",
-               first_ ? "" : ",\n", opcode_name(op.opcode), op.gpu ? "gpu" : "verbs", us(op.post_ts),
+               first_ ? "" : ",\n", opcode_name(op.opcode), records::poster_name(op.poster), us(op.post_ts),
                static_cast<double>(dur) / 1000.0, op.proc + 1, op.qp + 1, args.dump());
     first_ = false;
     ++written_;
@@ -167,7 +167,7 @@ bool PerfettoWriter::close() {
     }
     for (QpId q : qps_seen_) {
         const Qp& qp = topo_.qp(q);
-        std::string name = fmt::format("{}QP {}", qp.gpu ? "GPU " : "", qp.qp_num);
+        std::string name = fmt::format("{}QP {}", qp.gpu ? (qp.poster == records::Poster::gpu ? "GPU " : "direct ") : "", qp.qp_num);
         if (qp.peer.proc != kNoId) {
             const Process& pr = topo_.proc(qp.peer.proc);
             name += pr.rank >= 0 ? fmt::format(" -> rank {}", pr.rank) : fmt::format(" -> pid {}", pr.pid);

@@ -211,6 +211,7 @@ json ReportBuilder::ops_section() const {
             {"observed_without_completion", agg.observed},
             {"implied", agg.implied},
             {"gpu", agg.gpu},
+            {"cpu_direct", agg.cpu_direct},
             {"latency_ns", times_json(agg.latency_ns)},
             {"implied_latency_ns", times_json(agg.implied_latency_ns)},
             {"size_bytes",
@@ -236,6 +237,7 @@ json ReportBuilder::ops_section() const {
                 {"lost", t.lost},
                 {"implied", t.implied},
                 {"gpu", t.gpu},
+                {"cpu_direct", t.cpu_direct},
                 {"posted_bytes", t.posted_bytes},
                 {"completed_bytes", t.completed_bytes},
                 {"in_flight_bytes", t.in_flight_bytes},
@@ -263,7 +265,11 @@ json ReportBuilder::qps_section() const {
     for (const auto& [q, agg] : a_.stats_.by_qp()) {
         const Qp& qp = a_.topo_.qp(q);
         json j = qp_ref(qp);
-        j["gpu"] = qp.gpu;
+        // Who posted on it: verbs, or what its ring's WQEs say (a verbs QP exported with init_obj whose ring showed
+        // nothing but verbs posts stays verbs).
+        const records::Poster poster = qp.gpu && agg.count > agg.verbs_posted ? qp.poster : records::Poster::verbs;
+        j["gpu"] = poster == records::Poster::gpu;
+        j["poster"] = records::poster_name(poster);
         j["count"] = agg.count;
         j["bytes"] = agg.bytes;
         j["errors"] = agg.errors();

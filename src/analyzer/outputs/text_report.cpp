@@ -81,11 +81,15 @@ std::string render_text_report(const json& doc) {
         for (const auto& n : c["needs_per_operation_events"]) needs += (needs.empty() ? "" : ", ") + n.get<std::string>();
         out += fmt::format("  Not available from counters (record with --mode ops): {}\n", needs);
     } else {
-        section(out, fmt::format("Operations: {} (errors {}, in flight at end {}, unconfirmed at teardown {}, GPU-posted {})",
+        // Who posted: "GPU-posted" counts only WQEs a GPU wrote; CPU-direct ones (UCX's mlx5 transports) are said
+        // when there are any.
+        const uint64_t cpu_direct = ops.value("cpu_direct", uint64_t{0});
+        section(out, fmt::format("Operations: {} (errors {}, in flight at end {}, unconfirmed at teardown {}, GPU-posted {}{})",
                                  format_count(ops["total"].get<uint64_t>()), format_count(ops["errors"].get<uint64_t>()),
                                  format_count(ops["in_flight_at_end"].get<uint64_t>()),
                                  format_count(ops.value("unconfirmed", uint64_t{0})),
-                                 format_count(ops["gpu"].get<uint64_t>())));
+                                 format_count(ops["gpu"].get<uint64_t>()),
+                                 cpu_direct != 0 ? fmt::format(", CPU-direct {}", format_count(cpu_direct)) : std::string()));
     }
     if (!ops["by_opcode"].empty()) {
         // Latency: operations whose own completion was seen; receives show how long they sat posted instead.

@@ -20,15 +20,16 @@ namespace {
 
 constexpr const char* kCarrierName = "sigmatrace:deferred_records";
 
-// The four events a record stands for, in RecordKind order less one.
+// The five events a record stands for, in RecordKind order less one.
 template <typename Rec> constexpr std::size_t slot_of() {
     if constexpr (std::is_same_v<Rec, st_post_send_rec>) return 0;
     else if constexpr (std::is_same_v<Rec, st_post_recv_rec>) return 1;
     else if constexpr (std::is_same_v<Rec, st_post_srq_recv_rec>) return 2;
-    else return 3;
+    else if constexpr (std::is_same_v<Rec, st_poll_cq_rec>) return 3;
+    else return 4;
 }
-constexpr std::array<const char*, 4> kCallNames = {"sigmatrace:post_send", "sigmatrace:post_recv",
-                                                   "sigmatrace:post_srq_recv", "sigmatrace:poll_cq"};
+constexpr std::array<const char*, 5> kCallNames = {"sigmatrace:post_send", "sigmatrace:post_recv",
+                                                   "sigmatrace:post_srq_recv", "sigmatrace:poll_cq", "sigmatrace:gpu_wqe"};
 
 int64_t member_index(const bt_field_class* st, std::string_view name) {
     if (st == nullptr || bt_field_class_get_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE) return -1;
@@ -212,7 +213,7 @@ private:
     // The last clock value of each stream's messages so far: an expanded event's timestamp never goes below it.
     std::unordered_map<const bt_stream*, uint64_t> last_;
     std::unordered_map<const bt_event_class*, CarrierClass> carriers_;
-    std::unordered_map<const bt_stream_class*, std::array<CallClass, 4>> call_classes_;
+    std::unordered_map<const bt_stream_class*, std::array<CallClass, 5>> call_classes_;
     std::vector<uint64_t> words_;
     records::Scratch scratch_;
 };
@@ -446,7 +447,7 @@ bool Expander::expand(const bt_message* msg, const CarrierClass& cc) {
         out_.push_back(msg);
         return true;
     };
-    if (layout != records::kLayout)
+    if (!records::layout_readable(static_cast<uint64_t>(layout)))
         return pass_on(fmt::format("Records of layout {} (this plugin reads layout {}): no call expanded", layout, records::kLayout));
     if (len != n) return pass_on(fmt::format("The event says {} words and holds {}: no call expanded", n, len));
     words_.resize(len);

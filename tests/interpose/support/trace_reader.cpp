@@ -122,7 +122,7 @@ template <typename Rec> void append_record_event(const TraceEvent& carrier, cons
 void expand_records(const TraceEvent& carrier, Trace* trace) {
     const auto* words = std::get_if<std::vector<uint64_t>>(&carrier.fields.at("words"));
     const auto* layout = std::get_if<uint64_t>(&carrier.fields.at("layout"));
-    if (words == nullptr || layout == nullptr || *layout != records::kLayout) {
+    if (words == nullptr || layout == nullptr || !records::layout_readable(*layout)) {
         ++trace->malformed_records;
         return;
     }
@@ -133,6 +133,7 @@ void expand_records(const TraceEvent& carrier, Trace* trace) {
             const char* name = std::is_same_v<R, st_post_send_rec>        ? "post_send"
                                : std::is_same_v<R, st_post_recv_rec>      ? "post_recv"
                                : std::is_same_v<R, st_post_srq_recv_rec>  ? "post_srq_recv"
+                               : std::is_same_v<R, st_gpu_wqe_rec>        ? "gpu_wqe"
                                                                           : "poll_cq";
             append_record_event(carrier, name, rec, trace);
         });
