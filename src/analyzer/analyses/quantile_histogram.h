@@ -61,6 +61,10 @@ private:
     using Axis = boost::histogram::axis::regular<double, boost::histogram::axis::transform::log>;
     using Hist = boost::histogram::histogram<std::tuple<Axis>, boost::histogram::unlimited_storage<>>;
     Hist hist_;
+    // For the default binning: first_[k] is the smallest integer whose axis index is k - 1 or more (built once
+    // per process from the axis itself), so an integer value's bin is found from an approximate logarithm and
+    // one or two comparisons, with exactly the index the axis gives. Null for other binnings.
+    const std::vector<double>* first_ = nullptr;
     uint64_t count_ = 0;
     double min_ = std::numeric_limits<double>::infinity();
     double max_ = -std::numeric_limits<double>::infinity();
