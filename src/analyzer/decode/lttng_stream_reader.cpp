@@ -92,6 +92,15 @@ public:
     MappedFile& operator=(const MappedFile&) = delete;
     const uint8_t* data() const { return data_; }
     std::size_t size() const { return size_; }
+    // Drops the pages of [begin, end) from this process (they are read again from the page cache if touched):
+    // peak RSS then follows the packets being read, not the length of the trace.
+    void release(uint64_t begin, uint64_t end) const {
+        constexpr uint64_t kPage = 4096;
+        begin = (begin + kPage - 1) & ~(kPage - 1);
+        end &= ~(kPage - 1);
+        if (end > begin && end <= size_)
+            ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+    }
 
 private:
     const uint8_t* data_ = nullptr;
@@ -208,6 +217,7 @@ struct Stream {
     // Cursor.
     std::size_t packet = 0;   // next packet to open when pkt == nullptr
     const uint8_t* pkt = nullptr;
+    uint64_t pkt_begin = 0, pkt_end = 0;   // the open packet's bytes in the file
     uint64_t pos = 0, end = 0;
     uint64_t clock = 0;
     uint64_t begin_cycles = 0, end_cycles = 0;
@@ -278,6 +288,8 @@ void advance(Stream& s) {
             s.prev_discarded = discarded;
             s.prev_end_cycles = s.end_cycles;
             s.pkt = p;
+            s.pkt_begin = r.begin;
+            s.pkt_end = r.end;
             s.pos = kPacketHeaderBytes;
             s.end = content / 8;
             s.clock = s.begin_cycles;
@@ -294,6 +306,7 @@ void advance(Stream& s) {
             if (end_ns < s.last_ns) refuse(fmt::format("an event after its packet's end in {}", s.name));
             s.last_ns = end_ns;
             s.pkt = nullptr;
+            s.file->release(s.pkt_begin, s.pkt_end);
             continue;
         }
         // Event header (aligned on a byte: align(8) bits).
