@@ -1,7 +1,6 @@
 #include "analyzer/decode/lttng_stream_reader.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,47 +63,43 @@ uint64_t le(const uint8_t* p, unsigned bytes) {
 }
 static_assert(std::endian::native == std::endian::little, "the direct reader reads little-endian traces in place");
 
-class MappedFile {
+// A stream file read one packet at a time into a buffer of this stream's own (reused from packet to packet):
+// memory follows the packet size, not the trace length, and no page of the file is mapped into the process.
+class StreamFile {
 public:
-    explicit MappedFile(const fs::path& p) {
-        const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) refuse(fmt::format("cannot open {}", p.string()));
+    explicit StreamFile(const fs::path& p) : path_(p) {
+        fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) refuse(fmt::format("cannot open {}", p.string()));
         struct stat st {};
-        if (::fstat(fd, &st) != 0) {
-            ::close(fd);
+        if (::fstat(fd_, &st) != 0) {
+            ::close(fd_);
             refuse(fmt::format("cannot stat {}", p.string()));
         }
-        size_ = static_cast<std::size_t>(st.st_size);
-        if (size_ > 0) {
-            void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (m == MAP_FAILED) {
-                ::close(fd);
-                refuse(fmt::format("cannot map {}", p.string()));
-            }
-            data_ = static_cast<const uint8_t*>(m);
+        size_ = static_cast<uint64_t>(st.st_size);
+    }
+    ~StreamFile() { ::close(fd_); }
+    StreamFile(const StreamFile&) = delete;
+    StreamFile& operator=(const StreamFile&) = delete;
+    uint64_t size() const { return size_; }
+    // The bytes [begin, end) of the file, valid until the next read().
+    const uint8_t* read(uint64_t begin, uint64_t end) {
+        if (end > size_ || end < begin) refuse(fmt::format("a packet beyond its file: {}", path_.string()));
+        const uint64_t n = end - begin;
+        if (buf_.size() < n) buf_.resize(n);
+        uint64_t done = 0;
+        while (done < n) {
+            const ssize_t r = ::pread(fd_, buf_.data() + done, n - done, static_cast<off_t>(begin + done));
+            if (r <= 0) refuse(fmt::format("cannot read {} at {}", path_.string(), begin + done));
+            done += static_cast<uint64_t>(r);
         }
-        ::close(fd);
-    }
-    ~MappedFile() {
-        if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
-    }
-    MappedFile(const MappedFile&) = delete;
-    MappedFile& operator=(const MappedFile&) = delete;
-    const uint8_t* data() const { return data_; }
-    std::size_t size() const { return size_; }
-    // Drops the pages of [begin, end) from this process (they are read again from the page cache if touched):
-    // peak RSS then follows the packets being read, not the length of the trace.
-    void release(uint64_t begin, uint64_t end) const {
-        constexpr uint64_t kPage = 4096;
-        begin = (begin + kPage - 1) & ~(kPage - 1);
-        end &= ~(kPage - 1);
-        if (end > begin && end <= size_)
-            ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+        return buf_.data();
     }
 
 private:
-    const uint8_t* data_ = nullptr;
-    std::size_t size_ = 0;
+    fs::path path_;
+    int fd_ = -1;
+    uint64_t size_ = 0;
+    std::vector<uint8_t> buf_;
 };
 
 // A decoded member of a structure: an integer's value, or where an array's, sequence's or string's bytes are.
@@ -127,7 +122,7 @@ uint64_t read_int(const uint8_t* p, const CtfInt& t) {
 // Decodes `fields` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out` when set. False when
 // a member does not fit in the content.
 bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint64_t& pos, uint64_t end, Slot* out) {
-    std::array<uint64_t, 64> ints{};
+    std::array<uint64_t, 64> ints;   // written before read: a sequence's length member comes before it
     if (fields.size() > ints.size()) return false;
     for (std::size_t i = 0; i < fields.size(); ++i) {
         const CtfField& f = fields[i];
@@ -209,7 +204,7 @@ struct Stream {
     Trace* trace = nullptr;
     const CtfStreamClass* sc = nullptr;
     const std::vector<PacketRange>* packets = nullptr;
-    std::unique_ptr<MappedFile> file;
+    std::unique_ptr<StreamFile> file;
     std::string name;         // the file's absolute path (Babeltrace's stream name)
     uint64_t instance = 0;
     std::size_t rank = 0;     // the muxer's tie order
@@ -217,7 +212,6 @@ struct Stream {
     // Cursor.
     std::size_t packet = 0;   // next packet to open when pkt == nullptr
     const uint8_t* pkt = nullptr;
-    uint64_t pkt_begin = 0, pkt_end = 0;   // the open packet's bytes in the file
     uint64_t pos = 0, end = 0;
     uint64_t clock = 0;
     uint64_t begin_cycles = 0, end_cycles = 0;
@@ -254,8 +248,8 @@ void advance(Stream& s) {
                 return;
             }
             const PacketRange& r = (*s.packets)[s.packet++];
-            const uint8_t* p = s.file->data() + r.begin;
-            if (r.end > s.file->size() || r.end - r.begin < kPacketHeaderBytes) refuse("a packet beyond its file");
+            if (r.end > s.file->size() || r.end < r.begin || r.end - r.begin < kPacketHeaderBytes) refuse("a packet beyond its file");
+            const uint8_t* p = s.file->read(r.begin, r.end);
             if (le(p + kOffStreamId, 4) != s.sc->id || le(p + kOffInstance, 8) != s.instance)
                 refuse(fmt::format("two streams in one file: {}", s.name));
             const uint64_t content = le(p + kOffContent, 8);
@@ -288,8 +282,6 @@ void advance(Stream& s) {
             s.prev_discarded = discarded;
             s.prev_end_cycles = s.end_cycles;
             s.pkt = p;
-            s.pkt_begin = r.begin;
-            s.pkt_end = r.end;
             s.pos = kPacketHeaderBytes;
             s.end = content / 8;
             s.clock = s.begin_cycles;
@@ -306,7 +298,6 @@ void advance(Stream& s) {
             if (end_ns < s.last_ns) refuse(fmt::format("an event after its packet's end in {}", s.name));
             s.last_ns = end_ns;
             s.pkt = nullptr;
-            s.file->release(s.pkt_begin, s.pkt_end);
             continue;
         }
         // Event header (aligned on a byte: align(8) bits).
@@ -451,13 +442,15 @@ public:
                 auto s = std::make_unique<Stream>();
                 s->trace = t.get();
                 s->packets = &sp.packets;
-                s->file = std::make_unique<MappedFile>(sp.file);
+                s->file = std::make_unique<StreamFile>(sp.file);
                 s->name = (abs / sp.file.filename()).string();
                 const PacketRange& first = sp.packets.front();
-                if (first.end > s->file->size() || first.end - first.begin < kPacketHeaderBytes) refuse("a packet beyond its file");
-                s->sc = t->layout.stream(le(s->file->data() + first.begin + kOffStreamId, 4));
+                if (first.end > s->file->size() || first.end < first.begin || first.end - first.begin < kPacketHeaderBytes)
+                    refuse("a packet beyond its file");
+                const uint8_t* header = s->file->read(first.begin, first.begin + kPacketHeaderBytes);
+                s->sc = t->layout.stream(le(header + kOffStreamId, 4));
                 if (s->sc == nullptr) refuse(fmt::format("a packet of an undeclared stream class in {}", s->name));
-                s->instance = le(s->file->data() + first.begin + kOffInstance, 8);
+                s->instance = le(header + kOffInstance, 8);
                 for (const auto& o : streams_)
                     if (o->trace == t.get() && o->sc == s->sc && o->instance == s->instance)
                         refuse("two stream files of one stream");
