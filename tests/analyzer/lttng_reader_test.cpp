@@ -110,14 +110,14 @@ TEST(LttngStreamReader, RefusesADamagedStreamBeforeHandingOverAnything) {
     ASSERT_TRUE(plan_is_pristine(planned.plan));   // the precheck does not look inside events
     Analysis a;
     std::string why;
-    EXPECT_FALSE(read_direct(planned.plan, a, nullptr, nullptr, why));
+    EXPECT_FALSE(read_direct(planned.plan, dir.string(), a, nullptr, nullptr, why));
     EXPECT_NE(why.find("unknown id 4660"), std::string::npos) << why;
     EXPECT_EQ(a.finish()["trace"]["events"].get<uint64_t>(), 0u);
 
     // The intact trace reads, and every event of it reaches the analysis.
     Analysis b;
     PlannedRead intact = plan_read(kRecords);
-    const auto sum = read_direct(intact.plan, b, nullptr, nullptr, why);
+    const auto sum = read_direct(intact.plan, kRecords.string(), b, nullptr, nullptr, why);
     ASSERT_TRUE(sum) << why;
     EXPECT_GT(sum->events, 0u);
     EXPECT_EQ(b.finish()["trace"]["events"].get<uint64_t>(), sum->events - sum->foreign_events);

@@ -102,6 +102,10 @@ private:
     std::vector<uint8_t> buf_;
 };
 
+// The most members a stream's event context and an event's payload may have (lttng-ust writes 3 and at most
+// about 30): decode_struct keeps them on the stack.
+constexpr std::size_t kMaxContextFields = 16, kMaxPayloadFields = 64;
+
 // A decoded member of a structure: an integer's value, or where an array's, sequence's or string's bytes are.
 struct Slot {
     uint64_t u = 0;
@@ -122,7 +126,7 @@ uint64_t read_int(const uint8_t* p, const CtfInt& t) {
 // Decodes `fields` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out` when set. False when
 // a member does not fit in the content.
 bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint64_t& pos, uint64_t end, Slot* out) {
-    std::array<uint64_t, 64> ints;   // written before read: a sequence's length member comes before it
+    std::array<uint64_t, kMaxPayloadFields> ints;   // written before read: a length member comes before its sequence
     if (fields.size() > ints.size()) return false;
     for (std::size_t i = 0; i < fields.size(); ++i) {
         const CtfField& f = fields[i];
@@ -435,6 +439,10 @@ public:
                 if (ctx[k].name == "procname" && (ctx[k].kind == CtfFieldKind::String || ctx[k].is_text()))
                     t->procname = static_cast<int64_t>(k);
             }
+            if (ctx.size() > kMaxContextFields) refuse(fmt::format("an event context of {} members", ctx.size()));
+            for (const CtfEventClass& ec : t->layout.events)
+                if (ec.fields.size() > kMaxPayloadFields)
+                    refuse(fmt::format("the event class {} with {} fields", ec.name, ec.fields.size()));
             map_events(*t, read_every_field_);
             const fs::path abs = fs::absolute(tp.dir).lexically_normal();
             for (const StreamPlan& sp : tp.streams) {
@@ -472,16 +480,40 @@ public:
     }
 
     // The first pass: every stream decodes to its end (refusing what it cannot read), nothing handed over.
-    void validate() {
+    // Its progress counts for the guard's watchdog like the second pass's.
+    void validate(ReadProgress* progress) {
         for (auto& s : streams_) {
             s->reset();
-            do advance(*s);
-            while (s->next.type != Message::None);
+            do {
+                advance(*s);
+                if (progress) progress->beat();
+            } while (s->next.type != Message::None);
             s->reset();
         }
     }
 
-    ReadSummary run(ReadProgress* progress) {
+    // The second pass. Every read here already succeeded in the first; a stream file that changed in between
+    // (a trace still being written) stops the read where it fails, keeping what was read, as a Babeltrace2
+    // read error does.
+    ReadSummary run(ReadProgress* progress, const std::string& root) {
+        ReadSummary sum;
+        try {
+            merge(progress);
+        } catch (const Refused& r) {
+            sum.problems.push_back(fmt::format(
+                "Trace read stopped early: path={}, last event at {} ns, reason={} (did the trace change while it was "
+                "read?); results cover the trace up to there",
+                root, last_ts_, r.why));
+        }
+        reorder_.finish();
+        sum.traces_opened = traces_.size();
+        sum.events = events_read_;
+        sum.foreign_events = foreign_events_;
+        return sum;
+    }
+
+private:
+    void merge(ReadProgress* progress) {
         auto later = [](const Stream* a, const Stream* b) {
             return a->next.ns != b->next.ns ? a->next.ns > b->next.ns : a->rank > b->rank;
         };
@@ -499,15 +531,8 @@ public:
             advance(*s);
             if (s->next.type != Message::None) heap.push(s);
         }
-        reorder_.finish();
-        ReadSummary sum;
-        sum.traces_opened = traces_.size();
-        sum.events = events_read_;
-        sum.foreign_events = foreign_events_;
-        return sum;
     }
 
-private:
     uint32_t trace_index(Trace& t) {
         if (t.index < 0) t.index = next_trace_index_++;
         return static_cast<uint32_t>(t.index);
@@ -553,9 +578,9 @@ private:
         const uint8_t* p = s.pkt;
         if (!s.sc->context.empty()) {
             uint64_t pos = m.ctx_pos;
-            std::array<Slot, 16> ctx{};
-            if (s.sc->context.size() > ctx.size() || !decode_struct(s.sc->context, p, pos, s.end, ctx.data()))
-                refuse("an event context that decoded in the first pass did not");   // cannot happen
+            std::array<Slot, kMaxContextFields> ctx{};
+            if (!decode_struct(s.sc->context, p, pos, s.end, ctx.data()))
+                refuse(fmt::format("an event context that decoded in the first pass does not in {}", s.name));
             if (t.vpid >= 0) ev.vpid = static_cast<int64_t>(ctx[static_cast<std::size_t>(t.vpid)].u);
             if (t.vtid >= 0) ev.vtid = static_cast<int64_t>(ctx[static_cast<std::size_t>(t.vtid)].u);
             if (t.procname >= 0) ev.procname = text(s.sc->context[static_cast<std::size_t>(t.procname)], ctx[static_cast<std::size_t>(t.procname)]);
@@ -563,7 +588,8 @@ private:
         const std::vector<CtfField>& cf = em.ec->fields;
         if (cf.size() > slots_.size()) slots_.resize(cf.size());
         uint64_t pos = m.payload_pos;
-        decode_struct(cf, p, pos, s.end, slots_.data());
+        if (!decode_struct(cf, p, pos, s.end, slots_.data()))
+            refuse(fmt::format("an event payload that decoded in the first pass does not in {}", s.name));
         const std::size_t nfields = em.schema->fields.size();
         for (std::size_t i = 0; i < nfields; ++i) {
             FieldValue& v = ev.f[i];
@@ -641,23 +667,17 @@ private:
 
 }  // namespace
 
-std::optional<ReadSummary> read_direct(const ReadPlan& plan, Analysis& analysis, EventSink* tap, ReadProgress* progress,
-                                       std::string& why) {
+std::optional<ReadSummary> read_direct(const ReadPlan& plan, const std::string& root, Analysis& analysis, EventSink* tap,
+                                       ReadProgress* progress, std::string& why) {
     auto reader = std::make_unique<DirectReader>(analysis, tap);
     try {
         reader->open(plan);
-        reader->validate();
+        reader->validate(progress);
     } catch (const Refused& r) {
         why = r.why;
         return std::nullopt;
     }
-    // Past validation every message decodes: a refusal now would be a bug of this reader, not of the trace.
-    try {
-        return reader->run(progress);
-    } catch (const Refused& r) {
-        fmt::print(stderr, "sigmatrace-analyze: internal error: the direct CTF reader failed after its check: {}\n", r.why);
-        std::abort();
-    }
+    return reader->run(progress, root);
 }
 
 }  // namespace sigmatrace::analyzer

@@ -41,10 +41,11 @@ enum class ReaderChoice {
 // The knob's value; an unknown value is reported on stderr and reads as Auto.
 ReaderChoice reader_choice_from_env();
 
-// Reads the traces of `plan` (nothing skipped in it: plan_is_pristine()). nullopt, with `why`, when it refuses;
-// then nothing was handed to `analysis` or `tap`. The summary has events, foreign_events and traces_opened set.
-std::optional<ReadSummary> read_direct(const ReadPlan& plan, Analysis& analysis, EventSink* tap, ReadProgress* progress,
-                                       std::string& why);
+// Reads the traces of `plan` (nothing skipped in it: plan_is_pristine()) under `root` (for messages). nullopt,
+// with `why`, when it refuses; then nothing was handed to `analysis` or `tap`. The summary has events,
+// foreign_events and traces_opened set, and a problem when a stream file changed between the two passes.
+std::optional<ReadSummary> read_direct(const ReadPlan& plan, const std::string& root, Analysis& analysis, EventSink* tap,
+                                       ReadProgress* progress, std::string& why);
 
 // True when the precheck left every byte of every trace in the plan (the direct reader's precondition).
 bool plan_is_pristine(const ReadPlan& plan);

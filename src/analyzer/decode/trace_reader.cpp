@@ -425,8 +425,9 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
         std::string why = plan_is_pristine(plan) ? std::string() : "the precheck left bytes of it out (damaged trace)";
         if (why.empty()) {
             set_phase(progress, ReadProgress::kReading);
-            if (std::optional<ReadSummary> direct = read_direct(plan, analysis, tap, progress, why)) {
+            if (std::optional<ReadSummary> direct = read_direct(plan, root.string(), analysis, tap, progress, why)) {
                 set_phase(progress, ReadProgress::kAnalyzing);
+                sum.problems.insert(sum.problems.end(), direct->problems.begin(), direct->problems.end());
                 sum.traces_opened = direct->traces_opened;
                 sum.events = direct->events;
                 sum.foreign_events = direct->foreign_events;

@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         if (!planned.fatal && plan_is_pristine(planned.plan)) {
             Analysis analysis;
             std::string why;
-            if (read_direct(planned.plan, analysis, nullptr, nullptr, why)) (void)render_text_report(analysis.finish());
+            if (read_direct(planned.plan, dir.string(), analysis, nullptr, nullptr, why)) (void)render_text_report(analysis.finish());
         }
         const auto body = [&](ReadProgress* progress) -> int {
             Analysis analysis;
