@@ -35,7 +35,7 @@ public:
 
     // A value with its bin already found: the analyzer adds each operation's latency and size to several
     // aggregates (total, opcode, QP, process, pair) whose histograms share one binning, and finding the bin
-    // (a logarithm) was most of an add. bin() may be called on any histogram of that binning.
+    // (a search, or a logarithm) is most of an add. bin() may be called on any histogram of that binning.
     struct Binned {
         double value;
         int index;  // the axis index: -1 underflow, size() overflow
