@@ -54,6 +54,37 @@ TEST(QuantileHistogram, SmallSamplesAndZeros) {
     EXPECT_EQ(one.quantile(0.99), 12345.0);
 }
 
+// bin() finds integer values' bins from a table instead of a logarithm: the index must be exactly the axis's,
+// everywhere (every integer up to 200 000, around every power of ten and bin edge, random ones up to 2^53).
+TEST(QuantileHistogram, IntegerBinsAreTheAxisBins) {
+    namespace bh = boost::histogram;
+    const bh::axis::regular<double, bh::axis::transform::log> axis(2600, 1.0, 1e13);
+    const QuantileHistogram h;
+    uint64_t checked = 0, mismatches = 0;
+    const auto check = [&](double v) {
+        ++checked;
+        if (h.bin(v).index != axis.index(v)) {
+            if (++mismatches < 5) ADD_FAILURE() << "value " << v << ": bin " << h.bin(v).index << ", axis " << axis.index(v);
+        }
+    };
+    for (double v = 0; v <= 200000; ++v) check(v);
+    for (int i = 0; i <= 2600; ++i) {
+        const double edge = std::floor(axis.value(i));
+        for (double d = -2; d <= 2; ++d)
+            if (edge + d >= 0) check(edge + d);
+    }
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 200000; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        check(static_cast<double>(x >> (11 + i % 50)));
+    }
+    check(9007199254740991.0);
+    check(9007199254740992.0);
+    check(1e13);
+    check(2.5);
+    EXPECT_EQ(mismatches, 0u) << "of " << checked;
+}
+
 TEST(QuantileHistogram, MergeEqualsAddingEverything) {
     QuantileHistogram a, b, all;
     for (int i = 1; i <= 1000; ++i) {

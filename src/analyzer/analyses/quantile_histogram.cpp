@@ -1,16 +1,60 @@
 #include "analyzer/analyses/quantile_histogram.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace sigmatrace::analyzer {
 
 namespace bh = boost::histogram;
 
+namespace {
+
+constexpr double kDefaultLo = 1.0, kDefaultHi = 1e13;
+constexpr unsigned kDefaultBinsPerDecade = 200;
+constexpr double kExactIntegers = 9007199254740992.0;   // 2^53
+
+// first[k] (k = 0 .. size + 1): the smallest integer x >= 0 whose axis index is >= k - 1, found by asking the
+// axis itself around exp()'s estimate; the axis index is monotonic in x, so these thresholds reproduce it.
+template <class Axis>
+std::vector<double> integer_thresholds(const Axis& axis) {
+    const int size = axis.size();
+    std::vector<double> first(static_cast<std::size_t>(size) + 2, 0.0);
+    const double llo = std::log(axis.value(0)), lhi = std::log(axis.value(size));
+    double x = 0;
+    for (int k = 1; k <= size + 1; ++k) {
+        const int want = k - 1;
+        double guess = std::ceil(std::exp(llo + (lhi - llo) * want / size));
+        if (!(guess >= x)) guess = x;   // thresholds never decrease
+        x = std::min(guess, kExactIntegers - 1);
+        while (x > first[static_cast<std::size_t>(k - 1)] && axis.index(x - 1) >= want) x -= 1;
+        while (x < kExactIntegers - 1 && axis.index(x) < want) x += 1;
+        first[static_cast<std::size_t>(k)] = x;
+    }
+    return first;
+}
+
+// log2(v) within 0.001 for v >= 1 (exponent plus a cubic of the mantissa), 0.06 of a default bin: a starting
+// point that is the right bin or its neighbour, checked against the thresholds.
+inline double rough_log2(double v) {
+    const uint64_t bits = std::bit_cast<uint64_t>(v);
+    const double e = static_cast<double>(static_cast<int>((bits >> 52) & 0x7FF) - 1023);
+    const double m = std::bit_cast<double>((bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull) - 1.0;
+    return e + m * (1.422 + m * (-0.58 + m * (1.0 - 1.422 + 0.58)));
+}
+
+}  // namespace
+
 QuantileHistogram::QuantileHistogram(double lo, double hi, unsigned bins_per_decade)
     : hist_(bh::make_histogram_with(bh::unlimited_storage<>(),
                                     Axis(static_cast<unsigned>(std::ceil(std::log10(hi / lo) * bins_per_decade)),
-                                         lo, hi))) {}
+                                         lo, hi))) {
+    if (lo == kDefaultLo && hi == kDefaultHi && bins_per_decade == kDefaultBinsPerDecade) {
+        // Immutable once built (thread-safe initialization), shared by every histogram of this binning.
+        static const std::vector<double> kFirst = integer_thresholds(hist_.axis());
+        first_ = &kFirst;
+    }
+}
 
 void QuantileHistogram::add(double v) {
     add(bin(v));
@@ -18,11 +62,24 @@ void QuantileHistogram::add(double v) {
 
 QuantileHistogram::Binned QuantileHistogram::bin(double v) const {
     if (!(v >= 0.0)) v = 0.0;  // also maps NaN to 0: a histogram must never see NaN
+    if (first_ != nullptr && v >= 1.0 && v < kExactIntegers && static_cast<double>(static_cast<uint64_t>(v)) == v) {
+        const std::vector<double>& first = *first_;
+        const int top = static_cast<int>(first.size()) - 1;
+        // The default axis has 200 bins per decade from 1: index ~ log2(v) * 200 / log2(10).
+        int k = std::clamp(static_cast<int>(rough_log2(v) * (kDefaultBinsPerDecade / 3.321928094887362)) + 1, 1, top - 1);
+        // The neighbours without branches (the estimate is rarely off), then the general walk.
+        k += static_cast<int>(v >= first[static_cast<std::size_t>(k) + 1]) - static_cast<int>(v < first[static_cast<std::size_t>(k)]);
+        while (k > 0 && v < first[static_cast<std::size_t>(k)]) --k;
+        while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;
+        return Binned{v, k - 1};
+    }
     return Binned{v, static_cast<int>(hist_.axis().index(v))};
 }
 
 void QuantileHistogram::add(const Binned& b) {
-    ++hist_.at(b.index);
+    // The storage cell of axis index b.index (cell 0 is the underflow bin), without at()'s index checks and
+    // linearization: b.index comes from bin(), within [-1, size()].
+    ++bh::unsafe_access::storage(hist_)[static_cast<std::size_t>(b.index + 1)];
     ++count_;
     min_ = std::min(min_, b.value);
     max_ = std::max(max_, b.value);

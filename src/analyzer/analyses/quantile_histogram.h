@@ -35,7 +35,7 @@ public:
 
     // A value with its bin already found: the analyzer adds each operation's latency and size to several
     // aggregates (total, opcode, QP, process, pair) whose histograms share one binning, and finding the bin
-    // (a logarithm) was most of an add. bin() may be called on any histogram of that binning.
+    // (a search, or a logarithm) is most of an add. bin() may be called on any histogram of that binning.
     struct Binned {
         double value;
         int index;  // the axis index: -1 underflow, size() overflow
@@ -61,6 +61,10 @@ private:
     using Axis = boost::histogram::axis::regular<double, boost::histogram::axis::transform::log>;
     using Hist = boost::histogram::histogram<std::tuple<Axis>, boost::histogram::unlimited_storage<>>;
     Hist hist_;
+    // For the default binning: first_[k] is the smallest integer whose axis index is k - 1 or more (built once
+    // per process from the axis itself), so an integer value's bin is found from an approximate logarithm and
+    // one or two comparisons, with exactly the index the axis gives. Null for other binnings.
+    const std::vector<double>* first_ = nullptr;
     uint64_t count_ = 0;
     double min_ = std::numeric_limits<double>::infinity();
     double max_ = -std::numeric_limits<double>::infinity();

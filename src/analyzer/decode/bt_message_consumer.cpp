@@ -231,14 +231,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
     for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
     // A deferred_records event's capture times are in its words; the element decoder converts them through this.
     if (ci.schema->id == EventId::deferred_records) {
-        // Records salvaged after their process ended were emitted by record's salvage step: they belong to the
-        // process and thread that captured them, exactly as if that process had emitted them.
-        namespace F = fields::deferred_records;
-        if (ev.f[F::origin_pid].present && static_cast<int32_t>(ev.f[F::origin_pid].u) > 0) {
-            ev.vpid = static_cast<int32_t>(ev.f[F::origin_pid].u);
-            ev.vtid = static_cast<int32_t>(ev.f[F::origin_tid].u);
-            ev.procname = {};
-        }
+        adopt_salvaged_origin(ev);
         ev.capture_to_ns = [](const void* ctx, uint64_t t) { return capture_time_ns(*static_cast<const ClassInfo*>(ctx), t); };
         ev.capture_ctx = &ci;
     } else {

@@ -92,6 +92,18 @@ struct DecodedEvent {
     }
 };
 
+// Records salvaged after their process ended were emitted by `sigmatrace record`'s salvage step: a
+// `deferred_records` event with origin_pid > 0 belongs to the process and thread that captured its records,
+// exactly as if that process had emitted it. Readers apply this to every deferred_records event they decode.
+inline void adopt_salvaged_origin(DecodedEvent& ev) {
+    namespace F = fields::deferred_records;
+    if (ev.f[F::origin_pid].present && static_cast<int32_t>(ev.f[F::origin_pid].u) > 0) {
+        ev.vpid = static_cast<int32_t>(ev.f[F::origin_pid].u);
+        ev.vtid = static_cast<int32_t>(ev.f[F::origin_tid].u);
+        ev.procname = {};
+    }
+}
+
 // The data events of the events format whose elements carry their own capture time (`ts`, schema minor 2):
 // the index of that sequence and of `n`, or -1 for events timed by their timestamp alone.
 struct CaptureFields {

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "analyzer/decode/bt_message_consumer.h"
+#include "analyzer/decode/lttng_stream_reader.h"
 #include "analyzer/decode/read_guard.h"
 
 namespace sigmatrace::analyzer {
@@ -418,6 +419,30 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
     }
     sum.problems.insert(sum.problems.end(), plan.problems.begin(), plan.problems.end());
     sum.notes = plan.notes;
+
+    const ReaderChoice choice = reader_choice_from_env();
+    if (choice != ReaderChoice::Babeltrace) {
+        std::string why = plan_is_pristine(plan) ? std::string() : "the precheck left bytes of it out (damaged trace)";
+        if (why.empty()) {
+            set_phase(progress, ReadProgress::kReading);
+            if (std::optional<ReadSummary> direct = read_direct(plan, root.string(), analysis, tap, progress, why)) {
+                set_phase(progress, ReadProgress::kAnalyzing);
+                sum.problems.insert(sum.problems.end(), direct->problems.begin(), direct->problems.end());
+                sum.traces_opened = direct->traces_opened;
+                sum.events = direct->events;
+                sum.foreign_events = direct->foreign_events;
+                return sum;
+            }
+        }
+        if (choice == ReaderChoice::Direct) {
+            sum.problems.push_back(fmt::format(
+                "The direct CTF reader refused the trace: path={}, reason={}; unset SIGMATRACE_ANALYZE_READER to read it "
+                "through Babeltrace2",
+                root.string(), why));
+            sum.fatal = true;
+            return sum;
+        }
+    }
 
     Plugins pl;
     if (std::string why = pl.load(); !why.empty()) {

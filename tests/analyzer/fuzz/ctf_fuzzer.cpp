@@ -3,7 +3,8 @@
 // (ctf_precheck.h, in this process), then the guarded read (read_guard.h: Babeltrace2's src.ctf.fs, the muxer
 // and BtMessageConsumer in a forked child under the watchdog, retried without the packet at fault), the
 // analysis and every report. Whatever the bytes, the run must end with the body's own status: a crash of our
-// code in the child (a sanitizer report exits 1) or a status the body never returns aborts here.
+// code in the child (a sanitizer report exits 1) or a status the body never returns aborts here. The direct CTF
+// reader also runs in this process first, unguarded, when the precheck left the trace whole.
 //
 // Input: a 4-byte little-endian metadata length L, L bytes of metadata, then the stream file's bytes. Seeds
 // (tests/analyzer/fuzz/ctf_corpus) are made from a committed trace by make_ctf_seeds.sh.
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "analyzer/analyses/analysis.h"
+#include "analyzer/decode/lttng_stream_reader.h"
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/outputs/text_report.h"
 #include "analyzer/decode/trace_reader.h"
@@ -50,6 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     int status = 0;
     {
         PlannedRead planned = plan_read(dir);
+        // The direct reader (lttng_stream_reader.h) in this process, unguarded: it must refuse or read, never
+        // crash, whatever the bytes (the guarded read below also takes it when it accepts the trace).
+        if (!planned.fatal && plan_is_pristine(planned.plan)) {
+            Analysis analysis;
+            std::string why;
+            if (read_direct(planned.plan, dir.string(), analysis, nullptr, nullptr, why)) (void)render_text_report(analysis.finish());
+        }
         const auto body = [&](ReadProgress* progress) -> int {
             Analysis analysis;
             const ReadSummary read = read_planned(dir, planned, analysis, nullptr, progress);

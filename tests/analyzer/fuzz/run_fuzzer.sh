@@ -3,7 +3,7 @@
 # (-fsanitize=fuzzer,address,undefined) into WORK_DIR, then fuzzes for SECONDS (default 20) starting from the
 # committed corpus (new inputs go to WORK_DIR/corpus, not into the source tree). `event` (the default):
 # event_fuzzer.cpp, the decoded-event layer, corpus tests/analyzer/fuzz/corpus; `ctf`: ctf_fuzzer.cpp, the whole
-# reading path from CTF bytes (precheck, guarded Babeltrace2 read, analysis), corpus tests/analyzer/fuzz/ctf_corpus.
+# reading path from CTF bytes (precheck, the direct reader, guarded read, analysis), corpus tests/analyzer/fuzz/ctf_corpus.
 # Exit status 77 (skip) when clang++ or libFuzzer is not installed (Debian: clang-14, libclang-rt-14-dev).
 set -euo pipefail
 src=$(cd "$1" && pwd); work=$2; seconds=${3:-20}; target=${4:-event}
@@ -18,7 +18,7 @@ sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/decode/{schema_tab
 corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt); limits=(-timeout=10 -max_len=4096)
 read -ra bt_cflags <<<"$(pkg-config --cflags babeltrace2 2>/dev/null || true)"
 if [[ $target == ctf ]]; then
-  sources+=("$a"/decode/{bt_message_consumer,trace_reader,ctf_precheck,read_guard}.cpp)
+  sources+=("$a"/decode/{bt_message_consumer,trace_reader,ctf_precheck,read_guard,lttng_tsdl,lttng_stream_reader}.cpp)
   corpus=$src/tests/analyzer/fuzz/ctf_corpus; out_corpus=$work/corpus-ctf
   read -ra bt_libs <<<"$(pkg-config --libs babeltrace2)"
   libs+=("${bt_libs[@]}")

@@ -1,0 +1,683 @@
+#include "analyzer/decode/lttng_stream_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <queue>
+
+#include "analyzer/decode/element_decoder.h"
+#include "analyzer/decode/lttng_tsdl.h"
+#include "analyzer/decode/read_guard.h"
+#include "analyzer/decode/reorder_stage.h"
+#include "analyzer/decode/unread_fields.h"
+
+namespace sigmatrace::analyzer {
+
+namespace fs = std::filesystem;
+
+ReaderChoice reader_choice_from_env() {
+    const char* v = std::getenv("SIGMATRACE_ANALYZE_READER");
+    if (v == nullptr || *v == '\0' || std::string_view(v) == "auto") return ReaderChoice::Auto;
+    if (std::string_view(v) == "babeltrace") return ReaderChoice::Babeltrace;
+    if (std::string_view(v) == "direct") return ReaderChoice::Direct;
+    fmt::print(stderr, "sigmatrace-analyze: Ignoring SIGMATRACE_ANALYZE_READER={}: expected auto, babeltrace or direct\n", v);
+    return ReaderChoice::Auto;
+}
+
+bool plan_is_pristine(const ReadPlan& plan) {
+    if (!plan.problems.empty()) return false;
+    for (const TracePlan& t : plan.traces) {
+        if (!t.readable || t.needs_copy()) return false;
+        for (const StreamPlan& s : t.streams)
+            if (!s.layout_known || s.excluded || s.skipped_any) return false;
+    }
+    return true;
+}
+
+namespace {
+
+struct Refused {
+    std::string why;
+};
+[[noreturn]] void refuse(std::string why) { throw Refused{std::move(why)}; }
+
+// lttng-ust's packet header and context (lttng_tsdl.cpp checks the metadata declares exactly these).
+constexpr std::size_t kOffStreamId = 20, kOffInstance = 24, kOffTsBegin = 32, kOffTsEnd = 40, kOffContent = 48,
+                      kOffSeqNum = 64, kOffDiscarded = 72, kPacketHeaderBytes = 84;
+
+uint64_t le(const uint8_t* p, unsigned bytes) {
+    uint64_t v = 0;
+    std::memcpy(&v, p, bytes);  // little-endian host (checked at build time below)
+    return v;
+}
+static_assert(std::endian::native == std::endian::little, "the direct reader reads little-endian traces in place");
+
+// A stream file read one packet at a time into a buffer of this stream's own (reused from packet to packet):
+// memory follows the packet size, not the trace length, and no page of the file is mapped into the process.
+class StreamFile {
+public:
+    explicit StreamFile(const fs::path& p) : path_(p) {
+        fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) refuse(fmt::format("cannot open {}", p.string()));
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0) {
+            ::close(fd_);
+            refuse(fmt::format("cannot stat {}", p.string()));
+        }
+        size_ = static_cast<uint64_t>(st.st_size);
+    }
+    ~StreamFile() { ::close(fd_); }
+    StreamFile(const StreamFile&) = delete;
+    StreamFile& operator=(const StreamFile&) = delete;
+    uint64_t size() const { return size_; }
+    // The bytes [begin, end) of the file, valid until the next read().
+    const uint8_t* read(uint64_t begin, uint64_t end) {
+        if (end > size_ || end < begin) refuse(fmt::format("a packet beyond its file: {}", path_.string()));
+        const uint64_t n = end - begin;
+        if (buf_.size() < n) buf_.resize(n);
+        uint64_t done = 0;
+        while (done < n) {
+            const ssize_t r = ::pread(fd_, buf_.data() + done, n - done, static_cast<off_t>(begin + done));
+            if (r <= 0) refuse(fmt::format("cannot read {} at {}", path_.string(), begin + done));
+            done += static_cast<uint64_t>(r);
+        }
+        return buf_.data();
+    }
+
+private:
+    fs::path path_;
+    int fd_ = -1;
+    uint64_t size_ = 0;
+    std::vector<uint8_t> buf_;
+};
+
+// The most members a stream's event context and an event's payload may have (lttng-ust writes 3 and at most
+// about 30): decode_struct keeps them on the stack.
+constexpr std::size_t kMaxContextFields = 16, kMaxPayloadFields = 64;
+
+// A decoded member of a structure: an integer's value, or where an array's, sequence's or string's bytes are.
+struct Slot {
+    uint64_t u = 0;
+    const uint8_t* p = nullptr;
+    uint32_t n = 0;   // elements (bytes of a string, up to its NUL)
+};
+
+uint64_t read_int(const uint8_t* p, const CtfInt& t) {
+    const unsigned bytes = t.bits / 8;
+    uint64_t v = le(p, bytes);
+    if (t.is_signed && t.bits < 64) {
+        const uint64_t sign = uint64_t{1} << (t.bits - 1);
+        v = (v ^ sign) - sign;
+    }
+    return v;
+}
+
+// Decodes `fields` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out` when set. False when
+// a member does not fit in the content.
+bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint64_t& pos, uint64_t end, Slot* out) {
+    std::array<uint64_t, kMaxPayloadFields> ints;   // written before read: a length member comes before its sequence
+    if (fields.size() > ints.size()) return false;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+        const CtfField& f = fields[i];
+        if (f.kind == CtfFieldKind::String) {
+            if (pos >= end) return false;
+            const void* nul = std::memchr(pkt + pos, 0, end - pos);
+            if (nul == nullptr) return false;
+            const uint64_t len = static_cast<uint64_t>(static_cast<const uint8_t*>(nul) - (pkt + pos));
+            if (out) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(len)};
+            pos += len + 1;
+            continue;
+        }
+        const uint64_t align = f.type.align / 8;
+        pos = (pos + align - 1) & ~(align - 1);
+        const uint64_t bytes = f.type.bits / 8;
+        if (f.kind == CtfFieldKind::Int) {
+            if (pos > end || end - pos < bytes) return false;
+            ints[i] = read_int(pkt + pos, f.type);
+            if (out) out[i] = Slot{ints[i], nullptr, 0};
+            pos += bytes;
+            continue;
+        }
+        const uint64_t n = f.kind == CtfFieldKind::Array ? f.length : ints[static_cast<std::size_t>(f.length_field)];
+        if (pos > end || n > (end - pos) / bytes) return false;
+        if (out) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(n)};
+        pos += n * bytes;
+    }
+    return true;
+}
+
+// ns from origin of clock value `v` as Babeltrace2 computes it (1 GHz): fails where it reports an overflow.
+bool clock_ns(int64_t origin, uint64_t v, int64_t& ns) {
+    if (v >= static_cast<uint64_t>(INT64_MAX)) return false;
+    return !__builtin_add_overflow(origin, static_cast<int64_t>(v), &ns);
+}
+
+// A capture time (the tracer's CLOCK_MONOTONIC ns = clock cycles) as ns from origin, as BtMessageConsumer
+// converts it: 0 stays 0, what cannot be converted or lands at or before the origin becomes 0.
+uint64_t capture_ns(const void* ctx, uint64_t cycles) {
+    const int64_t origin = *static_cast<const int64_t*>(ctx);
+    if (cycles == 0) return 0;
+    int64_t ns = 0;
+    if (cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(origin, 0))) ns = origin + static_cast<int64_t>(cycles);
+    return ns > 0 ? static_cast<uint64_t>(ns) : 0;
+}
+
+enum class Kind : uint8_t { Absent, Unsigned, Signed, String, SeqUnsigned, SeqSigned, SeqUnread };
+
+// How a CTF event class becomes a DecodedEvent (BtMessageConsumer::ClassInfo's counterpart).
+struct EventMap {
+    const CtfEventClass* ec = nullptr;
+    const EventSchema* schema = nullptr;   // nullptr: another provider's event
+    std::array<int, kMaxEventFields> member{};
+    std::array<Kind, kMaxEventFields> kind{};
+    int ts_field = -1;
+};
+
+struct Trace {
+    fs::path dir;
+    CtfTraceLayout layout;
+    std::string name;                   // Babeltrace's trace name: the hostname, "" without one
+    std::vector<EventMap> events;       // parallel to layout.events
+    int64_t vpid = -1, vtid = -1, procname = -1;   // per stream class would be exact; lttng-ust has one
+    int64_t index = -1;                 // assigned when its first event or discard is delivered
+};
+
+struct Message {
+    enum Type : uint8_t { None, Event, Discard } type = None;
+    int64_t ns = 0;
+    // Event
+    const EventMap* em = nullptr;
+    uint64_t ctx_pos = 0, payload_pos = 0;
+    // Discard
+    uint64_t count = 0;
+    int64_t begin_ns = 0, end_ns = 0;
+};
+
+struct Stream {
+    Trace* trace = nullptr;
+    const CtfStreamClass* sc = nullptr;
+    const std::vector<PacketRange>* packets = nullptr;
+    std::unique_ptr<StreamFile> file;
+    std::string name;         // the file's absolute path (Babeltrace's stream name)
+    uint64_t instance = 0;
+    std::size_t rank = 0;     // the muxer's tie order
+
+    // Cursor.
+    std::size_t packet = 0;   // next packet to open when pkt == nullptr
+    const uint8_t* pkt = nullptr;
+    uint64_t pos = 0, end = 0;
+    uint64_t clock = 0;
+    uint64_t begin_cycles = 0, end_cycles = 0;
+    uint64_t prev_discarded = 0, prev_end_cycles = 0;
+    bool have_prev = false;
+    int64_t last_ns = INT64_MIN;
+    uint64_t expected_seq = 0;
+    Message next;
+
+    void reset() {
+        packet = 0;
+        pkt = nullptr;
+        have_prev = false;
+        last_ns = INT64_MIN;
+        next = Message{};
+    }
+};
+
+int64_t to_ns(const Trace& t, uint64_t cycles, const char* what) {
+    int64_t ns = 0;
+    if (!clock_ns(t.layout.clock_origin_ns, cycles, ns))
+        refuse(fmt::format("a {} clock value {} that overflows ns from origin", what, cycles));
+    return ns;
+}
+
+// Moves `s` to its next message (event or discard) in `s.next`; Message::None at its end. Refuses what it
+// cannot read exactly.
+void advance(Stream& s) {
+    const Trace& t = *s.trace;
+    for (;;) {
+        if (s.pkt == nullptr) {
+            if (s.packet >= s.packets->size()) {
+                s.next = Message{};
+                return;
+            }
+            const PacketRange& r = (*s.packets)[s.packet++];
+            if (r.end > s.file->size() || r.end < r.begin || r.end - r.begin < kPacketHeaderBytes) refuse("a packet beyond its file");
+            const uint8_t* p = s.file->read(r.begin, r.end);
+            if (le(p + kOffStreamId, 4) != s.sc->id || le(p + kOffInstance, 8) != s.instance)
+                refuse(fmt::format("two streams in one file: {}", s.name));
+            const uint64_t content = le(p + kOffContent, 8);
+            if (content % 8 != 0 || content / 8 > r.end - r.begin || content / 8 < kPacketHeaderBytes)
+                refuse(fmt::format("a packet content size of {} bits", content));
+            const uint64_t seq = le(p + kOffSeqNum, 8);
+            if (s.have_prev && seq != s.expected_seq) refuse(fmt::format("a packet sequence gap in {} (discarded packets)", s.name));
+            s.expected_seq = seq + 1;
+            s.begin_cycles = le(p + kOffTsBegin, 8);
+            s.end_cycles = le(p + kOffTsEnd, 8);
+            const uint64_t discarded = le(p + kOffDiscarded, 8);
+            const int64_t begin_ns = to_ns(t, s.begin_cycles, "packet");
+            const int64_t end_ns = to_ns(t, s.end_cycles, "packet");
+            if (end_ns < begin_ns || (s.have_prev && begin_ns < to_ns(t, s.prev_end_cycles, "packet")))
+                refuse(fmt::format("packet times going backwards in {}", s.name));
+            Message m;
+            if (!s.have_prev && discarded != 0) {
+                m.type = Message::Discard;
+                m.ns = m.begin_ns = begin_ns;
+                m.end_ns = end_ns;
+                m.count = 0;   // before this packet: Babeltrace gives no count
+            } else if (s.have_prev && discarded != s.prev_discarded) {
+                if (discarded < s.prev_discarded) refuse(fmt::format("an events_discarded counter going back in {}", s.name));
+                m.type = Message::Discard;
+                m.ns = m.begin_ns = to_ns(t, s.prev_end_cycles, "packet");
+                m.end_ns = end_ns;
+                m.count = discarded - s.prev_discarded;
+            }
+            s.have_prev = true;
+            s.prev_discarded = discarded;
+            s.prev_end_cycles = s.end_cycles;
+            s.pkt = p;
+            s.pos = kPacketHeaderBytes;
+            s.end = content / 8;
+            s.clock = s.begin_cycles;
+            if (begin_ns < s.last_ns) refuse(fmt::format("stream times going backwards in {}", s.name));
+            s.last_ns = begin_ns;
+            if (m.type == Message::Discard) {
+                s.next = m;
+                return;
+            }
+        }
+        if (s.pos >= s.end) {
+            if (s.pos > s.end) refuse("an event past its packet's content");
+            const int64_t end_ns = to_ns(t, s.end_cycles, "packet");
+            if (end_ns < s.last_ns) refuse(fmt::format("an event after its packet's end in {}", s.name));
+            s.last_ns = end_ns;
+            s.pkt = nullptr;
+            continue;
+        }
+        // Event header (aligned on a byte: align(8) bits).
+        const uint8_t* p = s.pkt;
+        uint64_t pos = s.pos;
+        uint64_t id = 0;
+        const auto update = [&](uint64_t v, unsigned bits) {
+            const uint64_t mask = (uint64_t{1} << bits) - 1;
+            if (v < (s.clock & mask)) s.clock += mask + 1;
+            s.clock = (s.clock & ~mask) | v;
+        };
+        const auto need = [&](uint64_t bytes) {
+            if (pos > s.end || s.end - pos < bytes) refuse(fmt::format("an event header past its packet's content in {}", s.name));
+        };
+        bool extended = false;
+        if (s.sc->large_header) {
+            need(2);
+            id = le(p + pos, 2);
+            pos += 2;
+            if (id == 65535) {
+                extended = true;
+            } else {
+                need(4);
+                update(le(p + pos, 4), 32);
+                pos += 4;
+            }
+        } else {
+            need(4);
+            const uint64_t w = le(p + pos, 4);
+            id = w & 31;
+            if (id == 31) {
+                pos += 1;
+                extended = true;
+            } else {
+                update(w >> 5, 27);
+                pos += 4;
+            }
+        }
+        if (extended) {
+            need(12);
+            id = le(p + pos, 4);
+            s.clock = le(p + pos + 4, 8);
+            pos += 12;
+        }
+        const CtfEventClass* ec = t.layout.event(s.sc->id, id);
+        if (ec == nullptr) refuse(fmt::format("an event of unknown id {} in {}", id, s.name));
+        Message m;
+        m.type = Message::Event;
+        m.ns = to_ns(t, s.clock, "event");
+        if (m.ns < s.last_ns) refuse(fmt::format("event times going backwards in {}", s.name));
+        s.last_ns = m.ns;
+        m.em = &t.events[static_cast<std::size_t>(ec - t.layout.events.data())];
+        m.ctx_pos = pos;
+        if (!decode_struct(s.sc->context, p, pos, s.end, nullptr)) refuse(fmt::format("an event context past its packet in {}", s.name));
+        m.payload_pos = pos;
+        if (!decode_struct(ec->fields, p, pos, s.end, nullptr)) refuse(fmt::format("an event payload past its packet in {}", s.name));
+        s.pos = pos;
+        s.next = m;
+        return;
+    }
+}
+
+std::string read_metadata_text(const fs::path& dir) {
+    std::ifstream in(dir / "metadata", std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const MetadataCheck m = check_metadata(bytes.data(), bytes.size());
+    if (!m.ok) refuse(fmt::format("metadata of {}: {}", dir.string(), m.problem));
+    if (!m.lttng_layout) refuse(fmt::format("metadata of {}: not lttng-ust's packet layout", dir.string()));
+    return m.text;
+}
+
+// The mapping of each event class to the schema (BtMessageConsumer::class_info's rules, refusing where that
+// reports a problem).
+void map_events(Trace& t, bool read_every_field) {
+    t.events.resize(t.layout.events.size());
+    for (std::size_t e = 0; e < t.layout.events.size(); ++e) {
+        const CtfEventClass& ec = t.layout.events[e];
+        EventMap& m = t.events[e];
+        m.ec = &ec;
+        m.member.fill(-1);
+        m.kind.fill(Kind::Absent);
+        m.schema = find_event_schema(ec.name);
+        if (m.schema == nullptr) {
+            if (std::string_view(ec.name).starts_with("sigmatrace:"))
+                refuse(fmt::format("the event class {} that this SigmaTrace does not know", ec.name));
+            continue;
+        }
+        for (std::size_t i = 0; i < m.schema->fields.size(); ++i) {
+            const FieldSchema& fs = m.schema->fields[i];
+            int idx = -1;
+            for (std::size_t k = 0; k < ec.fields.size(); ++k)
+                if (ec.fields[k].name == fs.name) idx = static_cast<int>(k);
+            if (idx < 0) continue;
+            const CtfField& f = ec.fields[static_cast<std::size_t>(idx)];
+            Kind k = Kind::Absent;
+            if (fs.kind == FieldKind::Integer && f.kind == CtfFieldKind::Int) k = f.type.is_signed ? Kind::Signed : Kind::Unsigned;
+            else if (fs.kind == FieldKind::String && (f.kind == CtfFieldKind::String || f.is_text())) k = Kind::String;
+            else if (fs.kind == FieldKind::Sequence && (f.kind == CtfFieldKind::Array || f.kind == CtfFieldKind::Sequence) && !f.is_text())
+                k = f.type.is_signed ? Kind::SeqSigned : Kind::SeqUnsigned;
+            if (k == Kind::Absent)
+                refuse(fmt::format("the field {} of {} has another type than the schema's", fs.name, ec.name));
+            if ((k == Kind::SeqSigned || k == Kind::SeqUnsigned) && !read_every_field &&
+                is_unread_sequence(m.schema->id, static_cast<int>(i)))
+                k = Kind::SeqUnread;
+            m.member[i] = idx;
+            m.kind[i] = k;
+            if (capture_fields(m.schema->id).ts == static_cast<int>(i)) m.ts_field = static_cast<int>(i);
+        }
+    }
+}
+
+// What an unread sequence's elements read as (unread_fields.h).
+constexpr std::array<uint64_t, kMaxSequenceLength> kZeros{};
+
+class DirectReader {
+public:
+    DirectReader(Analysis& analysis, EventSink* tap) : analysis_(analysis), read_every_field_(tap != nullptr) { tee_.set_tap(tap); }
+
+    void open(const ReadPlan& plan) {
+        for (const TracePlan& tp : plan.traces) {
+            auto t = std::make_unique<Trace>();
+            t->dir = tp.dir;
+            std::string why;
+            auto layout = parse_lttng_tsdl(read_metadata_text(tp.dir), why);
+            if (!layout) refuse(fmt::format("metadata of {}: {}", tp.dir.string(), why));
+            t->layout = std::move(*layout);
+            t->name = t->layout.hostname;
+            for (const auto& o : traces_)
+                if (std::memcmp(o->layout.uuid, t->layout.uuid, 16) == 0) refuse("two trace directories with one UUID");
+            if (t->layout.streams.size() != 1) refuse("a trace with more than one stream class");
+            const auto& ctx = t->layout.streams[0].context;
+            for (std::size_t k = 0; k < ctx.size(); ++k) {
+                if (ctx[k].name == "vpid" && ctx[k].kind == CtfFieldKind::Int) t->vpid = static_cast<int64_t>(k);
+                if (ctx[k].name == "vtid" && ctx[k].kind == CtfFieldKind::Int) t->vtid = static_cast<int64_t>(k);
+                if (ctx[k].name == "procname" && (ctx[k].kind == CtfFieldKind::String || ctx[k].is_text()))
+                    t->procname = static_cast<int64_t>(k);
+            }
+            if (ctx.size() > kMaxContextFields) refuse(fmt::format("an event context of {} members", ctx.size()));
+            for (const CtfEventClass& ec : t->layout.events)
+                if (ec.fields.size() > kMaxPayloadFields)
+                    refuse(fmt::format("the event class {} with {} fields", ec.name, ec.fields.size()));
+            map_events(*t, read_every_field_);
+            const fs::path abs = fs::absolute(tp.dir).lexically_normal();
+            for (const StreamPlan& sp : tp.streams) {
+                if (sp.packets.empty()) continue;
+                auto s = std::make_unique<Stream>();
+                s->trace = t.get();
+                s->packets = &sp.packets;
+                s->file = std::make_unique<StreamFile>(sp.file);
+                s->name = (abs / sp.file.filename()).string();
+                const PacketRange& first = sp.packets.front();
+                if (first.end > s->file->size() || first.end < first.begin || first.end - first.begin < kPacketHeaderBytes)
+                    refuse("a packet beyond its file");
+                const uint8_t* header = s->file->read(first.begin, first.begin + kPacketHeaderBytes);
+                s->sc = t->layout.stream(le(header + kOffStreamId, 4));
+                if (s->sc == nullptr) refuse(fmt::format("a packet of an undeclared stream class in {}", s->name));
+                s->instance = le(header + kOffInstance, 8);
+                for (const auto& o : streams_)
+                    if (o->trace == t.get() && o->sc == s->sc && o->instance == s->instance)
+                        refuse("two stream files of one stream");
+                streams_.push_back(std::move(s));
+            }
+            traces_.push_back(std::move(t));
+        }
+        // The muxer's tie order: trace UUID, trace name, stream class id, stream id.
+        std::vector<Stream*> order;
+        for (auto& s : streams_) order.push_back(s.get());
+        std::sort(order.begin(), order.end(), [](const Stream* a, const Stream* b) {
+            const int u = std::memcmp(a->trace->layout.uuid, b->trace->layout.uuid, 16);
+            if (u != 0) return u < 0;
+            if (a->trace->name != b->trace->name) return a->trace->name < b->trace->name;
+            if (a->sc->id != b->sc->id) return a->sc->id < b->sc->id;
+            return a->instance < b->instance;
+        });
+        for (std::size_t i = 0; i < order.size(); ++i) order[i]->rank = i;
+    }
+
+    // The first pass: every stream decodes to its end (refusing what it cannot read), nothing handed over.
+    // Its progress counts for the guard's watchdog like the second pass's.
+    void validate(ReadProgress* progress) {
+        for (auto& s : streams_) {
+            s->reset();
+            do {
+                advance(*s);
+                if (progress) progress->beat();
+            } while (s->next.type != Message::None);
+            s->reset();
+        }
+    }
+
+    // The second pass. Every read here already succeeded in the first; a stream file that changed in between
+    // (a trace still being written) stops the read where it fails, keeping what was read, as a Babeltrace2
+    // read error does.
+    ReadSummary run(ReadProgress* progress, const std::string& root) {
+        ReadSummary sum;
+        try {
+            merge(progress);
+        } catch (const Refused& r) {
+            sum.problems.push_back(fmt::format(
+                "Trace read stopped early: path={}, last event at {} ns, reason={} (did the trace change while it was "
+                "read?); results cover the trace up to there",
+                root, last_ts_, r.why));
+        }
+        reorder_.finish();
+        sum.traces_opened = traces_.size();
+        sum.events = events_read_;
+        sum.foreign_events = foreign_events_;
+        return sum;
+    }
+
+private:
+    void merge(ReadProgress* progress) {
+        auto later = [](const Stream* a, const Stream* b) {
+            return a->next.ns != b->next.ns ? a->next.ns > b->next.ns : a->rank > b->rank;
+        };
+        std::priority_queue<Stream*, std::vector<Stream*>, decltype(later)> heap(later);
+        for (auto& s : streams_) {
+            advance(*s);
+            if (s->next.type != Message::None) heap.push(s.get());
+        }
+        while (!heap.empty()) {
+            Stream* s = heap.top();
+            heap.pop();
+            if (s->next.type == Message::Event) on_event(*s);
+            else on_discard(*s);
+            if (progress) progress->beat();
+            advance(*s);
+            if (s->next.type != Message::None) heap.push(s);
+        }
+    }
+
+    uint32_t trace_index(Trace& t) {
+        if (t.index < 0) t.index = next_trace_index_++;
+        return static_cast<uint32_t>(t.index);
+    }
+
+    void on_discard(Stream& s) {
+        DiscardRecord d;
+        d.trace_index = trace_index(*s.trace);
+        d.trace = s.trace->name;
+        d.packets = false;
+        d.stream = display_path(s.name);
+        d.count = s.next.count;
+        d.begin_ns = s.next.begin_ns;
+        d.end_ns = s.next.end_ns;
+        analysis_.on_discarded(d);
+    }
+
+    // The stream name as BtMessageConsumer shows it: relative to the working directory when below it.
+    static std::string display_path(const std::string& name) {
+        std::error_code ec;
+        const fs::path rel = fs::path(name).lexically_relative(fs::current_path(ec));
+        if (ec || rel.empty() || *rel.begin() == "..") return name;
+        return rel.string();
+    }
+
+    void on_event(Stream& s) {
+        ++events_read_;
+        const Message& m = s.next;
+        const EventMap& em = *m.em;
+        if (em.schema == nullptr) {
+            ++foreign_events_;
+            return;
+        }
+        Trace& t = *s.trace;
+        DecodedEvent& ev = ev_;
+        ev.id = em.schema->id;
+        ev.trace_index = trace_index(t);
+        ev.trace_hostname = t.layout.hostname;
+        ev.ts_ns = m.ns;
+        last_ts_ = std::max(last_ts_, ev.ts_ns);
+        ev.vpid = ev.vtid = -1;
+        ev.procname = {};
+        const uint8_t* p = s.pkt;
+        if (!s.sc->context.empty()) {
+            uint64_t pos = m.ctx_pos;
+            std::array<Slot, kMaxContextFields> ctx{};
+            if (!decode_struct(s.sc->context, p, pos, s.end, ctx.data()))
+                refuse(fmt::format("an event context that decoded in the first pass does not in {}", s.name));
+            if (t.vpid >= 0) ev.vpid = static_cast<int64_t>(ctx[static_cast<std::size_t>(t.vpid)].u);
+            if (t.vtid >= 0) ev.vtid = static_cast<int64_t>(ctx[static_cast<std::size_t>(t.vtid)].u);
+            if (t.procname >= 0) ev.procname = text(s.sc->context[static_cast<std::size_t>(t.procname)], ctx[static_cast<std::size_t>(t.procname)]);
+        }
+        const std::vector<CtfField>& cf = em.ec->fields;
+        if (cf.size() > slots_.size()) slots_.resize(cf.size());
+        uint64_t pos = m.payload_pos;
+        if (!decode_struct(cf, p, pos, s.end, slots_.data()))
+            refuse(fmt::format("an event payload that decoded in the first pass does not in {}", s.name));
+        const std::size_t nfields = em.schema->fields.size();
+        for (std::size_t i = 0; i < nfields; ++i) {
+            FieldValue& v = ev.f[i];
+            v = FieldValue{};
+            v.is_sequence = em.schema->fields[i].kind == FieldKind::Sequence;
+            if (em.kind[i] == Kind::Absent) {
+                if (v.is_sequence) v.seq = seq_storage_[i].data();
+                continue;
+            }
+            const CtfField& f = cf[static_cast<std::size_t>(em.member[i])];
+            const Slot& sl = slots_[static_cast<std::size_t>(em.member[i])];
+            v.present = true;
+            switch (em.kind[i]) {
+            case Kind::Unsigned:
+            case Kind::Signed: v.u = sl.u; break;
+            case Kind::String: v.s = text(f, sl); break;
+            case Kind::SeqUnsigned:
+            case Kind::SeqSigned: {
+                const uint32_t len = std::min<uint32_t>(sl.n, kMaxSequenceLength);
+                auto& buf = seq_storage_[i];
+                if (buf.size() < len) buf.resize(len);
+                const unsigned bytes = f.type.bits / 8;
+                if (bytes == 8) {
+                    std::memcpy(buf.data(), sl.p, std::size_t{len} * 8);
+                } else {
+                    for (uint32_t k = 0; k < len; ++k) buf[k] = read_int(sl.p + std::size_t{k} * bytes, f.type);
+                }
+                if (static_cast<int>(i) == em.ts_field)
+                    for (uint32_t k = 0; k < len; ++k) buf[k] = capture_ns(&t.layout.clock_origin_ns, buf[k]);
+                v.seq = buf.data();
+                v.seq_len = len;
+                break;
+            }
+            case Kind::SeqUnread:
+                v.seq = kZeros.data();
+                v.seq_len = std::min<uint32_t>(sl.n, kMaxSequenceLength);
+                break;
+            default: break;
+            }
+        }
+        for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
+        if (em.schema->id == EventId::deferred_records) {
+            adopt_salvaged_origin(ev);
+            ev.capture_to_ns = capture_ns;
+            ev.capture_ctx = &t.layout.clock_origin_ns;
+        } else {
+            ev.capture_to_ns = nullptr;
+            ev.capture_ctx = nullptr;
+        }
+        tee_.on_event(ev);
+    }
+
+    // A string member, or a text array's bytes up to the first NUL (Babeltrace2's string of it).
+    static std::string_view text(const CtfField& f, const Slot& sl) {
+        const char* c = reinterpret_cast<const char*>(sl.p);
+        if (f.kind == CtfFieldKind::String) return {c, sl.n};
+        const void* nul = std::memchr(c, 0, sl.n);
+        return {c, nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - c) : sl.n};
+    }
+
+    Analysis& analysis_;
+    ReorderStage reorder_{analysis_};
+    ElementDecoder decoder_{reorder_};
+    TeeSink tee_{decoder_};
+    bool read_every_field_;
+    std::vector<std::unique_ptr<Trace>> traces_;
+    std::vector<std::unique_ptr<Stream>> streams_;
+    DecodedEvent ev_;
+    std::vector<Slot> slots_ = std::vector<Slot>(64);
+    std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;
+    uint32_t next_trace_index_ = 0;
+    uint64_t events_read_ = 0, foreign_events_ = 0;
+    int64_t last_ts_ = 0;
+};
+
+}  // namespace
+
+std::optional<ReadSummary> read_direct(const ReadPlan& plan, const std::string& root, Analysis& analysis, EventSink* tap,
+                                       ReadProgress* progress, std::string& why) {
+    auto reader = std::make_unique<DirectReader>(analysis, tap);
+    try {
+        reader->open(plan);
+        reader->validate(progress);
+    } catch (const Refused& r) {
+        why = r.why;
+        return std::nullopt;
+    }
+    return reader->run(progress, root);
+}
+
+}  // namespace sigmatrace::analyzer
