@@ -141,10 +141,13 @@ void Analysis::on_operation(const Operation& op) {
     stats_.add(op);
     traffic_.add(op);
     barriers_.add(op, topo_.qp(op.qp));
-    if (!op.is_recv() && (op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes || windows_.enabled())) {
+    if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
+        !op.is_recv() && (large || windows_.enabled())) {
         const DataLink link = data_link_of(op, topo_);
-        gray_.add(op, link);
-        incast_.add(op, link);
+        if (large) {
+            gray_.add(op, link);
+            incast_.add(op, link);
+        }
         windows_.add(op, link);
     }
     if (windows_.enabled()) outstanding_.add(op);

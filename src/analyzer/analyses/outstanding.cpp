@@ -1,65 +1,27 @@
 #include "analyzer/analyses/outstanding.h"
 
 #include <algorithm>
-#include <bit>
-#include <cmath>
 
 namespace sigmatrace::analyzer {
 
 namespace {
 constexpr uint8_t kWcRnrRetryExceeded = 13;   // IBV_WC_RNR_RETRY_EXC_ERR
-
-std::size_t bucket_of(uint64_t v) {
-    if (v < 8) return static_cast<std::size_t>(v);
-    const int e = std::bit_width(v) - 1;   // >= 3
-    return 8 + static_cast<std::size_t>(e - 3) * 8 + static_cast<std::size_t>((v >> (e - 3)) & 7);
-}
-// The largest value of bucket b.
-uint64_t bucket_upper(std::size_t b) {
-    if (b < 8) return b;
-    const int e = static_cast<int>((b - 8) / 8) + 3;
-    const uint64_t sub = (b - 8) % 8;
-    const uint64_t lo = (uint64_t{1} << e) | (sub << (e - 3));
-    return lo + ((uint64_t{1} << (e - 3)) - 1);
-}
 }  // namespace
-
-void IntHistogram::add(uint64_t v) {
-    ++counts_[bucket_of(v)];
-    ++count_;
-    max_ = std::max(max_, v);
-}
-
-uint64_t IntHistogram::quantile(double q) const {
-    if (count_ == 0) return 0;
-    const auto rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_))));
-    uint64_t seen = 0;
-    for (std::size_t b = 0; b < kBuckets; ++b) {
-        seen += counts_[b];
-        if (seen >= rank) return std::min(bucket_upper(b), max_);
-    }
-    return max_;
-}
 
 void Outstanding::Queue::push(Entry e) {
     if (size == buf.size()) {
-        // Grow, keeping the FIFO order from index 0.
-        std::vector<Entry> grown;
-        grown.reserve(std::max<std::size_t>(8, buf.size() * 2));
-        for (std::size_t i = 0; i < size; ++i) grown.push_back(buf[(head + i) % buf.size()]);
-        grown.resize(grown.capacity());
+        // Grow to the next power of two, keeping the FIFO order from index 0.
+        std::vector<Entry> grown(std::max<std::size_t>(8, buf.size() * 2));
+        for (std::size_t i = 0; i < size; ++i) grown[i] = buf[(head + i) & (buf.size() - 1)];
         buf = std::move(grown);
         head = 0;
     }
-    buf[(head + size) % buf.size()] = e;
+    buf[(head + size) & (buf.size() - 1)] = e;
     ++size;
     bytes += e.bytes;
 }
 
-void Outstanding::sample_send(State& s) {
-    if (!s.out.bytes) s.out.bytes = std::make_unique<IntHistogram>();
-    s.out.bytes->add(s.send.bytes);
-}
+void Outstanding::sample_send(State& s) { s.out.bytes.add(s.send.bytes); }
 
 void Outstanding::drain_until(State& s, int64_t ts) {
     while (s.send.size > 0 && s.send.front().done_ts <= ts) {

@@ -10,35 +10,19 @@
 // reached its depth.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
+#include "analyzer/analyses/int_histogram.h"
 #include "analyzer/analyses/model.h"
 
 namespace sigmatrace::analyzer {
-
-// A log-linear histogram of integers (8 sub-buckets per power of two, 12.5% per bucket): a p99 at integer cost.
-class IntHistogram {
-public:
-    void add(uint64_t v);
-    uint64_t count() const { return count_; }
-    // Nearest-rank quantile: the upper edge of the bucket holding it, clamped to the max seen.
-    uint64_t quantile(double q) const;
-
-private:
-    static constexpr std::size_t kBuckets = 8 + 61 * 8;
-    std::array<uint64_t, kBuckets> counts_{};
-    uint64_t count_ = 0;
-    uint64_t max_ = 0;
-};
 
 struct QpOutstanding {
     uint64_t send_ops = 0;        // send-queue operations seen
     uint32_t max_wrs = 0;
     uint64_t max_bytes = 0;
-    std::unique_ptr<IntHistogram> bytes;   // samples of outstanding bytes (post and completion)
+    IntHistogram bytes;           // samples of outstanding bytes (post and completion)
     uint64_t recv_ops = 0;        // receives consumed (or left posted)
     uint32_t recv_max_posted = 0;
     uint32_t recv_min_posted = 0; // after a consumption; meaningful when recv_consumed > 0
@@ -68,10 +52,11 @@ private:
         std::vector<Entry> buf;
         std::size_t head = 0, size = 0;
         uint64_t bytes = 0;
+        // buf.size() is a power of two: positions wrap with a mask.
         const Entry& front() const { return buf[head]; }
         void pop() {
             bytes -= buf[head].bytes;
-            head = (head + 1) % buf.size();
+            head = (head + 1) & (buf.size() - 1);
             --size;
         }
         void push(Entry e);

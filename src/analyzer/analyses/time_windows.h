@@ -3,7 +3,7 @@
 // from which the report derives the window's node matrix, links, rails, receivers and latency.
 //
 // The window length must be known before the first window is filled, and the trace's length is known only at
-// the end: the windows start at kStartWidthNs and double (neighbouring pairs merged, boundaries kept at
+// the end: the windows start at kStartWidthNs (1.024 us) and double (neighbouring pairs merged, boundaries kept at
 // multiples of the length since the epoch) whenever the trace's span needs more than max_windows of them. The
 // final count lies between max_windows/2 and max_windows, whatever the trace's length: memory is max_windows
 // windows of per-link cells, not proportional to the operations. With --window T the length starts at T; it
@@ -23,7 +23,7 @@
 
 #include "analyzer/analyses/data_link.h"
 #include "analyzer/analyses/model.h"
-#include "analyzer/analyses/quantile_histogram.h"
+#include "analyzer/analyses/int_histogram.h"
 
 namespace sigmatrace::analyzer {
 
@@ -33,25 +33,23 @@ struct WindowOptions {
     uint32_t max_windows = 256;       // automatic length: the count ends in (max_windows/2, max_windows]
 };
 
-// Latency histograms of windows: coarse (20 bins per decade, 12% per bin) to keep a window small.
-QuantileHistogram window_latency_histogram();
-
 struct WindowLinkCell {
     double bytes = 0.0;       // spread over the operations' intervals
     uint64_t ops = 0;         // operations completed in the window
     int64_t busy_ns = 0;      // time with data in flight on the link, inside the window
-    QuantileHistogram latency = window_latency_histogram();   // operations completed in the window
+    IntHistogram latency;     // ns, operations completed in the window (own completion seen)
 };
 
 struct Window {
     std::unordered_map<uint64_t, WindowLinkCell> links;   // DataLink::key()
-    std::map<uint8_t, QuantileHistogram> latency_by_opcode;
+    std::map<uint8_t, IntHistogram> latency_by_opcode;
     void merge(Window&& other);
 };
 
 class TimeWindows {
 public:
-    static constexpr int64_t kStartWidthNs = 1000;
+    // A power of two: automatic lengths stay powers of two, and a window index is a shift, not a division.
+    static constexpr int64_t kStartWidthNs = 1024;
     static constexpr uint32_t kMaxFixedWindows = 1u << 16;
 
     explicit TimeWindows(WindowOptions o);
@@ -69,18 +67,32 @@ private:
     // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
     void cover(int64_t lo_ts, int64_t hi_ts);
     void double_width();
-    Window& at(int64_t ts) { return windows_[static_cast<std::size_t>(ts / width_ - base_)]; }
-    // Adds `amount` spread evenly over [from, to) to the windows it spans, through `put(window, share)`.
+    // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
+    // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
+    WindowLinkCell& cell(int64_t w, uint64_t key);
+    int64_t index(int64_t ts) const { return shift_ >= 0 ? ts >> shift_ : ts / width_; }
+    // Calls put(window index, share of [from, to), ns) for each window [from, to) spans.
     template <class Put>
     void spread(int64_t from, int64_t to, Put&& put);
 
     WindowOptions o_;
     uint32_t bound_;
     int64_t width_;
+    int shift_ = -1;   // log2(width_) when width_ is a power of two
     int64_t base_ = 0;
     std::deque<Window> windows_;
     std::unordered_map<uint64_t, int64_t> covered_until_;   // per link: end of the in-flight union so far
-    QuantileHistogram binner_ = window_latency_histogram();  // finds bins for the window histograms
+    // One-entry caches (reset when windows merge).
+    int64_t cached_window_ = -1;
+    uint64_t cached_key_ = 0;
+    WindowLinkCell* cached_cell_ = nullptr;
+    uint64_t covered_key_ = 0;
+    int64_t* covered_ = nullptr;
+    int64_t latency_window_ = -1;
+    uint8_t latency_opcode_ = 0;
+    IntHistogram* latency_ = nullptr;
+    // The span the windows cover, in ns: most operations fall inside it (no window arithmetic).
+    int64_t covered_lo_ = 0, covered_hi_ = -1;
 };
 
 }  // namespace sigmatrace::analyzer

@@ -12,8 +12,8 @@ namespace sigmatrace::analyzer {
 using nlohmann::json;
 
 namespace {
-json count_quantiles(const QuantileHistogram& h) {
-    return json{{"count", h.count()}, {"p50", std::llround(h.quantile(0.5))}, {"p99", std::llround(h.quantile(0.99))}};
+json count_quantiles(const IntHistogram& h) {
+    return json{{"count", h.count()}, {"p50", h.quantile(0.5)}, {"p99", h.quantile(0.99)}};
 }
 }  // namespace
 
@@ -22,7 +22,7 @@ json ReportBuilder::outstanding_json(QpId q) const {
     if (o == nullptr) return nullptr;
     json j{{"max_wrs", o->max_wrs},
            {"max_bytes", o->max_bytes},
-           {"p99_bytes", o->bytes ? json(o->bytes->quantile(0.99)) : json(nullptr)},
+           {"p99_bytes", o->bytes.count() ? json(o->bytes.quantile(0.99)) : json(nullptr)},
            {"rnr_events", o->rnr_events}};
     if (o->recv_ops) {
         j["recv_max_posted"] = o->recv_max_posted;
@@ -45,7 +45,7 @@ json ReportBuilder::timeline_section() const {
             int64_t busy_ns = 0;
         };
         std::map<DevId, Inbound> receivers;
-        std::map<std::pair<NodeId, NodeId>, QuantileHistogram> pair_latency;
+        std::map<std::pair<NodeId, NodeId>, IntHistogram> pair_latency;
         std::map<std::pair<DevId, DevId>, const WindowLinkCell*> links;   // ordered output
         for (const auto& [key, c] : w.links) links[{static_cast<DevId>(key >> 32), static_cast<DevId>(key & 0xffffffffu)}] = &c;
         json jlinks = json::array();
@@ -60,11 +60,7 @@ json ReportBuilder::timeline_section() const {
                 ++in.senders;
                 in.busy_ns += c->busy_ns;
             }
-            if (c->latency.count()) {
-                auto it = pair_latency.find(nodes);
-                if (it == pair_latency.end()) it = pair_latency.emplace(nodes, window_latency_histogram()).first;
-                it->second.merge(c->latency);
-            }
+            if (c->latency.count()) pair_latency[nodes].merge(c->latency);
             json l{{"src", nic_ref(src)},
                    {"dst", nic_ref(dst)},
                    {"bytes", std::llround(c->bytes)},
