@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -263,6 +266,122 @@ TEST_F(LinkFindingsOnTheFabric, IncastOnTheReceiverOfTheManyToOnePhase) {
                 e["mean_degree"].get<double>());
     EXPECT_NEAR(e["duration_ns"].get<double>(), static_cast<double>(kIncastMs * kMs) + drain,
                 static_cast<double>(kEdgeTolerance));
+}
+
+// The timeline's windows (default length: the trace's span in 128..256 windows). Inside the fault, past the
+// drain of the queued WRITEs (depth x size at the slowed rate) and the edge tolerance, the slowed link's windows
+// carry a quarter of the rate and the other ring links the rate: the mean and the median over those windows
+// within 5%, and 80% of the windows within 10% (a stall of the fabric's process on a loaded machine moves every
+// link's bytes from one window to the next).
+TEST_F(LinkFindingsOnTheFabric, WindowsShowTheSlowedLinkAtAQuarter) {
+    const Recording& r = gray();
+    REQUIRE_RUN(r);
+    ASSERT_TRUE(ring_on_time(r));
+    const json& tl = r.doc["timeline"];
+    const int64_t width = tl["window_ns"].get<int64_t>();
+    const json& windows = tl["windows"];
+    ASSERT_GT(windows.size(), 128u);
+    ASSERT_LE(windows.size(), 256u);
+    const int64_t margin = static_cast<int64_t>(static_cast<double>(kDepth * kSize) / (kRate / kFactor) * 1e9) +
+                           kEdgeTolerance + clock_uncertainty(r);
+    const int64_t t1 = fabric_start(r) + (ring_start_ + kSlowFrom) * kMs + margin;
+    const int64_t t2 = fabric_start(r) + (ring_start_ + kSlowTo) * kMs - margin;
+    const json slowed_src{{"node", "node0"}, {"device", "sfab_0"}}, slowed_dst{{"node", "node1"}, {"device", "sfab_0"}};
+    std::map<std::string, std::vector<double>> rates;   // "src->dst" node names -> bytes/s per window
+    for (const json& w : windows) {
+        if (w["start_ns"].get<int64_t>() < t1 || w["end_ns"].get<int64_t>() > t2) continue;
+        ASSERT_EQ(w["end_ns"].get<int64_t>() - w["start_ns"].get<int64_t>(), width);
+        std::map<std::string, double> in_window;
+        for (const json& l : w["links"])
+            in_window[l["src"]["node"].get<std::string>() + "->" + l["dst"]["node"].get<std::string>()] =
+                l["bytes_per_s"].get<double>();
+        for (const char* ring_link : {"node0->node1", "node1->node2", "node2->node3", "node3->node0"})
+            rates[ring_link].push_back(in_window[ring_link]);
+    }
+    ASSERT_GE(rates["node0->node1"].size(), 5u) << "window " << width << " ns, fault inner span " << (t2 - t1) << " ns";
+    for (const auto& [link, v] : rates) {
+        const double want = link == "node0->node1" ? kRate / kFactor : kRate;
+        double sum = 0;
+        std::size_t close = 0;
+        for (double x : v) {
+            sum += x;
+            close += std::abs(x - want) <= 0.1 * want;
+        }
+        std::vector<double> sorted = v;
+        std::sort(sorted.begin(), sorted.end());
+        const double mean = sum / static_cast<double>(v.size()), median = sorted[sorted.size() / 2];
+        std::printf("measured: %s over %zu windows of %.1f ms inside the fault: mean %.4f, median %.4f of the expected "
+                    "rate, %zu within 10%%\n", link.c_str(), v.size(), static_cast<double>(width) / 1e6, mean / want,
+                    median / want, close);
+        EXPECT_NEAR(mean, want, 0.05 * want) << link;
+        EXPECT_NEAR(median, want, 0.05 * want) << link;
+        EXPECT_GE(static_cast<double>(close), 0.8 * static_cast<double>(v.size())) << link;
+    }
+    // The slowed link's own node matrix cell agrees with its link (one rail used).
+    for (const json& w : windows) {
+        double link_bytes = 0, cell_bytes = 0;
+        for (const json& l : w["links"])
+            if (l["src"] == slowed_src && l["dst"] == slowed_dst) link_bytes = l["bytes"].get<double>();
+        for (const json& c : w["node_matrix"])
+            if (c["src"] == "node0" && c["dst"] == "node1") cell_bytes = c["bytes"].get<double>();
+        EXPECT_EQ(link_bytes, cell_bytes);
+    }
+}
+
+// The receiver of the many-to-one phase: 3 concurrent senders inside the phase, at most 1 outside it (the ring's
+// node3 -> node0, or nothing).
+TEST_F(LinkFindingsOnTheFabric, WindowsCountConcurrentSendersPerReceiver) {
+    const Recording& r = gray();
+    REQUIRE_RUN(r);
+    const json& phase = r.truth["phases"][1];
+    ASSERT_EQ(phase["pattern"], "incast");
+    const json receiver{{"node", "node0"}, {"device", "sfab_0"}};
+    const int64_t drain = static_cast<int64_t>(static_cast<double>(kDepth * kSize) / kRate * 1e9);
+    const int64_t begin = phase["begin_unix_ns"].get<int64_t>(), end = phase["end_unix_ns"].get<int64_t>();
+    std::size_t inside = 0, outside = 0;
+    double mean_sum = 0;
+    for (const json& w : r.doc["timeline"]["windows"]) {
+        const int64_t s = w["start_ns"].get<int64_t>(), e = w["end_ns"].get<int64_t>();
+        uint32_t senders = 0;
+        double mean = 0;
+        for (const json& rc : w["receivers"])
+            if (rc["receiver"] == receiver) {
+                senders = rc["senders"].get<uint32_t>();
+                mean = rc["mean_senders"].get<double>();
+            }
+        if (s >= begin + kEdgeTolerance && e <= end) {
+            ++inside;
+            mean_sum += mean;
+            EXPECT_EQ(senders, 3u) << w.dump();
+        } else if (e <= begin - kEdgeTolerance || s >= end + drain + kEdgeTolerance) {
+            ++outside;
+            EXPECT_LE(senders, 1u) << w.dump();
+        }
+    }
+    ASSERT_GE(inside, 5u);
+    ASSERT_GE(outside, 5u);
+    std::printf("measured: time-weighted concurrent senders over the phase's %zu inner windows %.3f\n", inside,
+                mean_sum / static_cast<double>(inside));
+    EXPECT_NEAR(mean_sum / static_cast<double>(inside), 3.0, 0.15);
+}
+
+// Every stream keeps --depth WRITEs of --size bytes in flight: each QP that wrote has that many outstanding at most.
+TEST_F(LinkFindingsOnTheFabric, OutstandingWorkIsTheSendWindow) {
+    const Recording& r = gray();
+    REQUIRE_RUN(r);
+    std::size_t writers = 0;
+    for (const json& q : r.doc["qps"]) {
+        if (q["bytes"].get<uint64_t>() < kSize) continue;
+        ++writers;
+        ASSERT_TRUE(q.contains("outstanding")) << q.dump();
+        const json& o = q["outstanding"];
+        EXPECT_EQ(o["max_wrs"], kDepth) << q.dump();
+        EXPECT_EQ(o["max_bytes"], kDepth * kSize) << q.dump();
+        EXPECT_EQ(o["p99_bytes"], kDepth * kSize) << q.dump();
+        EXPECT_EQ(o["rnr_events"], 0) << q.dump();
+    }
+    // The ring's 4 streams and the many-to-one phase's 2 others (node3 -> node0 is a ring stream).
+    EXPECT_EQ(writers, 6u);
 }
 
 TEST_F(LinkFindingsOnTheFabric, RailImbalanceWhereTrafficUsesOneRail) {

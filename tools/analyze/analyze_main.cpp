@@ -73,6 +73,7 @@ analysis:
   --incast-share F             incast: a sender counts when the receiver gets F of its data in flight (default 0.5)
   --incast-min-bytes B         incast: transfers counted from this size (default 1KiB)
   --incast-min-duration T      incast: reported from this duration (default 2ms)
+  --window T|off               timeline windows' length (default: the trace's length / 128..256), or none
 )";
 
 struct CliOptions {
@@ -198,6 +199,15 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             if (!value(v) || !parse_duration_ns(v, o.analysis.incast.window_ns)) return "--incast-window needs a duration (1ms)";
             if (o.analysis.incast.window_ns < 1000 || o.analysis.incast.window_ns > kMaxWindowNs)
                 return "--incast-window must be between 1us and 1h";
+        } else if (a == "--window") {
+            if (!value(v)) return "--window needs a duration (10ms) or off";
+            if (v == "off") {
+                o.analysis.windows.enabled = false;
+            } else {
+                if (!parse_duration_ns(v, o.analysis.windows.window_ns)) return "--window needs a duration (10ms) or off";
+                if (o.analysis.windows.window_ns < 1000 || o.analysis.windows.window_ns > kMaxWindowNs)
+                    return "--window must be between 1us and 1h";
+            }
         } else if (a == "--incast-senders") {
             uint64_t n = 0;
             if (!value(v) || !parse_u64(v, n) || n < 2 || n > 1000000) return "--incast-senders needs a count >= 2";

@@ -14,7 +14,8 @@ Analysis::Analysis(AnalysisOptions options)
       recon_(topo_, *this),
       barriers_(options_.barrier),
       gray_(options_.gray),
-      incast_(options_.incast, topo_) {}
+      incast_(options_.incast, topo_),
+      windows_(options_.windows) {}
 
 void Analysis::on_event(const DecodedEvent& ev) {
     if (ev.id >= EventId::count_) {
@@ -138,11 +139,16 @@ void Analysis::on_operation(const Operation& op) {
     stats_.add(op);
     traffic_.add(op);
     barriers_.add(op, topo_.qp(op.qp));
-    if (!op.is_recv() && (op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes)) {
+    if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
+        !op.is_recv() && (large || windows_.enabled())) {
         const DataLink link = data_link_of(op, topo_);
-        gray_.add(op, link);
-        incast_.add(op, link);
+        if (large) {
+            gray_.add(op, link);
+            incast_.add(op, link);
+        }
+        windows_.add(op, link);
     }
+    if (windows_.enabled()) outstanding_.add(op);
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
         ++errors_by_status_[op.wc_status];
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
@@ -159,6 +165,7 @@ nlohmann::json Analysis::finish() {
         stats_.finish(topo_);
         gray_result_ = gray_.finish();
         incast_result_ = incast_.finish();
+        outstanding_.finish();
         finished_ = true;
     }
     return ReportBuilder(*this).build();

@@ -17,7 +17,9 @@
 #include "analyzer/analyses/gray_link_detector.h"
 #include "analyzer/analyses/incast_detector.h"
 #include "analyzer/analyses/op_reconstruction.h"
+#include "analyzer/analyses/outstanding.h"
 #include "analyzer/analyses/statistics.h"
+#include "analyzer/analyses/time_windows.h"
 #include "analyzer/analyses/topology.h"
 #include "analyzer/analyses/traffic.h"
 
@@ -31,6 +33,7 @@ struct AnalysisOptions {
     double rail_imbalance_threshold = 1.5; // rail_imbalance: max/mean bytes over a node's NICs above this
     GrayLinkOptions gray;                  // gray_link (gray_link_detector.h)
     IncastOptions incast;                  // incast (incast_detector.h)
+    WindowOptions windows;                 // timeline windows and outstanding work (time_windows.h, outstanding.h)
 };
 
 // A loss reported by the trace itself (lttng ring buffer full): events or whole packets discarded.
@@ -96,6 +99,8 @@ private:
     BarrierDetector barriers_;
     GrayLinkDetector gray_;
     IncastDetector incast_;
+    TimeWindows windows_;
+    Outstanding outstanding_;
     GrayLinkResult gray_result_;      // filled by finish()
     IncastResult incast_result_;
     std::vector<OpListener*> listeners_;

@@ -276,6 +276,7 @@ json ReportBuilder::qps_section() const {
         j["in_flight"] = agg.in_flight;
         j["unconfirmed"] = agg.unconfirmed;
         j["latency_ns"] = quantiles_json(agg.latency_ns);
+        if (json o = outstanding_json(q); !o.is_null()) j["outstanding"] = std::move(o);
         out.push_back(std::move(j));
     }
     return out;
@@ -505,7 +506,9 @@ json ReportBuilder::options_section() const {
                                {"fraction", o.gray.fraction}, {"min_bytes", o.gray.min_bytes}}},
                 {"incast", {{"window_ns", o.incast.window_ns}, {"senders", o.incast.min_senders},
                             {"share", o.incast.share}, {"min_bytes", o.incast.min_bytes},
-                            {"min_duration_ns", o.incast.min_duration_ns}}}};
+                            {"min_duration_ns", o.incast.min_duration_ns}}},
+                {"window", {{"enabled", o.windows.enabled},
+                            {"window_ns", o.windows.window_ns > 0 ? json(o.windows.window_ns) : json("auto")}}}};
 }
 
 void ReportBuilder::add_gray_link_findings(json& findings) const {
@@ -844,6 +847,7 @@ json ReportBuilder::build() const {
     doc["rails"] = rails_section();
     if (a_.counter_events_) doc["counters"] = counters_section();
     doc["links"] = links_section();
+    if (a_.windows_.enabled()) doc["timeline"] = timeline_section();
     json findings = json::array();
     doc["barriers"] = barriers_section(findings);
     add_findings(doc, findings);

@@ -45,6 +45,8 @@ private:
     nlohmann::json barriers_section(nlohmann::json& findings) const;
     nlohmann::json links_section() const;
     nlohmann::json options_section() const;
+    nlohmann::json timeline_section() const;            // timeline_section.cpp
+    nlohmann::json outstanding_json(QpId q) const;      // qps[].outstanding, null when none
     void add_gray_link_findings(nlohmann::json& findings) const;
     void add_incast_findings(nlohmann::json& findings) const;
     void add_findings(nlohmann::json& doc, nlohmann::json& findings) const;

@@ -1,0 +1,72 @@
+#include "analyzer/analyses/outstanding.h"
+
+#include <algorithm>
+
+namespace sigmatrace::analyzer {
+
+namespace {
+constexpr uint8_t kWcRnrRetryExceeded = 13;   // IBV_WC_RNR_RETRY_EXC_ERR
+}  // namespace
+
+void Outstanding::Queue::push(Entry e) {
+    if (size == buf.size()) {
+        // Grow to the next power of two, keeping the FIFO order from index 0.
+        std::vector<Entry> grown(std::max<std::size_t>(8, buf.size() * 2));
+        for (std::size_t i = 0; i < size; ++i) grown[i] = buf[(head + i) & (buf.size() - 1)];
+        buf = std::move(grown);
+        head = 0;
+    }
+    buf[(head + size) & (buf.size() - 1)] = e;
+    ++size;
+    bytes += e.bytes;
+}
+
+void Outstanding::sample_send(State& s) { s.out.bytes.add(s.send.bytes); }
+
+void Outstanding::drain_until(State& s, int64_t ts) {
+    while (s.send.size > 0 && s.send.front().done_ts <= ts) {
+        s.send.pop();
+        sample_send(s);   // right after that completion
+    }
+}
+
+void Outstanding::drain_recv_until(State& s, int64_t ts) {
+    while (s.recv.size > 0 && s.recv.front().done_ts <= ts) {
+        s.recv.pop();
+        const auto left = static_cast<uint32_t>(s.recv.size);
+        s.out.recv_min_posted = s.out.recv_consumed == 0 ? left : std::min(s.out.recv_min_posted, left);
+        ++s.out.recv_consumed;
+    }
+}
+
+void Outstanding::add(const Operation& op) {
+    if (op.qp == kNoId) return;
+    if (op.qp >= qps_.size()) qps_.resize(op.qp + 1);
+    State& s = qps_[op.qp];
+    if (op.is_recv()) {
+        ++s.out.recv_ops;
+        drain_recv_until(s, op.post_ts);
+        if (s.recv.size >= kMaxTracked) s.recv.pop();
+        // A receive never consumed stays posted to the end.
+        s.recv.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, 0});
+        s.out.recv_max_posted = std::max(s.out.recv_max_posted, static_cast<uint32_t>(s.recv.size));
+        return;
+    }
+    ++s.out.send_ops;
+    if (op.wc_status == kWcRnrRetryExceeded) ++s.out.rnr_events;
+    drain_until(s, op.post_ts);
+    if (s.send.size >= kMaxTracked) s.send.pop();
+    s.send.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, op.bytes});
+    s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size));
+    s.out.max_bytes = std::max(s.out.max_bytes, s.send.bytes);
+    sample_send(s);
+}
+
+void Outstanding::finish() {
+    for (State& s : qps_) {
+        drain_until(s, INT64_MAX);
+        drain_recv_until(s, INT64_MAX - 1);   // the last consumptions; receives never consumed are no consumption
+    }
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,75 @@
+// Outstanding work per queue pair (docs/analyzer.md, "Outstanding work"): the send queue's work requests and
+// bytes posted and not yet completed, sampled at each post and each completion (max, and the p99 of the
+// bytes over the samples), and the receive queue's posted depth (receives posted and not yet consumed: its max,
+// and its min right after a consumption, the credit left), with the RNR events of the QP's sends.
+//
+// A queue completes in the order it was posted, and reconstruction hands over a queue's operations in that
+// order: when an operation arrives, the earlier ones that completed before its post are gone from the queue
+// (each leaves a completion sample), and it joins the rest (a post sample). A queue holds at most its depth of
+// entries (bounded by kMaxTracked against corrupt times); nothing is allocated per operation once a queue has
+// reached its depth.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "analyzer/analyses/int_histogram.h"
+#include "analyzer/analyses/model.h"
+
+namespace sigmatrace::analyzer {
+
+struct QpOutstanding {
+    uint64_t send_ops = 0;        // send-queue operations seen
+    uint32_t max_wrs = 0;
+    uint64_t max_bytes = 0;
+    IntHistogram bytes;           // samples of outstanding bytes (post and completion)
+    uint64_t recv_ops = 0;        // receives consumed (or left posted)
+    uint32_t recv_max_posted = 0;
+    uint32_t recv_min_posted = 0; // after a consumption; meaningful when recv_consumed > 0
+    uint64_t recv_consumed = 0;
+    uint64_t rnr_events = 0;      // sends that failed with IBV_WC_RNR_RETRY_EXC_ERR
+};
+
+class Outstanding {
+public:
+    static constexpr std::size_t kMaxTracked = 1u << 16;
+
+    void add(const Operation& op);
+    // Completes what is still queued (call once, at the end).
+    void finish();
+    // nullptr when the QP had no operation.
+    const QpOutstanding* of(QpId q) const {
+        return q < qps_.size() && (qps_[q].out.send_ops || qps_[q].out.recv_ops) ? &qps_[q].out : nullptr;
+    }
+
+private:
+    struct Entry {
+        int64_t done_ts;
+        uint64_t bytes;
+    };
+    // A FIFO in a vector that grows to the queue's depth and is then reused.
+    struct Queue {
+        std::vector<Entry> buf;
+        std::size_t head = 0, size = 0;
+        uint64_t bytes = 0;
+        // buf.size() is a power of two: positions wrap with a mask.
+        const Entry& front() const { return buf[head]; }
+        void pop() {
+            bytes -= buf[head].bytes;
+            head = (head + 1) & (buf.size() - 1);
+            --size;
+        }
+        void push(Entry e);
+    };
+    struct State {
+        Queue send, recv;
+        QpOutstanding out;
+    };
+    void sample_send(State& s);
+    void drain_until(State& s, int64_t ts);
+    void drain_recv_until(State& s, int64_t ts);
+
+    std::vector<State> qps_;
+};
+
+}  // namespace sigmatrace::analyzer

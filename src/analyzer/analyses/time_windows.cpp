@@ -1,0 +1,154 @@
+#include "analyzer/analyses/time_windows.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace sigmatrace::analyzer {
+
+void Window::merge(Window&& other) {
+    for (auto& [key, c] : other.links) {
+        auto [it, inserted] = links.try_emplace(key, std::move(c));
+        if (inserted) continue;
+        WindowLinkCell& mine = it->second;
+        mine.bytes += c.bytes;
+        mine.ops += c.ops;
+        mine.busy_ns += c.busy_ns;
+        mine.latency.merge(c.latency);
+    }
+    for (auto& [opcode, h] : other.latency_by_opcode) {
+        auto [it, inserted] = latency_by_opcode.try_emplace(opcode, std::move(h));
+        if (!inserted) it->second.merge(h);
+    }
+}
+
+TimeWindows::TimeWindows(WindowOptions o)
+    : o_(o),
+      bound_(o.window_ns > 0 ? kMaxFixedWindows : std::max<uint32_t>(o.max_windows, 2)),
+      width_(o.window_ns > 0 ? o.window_ns : kStartWidthNs) {
+    if (std::has_single_bit(static_cast<uint64_t>(width_))) shift_ = std::countr_zero(static_cast<uint64_t>(width_));
+}
+
+void TimeWindows::cover(int64_t lo_ts, int64_t hi_ts) {
+    if (lo_ts >= covered_lo_ && hi_ts <= covered_hi_) return;
+    for (;;) {
+        const int64_t lo = index(lo_ts), hi = index(hi_ts);
+        if (windows_.empty()) {
+            if (hi - lo + 1 > bound_) {
+                double_width();
+                continue;
+            }
+            base_ = lo;
+            windows_.resize(static_cast<std::size_t>(hi - lo + 1));
+            break;
+        }
+        const int64_t last = base_ + static_cast<int64_t>(windows_.size()) - 1;
+        const int64_t new_lo = std::min(lo, base_), new_hi = std::max(hi, last);
+        if (new_hi - new_lo + 1 > bound_) {
+            double_width();
+            continue;
+        }
+        for (; base_ > new_lo; --base_) windows_.emplace_front();
+        if (new_hi > last) windows_.resize(static_cast<std::size_t>(new_hi - base_ + 1));
+        break;
+    }
+    covered_lo_ = base_ * width_;
+    covered_hi_ = (base_ + static_cast<int64_t>(windows_.size())) * width_ - 1;
+}
+
+WindowLinkCell& TimeWindows::cell(int64_t w, uint64_t key) {
+    if (cached_cell_ == nullptr || w != cached_window_ || key != cached_key_) {
+        cached_cell_ = &windows_[static_cast<std::size_t>(w - base_)].links[key];
+        cached_window_ = w;
+        cached_key_ = key;
+    }
+    return *cached_cell_;
+}
+
+void TimeWindows::double_width() {
+    cached_cell_ = nullptr;
+    latency_ = nullptr;
+    if (!windows_.empty()) {
+        // Pairs start at even indexes, so that the merged windows start at multiples of the doubled length.
+        if (base_ % 2 != 0) {
+            windows_.emplace_front();
+            --base_;
+        }
+        if (windows_.size() % 2 != 0) windows_.emplace_back();
+        std::deque<Window> merged;
+        for (std::size_t i = 0; i < windows_.size(); i += 2) {
+            merged.push_back(std::move(windows_[i]));
+            merged.back().merge(std::move(windows_[i + 1]));
+        }
+        windows_ = std::move(merged);
+        base_ /= 2;
+    }
+    width_ *= 2;
+    if (shift_ >= 0) ++shift_;
+}
+
+template <class Put>
+void TimeWindows::spread(int64_t from, int64_t to, Put&& put) {
+    const int64_t w0 = index(from), w1 = index(to - 1);
+    if (w0 == w1) {   // the common case: inside one window
+        put(w0, 1.0, to - from);
+        return;
+    }
+    const double dur = static_cast<double>(to - from);
+    for (int64_t w = w0; w <= w1; ++w) {
+        const int64_t lo = std::max(from, w * width_), hi = std::min(to, (w + 1) * width_);
+        if (hi > lo) put(w, static_cast<double>(hi - lo) / dur, hi - lo);
+    }
+}
+
+void TimeWindows::add(const Operation& op, DataLink link) {
+    if (!o_.enabled || op.is_recv() || !plausible_times(op)) return;
+    const bool traffic = link.known() && op.moved_data();
+    const bool latency = op.observed_completion();
+    if (!traffic && !latency) return;
+    cover(op.post_ts, op.done_ts);
+    const int64_t done_window = index(op.done_ts);
+    // An unconfirmed operation moved its data at some unknown time before its QP's teardown: no interval.
+    const bool interval = op.outcome != OpOutcome::Unconfirmed && op.done_ts > op.post_ts;
+    WindowLinkCell* done_cell = nullptr;
+    if (traffic) {
+        const uint64_t key = link.key();
+        const auto bytes = static_cast<double>(op.bytes);
+        if (covered_ == nullptr || covered_key_ != key) {
+            covered_ = &covered_until_[key];
+            covered_key_ = key;
+        }
+        if (!interval) {
+            done_cell = &cell(index(op.post_ts), key);
+            done_cell->bytes += bytes;
+        } else if (index(op.post_ts) == done_window) {   // the common case: one window, one cell
+            done_cell = &cell(done_window, key);
+            done_cell->bytes += bytes;
+            const int64_t from = std::max(op.post_ts, *covered_);
+            if (op.done_ts > from) {
+                done_cell->busy_ns += op.done_ts - from;
+                *covered_ = op.done_ts;
+            }
+        } else {
+            spread(op.post_ts, op.done_ts, [&](int64_t w, double share, int64_t) { cell(w, key).bytes += bytes * share; });
+            const int64_t from = std::max(op.post_ts, *covered_);
+            if (op.done_ts > from) {
+                spread(from, op.done_ts, [&](int64_t w, double, int64_t ns) { cell(w, key).busy_ns += ns; });
+                *covered_ = op.done_ts;
+            }
+            done_cell = &cell(done_window, key);
+        }
+        ++done_cell->ops;
+    }
+    if (latency) {
+        const auto ns = static_cast<uint64_t>(op.done_ts - op.post_ts);
+        if (latency_ == nullptr || done_window != latency_window_ || op.opcode != latency_opcode_) {
+            latency_ = &windows_[static_cast<std::size_t>(done_window - base_)].latency_by_opcode[op.opcode];
+            latency_window_ = done_window;
+            latency_opcode_ = op.opcode;
+        }
+        latency_->add(ns);
+        if (done_cell != nullptr) done_cell->latency.add(ns);
+    }
+}
+
+}  // namespace sigmatrace::analyzer

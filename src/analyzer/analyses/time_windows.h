@@ -1,0 +1,98 @@
+// Time-resolved summaries (docs/analyzer.md, "Windows"): the trace cut into windows of equal length, each
+// holding what moved in it per link (bytes, operations, in-flight time, latency) and the latency per opcode,
+// from which the report derives the window's node matrix, links, rails, receivers and latency.
+//
+// The window length must be known before the first window is filled, and the trace's length is known only at
+// the end: the windows start at kStartWidthNs (1.024 us) and double (neighbouring pairs merged, boundaries kept at
+// multiples of the length since the epoch) whenever the trace's span needs more than max_windows of them. The
+// final count lies between max_windows/2 and max_windows, whatever the trace's length: memory is max_windows
+// windows of per-link cells, not proportional to the operations. With --window T the length starts at T; it
+// doubles only past kMaxFixedWindows windows, and the report says the length used.
+//
+// An operation's bytes are spread evenly over [post, completion] (its data is in flight meanwhile, as in the
+// incast detector), its count goes to the window of its completion, and its latency (own completion seen)
+// too. The in-flight time of a link is the union of its operations' intervals, merged in completion order
+// (an earlier gap hidden under a later, longer operation counts as in flight): a receiver's time-weighted
+// concurrency of senders is the sum of its inbound links' in-flight time over the window's length.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+#include "analyzer/analyses/data_link.h"
+#include "analyzer/analyses/model.h"
+#include "analyzer/analyses/int_histogram.h"
+
+namespace sigmatrace::analyzer {
+
+struct WindowOptions {
+    bool enabled = true;              // --window off disables them
+    int64_t window_ns = 0;            // --window T; 0: chosen from the trace's length
+    uint32_t max_windows = 256;       // automatic length: the count ends in (max_windows/2, max_windows]
+};
+
+struct WindowLinkCell {
+    double bytes = 0.0;       // spread over the operations' intervals
+    uint64_t ops = 0;         // operations completed in the window
+    int64_t busy_ns = 0;      // time with data in flight on the link, inside the window
+    IntHistogram latency;     // ns, operations completed in the window (own completion seen)
+};
+
+struct Window {
+    std::unordered_map<uint64_t, WindowLinkCell> links;   // DataLink::key()
+    std::map<uint8_t, IntHistogram> latency_by_opcode;
+    void merge(Window&& other);
+};
+
+class TimeWindows {
+public:
+    // A power of two: automatic lengths stay powers of two, and a window index is a shift, not a division.
+    static constexpr int64_t kStartWidthNs = 1024;
+    static constexpr uint32_t kMaxFixedWindows = 1u << 16;
+
+    explicit TimeWindows(WindowOptions o);
+
+    bool enabled() const { return o_.enabled; }
+    // A send-side operation and its link (data_link.h); receives and operations of unknown link are ignored
+    // except for the opcode latency. Any order; memory stays bounded.
+    void add(const Operation& op, DataLink link);
+
+    int64_t window_ns() const { return width_; }
+    int64_t first_index() const { return base_; }   // windows()[i] covers [(first_index()+i)*window_ns(), +window_ns())
+    const std::deque<Window>& windows() const { return windows_; }
+
+private:
+    // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
+    void cover(int64_t lo_ts, int64_t hi_ts);
+    void double_width();
+    // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
+    // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
+    WindowLinkCell& cell(int64_t w, uint64_t key);
+    int64_t index(int64_t ts) const { return shift_ >= 0 ? ts >> shift_ : ts / width_; }
+    // Calls put(window index, share of [from, to), ns) for each window [from, to) spans.
+    template <class Put>
+    void spread(int64_t from, int64_t to, Put&& put);
+
+    WindowOptions o_;
+    uint32_t bound_;
+    int64_t width_;
+    int shift_ = -1;   // log2(width_) when width_ is a power of two
+    int64_t base_ = 0;
+    std::deque<Window> windows_;
+    std::unordered_map<uint64_t, int64_t> covered_until_;   // per link: end of the in-flight union so far
+    // One-entry caches (reset when windows merge).
+    int64_t cached_window_ = -1;
+    uint64_t cached_key_ = 0;
+    WindowLinkCell* cached_cell_ = nullptr;
+    uint64_t covered_key_ = 0;
+    int64_t* covered_ = nullptr;
+    int64_t latency_window_ = -1;
+    uint8_t latency_opcode_ = 0;
+    IntHistogram* latency_ = nullptr;
+    // The span the windows cover, in ns: most operations fall inside it (no window arithmetic).
+    int64_t covered_lo_ = 0, covered_hi_ = -1;
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,207 @@
+// Timeline windows and outstanding work (time_windows.h, outstanding.h) on operations built with exact timing: a
+// FIFO link model (a queue of `depth` WRITEs per stream, each taking size / rate on its link), so every
+// expectation is computed. The same on a fabric recording with an injected fault: linkload_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "analyzer/analyses/outstanding.h"
+#include "analyzer/analyses/time_windows.h"
+
+namespace sigmatrace::analyzer {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kT0 = 1'700'000'000'000'000'000;   // an absolute (Unix) origin, like a trace's
+constexpr uint64_t kSize = 262144;
+constexpr double kRate = 250e6;
+
+struct Timed {
+    Operation op;
+    DataLink link;
+};
+
+// Back-to-back WRITEs on `link` from `from` to `to` (ms after kT0), `depth` in flight, each taking kSize / rate(t).
+template <typename Rate>
+void stream(std::vector<Timed>& out, DataLink link, QpId qp, int64_t from, int64_t to, int depth, Rate rate) {
+    std::vector<int64_t> done;
+    int64_t horizon = kT0 + from * kMs;
+    for (std::size_t i = 0;; ++i) {
+        const int64_t post = i < static_cast<std::size_t>(depth) ? kT0 + from * kMs : done[i - static_cast<std::size_t>(depth)];
+        if (post >= kT0 + to * kMs) break;
+        const int64_t start = std::max(post, horizon);
+        horizon = start + static_cast<int64_t>(static_cast<double>(kSize) * 1e9 / rate(start - kT0));
+        done.push_back(horizon + 2000);
+        Operation op;
+        op.qp = qp;
+        op.opcode = 1;   // IBV_WR_RDMA_WRITE
+        op.bytes = kSize;
+        op.post_ts = post;
+        op.done_ts = done.back();
+        op.signaled = true;
+        out.push_back({op, link});
+    }
+}
+
+void sort_by_completion(std::vector<Timed>& ops) {
+    std::stable_sort(ops.begin(), ops.end(), [](const Timed& a, const Timed& b) { return a.op.done_ts < b.op.done_ts; });
+}
+
+double link_bytes(const Window& w, DataLink l) {
+    auto it = w.links.find(l.key());
+    return it == w.links.end() ? 0.0 : it->second.bytes;
+}
+
+// Windows entirely inside [from, to) (ms after kT0).
+std::vector<const Window*> inside(const TimeWindows& tw, int64_t from, int64_t to) {
+    std::vector<const Window*> out;
+    for (std::size_t i = 0; i < tw.windows().size(); ++i) {
+        const int64_t s = (tw.first_index() + static_cast<int64_t>(i)) * tw.window_ns();
+        if (s >= kT0 + from * kMs && s + tw.window_ns() <= kT0 + to * kMs) out.push_back(&tw.windows()[i]);
+    }
+    return out;
+}
+
+TEST(TimeWindows, AutomaticLengthGivesABoundedCountAndKeepsEveryByte) {
+    std::vector<Timed> ops;
+    const DataLink slowed{0, 1}, b{1, 2}, c{2, 3};
+    stream(ops, slowed, 0, 0, 2000, 16, [](int64_t t) { return t >= 800 * kMs && t < 1400 * kMs ? kRate / 4 : kRate; });
+    for (DataLink l : {b, c}) stream(ops, l, 1, 0, 2000, 16, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    TimeWindows tw(WindowOptions{});
+    for (const Timed& t : ops) tw.add(t.op, t.link);
+    // 2 s in windows of 1024 ns x 2^k: 2^23 ns (8.4 ms) needs 239 windows, within the bound of 256; 2^22, 477.
+    EXPECT_EQ(tw.window_ns(), int64_t{1} << 23);
+    EXPECT_GT(tw.windows().size(), 128u);
+    EXPECT_LE(tw.windows().size(), 256u);
+    double total = 0.0;
+    uint64_t count = 0;
+    for (const Window& w : tw.windows())
+        for (const auto& [key, cell] : w.links) {
+            total += cell.bytes;
+            count += cell.ops;
+        }
+    EXPECT_EQ(count, ops.size());
+    EXPECT_NEAR(total, static_cast<double>(ops.size() * kSize), 1.0);
+    // Inside the slowdown (past the queue's drain, 16 x 4.2 ms), the slowed link at a quarter, the others at the rate.
+    const std::vector<const Window*> slow = inside(tw, 900, 1300);
+    ASSERT_GE(slow.size(), 40u);
+    const double W = static_cast<double>(tw.window_ns()) / 1e9;
+    for (const Window* w : slow) {
+        EXPECT_NEAR(link_bytes(*w, slowed) / W, kRate / 4, 0.02 * kRate / 4);
+        EXPECT_NEAR(link_bytes(*w, b) / W, kRate, 0.02 * kRate);
+        EXPECT_NEAR(link_bytes(*w, c) / W, kRate, 0.02 * kRate);
+    }
+    for (const Window* w : inside(tw, 100, 700)) EXPECT_NEAR(link_bytes(*w, slowed) / W, kRate, 0.02 * kRate);
+    // Latency per opcode: 16 WRITEs queued at 1.05 ms each before the slowdown.
+    const Window& early = *inside(tw, 100, 700).front();
+    ASSERT_EQ(early.latency_by_opcode.count(1), 1u);
+    EXPECT_NEAR(static_cast<double>(early.latency_by_opcode.at(1).quantile(0.5)), 16 * 1.048576e6, 0.15 * 16 * 1.048576e6);
+}
+
+TEST(TimeWindows, FixedLengthAndOperationsOutOfOrder) {
+    WindowOptions o;
+    o.window_ns = 10 * kMs;
+    TimeWindows tw(o);
+    std::vector<Timed> ops;
+    stream(ops, {0, 1}, 0, 0, 100, 4, [](int64_t) { return kRate; });
+    // A late operation posted long before the others (a GPU WQE reported when its QP went away).
+    std::reverse(ops.begin(), ops.end());
+    for (const Timed& t : ops) tw.add(t.op, t.link);
+    EXPECT_EQ(tw.window_ns(), 10 * kMs);
+    EXPECT_EQ(tw.first_index() * tw.window_ns(), kT0 / (10 * kMs) * (10 * kMs));
+    double total = 0.0;
+    for (const Window& w : tw.windows()) total += link_bytes(w, {0, 1});
+    EXPECT_NEAR(total, static_cast<double>(ops.size() * kSize), 1.0);
+    for (const Window* w : inside(tw, 10, 90)) EXPECT_NEAR(link_bytes(*w, {0, 1}) / 0.01, kRate, 0.02 * kRate);
+}
+
+// Three senders to receiver 0 from 500 to 1000 ms, one (sender 1) the rest of the time: the in-flight time of
+// the receiver's inbound links says 3 concurrent senders there, 1 elsewhere.
+TEST(TimeWindows, ConcurrentSendersPerReceiver) {
+    std::vector<Timed> ops;
+    stream(ops, {1, 0}, 0, 0, 1500, 8, [](int64_t) { return kRate; });
+    stream(ops, {2, 0}, 1, 500, 1000, 8, [](int64_t) { return kRate; });
+    stream(ops, {3, 0}, 2, 500, 1000, 8, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    TimeWindows tw(WindowOptions{});
+    for (const Timed& t : ops) tw.add(t.op, t.link);
+    auto senders = [](const Window& w) {
+        int n = 0;
+        int64_t busy = 0;
+        for (const auto& [key, cell] : w.links)
+            if ((key & 0xffffffffu) == 0 && cell.busy_ns > 0) {
+                ++n;
+                busy += cell.busy_ns;
+            }
+        return std::pair{n, busy};
+    };
+    const double W = static_cast<double>(tw.window_ns());
+    const std::vector<const Window*> in = inside(tw, 510, 1000);
+    ASSERT_GE(in.size(), 40u);
+    for (const Window* w : in) {
+        EXPECT_EQ(senders(*w).first, 3);
+        EXPECT_NEAR(static_cast<double>(senders(*w).second) / W, 3.0, 1e-9);
+    }
+    for (int64_t range : {0, 1}) {
+        for (const Window* w : inside(tw, range ? 1050 : 10, range ? 1490 : 490)) {
+            EXPECT_EQ(senders(*w).first, 1);
+            EXPECT_NEAR(static_cast<double>(senders(*w).second) / W, 1.0, 1e-9);
+        }
+    }
+}
+
+TEST(Outstanding, SendWindowReceiveDepthAndRnr) {
+    std::vector<Timed> ops;
+    stream(ops, {0, 1}, 0, 0, 100, 8, [](int64_t) { return kRate; });
+    stream(ops, {0, 1}, 1, 0, 100, 3, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    Outstanding o;
+    for (const Timed& t : ops) o.add(t.op);
+    // Receives on QP 2: 4 posted at 0, consumed at 10, 20, 30 and 40 ms; then a send on QP 1 that failed with RNR
+    // retries exceeded.
+    for (int i = 0; i < 4; ++i) {
+        Operation r;
+        r.qp = 2;
+        r.opcode = kOpRecv;
+        r.post_ts = kT0;
+        r.done_ts = kT0 + (i + 1) * 10 * kMs;
+        o.add(r);
+    }
+    Operation rnr;
+    rnr.qp = 1;
+    rnr.opcode = 0;
+    rnr.outcome = OpOutcome::Failed;
+    rnr.wc_status = 13;
+    rnr.post_ts = rnr.done_ts = kT0 + 200 * kMs;
+    o.add(rnr);
+    o.finish();
+    ASSERT_NE(o.of(0), nullptr);
+    EXPECT_EQ(o.of(0)->max_wrs, 8u);
+    EXPECT_EQ(o.of(0)->max_bytes, 8 * kSize);
+    // Outstanding bytes are 8 x 256 KiB at every post and 7 x 256 KiB after every completion: the p99 is the
+    // bucket of 2 MiB (its upper edge, clamped to the max).
+    EXPECT_EQ(o.of(0)->bytes.quantile(0.99), 8 * kSize);
+    EXPECT_EQ(o.of(1)->max_wrs, 3u);
+    EXPECT_EQ(o.of(1)->rnr_events, 1u);
+    EXPECT_EQ(o.of(0)->rnr_events, 0u);
+    EXPECT_EQ(o.of(2)->recv_max_posted, 4u);
+    EXPECT_EQ(o.of(2)->recv_min_posted, 0u);
+    EXPECT_EQ(o.of(2)->recv_consumed, 4u);
+    EXPECT_EQ(o.of(3), nullptr);
+}
+
+TEST(IntHistogram, QuantilesWithinABucket) {
+    IntHistogram h;
+    for (uint64_t v = 1; v <= 1000; ++v) h.add(v);
+    EXPECT_EQ(h.quantile(1.0), 1000u);
+    const uint64_t p50 = h.quantile(0.5);
+    EXPECT_GE(p50, 500u);
+    EXPECT_LE(p50, 500u + 500u / 8);
+    EXPECT_EQ(h.quantile(0.001), 1u);
+}
+
+}  // namespace
+}  // namespace sigmatrace::analyzer
