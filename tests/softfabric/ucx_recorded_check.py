@@ -149,6 +149,8 @@ def perftest(d, iters, expect):
     exact = True
     want_ops = {}
     want_links = Counter()
+    want_side = Counter()  # operations per posting node
+    side_at_least = set()
     for item in expect.split():
         who, op, count, size = item.split(":")
         at_least = count.endswith("+")
@@ -157,6 +159,9 @@ def perftest(d, iters, expect):
         posted_by = CLIENT if who == "c" else SERVER
         peer = SERVER if who == "c" else CLIENT
         want_links += project(op, posted_by, peer, c, int(size))
+        want_side[posted_by] += c
+        if at_least:
+            side_at_least.add(posted_by)
         w = want_ops.setdefault(op, [0, 0, at_least])
         w[0] += c
         w[1] += c * int(size)
@@ -185,6 +190,16 @@ def perftest(d, iters, expect):
         got = (e["count"], e["bytes"])
         if (not at_least and got != (count, nbytes)) or (at_least and (got[0] < count or got[1] < nbytes)):
             fail(case, f"ops.by_opcode.{op} (count, bytes){' at least' if at_least else ''}", (count, nbytes), got)
+    # Who posted them: the analyzer's per-process operation counts (one ucx_perftest per node), which need no
+    # peer resolution.
+    got_side = Counter()
+    for p in analysis.get("processes", []):
+        got_side[p.get("node")] += p.get("ops", 0)
+    for node in (CLIENT, SERVER):
+        w, g = want_side[node], got_side[node]
+        if (node not in side_at_least and g != w) or (node in side_at_least and g < w):
+            fail(case, f"operations posted by {node} (processes[].ops){' at least' if node in side_at_least else ''}",
+                 w, g)
     extra = sorted(op for op in by_op if op in DATA_OPS and op not in want_ops)
     if extra:
         fail(case, "opcodes UCX does not post in this test", "none", {op: by_op[op]["count"] for op in extra})
