@@ -6,9 +6,9 @@
 #       between fabric nodes 0 (server) and 1 (client) with UCX_TLS=TLS and -n ITERS -w 0, once untraced and once
 #       under `sigmatrace record` (one recording per case, analyzed once). The checker (ucx_recorded_check.py)
 #       compares: exit statuses and output (iteration counts; timing figures aside), what the fabric executed in
-#       both runs (`sigmatrace fabric --stats --json`), the analyzer's per-opcode counts and bytes, per-process counts and node
-#       matrix (`sigmatrace-analyze --json`) against the fabric and against EXPECT, and that the analysis has
-#       no warning or error finding.
+#       both runs (`sigmatrace fabric --stats --json`), the analyzer's per-opcode counts and bytes, per-process
+#       counts and node matrix (`sigmatrace-analyze --json`) against the fabric and against EXPECT, and that the
+#       analysis has no warning or error finding.
 #   ucx_recorded_test.sh SIGMATRACE CHECKER mpi PROGRAM TLS NP
 #       `sigmatrace record -- mpirun --mca pml ucx` with UCX_TLS=TLS,self, NP ranks on NP fabric nodes running
 #       PROGRAM (programs/mpi_pingpong_collectives.cpp): the program's checks pass and the trace holds exactly the
