@@ -24,39 +24,40 @@ if [[ -n ${FABRIC_BANDWIDTH:-} ]]; then
 fi
 [[ -n ${SIGMATRACE_BENCH_KEEP:-} ]] || trap 'rm -rf "$work"' EXIT
 
-# The client's watcher thread: CPU ticks (utime + stime) sampled until the client exits, last value kept.
+# The client's watcher thread: its CPU time in ns (schedstat) sampled until the client exits, last value kept.
 client_run() {
-  "$sigmatrace" fabric --node 1 ${fabric_conf:+--config "$fabric_conf"} -- ucx_perftest localhost -p 18515 -t am_bw -D short -s 64 -x rc_mlx5 -d sfab_0:1 \
-    -n "$iters" -w 0 ${PERFTEST_ARGS:-} >"$work/client.log" 2>&1 &
-  local pid=$! start ticks=0 t
+  "$sigmatrace" fabric --node 1 ${fabric_conf:+--config "$fabric_conf"} -- ucx_perftest localhost -p 18515 \
+    -t am_bw -D short -s 64 -x rc_mlx5 -d sfab_0:1 -n "$iters" -w 0 ${PERFTEST_ARGS:-} >"$work/client.log" 2>&1 &
+  local pid=$! start cpu_ns=0 t
   start=$(date +%s.%N)
   while kill -0 $pid 2>/dev/null; do
     for task in /proc/$pid/task/*; do
       [[ $(cat "$task/comm" 2>/dev/null) == st-gpu-watch ]] || continue
-      t=$(awk '{ print $1 }' "$task/schedstat" 2>/dev/null) && ticks=$t
+      t=$(awk '{ print $1 }' "$task/schedstat" 2>/dev/null) && cpu_ns=$t
     done
     sleep 0.1
   done
   wait $pid
-  echo "$? $ticks $(echo "$(date +%s.%N) - $start" | bc)" >"$work/client.rc"
+  echo "$? $cpu_ns $(echo "$(date +%s.%N) - $start" | bc)" >"$work/client.rc"
 }
 export -f client_run
 export sigmatrace iters work
 export fabric_conf
 
 "$sigmatrace" record -o "$work/trace" -- bash -c '
-  "$sigmatrace" fabric --node 0 ${fabric_conf:+--config "$fabric_conf"} -- ucx_perftest -p 18515 >"$work/server.log" 2>&1 &
+  "$sigmatrace" fabric --node 0 ${fabric_conf:+--config "$fabric_conf"} -- ucx_perftest -p 18515 \
+    >"$work/server.log" 2>&1 &
   for _ in $(seq 200); do
     awk '\''substr($2, length($2) - 4) == ":4853" && $4 == "0A" { f = 1 } END { exit !f }'\'' /proc/net/tcp && break
     sleep 0.05
   done
   client_run
   wait' >"$work/record.log" 2>&1
-read -r rc ticks seconds <"$work/client.rc"
+read -r rc cpu_ns seconds <"$work/client.rc"
 [[ $rc -eq 0 ]] || { echo "ucx_perftest failed ($rc)"; cat "$work/client.log"; exit 1; }
 "$sigmatrace" fabric --stats --json >"$work/stats.json"
 "$analyze" "$work/trace" --json "$work/analysis.json" >/dev/null 2>&1 || { echo "analysis failed"; exit 1; }
-python3 - "$work" "$ticks" "$seconds" "$* ${PERFTEST_ARGS:-} ${FABRIC_BANDWIDTH:+bandwidth $FABRIC_BANDWIDTH}" <<'EOF'
+python3 - "$work" "$cpu_ns" "$seconds" "$* ${PERFTEST_ARGS:-} ${FABRIC_BANDWIDTH:+bandwidth $FABRIC_BANDWIDTH}" <<'EOF'
 import json, re, sys
 work, cpu_ns, seconds, knobs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4].strip()
 stats = json.load(open(f"{work}/stats.json"))

@@ -37,7 +37,8 @@ perftest_pair() {
   UCX_TLS=$tls timeout 120 "$sigmatrace" fabric --node 0 -- ucx_perftest -p 18515 >"$dir/server.log" 2>&1 &
   local server=$!
   for _ in $(seq 200); do
-    awk 'substr($2, length($2) - 4) == ":4853" && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp 2>/dev/null && break
+    awk 'substr($2, length($2) - 4) == ":4853" && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp 2>/dev/null \
+      && break
     kill -0 $server 2>/dev/null || break
     sleep 0.05
   done
