@@ -24,25 +24,38 @@ if [[ -n ${FABRIC_BANDWIDTH:-} ]]; then
 fi
 [[ -n ${SIGMATRACE_BENCH_KEEP:-} ]] || trap 'rm -rf "$work"' EXIT
 
-# The client's watcher thread: its CPU time in ns (schedstat) sampled until the client exits, last value kept.
+# The client's watcher thread (st-gpu-watch): its CPU time in ns (schedstat), sampled beside the client (inside the
+# recording, which runs its command in namespaces of its own) until the client ends; the last value is kept.
+sample_watcher() {
+  local pid=$1 task comm ns rest
+  unset LD_PRELOAD  # the sampler itself stays untraced; it uses bash builtins but for sleep
+  while [[ ! -e $work/done ]]; do
+    for task in /proc/"$pid"/task/*; do
+      read -r comm <"$task/comm" 2>/dev/null || continue
+      [[ $comm == st-gpu-watch ]] || continue
+      # shellcheck disable=SC2034
+      read -r ns rest <"$task/schedstat" 2>/dev/null && echo "$ns" >"$work/watcher_cpu_ns"
+    done
+    sleep 0.02
+  done
+}
+
 client_run() {
+  local start pid sampler rc
+  start=$(date +%s.%N)
   "$sigmatrace" fabric --node 1 ${fabric_conf:+--config "$fabric_conf"} -- ucx_perftest localhost -p 18515 \
     -t am_bw -D short -s 64 -x rc_mlx5 -d sfab_0:1 -n "$iters" -w 0 ${PERFTEST_ARGS:-} >"$work/client.log" 2>&1 &
-  local pid=$! start cpu_ns=0 t
-  start=$(date +%s.%N)
-  while kill -0 $pid 2>/dev/null; do
-    for task in /proc/$pid/task/*; do
-      [[ $(cat "$task/comm" 2>/dev/null) == st-gpu-watch ]] || continue
-      t=$(awk '{ print $1 }' "$task/schedstat" 2>/dev/null) && cpu_ns=$t
-    done
-    sleep 0.1
-  done
+  pid=$!
+  sample_watcher $pid &
+  sampler=$!
   wait $pid
-  echo "$? $cpu_ns $(echo "$(date +%s.%N) - $start" | bc)" >"$work/client.rc"
+  rc=$?
+  touch "$work/done"
+  wait $sampler
+  echo "$rc $(echo "$(date +%s.%N) - $start" | bc)" >"$work/client.rc"
 }
-export -f client_run
-export sigmatrace iters work
-export fabric_conf
+export -f client_run sample_watcher
+export sigmatrace iters work fabric_conf
 
 "$sigmatrace" record -o "$work/trace" -- bash -c '
   "$sigmatrace" fabric --node 0 ${fabric_conf:+--config "$fabric_conf"} -- ucx_perftest -p 18515 \
@@ -53,7 +66,8 @@ export fabric_conf
   done
   client_run
   wait' >"$work/record.log" 2>&1
-read -r rc cpu_ns seconds <"$work/client.rc"
+cpu_ns=$(cat "$work/watcher_cpu_ns" 2>/dev/null || echo 0)
+read -r rc seconds <"$work/client.rc"
 [[ $rc -eq 0 ]] || { echo "ucx_perftest failed ($rc)"; cat "$work/client.log"; exit 1; }
 "$sigmatrace" fabric --stats --json >"$work/stats.json"
 "$analyze" "$work/trace" --json "$work/analysis.json" >/dev/null 2>&1 || { echo "analysis failed"; exit 1; }
@@ -71,6 +85,7 @@ for w in a.get("warnings", []):
     if m:
         lost += int(m.group(1).replace(",", ""))
 rate = next((l.split()[-1] for l in open(f"{work}/client.log") if l.startswith("Final:")), "?")
-print(f"[{knobs or 'default'}]: {rate} msg/s; client posted {posted}, in trace {observed}, lost {lost} WQEBBs; "
-      f"client watcher CPU {cpu_ns / 1e9:.3f} s of {seconds:.2f} s ({100 * cpu_ns / 1e9 / seconds:.1f}%)")
+cpu = (f"client watcher CPU {cpu_ns / 1e9:.3f} s of {seconds:.2f} s ({100 * cpu_ns / 1e9 / seconds:.1f}%)"
+       if cpu_ns else "client watcher CPU not sampled (the run ended between two samples)")
+print(f"[{knobs or 'default'}]: {rate} msg/s; client posted {posted}, in trace {observed}, lost {lost} WQEBBs; {cpu}")
 EOF
