@@ -1,6 +1,7 @@
 // The libmlx5 entry points of gpu_ibgda_put_private_libmlx5 (see private_libmlx5.h): resolved once from a private
-// handle, mlx5dv_init_obj by version (dlvsym, MLX5_1.2) and the rest by name (dlsym). A missing library or
-// symbol ends the program with a message naming it.
+// handle, mlx5dv_init_obj by version (dlvsym; MLX5_1.2, or the version in ST_PRIVATE_INIT_OBJ_VERSION, e.g.
+// MLX5_1.0, whose behaviour differs only for CQs) and the rest by name (dlsym). A missing library or symbol ends the
+// program with a message naming it.
 #include "private_libmlx5.h"
 
 #include <dlfcn.h>
@@ -46,7 +47,8 @@ template <typename Fn> Fn resolve(const char* name, const char* version = nullpt
 
 extern "C" {
 int st_private_mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t type) {
-    PRIVATE_CALL(mlx5dv_init_obj, "MLX5_1.2")(obj, type);
+    const char* version = std::getenv("ST_PRIVATE_INIT_OBJ_VERSION");
+    PRIVATE_CALL(mlx5dv_init_obj, version ? version : "MLX5_1.2")(obj, type);
 }
 mlx5dv_devx_umem* st_private_mlx5dv_devx_umem_reg(ibv_context* ctx, void* addr, size_t size, uint32_t access) {
     PRIVATE_CALL(mlx5dv_devx_umem_reg)(ctx, addr, size, access);
