@@ -197,6 +197,26 @@ TEST_F(GpuAcceptance, IbgdaPutTraceHoldsEveryWqe) {
     expect_ops_match_truth(analyze(), total);
 }
 
+// The same workload reaching libmlx5 only through dlopen("libmlx5.so.1", RTLD_LOCAL) and dlsym/dlvsym (MORI, NCCL's
+// vendored DOCA): the dlsym interposer hands it the tracer's set-up hooks, so every queue is learned and every WQE
+// traced, exactly as through the exported symbols.
+TEST_F(GpuAcceptance, PrivatelyLoadedLibmlx5TraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_ibgda_put_private_libmlx5", "--iters 32 --threads 2"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    EXPECT_EQ(total, size_t{kPes} * (kPes * 32 * 2 * 2 + kPes * 2 * 4));
+    expect_ops_match_truth(analyze(), total);
+}
+// The same, with mlx5dv_init_obj looked up at its compatibility version (dlvsym(h, "mlx5dv_init_obj", "MLX5_1.0")).
+TEST_F(GpuAcceptance, PrivatelyLoadedLibmlx5AtAnOlderVersionTraceHoldsEveryWqe) {
+    ASSERT_EQ(setenv("ST_PRIVATE_INIT_OBJ_VERSION", "MLX5_1.0", 1), 0);
+    const int rc = record("gpu_ibgda_put_private_libmlx5", "--iters 32 --threads 2");
+    unsetenv("ST_PRIVATE_INIT_OBJ_VERSION");
+    ASSERT_EQ(rc, 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    EXPECT_EQ(total, size_t{kPes} * (kPes * 32 * 2 * 2 + kPes * 2 * 4));
+    expect_ops_match_truth(analyze(), total);
+}
+
 TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
     ASSERT_EQ(record("gpu_rocshmem_verbs", "--iters 16 --threads 2"), 0) << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
