@@ -161,9 +161,10 @@ void SetupObserver::created_qp(uint64_t ctx, uint64_t obj, const void* in, size_
     q.uar_page = c.uar_page;
     q.ring_mem = q.dbr_mem = MemType::Unknown;
 
+    // The *_umem_valid bits are not read: the kernel's DevX sets them on every CREATE_QP/CREATE_CQ it passes on
+    // (user space can only place queues in UMEMs), and libraries such as UCX leave them clear.
     const char* why = nullptr;
-    if (!c.wq_umem_valid) why = "its work queue is not in a UMEM";
-    else if (auto wq = registry_.find_umem(ctx, c.wq_umem_id); !wq) why = "its work queue UMEM was not registered through us";
+    if (auto wq = registry_.find_umem(ctx, c.wq_umem_id); !wq) why = "its work queue UMEM was not registered through us";
     else if (wq->addr == 0) why = "its work queue UMEM has no known address (dmabuf)";
     else if (c.sq_umem_offset() + uint64_t{q.wqebbs} * mlx5::kWqeBasicBlock > wq->size) why = "its send queue runs past its UMEM";
     else {
@@ -171,8 +172,7 @@ void SetupObserver::created_qp(uint64_t ctx, uint64_t obj, const void* in, size_
         q.ring_mem = wq->mem;
     }
     if (!q.dbr_less) {
-        if (!c.dbr_umem_valid) why = why ? why : "its doorbell record is not in a UMEM";
-        else if (auto dbr = registry_.find_umem(ctx, c.dbr_umem_id); !dbr || dbr->addr == 0)
+        if (auto dbr = registry_.find_umem(ctx, c.dbr_umem_id); !dbr || dbr->addr == 0)
             why = why ? why : "its doorbell record UMEM is unknown";
         else if (c.dbr_addr + mlx5::kDbrBytes > dbr->size) why = why ? why : "its doorbell record lies past its UMEM";
         else {
@@ -216,18 +216,15 @@ void SetupObserver::created_cq(uint64_t ctx, uint64_t obj, const void* in, size_
     q.ring_mem = q.dbr_mem = MemType::Unknown;
     const char* why = nullptr;
     const uint64_t ring_bytes = q.collapsed ? q.cqe_size : uint64_t{q.ncqe} * q.cqe_size;
-    if (!c.cq_umem_valid) why = "its CQE ring is not in a UMEM";
-    else if (auto ring = registry_.find_umem(ctx, c.cq_umem_id); !ring || ring->addr == 0) why = "its CQE ring UMEM is unknown";
+    if (auto ring = registry_.find_umem(ctx, c.cq_umem_id); !ring || ring->addr == 0) why = "its CQE ring UMEM is unknown";
     else if (c.cq_umem_offset + ring_bytes > ring->size) why = "its CQE ring runs past its UMEM";
     else {
         q.ring_addr = ring->addr + c.cq_umem_offset;
         q.ring_mem = ring->mem;
     }
-    if (c.dbr_umem_valid) {
-        if (auto dbr = registry_.find_umem(ctx, c.dbr_umem_id); dbr && dbr->addr && c.dbr_addr + mlx5::kDbrBytes <= dbr->size) {
-            q.dbr_addr = dbr->addr + c.dbr_addr;
-            q.dbr_mem = dbr->mem;
-        }
+    if (auto dbr = registry_.find_umem(ctx, c.dbr_umem_id); dbr && dbr->addr && c.dbr_addr + mlx5::kDbrBytes <= dbr->size) {
+        q.dbr_addr = dbr->addr + c.dbr_addr;
+        q.dbr_mem = dbr->mem;
     }
     if (ST_TRACE_ENABLED(gpu_cq_create)) {
         st_gpu_cq_create_rec rec{ctx, cqn, q.ring_addr, q.ncqe, q.cqe_size, q.dbr_addr, q.collapsed ? 1u : 0u,

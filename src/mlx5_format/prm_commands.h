@@ -138,7 +138,7 @@ struct CreateQp {
     uint32_t cqn_snd = 0, cqn_rcv = 0;
     bool dbr_umem_valid = false;
     uint32_t dbr_umem_id = 0;
-    uint64_t dbr_addr = 0;  // byte offset inside the DBR umem when dbr_umem_valid
+    uint64_t dbr_addr = 0;  // byte offset inside the DBR umem (the kernel sets dbr_umem_valid for DevX)
     bool wq_umem_valid = false;
     uint32_t wq_umem_id = 0;
     uint64_t wq_umem_offset = 0;

@@ -12,13 +12,17 @@ for c in clang++-14 clang++; do [[ -z $cxx ]] && command -v "$c" >/dev/null && c
 [[ -n $cxx ]] || { echo "run_fuzzer.sh: skipped: no clang++ (install clang-14)"; exit 77; }
 bin=$work/analyzer_${target}_fuzzer
 a=$src/src/analyzer
-sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/decode/{schema_table,element_decoder,reorder_stage}.cpp
-  "$a"/analyses/{analysis,op_reconstruction,topology,statistics,quantile_histogram,traffic,barrier_detector,data_link,gray_link_detector,incast_detector}.cpp
-  "$a"/outputs/{report_builder,format_units,text_report,html_report,perfetto_writer,ci_rules,event_dump}.cpp)
+# What sigmatrace_analysis holds (src/analyzer/CMakeLists.txt): every analysis and output, and the decoding that
+# needs no Babeltrace2; the ctf target adds the rest of decode/.
+bt2_decode=(bt_message_consumer trace_reader ctf_precheck read_guard lttng_tsdl lttng_stream_reader)
+sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/analyses/*.cpp "$a"/outputs/*.cpp)
+for f in "$a"/decode/*.cpp; do
+  [[ " ${bt2_decode[*]} " == *" $(basename "$f" .cpp) "* ]] || sources+=("$f")
+done
 corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt); limits=(-timeout=10 -max_len=4096)
 read -ra bt_cflags <<<"$(pkg-config --cflags babeltrace2 2>/dev/null || true)"
 if [[ $target == ctf ]]; then
-  sources+=("$a"/decode/{bt_message_consumer,trace_reader,ctf_precheck,read_guard,lttng_tsdl,lttng_stream_reader}.cpp)
+  for f in "${bt2_decode[@]}"; do sources+=("$a/decode/$f.cpp"); done
   corpus=$src/tests/analyzer/fuzz/ctf_corpus; out_corpus=$work/corpus-ctf
   read -ra bt_libs <<<"$(pkg-config --libs babeltrace2)"
   libs+=("${bt_libs[@]}")
