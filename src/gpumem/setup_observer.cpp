@@ -241,13 +241,14 @@ void SetupObserver::created_cq(uint64_t ctx, uint64_t obj, const void* in, size_
     if (watcher_) watcher_->wake();
 }
 
-void SetupObserver::devx_modified(uint64_t obj, const void* in, size_t inlen, const void*, size_t, int ret) {
+void SetupObserver::devx_modified(uint64_t obj, const void* in, size_t inlen, const void*, size_t, int ret,
+                                  uint64_t verbs_ctx) {
     if (!in) return;
     prm::ModifyQp m;
     prm::ParseError err;
     if (!prm::parse_modify_qp(prm::Mailbox(in, inlen), m, err)) return;  // not a QP transition: nothing to learn
-    uint64_t ctx = 0;
-    {
+    uint64_t ctx = verbs_ctx;
+    if (!ctx) {
         std::lock_guard lk(mu_);
         if (auto it = objs_.find(obj); it != objs_.end()) ctx = it->second.ctx;
     }

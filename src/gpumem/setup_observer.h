@@ -60,7 +60,8 @@ public:
     void uar_freeing(uint64_t handle);
     // mlx5dv_devx_obj_create / modify / destroy (and the DevX commands on verbs objects, which modify only).
     void devx_created(uint64_t ctx, uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen);
-    void devx_modified(uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen, int ret);
+    void devx_modified(uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen, int ret,
+                       uint64_t verbs_ctx = 0);
     void devx_destroying(uint64_t obj);
     // mlx5dv_init_obj on verbs QPs and CQs; their destruction (ibv_destroy_qp / ibv_destroy_cq, before the call).
     void verbs_qp_exported(const ExportedQp& qp);

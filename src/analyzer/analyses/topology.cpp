@@ -217,7 +217,14 @@ QpId Topology::on_gpu_qp_create(const DecodedEvent& ev, ProcId p) {
 
 void Topology::on_gpu_qp_modify(const DecodedEvent& ev, ProcId p) {
     if (ev.i64(F::gpu_qp_modify::err) != 0) return;
-    const QpId id = find_gpu_qp(p, static_cast<uint32_t>(ev.u(F::gpu_qp_modify::qpn)));
+    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_qp_modify::qpn));
+    QpId id = find_gpu_qp(p, qpn);
+    if (id == kNoId) {
+        // A verbs QP moved through mlx5dv_devx_qp_modify before (or without) its rings were exported: UCX's DevX
+        // md brings its DCIs and UD QPs up this way.
+        const auto& verbs = procs_[p]->qp_by_num;
+        if (auto it = verbs.find(qpn); it != verbs.end()) id = it->second;
+    }
     if (id == kNoId) {
         ++anomalies_.unknown_qp;
         return;

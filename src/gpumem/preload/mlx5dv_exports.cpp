@@ -122,7 +122,10 @@ ST_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp* qp, const void* in, size_t in
     if (!real) return missing_real_errno<int>("mlx5dv_devx_qp_modify", "MLX5_1.8", ENOSYS, ENOSYS);
     HookScope scope;
     const int ret = real(qp, in, inlen, out, outlen);
-    if (scope.outermost()) observe([&](auto& o) { o.devx_modified(u64(qp), in, inlen, out, outlen, ret); });
+    // The QP's own context: a QP modified before its rings are exported (UCX's DevX md moves verbs DCIs and UD
+    // QPs this way) is known to the analyzer by (context, QP number) from its qp_create.
+    const uint64_t ctx = qp ? u64(qp->context) : 0;
+    if (scope.outermost()) observe([&](auto& o) { o.devx_modified(u64(qp), in, inlen, out, outlen, ret, ctx); });
     return ret;
 }
 
