@@ -414,10 +414,10 @@ TEST(Reconstruction, GpuWatcherLossesAreWarnedWithTheirTotals) {
     doc = lossy.finish();
     std::string all;
     for (const auto& warning : doc["warnings"]) all += warning.get<std::string>() + "\n";
-    EXPECT_NE(all.find("12 GPU WQEs were overwritten in their ring before the watcher read them"), std::string::npos)
+    EXPECT_NE(all.find("12 WQEs of directly driven queues (GPU or CPU-direct) were overwritten in their ring before the watcher read them"), std::string::npos)
         << all;
-    EXPECT_NE(all.find("3 GPU WQEs did not decode and were skipped"), std::string::npos) << all;
-    EXPECT_NE(all.find("153 GPU completions were consumed by the application before the watcher read them"),
+    EXPECT_NE(all.find("3 WQEs of directly driven queues did not decode and were skipped"), std::string::npos) << all;
+    EXPECT_NE(all.find("153 completions of directly driven queues were consumed by the application before the watcher read them"),
               std::string::npos) << all;
 }
 

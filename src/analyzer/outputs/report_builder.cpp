@@ -790,11 +790,11 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
             procs.push_back(j);
             total += n;
         }
-        // Completions a GPU consumer took before the watcher saw them leave their WQEs here too: say so first.
+        // Completions a direct-queue consumer took before the watcher saw them leave their WQEs here too: say so first.
         const uint64_t missed = a_.topo_.anomalies().gpu_cqes_missed;
         const std::string why =
-            missed != 0 ? fmt::format("{} GPU completions went by unread (consumed before the watcher read them), or a "
-                                      "crashed or killed process, or a trace stopped early",
+            missed != 0 ? fmt::format("{} completions of directly driven queues went by unread (consumed before the "
+                                      "watcher read them), or a crashed or killed process, or a trace stopped early",
                                       format_count(missed))
                         : std::string("a crashed or killed process, or a trace stopped early (their QPs were never "
                                       "destroyed or reset)");
@@ -820,11 +820,11 @@ json ReportBuilder::warnings() const {
     add(an.post_errors, "work requests were rejected by the post call (not posted)");
     add(an.lost_wrs, "work requests dropped from a queue model that overflowed (their completions were not seen)");
     add(an.schema_mismatch, "processes were traced with an unknown schema major version");
-    add(an.gpu_wqes_lost, "GPU WQEs were overwritten in their ring before the watcher read them (not in the trace; "
-                          "shorter SIGMATRACE_GPU_WATCH_*_PERIOD_US read more often)");
-    add(an.gpu_wqes_malformed, "GPU WQEs did not decode and were skipped (not in the trace)");
-    add(an.gpu_cqes_missed, "GPU completions were consumed by the application before the watcher read them: "
-                            "the WQEs they complete may show as in flight at the end");
+    add(an.gpu_wqes_lost, "WQEs of directly driven queues (GPU or CPU-direct) were overwritten in their ring before the "
+                          "watcher read them (not in the trace; shorter SIGMATRACE_GPU_WATCH_*_PERIOD_US read more often)");
+    add(an.gpu_wqes_malformed, "WQEs of directly driven queues did not decode and were skipped (not in the trace)");
+    add(an.gpu_cqes_missed, "completions of directly driven queues were consumed by the application before the watcher "
+                            "read them: the WQEs they complete may show as in flight at the end");
     add(a_.traffic_.unresolved().ops, "transfers whose destination could not be resolved (peer not traced?)");
     if (a_.incast_result_.clipped_bytes >= 1.0)
         out.push_back(fmt::format("{} of transfers in flight longer than {} incast windows were left out of the incast "
