@@ -675,6 +675,11 @@ private:
         CqeRing* recv_ring = nullptr;
         if (auto it = devx_cqs_.find(c.cqn_rcv); it != devx_cqs_.end()) recv_ring = it->second;
         o->qp->enable_auto_receive(rcq, recv_ring);
+        return add_direct_qp_locked(std::move(o), out, outlen);
+    }
+
+    // A DevX QP the executor runs from now on: owned by objects_, its QP number written in the command's output.
+    mlx5dv_devx_obj* add_direct_qp_locked(std::unique_ptr<DevxObject> o, void* out, size_t outlen) {
         const uint32_t qpn = o->qp->qpn();
         direct_.push_back(o->qp.get());
         auto* handle = reinterpret_cast<mlx5dv_devx_obj*>(o.get());
@@ -747,13 +752,7 @@ private:
             ++scq.attached_qps;
             o->verbs_send_cq = &scq;
         }
-        const uint32_t qpn = o->qp->qpn();
-        direct_.push_back(o->qp.get());
-        auto* handle = reinterpret_cast<mlx5dv_devx_obj*>(o.get());
-        objects_[handle] = std::move(o);
-        start_executor_locked();
-        write_out(out, outlen, qpn);
-        return handle;
+        return add_direct_qp_locked(std::move(o), out, outlen);
     }
 
     static void detach_verbs_objects(DevxObject& o) {
