@@ -151,7 +151,12 @@ if have mpirun && [[ -x $mpi_program ]]; then
   check $?
   case_name=mpi_btl_openib
   echo "== $case_name"
-  record_mpi "OMPI_MCA_btl_openib_warn_no_device_params_found=0" --mca pml ob1 --mca btl openib,self --mca btl_openib_allow_ib 1
+  # mpi_leave_pinned 0: a traced openib rank on the fabric ends its device teardown early (its large CQs and most
+  # MRs are never destroyed), and with leave_pinned its registration cache, closed later in MPI_Finalize, then calls
+  # into the already unloaded openib component: a SIGSEGV for some environment sizes. Open, not understood yet
+  # (docs/softfabric.md, "Requirements and limits"); without the cache the run and its teardown flushes are still checked.
+  record_mpi "OMPI_MCA_btl_openib_warn_no_device_params_found=0" --mca pml ob1 --mca btl openib,self --mca btl_openib_allow_ib 1 \
+    --mca mpi_leave_pinned 0
   check $?
   # Its teardown moves every QP to ERR and polls the flushes of its pre-posted receives.
   flushed=$(jq -r '.ops.flushed_at_teardown' "$work/$case_name.json" 2>/dev/null)
