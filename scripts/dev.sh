@@ -29,7 +29,7 @@ packages=(
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev nlohmann-json3-dev clang-14 libclang-rt-14-dev time
   openmpi-bin libopenmpi-dev
-  util-linux procps python3
+  util-linux procps python3 jq
   ucx-utils qperf python3-pyverbs
 )
 
