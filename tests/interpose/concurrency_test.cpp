@@ -81,7 +81,8 @@ TEST_P(ConcurrencyTest, PostersAndPollersOnASharedCq) {
         for (const auto& e : ev.post_send) wrs += e.n;
         size_t completions = 0;
         for (const auto& e : ev.poll_cq) completions += e.n;
-        EXPECT_EQ(wrs, static_cast<size_t>(kPosters) * kPostsPerThread * kChain);
+        EXPECT_EQ(wrs, static_cast<size_t>(kPosters) * kPostsPerThread * kChain)
+            << "dropped records: " << interpose::deferred::ring_stats().dropped_records;
         EXPECT_EQ(completions, static_cast<size_t>(kPosters) * kPostsPerThread);
     } else {
         uint64_t wrs = 0, completions = 0;

@@ -28,7 +28,7 @@ __attribute__((noinline)) RecordHeader* reserve_slow(Ring* r, uint32_t size) noe
     }
     RecordHeader* h = r->reserve(size);
     if (h == nullptr) {
-        drain_own(kEverything, UINT32_MAX, Wait::yes);
+        drain_own(kEverything, UINT32_MAX, Wait::briefly);
         h = r->reserve(size);
         tls_oldest_hint = 0;
     }

@@ -92,11 +92,12 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
     if (g_exiting.load(std::memory_order_relaxed) && !tracer_accepts_events()) return 0;
     if (!r.try_lock_consumer()) {
         if (wait == Wait::no) return 0;
-        // Another consumer drains this ring now (bounded work); wait up to ~100 ms for it.
+        // Another consumer drains this ring now (bounded work, but see Wait): wait for it.
         const timespec pause{0, 100000};
+        const int max_tries = wait == Wait::briefly ? 1000 : 50000;
         int tries = 0;
         while (!r.try_lock_consumer()) {
-            if (++tries > 1000) return 0;
+            if (++tries > max_tries) return 0;
             nanosleep(&pause, nullptr);
         }
     }
@@ -120,15 +121,49 @@ uint32_t drain_slot(RingSlot& slot, uint64_t cutoff, uint32_t max_records, Wait 
     return n;
 }
 
+// The emitter's scheduling: SCHED_IDLE while it waits and looks, an ordinary nice-19 thread while it drains a
+// ring with stale records. Why both: its wake-ups must never preempt a busy-polling application (SCHED_IDLE; at
+// nice 19 they did, and two busy-polling processes on two cores lost ~3% of ib_write_bw to it), but a ring it
+// holds is a ring its producer cannot drain: at SCHED_IDLE a saturated machine can keep it off the CPU, ring in
+// hand, for longer than a producer with a full ring waits (Wait::briefly), and the producer then drops records.
+class EmitterScheduling {
+public:
+    EmitterScheduling() {
+        sched_param idle{};
+        idle_ = pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) == 0;
+        (void)setpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()), 19);  // a thread id sets that thread's nice value
+    }
+    // Before draining: runs as an ordinary nice-19 thread until idle().
+    void draining() noexcept {
+        if (!idle_ || draining_) return;
+        sched_param normal{};
+        draining_ = pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal) == 0;
+    }
+    void idle() noexcept {
+        if (!draining_) return;
+        sched_param idle{};
+        (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+        draining_ = false;
+    }
+
+private:
+    bool idle_ = false;
+    bool draining_ = false;
+};
+
+// Whether `slot` holds records captured at or before `cutoff` (false when another consumer holds it).
+bool has_stale_records(RingSlot& slot, uint64_t cutoff) noexcept {
+    Ring& r = *slot.ring;
+    if (!r.has_pending() || !r.try_lock_consumer()) return false;
+    const uint64_t oldest = r.oldest_ts();  // read as the consumer: the record at the tail stays intact meanwhile
+    r.unlock_consumer();
+    return oldest != 0 && oldest <= cutoff;
+}
+
 void* emitter_main(void*) {
     // Below the application's threads: it only has work when they stop producing, and must not take CPU from
-    // a busy-polling program. SCHED_IDLE: its wake-ups never preempt a running thread (nice 19 still does, and
-    // two busy-polling processes on two cores lost ~3% of ib_write_bw to it); it runs when a CPU is free or,
-    // on a saturated machine, in CFS's smallest share. Else nice 19 (setpriority on a thread id sets that
-    // thread's nice value).
-    sched_param idle{};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
-        (void)setpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()), 19);
+    // a busy-polling program (EmitterScheduling).
+    EmitterScheduling scheduling;
     if (LttngInitThread init = lttng_init_thread()) init();
     // Every age bound, records older than two: a thread that stopped calling verbs gets its events out within
     // three bounds while a CPU is free (process_info.defer_us announces that). A thread that keeps calling verbs
@@ -139,8 +174,12 @@ void* emitter_main(void*) {
         const uint64_t stale_ticks = 2 * defer_max_age_ticks();
         const uint64_t now = capture_clock::now_ticks();
         const uint64_t cutoff = now > stale_ticks ? now - stale_ticks : 0;
-        for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire))
+        for (RingSlot* s = g_rings.load(std::memory_order_acquire); s != nullptr; s = s->next.load(std::memory_order_acquire)) {
+            if (!has_stale_records(*s, cutoff)) continue;
+            scheduling.draining();
             drain_slot(*s, cutoff, kAll, Wait::no);
+        }
+        scheduling.idle();
     }
     return nullptr;
 }

@@ -41,17 +41,19 @@ extern __thread Ring* tls_ring __attribute__((tls_model("initial-exec")));
 // unfinished at exit): reported on stderr at exit when not 0.
 void note_dropped_record() noexcept;
 
+// What a drain does when another consumer holds the ring. That consumer is usually the emitter thread, which runs
+// at SCHED_IDLE: on a saturated machine it can wait a long time for a CPU while holding a ring.
 enum class Wait : uint8_t {
-    no,   // skip a ring another consumer holds (emitter, signal handler, idle points)
-    yes,  // wait for it (the data path when full, exit paths)
+    no,       // skip the ring (emitter, signal handler, idle points)
+    briefly,  // wait up to ~100 ms (the data path when its ring is full: what still does not fit is counted dropped)
+    yes,      // wait up to ~5 s (exit paths, thread exit, explicit flushes: records not drained now may be lost)
 };
 
 // Drains the calling thread's ring: records captured at or before `cutoff_ts`, at most `max_records`.
 // Returns how many were emitted. Preserves errno.
 uint32_t drain_own(uint64_t cutoff_ts, uint32_t max_records, Wait wait) noexcept;
 
-// Every ring of the process (exit, exec, _exit, fatal signals). Waits for busy rings (at most ~100 ms
-// each) unless `wait` is no.
+// Every ring of the process (exit, exec, _exit, fatal signals), waiting for busy rings as `wait` says.
 void drain_all(Wait wait) noexcept;
 
 // Library constructor: the thread-exit key. Created before lttng-ust's own keys (which come with the provider,
