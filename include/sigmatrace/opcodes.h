@@ -85,6 +85,7 @@ inline constexpr uint8_t RDMA_WRITE_IMM = 0x09;
 inline constexpr uint8_t SEND = 0x0a;
 inline constexpr uint8_t SEND_IMM = 0x0b;
 inline constexpr uint8_t TSO = 0x0e;
+inline constexpr uint8_t WAIT = 0x0f;  // PRM: wait on a CQ or on memory (DOCA GPUNetIO's cross-channel waits)
 inline constexpr uint8_t RDMA_READ = 0x10;
 inline constexpr uint8_t ATOMIC_CS = 0x11;
 inline constexpr uint8_t ATOMIC_FA = 0x12;

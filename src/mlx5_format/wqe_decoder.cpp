@@ -56,6 +56,7 @@ Body body_of(uint8_t opcode) {
     // Control-only: no remote data movement to describe (memory registration, signature, NOP, ...), or a
     // raw-Ethernet TSO whose headers are not RDMA. Reported with their ctrl fields and bytes = 0.
     case op::NOP:
+    case op::WAIT:
     case op::TSO:
     case op::FMR:
     case op::LOCAL_INVAL:
@@ -244,6 +245,7 @@ const char* mlx5_opcode_name(uint8_t opcode) {
     case op::SEND: return "SEND";
     case op::SEND_IMM: return "SEND_IMM";
     case op::TSO: return "TSO";
+    case op::WAIT: return "WAIT";
     case op::RDMA_READ: return "RDMA_READ";
     case op::ATOMIC_CS: return "ATOMIC_CS";
     case op::ATOMIC_FA: return "ATOMIC_FA";

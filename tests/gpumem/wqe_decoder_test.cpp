@@ -190,7 +190,7 @@ TEST_F(DecoderTest, MaskedAtomicsOtherSizes) {
 }
 
 TEST_F(DecoderTest, ControlOnlyOpcodes) {
-    for (uint8_t opc : {op::NOP, op::TSO, op::FMR, op::LOCAL_INVAL, op::CONFIG_CMD, op::SET_PSV, op::UMR,
+    for (uint8_t opc : {op::NOP, op::WAIT, op::TSO, op::FMR, op::LOCAL_INVAL, op::CONFIG_CMD, op::SET_PSV, op::UMR,
                         op::TAG_MATCHING, op::FLOW_TBL_ACCESS, op::MMO}) {
         SCOPED_TRACE(mlx5_opcode_name(opc));
         DecodedWqe w;
@@ -201,6 +201,21 @@ TEST_F(DecoderTest, ControlOnlyOpcodes) {
         EXPECT_EQ(w.imm, 0u);  // only the *_IMM opcodes carry an immediate
         EXPECT_TRUE(known_send_opcode(opc));
     }
+}
+
+TEST_F(DecoderTest, WaitOnDataIsControlOnly) {
+    // DOCA GPUNetIO's wait-on-data WQE: ctrl, then a 32-byte wait segment (op, lkey, address, data, mask), opmod 1.
+    // Its segment is not a gather list: the decoder must not read its address and key as a data segment.
+    DecodedWqe w;
+    ASSERT_EQ(decode_at(3, WqeImage(op::WAIT, 3, kQpn, 0x08, 0x01).data(0x1234, 0x77, 0xfeed0000).data(0, 0, 0), w),
+              WqeStatus::Ok);
+    EXPECT_EQ(w.opcode, op::WAIT);
+    EXPECT_EQ(w.opmod, 0x01);
+    EXPECT_EQ(w.ds, 3);
+    EXPECT_EQ(w.wqebbs, 1);
+    EXPECT_EQ(w.bytes, 0u);
+    EXPECT_EQ(w.num_sge, 0u);
+    EXPECT_STREQ(mlx5_opcode_name(op::WAIT), "WAIT");
 }
 
 TEST_F(DecoderTest, NvshmemDumpCarriesItsDataSegment) {

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
     w(wqe_input(3, 4, 1, WqeImage(0x10, 1, 1).xrc(4).raddr(1, 2).data(7, 1, 1)));
     std::vector<uint8_t> big(300, 0x5a);
     w(wqe_input(0, 3, 6, WqeImage(0x08, 6, 1).raddr(1, 2).inline_data(big.data(), 300)));
+    w(wqe_input(0, 4, 7, WqeImage(0x0f, 7, 1, 8, 0x01).data(0x1234, 0x77, 0xfeed0000).data(0, 0, 0)));  // WAIT on data
 
     n = 0;
     auto p = [&](uint8_t selector, std::vector<uint8_t> box) {
