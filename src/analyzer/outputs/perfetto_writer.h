@@ -23,6 +23,12 @@ namespace sigmatrace::analyzer {
 
 class Analysis;
 
+// Shared by both timeline formats (perfetto_proto_writer.h): the outcome as written, and which opcodes get
+// which kind of flow.
+const char* outcome_name(OpOutcome o);
+bool two_sided_send(uint8_t opcode);
+bool one_sided(uint8_t opcode);
+
 class PerfettoWriter : public OpListener {
 public:
     PerfettoWriter(const Topology& topo, uint64_t max_ops) : topo_(topo), max_ops_(max_ops) {}
