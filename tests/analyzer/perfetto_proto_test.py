@@ -58,6 +58,10 @@ doc = json.load(open(doc_path))
 pj = json.load(open(p_json))
 pk = packets(p_proto)
 check(pk[0].sequence_flags & pf.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED, "first packet clears incremental state")
+clocks = {c.clock_id: c.timestamp for c in pk[0].clock_snapshot.clocks}
+check(clocks.get(64) == 0 and clocks.get(6, 0) > 0 and pk[0].trace_packet_defaults.timestamp_clock_id == 64,
+      f"the file's clock 64 defined against BOOTTIME: {clocks}")
+
 
 # 1. tracks
 tracks = {}
@@ -89,6 +93,13 @@ for p in begins:
     by_name[names[p.track_event.name_iid]] = by_name.get(names[p.track_event.name_iid], 0) + 1
 check(by_name == {k: v["count"] for k, v in doc["ops"]["by_opcode"].items()},
       f"slices by opcode {by_name} == ops.by_opcode counts")
+# Post and completion times: the JSON's are microseconds from the same base (a second before the first operation).
+spans = [(pk[i].timestamp, pk[i + 1].timestamp) for i in range(len(pk) - 1)
+         if pk[i].track_event.type == pf.TrackEvent.TYPE_SLICE_BEGIN and pk[i + 1].track_event.type == pf.TrackEvent.TYPE_SLICE_END]
+jspans = [(e["ts"], e["dur"]) for e in pj["traceEvents"] if e["ph"] == "X" and e["cat"] != "remote"]
+check(len(spans) == ops_total, "each begin followed by its end")
+check(sorted((round(b / 1000, 3), round((e - b) / 1000, 3)) for b, e in spans) == sorted(jspans),
+      "slice times and durations equal the JSON's")
 starts, terms = {}, {}
 for p in begins + instants:
     for f in p.track_event.flow_ids:
@@ -107,6 +118,7 @@ counters = {d.name: u for u, d in tracks.items() if d.HasField("counter")}
 values = {}
 for p in pk:
     if p.track_event.type == pf.TrackEvent.TYPE_COUNTER:
+        check(p.timestamp_clock_id == 6, "counters on the trace clock")
         values[(p.track_event.track_uuid, p.timestamp)] = p.track_event.double_counter_value
 windows = doc["timeline"]["windows"]
 checked = 0

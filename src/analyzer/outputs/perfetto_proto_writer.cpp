@@ -19,6 +19,8 @@ constexpr uint32_t kSequence = 1;
 constexpr uint64_t kProcUuidBase = uint64_t{1} << 40;
 constexpr uint64_t kCounterUuidBase = uint64_t{2} << 40;
 constexpr uint64_t kSamplingUuid = uint64_t{3} << 40;
+constexpr uint32_t kBootClock = 6;      // BUILTIN_CLOCK_BOOTTIME: what a timestamp means without a clock id
+constexpr uint32_t kFileClock = 64;     // the first sequence-scoped clock id
 
 uint64_t qp_uuid(QpId q) { return uint64_t{q} + 1; }
 uint64_t proc_uuid(ProcId p) { return kProcUuidBase + p; }
@@ -51,6 +53,23 @@ PerfettoProtoWriter::~PerfettoProtoWriter() {
 bool PerfettoProtoWriter::open(const std::string& path) {
     f_ = std::fopen(path.c_str(), "wb");
     return f_ != nullptr;
+}
+
+// The first packet: clears the incremental state and defines the file's clock, nanoseconds from `base` of the
+// trace clock, as every packet's default. Operations are reconstructed out of post order (a long one is known
+// at its completion), hence a base a second before the first one; earlier times are written at 0.
+void PerfettoProtoWriter::start_sequence(int64_t base) {
+    base_ = base;
+    pf::TracePacket p;
+    pf::ClockSnapshot* c = p.mutable_clock_snapshot();
+    pf::ClockSnapshot::Clock* boot = c->add_clocks();
+    boot->set_clock_id(kBootClock);
+    boot->set_timestamp(static_cast<uint64_t>(base));
+    pf::ClockSnapshot::Clock* own = c->add_clocks();
+    own->set_clock_id(kFileClock);
+    own->set_timestamp(0);
+    p.mutable_trace_packet_defaults()->set_timestamp_clock_id(kFileClock);
+    emit(p);
 }
 
 // A Trace is a sequence of `repeated TracePacket packet = 1`: each packet is written as that field (tag,
@@ -137,7 +156,7 @@ void PerfettoProtoWriter::ensure_tracks(QpId q) {
 void PerfettoProtoWriter::write_marker(const RemoteMarker& m, const Peer& peer) {
     ensure_tracks(peer.qp);
     pf::TracePacket p;
-    p.set_timestamp(static_cast<uint64_t>(m.done_ts));
+    p.set_timestamp(rel(m.done_ts));
     pf::TrackEvent* e = p.mutable_track_event();
     e->set_type(pf::TrackEvent::TYPE_INSTANT);
     e->set_track_uuid(qp_uuid(peer.qp));
@@ -156,6 +175,7 @@ void PerfettoProtoWriter::on_operation(const Operation& op) {
         ++dropped_;
         return;
     }
+    if (first_packet_) start_sequence(std::max<int64_t>(op.post_ts - 1000000000, 0));
     ensure_tracks(op.qp);
     const uint64_t track = qp_uuid(op.qp);
 
@@ -185,7 +205,7 @@ void PerfettoProtoWriter::on_operation(const Operation& op) {
     }
 
     pf::TracePacket p;
-    p.set_timestamp(static_cast<uint64_t>(op.post_ts));
+    p.set_timestamp(rel(op.post_ts));
     pf::TrackEvent* e = p.mutable_track_event();
     e->set_type(pf::TrackEvent::TYPE_SLICE_BEGIN);
     e->set_track_uuid(track);
@@ -213,7 +233,7 @@ void PerfettoProtoWriter::on_operation(const Operation& op) {
     emit(p);
 
     pf::TracePacket end;
-    end.set_timestamp(static_cast<uint64_t>(op.done_ts));
+    end.set_timestamp(rel(op.done_ts));
     end.mutable_track_event()->set_type(pf::TrackEvent::TYPE_SLICE_END);
     end.mutable_track_event()->set_track_uuid(track);
     emit(end);
@@ -223,6 +243,7 @@ void PerfettoProtoWriter::on_operation(const Operation& op) {
 
 bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
     if (!f_) return false;
+    if (first_packet_) start_sequence(0);
     for (const RemoteMarker& m : unresolved_markers_) {
         const Peer& peer = topo_.qp(m.qp).peer;
         if (peer.qp != kNoId && peer.proc != kNoId) write_marker(m, peer);
@@ -249,9 +270,11 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
             }
             return it->second;
         };
+        // Window times on the trace clock itself: a window may begin before the file's clock does.
         const auto value = [&](uint64_t track, int64_t ts, double v) {
             pf::TracePacket p;
             p.set_timestamp(static_cast<uint64_t>(ts));
+            p.set_timestamp_clock_id(kBootClock);
             pf::TrackEvent* e = p.mutable_track_event();
             e->set_type(pf::TrackEvent::TYPE_COUNTER);
             e->set_track_uuid(track);
@@ -288,7 +311,7 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
             fmt::format("sampling: first {} of {} operations written (--perfetto-max-ops {})", written_, written_ + dropped_, max_ops_));
         emit(d);
         pf::TracePacket p;
-        p.set_timestamp(static_cast<uint64_t>(last_ts_));
+        p.set_timestamp(rel(last_ts_));
         pf::TrackEvent* e = p.mutable_track_event();
         e->set_type(pf::TrackEvent::TYPE_INSTANT);
         e->set_track_uuid(kSamplingUuid);

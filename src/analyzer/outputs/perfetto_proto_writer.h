@@ -7,8 +7,9 @@
 //   target QP's track at the initiator's completion;
 // - at the end, counter tracks from the analysis document's time windows (timeline.windows[]): bytes/s per
 //   link and senders per receiving NIC.
-// Names are interned (InternedData, incremental state on one packet sequence), so an operation costs a few
-// varints. Flow ids are given when the first end is written, so nothing is kept per written operation but
+// Names are interned (InternedData, incremental state on one packet sequence) and operation timestamps are on
+// a clock of the sequence's own that starts a second before the first operation (a ClockSnapshot ties it to
+// the trace clock; TracePacketDefaults makes it every packet's), so an operation costs a few short varints. Flow ids are given when the first end is written, so nothing is kept per written operation but
 // the bounded queues of ends waiting for their other end. Above --perfetto-max-ops operations the rest are
 // left out; the file says so in a track named "sampling: ..." and in a debug annotation on it.
 #pragma once
@@ -63,6 +64,8 @@ private:
     static constexpr std::size_t kMaxWaitingFlowEnds = 4096;      // per QP pair, likewise
 
     void emit(perfetto_format::TracePacket& p);
+    void start_sequence(int64_t base);
+    uint64_t rel(int64_t ts) const { return ts > base_ ? static_cast<uint64_t>(ts - base_) : 0; }
     uint64_t event_name(const std::string& name, perfetto_format::TracePacket& p);
     uint64_t annotation_name(const char* name, perfetto_format::TracePacket& p);
     void ensure_tracks(QpId q);
@@ -83,6 +86,7 @@ private:
     uint64_t next_uuid_counter_ = 1;
     uint64_t remote_markers_ = 0;
     uint64_t markers_dropped_ = 0;
+    int64_t base_ = 0;   // the trace clock's time at 0 of the file's own clock
     int64_t last_ts_ = 0;
     std::unordered_map<std::string, uint64_t> event_names_;
     std::unordered_map<std::string, uint64_t> annotation_names_;
