@@ -1,4 +1,5 @@
-// --perfetto FILE: a timeline in the Chrome JSON trace-event format, which ui.perfetto.dev opens. One process
+// --perfetto FILE.json (or --perfetto-format json): a timeline in the Chrome JSON trace-event format, which
+// ui.perfetto.dev opens (the protobuf format is perfetto_proto_writer.h). One process
 // track per traced process ("rank 3 @ node3"), one thread track per QP; each operation is a slice from its
 // post to its completion (args: bytes, wr_id, status, peer); two-sided transfers (SEND and RDMA WRITE with
 // immediate, and the receive each consumed) are linked by a flow arrow from the sender's slice to the
