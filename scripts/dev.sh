@@ -28,6 +28,7 @@ packages=(
   libibverbs-dev ibverbs-utils ibverbs-providers rdma-core perftest
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev nlohmann-json3-dev clang-14 libclang-rt-14-dev time
+  libprotobuf-dev protobuf-compiler python3-protobuf
   openmpi-bin libopenmpi-dev
   util-linux procps python3 jq
   ucx-utils qperf python3-pyverbs

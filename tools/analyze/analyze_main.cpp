@@ -1,4 +1,4 @@
-// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE] [--baseline FILE] [--fail-on RULE ...]
+// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE [--perfetto-format proto|json]] [--baseline FILE] [--fail-on RULE ...]
 // (a contract: docs/architecture.md; options beyond it are documented in docs/analyzer.md).
 #include "analyze/analyze_main.h"
 
@@ -18,6 +18,7 @@
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/event_dump.h"
 #include "analyzer/outputs/html_report.h"
+#include "analyzer/outputs/perfetto_proto_writer.h"
 #include "analyzer/outputs/perfetto_writer.h"
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/outputs/report_builder.h"
@@ -44,8 +45,11 @@ outputs:
   --json FILE|-          the analysis document (schema sigmatrace.analysis/2); '-' writes it to stdout
                          instead of the text report
   --html FILE            a self-contained HTML report with plots
-  --perfetto FILE        a timeline for ui.perfetto.dev (Chrome JSON trace format)
-  --perfetto-max-ops N   operations written to the timeline at most (default 1000000)
+  --perfetto FILE        a timeline for ui.perfetto.dev: Perfetto's protobuf trace format (FILE.pftrace), or
+                         the Chrome JSON trace format when FILE ends in .json
+  --perfetto-format F    proto or json: the timeline's format whatever FILE's name
+  --perfetto-max-ops N   operations written to the timeline at most (default 1000000); the file and stderr
+                         say how many were left out
   --events FILE|-        every SigmaTrace event as read, one line each, deferred records expanded into the
                          calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
@@ -81,6 +85,7 @@ struct CliOptions {
     std::optional<std::string> json_out, html_out, perfetto_out, events_out, baseline;
     std::vector<std::string> rules;
     uint64_t perfetto_max_ops = 1000000;
+    std::optional<std::string> perfetto_format;   // "proto" or "json"; unset: by the file name
     bool quiet = false;
     AnalysisOptions analysis;
 };
@@ -151,6 +156,9 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         } else if (a == "--events") {
             if (!value(v)) return "--events needs a FILE (or - for stdout)";
             o.events_out = v;
+        } else if (a == "--perfetto-format") {
+            if (!value(v) || (v != "proto" && v != "json")) return "--perfetto-format needs proto or json";
+            o.perfetto_format = v;
         } else if (a == "--perfetto-max-ops") {
             if (!value(v) || !parse_u64(v, o.perfetto_max_ops)) return "--perfetto-max-ops needs a number";
         } else if (a == "--baseline") {
@@ -301,13 +309,24 @@ int analyze_main(std::span<char* const> args) {
     const auto analyze = [&](ReadProgress* progress) -> int {
         Analysis analysis(o.analysis);
         std::unique_ptr<PerfettoWriter> perfetto;
+        std::unique_ptr<PerfettoProtoWriter> perfetto_proto;
         if (o.perfetto_out) {
-            perfetto = std::make_unique<PerfettoWriter>(analysis.topology(), o.perfetto_max_ops);
-            if (!perfetto->open(*o.perfetto_out)) {
-                fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}\n", *o.perfetto_out);
+            const bool json = o.perfetto_format ? *o.perfetto_format == "json" : o.perfetto_out->ends_with(".json");
+            bool opened = false;
+            if (json) {
+                perfetto = std::make_unique<PerfettoWriter>(analysis.topology(), o.perfetto_max_ops);
+                opened = perfetto->open(*o.perfetto_out);
+                analysis.add_listener(perfetto.get());
+            } else {
+                perfetto_proto = std::make_unique<PerfettoProtoWriter>(analysis.topology(), o.perfetto_max_ops);
+                opened = perfetto_proto->open(*o.perfetto_out);
+                analysis.add_listener(perfetto_proto.get());
+            }
+            if (!opened) {
+                fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}: {}\n", *o.perfetto_out,
+                           std::strerror(errno));
                 return kExitUsage;
             }
-            analysis.add_listener(perfetto.get());
         }
 
         // --events: a file of our own, or stdout (then in place of the text report).
@@ -353,7 +372,18 @@ int analyze_main(std::span<char* const> args) {
         if (!rules.empty()) doc["ci"] = {{"rules", ci}, {"failed", status == kExitRuleFailed}};
 
         bool ok = true;
-        if (perfetto) ok &= perfetto->close();
+        if (perfetto || perfetto_proto) {
+            const bool closed = perfetto ? perfetto->close() : perfetto_proto->close(&doc);
+            if (!closed) fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}\n", *o.perfetto_out);
+            ok &= closed;
+            const uint64_t dropped = perfetto ? perfetto->dropped() : perfetto_proto->dropped();
+            const uint64_t written = perfetto ? perfetto->written() : perfetto_proto->written();
+            if (dropped)
+                fmt::print(stderr,
+                           "sigmatrace-analyze: The timeline holds the first {} of {} operations "
+                           "(--perfetto-max-ops {}): path={}\n",
+                           written, written + dropped, o.perfetto_max_ops, *o.perfetto_out);
+        }
         if (dump && !dump->finish()) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
             ok = false;

@@ -10,6 +10,7 @@ namespace sigmatrace::analyzer {
 
 namespace {
 constexpr std::size_t kMaxWaitingFlowEnds = 4096;   // per QP pair: bounds memory when one side is not traced
+}  // namespace
 
 const char* outcome_name(OpOutcome o) {
     switch (o) {
@@ -36,7 +37,6 @@ bool one_sided(uint8_t opcode) {
            opcode == static_cast<uint8_t>(WrOpcode::ATOMIC_CMP_AND_SWP) ||
            opcode == static_cast<uint8_t>(WrOpcode::ATOMIC_FETCH_AND_ADD);
 }
-}  // namespace
 
 PerfettoWriter::~PerfettoWriter() {
     if (f_) std::fclose(f_);

@@ -1,4 +1,5 @@
-// --perfetto FILE: a timeline in the Chrome JSON trace-event format, which ui.perfetto.dev opens. One process
+// --perfetto FILE.json (or --perfetto-format json): a timeline in the Chrome JSON trace-event format, which
+// ui.perfetto.dev opens (the protobuf format is perfetto_proto_writer.h). One process
 // track per traced process ("rank 3 @ node3"), one thread track per QP; each operation is a slice from its
 // post to its completion (args: bytes, wr_id, status, peer); two-sided transfers (SEND and RDMA WRITE with
 // immediate, and the receive each consumed) are linked by a flow arrow from the sender's slice to the
@@ -22,6 +23,12 @@
 namespace sigmatrace::analyzer {
 
 class Analysis;
+
+// Shared by both timeline formats (perfetto_proto_writer.h): the outcome as written, and which opcodes get
+// which kind of flow.
+const char* outcome_name(OpOutcome o);
+bool two_sided_send(uint8_t opcode);
+bool one_sided(uint8_t opcode);
 
 class PerfettoWriter : public OpListener {
 public:
