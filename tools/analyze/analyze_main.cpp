@@ -1,4 +1,4 @@
-// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE] [--baseline FILE] [--fail-on RULE ...]
+// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE] [--sqlite FILE] [--baseline FILE] [--fail-on RULE ...]
 // (a contract: docs/architecture.md; options beyond it are documented in docs/analyzer.md).
 #include "analyze/analyze_main.h"
 
@@ -19,6 +19,7 @@
 #include "analyzer/outputs/event_dump.h"
 #include "analyzer/outputs/html_report.h"
 #include "analyzer/outputs/perfetto_writer.h"
+#include "analyzer/outputs/sqlite_writer.h"
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/outputs/report_builder.h"
 #include "analyzer/outputs/text_report.h"
@@ -46,6 +47,8 @@ outputs:
   --html FILE            a self-contained HTML report with plots
   --perfetto FILE        a timeline for ui.perfetto.dev (Chrome JSON trace format)
   --perfetto-max-ops N   operations written to the timeline at most (default 1000000)
+  --sqlite FILE          the analysis as an SQLite database: every operation, QPs, processes, windows, links,
+                         phases, findings (docs/sqlite.md); FILE is replaced only once complete
   --events FILE|-        every SigmaTrace event as read, one line each, deferred records expanded into the
                          calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
@@ -78,7 +81,7 @@ analysis:
 
 struct CliOptions {
     std::string dir;
-    std::optional<std::string> json_out, html_out, perfetto_out, events_out, baseline;
+    std::optional<std::string> json_out, html_out, perfetto_out, sqlite_out, events_out, baseline;
     std::vector<std::string> rules;
     uint64_t perfetto_max_ops = 1000000;
     bool quiet = false;
@@ -151,6 +154,9 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         } else if (a == "--events") {
             if (!value(v)) return "--events needs a FILE (or - for stdout)";
             o.events_out = v;
+        } else if (a == "--sqlite") {
+            if (!value(v)) return "--sqlite needs a FILE";
+            o.sqlite_out = v;
         } else if (a == "--perfetto-max-ops") {
             if (!value(v) || !parse_u64(v, o.perfetto_max_ops)) return "--perfetto-max-ops needs a number";
         } else if (a == "--baseline") {
@@ -309,6 +315,20 @@ int analyze_main(std::span<char* const> args) {
             }
             analysis.add_listener(perfetto.get());
         }
+        // --sqlite: a path it cannot write fails the run (non-zero exit) but not the other outputs.
+        std::unique_ptr<SqliteWriter> sqlite;
+        bool sqlite_failed = false;
+        if (o.sqlite_out) {
+            sqlite = std::make_unique<SqliteWriter>(analysis.topology());
+            if (sqlite->open(*o.sqlite_out)) {
+                analysis.add_listener(sqlite.get());
+            } else {
+                fmt::print(stderr, "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={}\n",
+                           *o.sqlite_out, sqlite->error());
+                sqlite.reset();
+                sqlite_failed = true;
+            }
+        }
 
         // --events: a file of our own, or stdout (then in place of the text report).
         std::unique_ptr<EventDump> dump;
@@ -354,6 +374,12 @@ int analyze_main(std::span<char* const> args) {
 
         bool ok = true;
         if (perfetto) ok &= perfetto->close();
+        if (sqlite && !sqlite->close(doc, o.dir)) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={}\n",
+                       *o.sqlite_out, sqlite->error());
+            sqlite_failed = true;
+        }
+        ok &= !sqlite_failed;
         if (dump && !dump->finish()) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
             ok = false;
