@@ -4,7 +4,7 @@
 # Records st-synth in immediate mode (2 ranks, ITERS writes per rank, default 1000000), then, side by side in
 # one run (interleaved, ROUNDS rounds, default 5; medians): wall time, CPU time (user + system) and peak RSS of
 # `sigmatrace-analyze TRACE --quiet --json OUT` without and with `--sqlite DB`, and the operations per second of
-# each. WORK_DIR/trace, when it exists, is analyzed instead of a new recording.
+# each (per wall second and per CPU second). WORK_DIR/trace, when it exists, is analyzed instead of a new recording.
 # Needs root (records inside tests/support/sandbox.sh --lttng) and /usr/bin/time.
 set -euo pipefail
 build=$(cd "$1" && pwd); iters=${2:-1000000}; work=${3:-$(mktemp -d /tmp/analyzer-sqlite.XXXXXX)}
@@ -31,10 +31,10 @@ done
 median() { sort -n -k"$1","$1" | sed -n "$(( (rounds + 1) / 2 ))p" | cut -d' ' -f"$1"; }
 ops=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ops"]["total"])' "$work/with.json")
 echo "operations: $ops, database: $(du -m "$work/ops.db" | cut -f1) MiB"
-printf '%-10s %8s %8s %12s %10s\n' analysis wall_s cpu_s ops_per_s rss_MiB
+printf '%-10s %8s %8s %14s %14s %10s\n' analysis wall_s cpu_s ops_per_wall_s ops_per_cpu_s rss_MiB
 for v in without with; do
   w=$(median 1 <"$work/$v"); c=$(median 2 <"$work/$v"); m=$(median 3 <"$work/$v")
   awk -v v="$v" -v w="$w" -v c="$c" -v m="$m" -v o="$ops" \
-    'BEGIN { printf "%-10s %8.2f %8.2f %12.0f %10.1f\n", (v == "with" ? "--sqlite" : "without"), w, c, o / w, m / 1024 }'
+    'BEGIN { printf "%-10s %8.2f %8.2f %14.0f %14.0f %10.1f\n", (v == "with" ? "--sqlite" : "without"), w, c, o / w, o / c, m / 1024 }'
 done
 echo "trace and outputs: $work"

@@ -144,7 +144,7 @@ bool SqliteWriter::step(sqlite3_stmt* s) {
     if (failed_ || !s) return false;
     const int rc = sqlite3_step(s);
     sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+    if (s != insert_op_) sqlite3_clear_bindings(s);  // the operation insert binds every parameter each time
     if (rc != SQLITE_DONE) return fail("insert");
     return true;
 }
@@ -152,13 +152,17 @@ bool SqliteWriter::step(sqlite3_stmt* s) {
 bool SqliteWriter::open(const std::string& path) {
     path_ = path;
     tmp_path_ = path + ".tmp";
+    opcode_ids_.fill(-1);
+    poster_ids_.fill(-1);
+    outcome_ids_.fill(-1);
     std::error_code ec;
     std::filesystem::remove(tmp_path_, ec);  // a leftover of an earlier failed run
-    if (sqlite3_open_v2(tmp_path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(tmp_path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
         fail("open");
         abandon();
         return false;
     }
+    // NOMUTEX: one thread uses the connection, so SQLite's per-call locking is pure cost.
     // The file is rebuilt from scratch on failure (and renamed into place only when complete): no journal, no
     // syncs.
     if (!exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;") || !exec(kSchema) || !exec("BEGIN")) {
@@ -197,9 +201,15 @@ void SqliteWriter::on_operation(const Operation& op) {
     qps_seen_.insert(op.qp);
     sqlite3_stmt* s = insert_op_;
     sqlite3_bind_int64(s, 1, op.qp);
-    sqlite3_bind_int64(s, 2, string_id(opcode_name(op.opcode)));
-    sqlite3_bind_int64(s, 3, string_id(records::poster_name(op.poster)));
-    sqlite3_bind_int64(s, 4, string_id(outcome_name(op.outcome)));
+    int64_t& opcode = opcode_ids_[op.opcode];
+    if (opcode < 0) opcode = string_id(opcode_name(op.opcode));
+    int64_t& poster = poster_ids_[static_cast<uint8_t>(op.poster)];
+    if (poster < 0) poster = string_id(records::poster_name(op.poster));
+    int64_t& outcome = outcome_ids_[static_cast<uint8_t>(op.outcome)];
+    if (outcome < 0) outcome = string_id(outcome_name(op.outcome));
+    sqlite3_bind_int64(s, 2, opcode);
+    sqlite3_bind_int64(s, 3, poster);
+    sqlite3_bind_int64(s, 4, outcome);
     sqlite3_bind_int(s, 5, op.wc_status);
     sqlite3_bind_int(s, 6, op.signaled ? 1 : 0);
     sqlite3_bind_int(s, 7, op.implied ? 1 : 0);

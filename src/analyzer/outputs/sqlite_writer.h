@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include <array>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -65,6 +66,8 @@ private:
     uint64_t in_transaction_ = 0;
     // Interned strings (opcodes, outcomes, node and device names...): a few hundred at most.
     std::unordered_map<std::string, int64_t> strings_;
+    // The ids of the per-operation strings, by code (-1: not interned yet): no string is built per operation.
+    std::array<int64_t, 256> opcode_ids_{}, poster_ids_{}, outcome_ids_{};
     // QPs that had an operation: the document's qps[] lists exactly these, in this order (by QP id).
     std::set<QpId> qps_seen_;
 };
