@@ -13,6 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyzer/analyses/topology.h"
+#include "analyzer/outputs/sqlite_writer.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -216,4 +219,49 @@ TEST_F(SqliteOutput, UnwritablePathFailsButOtherOutputsAreWritten) {
     EXPECT_FALSE(fs::exists(path));
     EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
     EXPECT_GT(doc()["ops"]["total"].get<int64_t>(), 100);  // the JSON document was still written in full
+}
+
+// phases[] (when the document has it): one row per phase with its columns; the table exists, empty, without it.
+TEST_F(SqliteOutput, PhasesFromTheDocument) {
+    using sigmatrace::analyzer::SqliteWriter;
+    sigmatrace::analyzer::Topology topo;
+    const json phases = json::array(
+        {{{"start_ns", 1000}, {"end_ns", 5000}, {"bytes", 1 << 20}, {"lower_bound_ns", 2000}, {"efficiency", 0.5},
+          {"binding_port", "node1/sfab0"}},
+         {{"start_ns", 6000}, {"end_ns", 7000}, {"bytes", 4096}, {"lower_bound_ns", 700}, {"efficiency", 0.7},
+          {"binding_port", nullptr}}});
+    {
+        SqliteWriter w(topo);
+        ASSERT_TRUE(w.open((tmp_ / "phases.db").string())) << w.error();
+        ASSERT_TRUE(w.close(json{{"phases", phases}}, "T")) << w.error();
+    }
+    const Db db(tmp_ / "phases.db");
+    EXPECT_EQ(db.integer("SELECT count(*) FROM phases"), 2);
+    EXPECT_EQ(db.integer("SELECT end_ns - start_ns FROM phases WHERE id = 1"), 4000);
+    EXPECT_EQ(db.integer("SELECT bytes FROM phases WHERE id = 1"), 1 << 20);
+    EXPECT_EQ(db.integer("SELECT lower_bound_ns FROM phases WHERE id = 2"), 700);
+    EXPECT_EQ(db.text("SELECT efficiency FROM phases WHERE id = 2"), "0.7");
+    EXPECT_EQ(db.text("SELECT s.value FROM phases p JOIN StringIds s ON s.id = p.binding_port WHERE p.id = 1"),
+              "node1/sfab0");
+    EXPECT_EQ(db.integer("SELECT count(*) FROM phases WHERE id = 2 AND binding_port IS NULL"), 1);
+    EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'trace_path'"), "T");
+
+    {
+        SqliteWriter w(topo);
+        ASSERT_TRUE(w.open((tmp_ / "none.db").string())) << w.error();
+        ASSERT_TRUE(w.close(json::object(), "T")) << w.error();
+    }
+    EXPECT_EQ(Db(tmp_ / "none.db").integer("SELECT count(*) FROM phases"), 0);
+}
+
+// A writer dropped before close (a run that failed on the way) leaves neither FILE nor FILE.tmp.
+TEST_F(SqliteOutput, AnAbandonedWriterLeavesNoFile) {
+    sigmatrace::analyzer::Topology topo;
+    {
+        sigmatrace::analyzer::SqliteWriter w(topo);
+        ASSERT_TRUE(w.open((tmp_ / "x.db").string())) << w.error();
+        EXPECT_TRUE(fs::exists(tmp_ / "x.db.tmp"));
+    }
+    EXPECT_FALSE(fs::exists(tmp_ / "x.db"));
+    EXPECT_FALSE(fs::exists(tmp_ / "x.db.tmp"));
 }
