@@ -323,7 +323,9 @@ int analyze_main(std::span<char* const> args) {
             if (sqlite->open(*o.sqlite_out)) {
                 analysis.add_listener(sqlite.get());
             } else {
-                fmt::print(stderr, "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={}\n",
+                fmt::print(stderr,
+                           "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={} (is its "
+                           "directory there and writable?); the other outputs are still written\n",
                            *o.sqlite_out, sqlite->error());
                 sqlite.reset();
                 sqlite_failed = true;
