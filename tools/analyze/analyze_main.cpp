@@ -1,4 +1,5 @@
-// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE [--perfetto-format proto|json]] [--baseline FILE] [--fail-on RULE ...]
+// sigmatrace-analyze DIR [--json FILE|-] [--html FILE] [--perfetto FILE [--perfetto-format proto|json]] [--sqlite FILE]
+//                    [--baseline FILE] [--fail-on RULE ...]
 // (a contract: docs/architecture.md; options beyond it are documented in docs/analyzer.md).
 #include "analyze/analyze_main.h"
 
@@ -20,6 +21,7 @@
 #include "analyzer/outputs/html_report.h"
 #include "analyzer/outputs/perfetto_proto_writer.h"
 #include "analyzer/outputs/perfetto_writer.h"
+#include "analyzer/outputs/sqlite_writer.h"
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/outputs/report_builder.h"
 #include "analyzer/outputs/text_report.h"
@@ -50,6 +52,8 @@ outputs:
   --perfetto-format F    proto or json: the timeline's format whatever FILE's name
   --perfetto-max-ops N   operations written to the timeline at most (default 1000000); the file and stderr
                          say how many were left out
+  --sqlite FILE          the analysis as an SQLite database: every operation, QPs, processes, windows, links,
+                         phases, findings (docs/sqlite.md); FILE is replaced only once complete
   --events FILE|-        every SigmaTrace event as read, one line each, deferred records expanded into the
                          calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
@@ -82,7 +86,7 @@ analysis:
 
 struct CliOptions {
     std::string dir;
-    std::optional<std::string> json_out, html_out, perfetto_out, events_out, baseline;
+    std::optional<std::string> json_out, html_out, perfetto_out, sqlite_out, events_out, baseline;
     std::vector<std::string> rules;
     uint64_t perfetto_max_ops = 1000000;
     std::optional<std::string> perfetto_format;   // "proto" or "json"; unset: by the file name
@@ -159,6 +163,9 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         } else if (a == "--perfetto-format") {
             if (!value(v) || (v != "proto" && v != "json")) return "--perfetto-format needs proto or json";
             o.perfetto_format = v;
+        } else if (a == "--sqlite") {
+            if (!value(v)) return "--sqlite needs a FILE";
+            o.sqlite_out = v;
         } else if (a == "--perfetto-max-ops") {
             if (!value(v) || !parse_u64(v, o.perfetto_max_ops)) return "--perfetto-max-ops needs a number";
         } else if (a == "--baseline") {
@@ -328,6 +335,22 @@ int analyze_main(std::span<char* const> args) {
                 return kExitUsage;
             }
         }
+        // --sqlite: a path it cannot write fails the run (non-zero exit) but not the other outputs.
+        std::unique_ptr<SqliteWriter> sqlite;
+        bool sqlite_failed = false;
+        if (o.sqlite_out) {
+            sqlite = std::make_unique<SqliteWriter>(analysis.topology());
+            if (sqlite->open(*o.sqlite_out)) {
+                analysis.add_listener(sqlite.get());
+            } else {
+                fmt::print(stderr,
+                           "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={} (is its "
+                           "directory there and writable?); the other outputs are still written\n",
+                           *o.sqlite_out, sqlite->error());
+                sqlite.reset();
+                sqlite_failed = true;
+            }
+        }
 
         // --events: a file of our own, or stdout (then in place of the text report).
         std::unique_ptr<EventDump> dump;
@@ -384,6 +407,12 @@ int analyze_main(std::span<char* const> args) {
                            "(--perfetto-max-ops {}): path={}\n",
                            written, written + dropped, o.perfetto_max_ops, *o.perfetto_out);
         }
+        if (sqlite && !sqlite->close(doc, o.dir)) {
+            fmt::print(stderr, "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={}\n",
+                       *o.sqlite_out, sqlite->error());
+            sqlite_failed = true;
+        }
+        ok &= !sqlite_failed;
         if (dump && !dump->finish()) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
             ok = false;
