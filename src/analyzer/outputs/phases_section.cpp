@@ -127,6 +127,8 @@ json ReportBuilder::phases_section(json& findings) const {
                {"delimiter", p.delimiter},
                {"start_ns", p.start_ns - a_.first_ts_},
                {"end_ns", p.end_ns - a_.first_ts_},
+               {"start_unix_ns", p.start_ns},
+               {"end_unix_ns", p.end_ns},
                {"duration_ns", duration},
                {"ops", p.ops},
                {"bytes", std::llround(tx_bytes)},
