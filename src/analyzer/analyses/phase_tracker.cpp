@@ -72,8 +72,12 @@ void PhaseTracker::add(const Operation& op, DataLink link, int64_t trace_start_n
 
 void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count) {
     PhaseSegment* seg = nullptr;
-    if (last_ != nullptr && last_->slot == slot && from >= last_->start_ns && to <= last_->end_ns) {
-        seg = last_;   // the hot path: inside the current segment
+    if (have_last_ && last_->second.slot == slot && from >= last_->first && from <= last_->second.end_ns + gap_ &&
+        (to <= last_->second.end_ns || std::next(last_) == segments_.end() ||
+         std::next(last_)->second.start_ns > to + gap_)) {
+        // The hot path: inside the current segment, or extending its end without reaching the next one.
+        seg = &last_->second;
+        seg->end_ns = std::max(seg->end_ns, to);
     } else {
         // The segments this interval touches (same slot, within the gap) are merged into one.
         PhaseSegment merged{from, to, slot, 0, {}};
@@ -85,8 +89,9 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
             it = segments_.erase(prev);
         }
         const int64_t start = merged.start_ns;
-        seg = &segments_.insert_or_assign(start, std::move(merged)).first->second;
-        last_ = seg;
+        last_ = segments_.insert_or_assign(start, std::move(merged)).first;
+        have_last_ = true;
+        seg = &last_->second;
     }
     if (count) ++seg->ops;
     seg->ports[port_key(link.src, false)].add(bytes, from, to);
@@ -95,7 +100,7 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
 }
 
 void PhaseTracker::bound() {
-    last_ = nullptr;
+    have_last_ = false;
     while (segments_.size() > kMaxSegments) {
         gap_ *= 2;
         for (auto it = segments_.begin(); it != segments_.end();) {

@@ -85,9 +85,10 @@ private:
     PhaseOptions o_;
     int64_t gap_;
     std::map<int64_t, PhaseSegment> segments_;
-    // The segment the previous operation went to: consecutive operations mostly fall inside it (the hot path
-    // is then two hash lookups). Reset whenever segments are erased.
-    PhaseSegment* last_ = nullptr;
+    // The segment the previous operation went to: consecutive operations mostly fall inside it or extend its
+    // end (the hot path is then two hash lookups). Reset whenever segments are erased.
+    std::map<int64_t, PhaseSegment>::iterator last_;
+    bool have_last_ = false;
     std::vector<int64_t> marks_;
     bool marks_dropped_ = false;
 };
