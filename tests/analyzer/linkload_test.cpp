@@ -6,6 +6,8 @@
 //                 rail 0 only (both rails opened): a ring (rank r -> r+1) for 1.4 s from a fabric time set after
 //                 the job's set-up (1.5 s; 9 s in the ASan build), then 0.5 s of many-to-one (ranks 1..3 -> 0).
 //   balanced run  links at 200 Mbit/s, no fault; an all-to-all over both rails for 1.2 s (4 in flight per stream).
+//   phases run    links at 1 Gbit/s, no fault; a ring, an incast and an all-to-all of 0.3 s each, 0.15 s idle
+//                 between them (rail 0, 8 x 256 KiB in flight per stream).
 //
 // Expected, from the design: exactly one gray_link (the slowed link, start and end within kEdgeTolerance of the
 // fault's, slowdown within 10% of 4), one incast (node0/sfab_0, degree 3, starting within kEdgeTolerance of the
@@ -47,6 +49,7 @@ constexpr double kFactor = 4.0;
 constexpr double kRate = 125e6;              // 1 Gbit/s: modest copying work for a 2-core CI machine
 constexpr uint64_t kSize = 262144, kDepth = 8;
 constexpr double kBalancedRate = 25e6;       // 200 Mbit/s x 24 links
+constexpr int64_t kPhaseMs = 300, kIdleMs = 150;   // the phases run: three phases, idle time between them
 // The detectors find gray start and end within a few ms of the fault's and the incast start within 1 ms of the
 // phase on a quiet machine. The tolerances leave room for a loaded CI machine: 25 ms (half a gray window) plus the
 // uncertainty of the fabric clock reading.
@@ -76,7 +79,8 @@ int shell(const std::string& cmd) {
 // Records st-linkload on 4 nodes with `config` and `args`, and analyzes it. A run in which the traced mpirun
 // aborts at exit (lttng-ust's shm assertion in the launcher, a known issue of the tracer in mpirun, see
 // docs/interpose.md) is made again, twice at most.
-Recording record(const std::string& name, const std::string& config, const std::string& args) {
+Recording record(const std::string& name, const std::string& config, const std::string& args,
+                 const std::string& analyze_args = "") {
     Recording r;
     r.dir = fs::temp_directory_path() / ("st-linkload-" + std::to_string(getpid()) + "-" + name);
     const std::string root = getuid() == 0 ? "--allow-run-as-root " : "";
@@ -105,7 +109,7 @@ Recording record(const std::string& name, const std::string& config, const std::
         std::fprintf(stderr, "note: the traced mpirun aborted at exit (lttng-ust shm assertion); recording again\n");
     }
     const std::string json_path = (r.dir / "analysis.json").string();
-    const int rc = shell(std::string(ANALYZER) + " " + (r.dir / "trace").string() + " --quiet --json " + json_path + " 2>" +
+    const int rc = shell(std::string(ANALYZER) + " " + (r.dir / "trace").string() + " --quiet " + analyze_args + " --json " + json_path + " 2>" +
                          (r.dir / "analyze.err").string());
     if (rc != 0) {
         r.problem = "sigmatrace-analyze failed (exit " + std::to_string(rc) + "): " + slurp(r.dir / "analyze.err");
@@ -137,7 +141,7 @@ protected:
         if (!skip_.empty()) GTEST_SKIP() << skip_;
     }
     static void TearDownTestSuite() {
-        for (Recording* r : {gray_.get(), balanced_.get()}) {
+        for (Recording* r : {gray_.get(), balanced_.get(), phased_.get()}) {
             if (!r) continue;
             if (::testing::UnitTest::GetInstance()->Failed()) std::fprintf(stderr, "kept %s for inspection\n", r->dir.c_str());
             else fs::remove_all(r->dir);
@@ -176,12 +180,25 @@ protected:
                 record("balanced", "bandwidth 200Mbit/s\n", "--phase alltoall:1200 --rails-used 2 --depth 4"));
         return *balanced_;
     }
+    // Three designed phases separated by idle time (longer than the drain of the queued WRITEs, 50 ms), analyzed
+    // with the fabric's configured bandwidth as every port's.
+    static const Recording& phased() {
+        if (!phased_)
+            phased_ = std::make_unique<Recording>(record(
+                "phases", "bandwidth 1Gbit/s\n",
+                "--phase ring:" + std::to_string(kPhaseMs) + " --phase idle:" + std::to_string(kIdleMs) +
+                    " --phase incast:" + std::to_string(kPhaseMs) + " --phase idle:" + std::to_string(kIdleMs) +
+                    " --phase alltoall:" + std::to_string(kPhaseMs) + " --rails-used 1 --size " + std::to_string(kSize) +
+                    " --depth " + std::to_string(kDepth),
+                "--port-bandwidth 1Gbit/s"));
+        return *phased_;
+    }
     // The fabric's start in Unix time, and how well it is known.
     static int64_t fabric_start(const Recording& r) { return r.truth["fabric_start_unix_ns"].get<int64_t>(); }
     static int64_t clock_uncertainty(const Recording& r) { return r.truth["fabric_start_uncertainty_ns"].get<int64_t>() / 2; }
 
     static inline std::string skip_;
-    static inline std::unique_ptr<Recording> gray_, balanced_;
+    static inline std::unique_ptr<Recording> gray_, balanced_, phased_;
     static inline int64_t ring_start_ = kRingStartGuess;   // fabric time (ms) the ring phase starts at
 };
 
@@ -442,6 +459,99 @@ TEST_F(LinkFindingsOnTheFabric, FailOnRulesTargetTheFindings) {
     EXPECT_NE(msg.find("FAILED rule 'findings[incast]>0': findings[incast] = 1"), std::string::npos) << msg;
     EXPECT_EQ(shell(std::string(ANALYZER) + " " + (b.dir / "trace").string() + rules + (b.dir / "rules.err").string()), 0)
         << slurp(b.dir / "rules.err");
+}
+
+// Phases: the three designed ones found (the idle time between them is far longer than the 1 ms gap threshold),
+// each with exactly the bytes st-linkload posted in it on every port, the lower bound that the busiest port's
+// designed bytes set at the configured 1 Gbit/s (within 2%), and an efficiency in (0, 1].
+TEST_F(LinkFindingsOnTheFabric, PhasesAreTheDesignedOnesWithTheirLowerBounds) {
+    const Recording& r = phased();
+    REQUIRE_RUN(r);
+    std::vector<std::size_t> designed;   // indexes of the truth's traffic phases
+    for (std::size_t k = 0; k < r.truth["phases"].size(); ++k)
+        if (r.truth["phases"][k]["pattern"] != "idle") designed.push_back(k);
+    ASSERT_EQ(designed.size(), 3u);
+    const json& phases = r.doc["phases"];
+    ASSERT_EQ(phases.size(), designed.size()) << phases.dump(1);
+    for (std::size_t i = 0; i < designed.size(); ++i) {
+        const json& truth = r.truth["phases"][designed[i]];
+        const json& p = phases[i];
+        // Bytes posted in the phase, by port ("node/device tx|rx").
+        std::map<std::string, uint64_t> want;
+        for (const json& t : r.truth["transfers"]) {
+            const uint64_t b = t["bytes_by_phase"][designed[i]].get<uint64_t>();
+            if (b == 0) continue;
+            want[t["src"].get<std::string>() + "/" + t["device"].get<std::string>() + " tx"] += b;
+            want[t["dst"].get<std::string>() + "/" + t["device"].get<std::string>() + " rx"] += b;
+        }
+        std::map<std::string, uint64_t> got;
+        for (const json& port : p["ports"])
+            got[port["node"].get<std::string>() + "/" + port["device"].get<std::string>() + " " +
+                port["direction"].get<std::string>()] = port["bytes"].get<uint64_t>();
+        EXPECT_EQ(got, want) << truth["pattern"];
+        uint64_t busiest = 0;
+        std::string binding;
+        for (const auto& [port, b] : want)
+            if (b > busiest) {
+                busiest = b;
+                binding = port;
+            }
+        const double bound = static_cast<double>(busiest) / kRate * 1e9;
+        const double lower = p["lower_bound_ns"].get<double>(), eff = p["efficiency"].get<double>();
+        std::printf("measured: %s phase: lower bound %.2f ms (designed %.2f ms), duration %.2f ms, efficiency %.3f\n",
+                    truth["pattern"].get<std::string>().c_str(), lower / 1e6, bound / 1e6,
+                    p["duration_ns"].get<double>() / 1e6, eff);
+        EXPECT_NEAR(lower, bound, 0.02 * bound) << truth["pattern"];
+        EXPECT_GT(eff, 0.0);
+        EXPECT_LE(eff, 1.0);
+        EXPECT_EQ(p["bandwidth_source"], "configured");
+        EXPECT_EQ(p["delimiter"], "gap");
+        // The phase starts with its first WRITE, within the edge tolerance of the schedule.
+        EXPECT_NEAR(p["start_unix_ns"].get<double>(), truth["begin_unix_ns"].get<double>(), static_cast<double>(kEdgeTolerance));
+        if (truth["pattern"] == "incast") {
+            EXPECT_EQ(p["binding_port"], (json{{"node", "node0"}, {"device", "sfab_0"}, {"direction", "rx"}}));
+        }
+        // The fabric shapes each directed link, not each port (docs/softfabric.md, "Link model"): a ring's port
+        // carries one link and runs near the bound; the incast's receiver and the all-to-all's ports carry 3
+        // links at the rate each, faster than a port bound of 1 Gbit/s, which the phase says.
+        if (truth["pattern"] == "ring") {
+            EXPECT_GT(eff, 0.9);
+            EXPECT_FALSE(p["faster_than_bound"].get<bool>());
+        } else {
+            EXPECT_EQ(eff, 1.0);
+            EXPECT_TRUE(p["faster_than_bound"].get<bool>());
+        }
+    }
+    EXPECT_TRUE(findings(r.doc, "phase_inefficiency").empty()) << r.doc["findings"].dump(1);
+}
+
+// The same trace against a port bandwidth 4x the fabric's link rate and an efficiency threshold of 0.8: every
+// phase runs below it (the ring at a quarter of its bound, the others at three quarters: 3 links per port), a
+// phase_inefficiency finding each, with the efficiency the 1 Gbit/s bound gives over 4; the many-to-one phase's
+// names the incast on its receiver.
+TEST_F(LinkFindingsOnTheFabric, PhaseFarFromItsBoundIsAFinding) {
+    const Recording& r = phased();
+    REQUIRE_RUN(r);
+    const std::string json_path = (r.dir / "analysis4x.json").string();
+    ASSERT_EQ(shell(std::string(ANALYZER) + " " + (r.dir / "trace").string() +
+                    " --quiet --port-bandwidth 4Gbit/s --phase-efficiency 0.8 --json " + json_path),
+              0);
+    const json doc = json::parse(slurp(json_path));
+    const std::vector<json> found = findings(doc, "phase_inefficiency");
+    ASSERT_EQ(found.size(), 3u) << doc["findings"].dump(1);
+    for (std::size_t i = 0; i < found.size(); ++i) {
+        const json& e = found[i]["evidence"];
+        const json& at1g = r.doc["phases"][i];
+        EXPECT_EQ(e["phase"], i);
+        EXPECT_EQ(e["binding_port"], at1g["binding_port"]);
+        const double want = at1g["lower_bound_ns"].get<double>() / 4 / at1g["duration_ns"].get<double>();
+        EXPECT_NEAR(e["efficiency"].get<double>(), want, 1e-6);
+        EXPECT_NEAR(e["efficiency"].get<double>(), i == 0 ? 0.25 : 0.75, 0.05);
+        bool incast = false;
+        for (const json& c : e["causes"])
+            incast |= c["kind"] == "incast" && c["receiver"] == json{{"node", "node0"}, {"device", "sfab_0"}};
+        EXPECT_EQ(incast, i == 1) << e["causes"].dump();
+    }
 }
 
 }  // namespace

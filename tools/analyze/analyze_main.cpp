@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -82,6 +83,13 @@ analysis:
   --incast-min-bytes B         incast: transfers counted from this size (default 1KiB)
   --incast-min-duration T      incast: reported from this duration (default 2ms)
   --window T|off               timeline windows' length (default: the trace's length / 128..256), or none
+  --phase-split SPEC           phases: auto (default: barrier epochs, else idle gaps of 1ms), gap:T (idle gaps
+                               longer than T), T1,T2,... (cut at these times after the trace's start: 1.5s,3s),
+                               opcode:NAME (each operation of NAME starts a phase: opcode:SEND_WITH_IMM), or off
+  --port-bandwidth [DEV=]RATE  phases: a port's bandwidth (100Gbit/s, 12.5GB/s; units bit/s B/s with k M G T);
+                               DEV is a device (mlx5_0) or node/device; repeatable (default: each port's observed peak)
+  --phase-efficiency F         phase_inefficiency below F of the lower bound (default 0.5)
+  --phase-min-bytes B          phase_inefficiency for phases that moved at least B (default 1MiB)
 )";
 
 struct CliOptions {
@@ -134,6 +142,70 @@ bool parse_bytes(std::string_view s, uint64_t& out) {
     return true;
 }
 bool parse_fraction(std::string_view s, double& out) { return parse_double(s, out) && out > 0.0 && out <= 1.0; }
+
+// "100Gbit/s", "12.5GB/s", "800Mbit/s": decimal prefixes, bits or bytes per second; out in bytes per second.
+bool parse_rate(std::string_view s, double& out) {
+    double unit = 0.0;
+    for (auto [sfx, f] : {std::pair{"bit/s", 0.125}, std::pair{"B/s", 1.0}})
+        if (s.ends_with(sfx)) {
+            s.remove_suffix(std::string_view(sfx).size());
+            unit = f;
+            break;
+        }
+    if (unit == 0.0) return false;
+    for (auto [pfx, f] : {std::pair{'k', 1e3}, std::pair{'K', 1e3}, std::pair{'M', 1e6}, std::pair{'G', 1e9}, std::pair{'T', 1e12}})
+        if (!s.empty() && s.back() == pfx) {
+            s.remove_suffix(1);
+            unit *= f;
+            break;
+        }
+    double v = 0.0;
+    if (!parse_double(s, v) || !(v > 0.0) || !std::isfinite(v)) return false;
+    out = v * unit;
+    return true;
+}
+
+// --phase-split: see the usage text.
+std::string parse_phase_split(std::string_view v, PhaseOptions& p) {
+    p.enabled = true;
+    p.times_ns.clear();
+    if (v == "off") {
+        p.enabled = false;
+    } else if (v == "auto") {
+        p.split = PhaseOptions::Split::Auto;
+    } else if (v.starts_with("gap:")) {
+        if (!parse_duration_ns(v.substr(4), p.gap_ns) || p.gap_ns > kMaxWindowNs)
+            return fmt::format("--phase-split: '{}' is not a gap; give gap:T with T between 1ns and 1h (gap:5ms)", v);
+        p.split = PhaseOptions::Split::Gap;
+    } else if (v.starts_with("opcode:")) {
+        const std::string_view name = v.substr(7);
+        for (int code = 0; code < 256; ++code)
+            if (opcode_name(static_cast<uint8_t>(code)) == name) {
+                p.opcode = static_cast<uint8_t>(code);
+                p.split = PhaseOptions::Split::Opcode;
+                return "";
+            }
+        return fmt::format("--phase-split: unknown opcode '{}' (RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, "
+                           "RDMA_READ, ...)", name);
+    } else {
+        while (!v.empty()) {
+            const std::size_t comma = v.find(',');
+            const std::string_view item = v.substr(0, comma);
+            int64_t t = 0;
+            if (!parse_duration_ns(item, t) || t > kMaxWindowNs * 24)
+                return fmt::format("--phase-split: '{}' is not a time after the trace's start (1.5s); the split is auto, "
+                                   "off, gap:T, opcode:NAME or times T1,T2,...", item);
+            if (!p.times_ns.empty() && t <= p.times_ns.back())
+                return fmt::format("--phase-split: times must increase, '{}' does not", item);
+            p.times_ns.push_back(t);
+            v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+            if (comma != std::string_view::npos && v.empty()) return "--phase-split: a time is missing after the last ','";
+        }
+        if (p.times_ns.empty()) return "--phase-split needs auto, off, gap:T, opcode:NAME or times T1,T2,...";
+        p.split = PhaseOptions::Split::Times;
+    }
+    return "";
+}
 
 // Returns an error message, or "" when the command line is valid.
 std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
@@ -223,6 +295,28 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
                 if (o.analysis.windows.window_ns < 1000 || o.analysis.windows.window_ns > kMaxWindowNs)
                     return "--window must be between 1us and 1h";
             }
+        } else if (a == "--phase-split") {
+            if (!value(v)) return "--phase-split needs auto, off, gap:T, opcode:NAME or times T1,T2,...";
+            if (std::string err = parse_phase_split(v, o.analysis.phases); !err.empty()) return err;
+        } else if (a == "--port-bandwidth") {
+            if (!value(v)) return "--port-bandwidth needs a rate (100Gbit/s) or DEV=RATE";
+            const std::string_view sv(v);
+            const std::size_t eq = sv.find('=');
+            double bps = 0.0;
+            if (!parse_rate(eq == std::string_view::npos ? sv : sv.substr(eq + 1), bps))
+                return fmt::format("--port-bandwidth: '{}' is not a rate; give RATE or DEV=RATE with RATE like 100Gbit/s "
+                                   "or 12.5GB/s", v);
+            if (eq == std::string_view::npos)
+                o.analysis.phases.port_bytes_per_s = bps;
+            else if (eq == 0)
+                return fmt::format("--port-bandwidth: '{}' names no device before '='", v);
+            else
+                o.analysis.phases.device_bytes_per_s.emplace_back(std::string(sv.substr(0, eq)), bps);
+        } else if (a == "--phase-efficiency") {
+            if (!value(v) || !parse_fraction(v, o.analysis.phases.efficiency_threshold))
+                return "--phase-efficiency needs a number in (0, 1]";
+        } else if (a == "--phase-min-bytes") {
+            if (!value(v) || !parse_bytes(v, o.analysis.phases.finding_min_bytes)) return "--phase-min-bytes needs a size (1MiB)";
         } else if (a == "--incast-senders") {
             uint64_t n = 0;
             if (!value(v) || !parse_u64(v, n) || n < 2 || n > 1000000) return "--incast-senders needs a count >= 2";

@@ -15,7 +15,8 @@ Analysis::Analysis(AnalysisOptions options)
       barriers_(options_.barrier),
       gray_(options_.gray),
       incast_(options_.incast, topo_),
-      windows_(options_.windows) {}
+      windows_(options_.windows),
+      phases_(options_.phases) {}
 
 void Analysis::on_event(const DecodedEvent& ev) {
     if (ev.id >= EventId::count_) {
@@ -140,13 +141,14 @@ void Analysis::on_operation(const Operation& op) {
     traffic_.add(op);
     barriers_.add(op, topo_.qp(op.qp));
     if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
-        !op.is_recv() && (large || windows_.enabled())) {
+        !op.is_recv() && (large || windows_.enabled() || phases_.enabled())) {
         const DataLink link = data_link_of(op, topo_);
         if (large) {
             gray_.add(op, link);
             incast_.add(op, link);
         }
         windows_.add(op, link);
+        phases_.add(op, link, first_ts_);
     }
     if (windows_.enabled()) outstanding_.add(op);
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {

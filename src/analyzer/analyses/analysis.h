@@ -18,6 +18,7 @@
 #include "analyzer/analyses/incast_detector.h"
 #include "analyzer/analyses/op_reconstruction.h"
 #include "analyzer/analyses/outstanding.h"
+#include "analyzer/analyses/phase_tracker.h"
 #include "analyzer/analyses/statistics.h"
 #include "analyzer/analyses/time_windows.h"
 #include "analyzer/analyses/topology.h"
@@ -34,6 +35,7 @@ struct AnalysisOptions {
     GrayLinkOptions gray;                  // gray_link (gray_link_detector.h)
     IncastOptions incast;                  // incast (incast_detector.h)
     WindowOptions windows;                 // timeline windows and outstanding work (time_windows.h, outstanding.h)
+    PhaseOptions phases;                   // communication phases (phase_tracker.h)
 };
 
 // A loss reported by the trace itself (lttng ring buffer full): events or whole packets discarded.
@@ -100,6 +102,7 @@ private:
     GrayLinkDetector gray_;
     IncastDetector incast_;
     TimeWindows windows_;
+    PhaseTracker phases_;
     Outstanding outstanding_;
     GrayLinkResult gray_result_;      // filled by finish()
     IncastResult incast_result_;

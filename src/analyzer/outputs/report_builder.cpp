@@ -52,14 +52,14 @@ std::string hex(uint64_t v) { return fmt::format("0x{:x}", v); }
 // Severity order for sorting findings: errors first.
 int severity_rank(const std::string& s) { return s == "error" ? 0 : s == "warning" ? 1 : 2; }
 
+}  // namespace
+
 json finding(std::string kind, std::string severity, std::string summary, json evidence) {
     return json{{"kind", std::move(kind)},
                 {"severity", std::move(severity)},
                 {"summary", std::move(summary)},
                 {"evidence", std::move(evidence)}};
 }
-
-}  // namespace
 
 json latency_json(const OpAggregate& agg) { return quantiles_json(agg.latency_ns); }
 
@@ -438,6 +438,10 @@ json ReportBuilder::barriers_section(json& findings) const {
                              {"epochs", w.epochs},
                              {"incomplete_epochs", w.incomplete},
                              {"spread_ns", quantiles_json(w.spread_ns)}});
+        if (w.epochs >= 2 && (barrier_bounds_.empty() || w.samples.size() > barrier_bounds_.size())) {
+            barrier_bounds_.clear();
+            for (const EpochSample& e : w.samples) barrier_bounds_.push_back(e.first_ts);
+        }
         for (const EpochSample& e : w.samples)
             samples.push_back(json::array({e.first_ts - a_.first_ts_, e.spread_ns, proc_ref(e.last)["rank"]}));
     }
@@ -507,6 +511,7 @@ json ReportBuilder::options_section() const {
                 {"incast", {{"window_ns", o.incast.window_ns}, {"senders", o.incast.min_senders},
                             {"share", o.incast.share}, {"min_bytes", o.incast.min_bytes},
                             {"min_duration_ns", o.incast.min_duration_ns}}},
+                {"phases", phases_options()},
                 {"window", {{"enabled", o.windows.enabled},
                             {"window_ns", o.windows.window_ns > 0 ? json(o.windows.window_ns) : json("auto")}}}};
 }
@@ -850,6 +855,8 @@ json ReportBuilder::build() const {
     if (a_.windows_.enabled()) doc["timeline"] = timeline_section();
     json findings = json::array();
     doc["barriers"] = barriers_section(findings);
+    // After the barriers: their epochs delimit the phases.
+    if (a_.phases_.enabled()) doc["phases"] = phases_section(findings);
     add_findings(doc, findings);
     std::stable_sort(findings.begin(), findings.end(), [](const json& x, const json& y) {
         return severity_rank(x["severity"].get<std::string>()) < severity_rank(y["severity"].get<std::string>());

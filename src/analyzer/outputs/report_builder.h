@@ -23,6 +23,9 @@ inline constexpr const char* kAnalysisSchema = "sigmatrace.analysis/2";
 // Earlier versions a --baseline may be: the paths rules compare exist in both.
 inline constexpr const char* kAnalysisSchemaV1 = "sigmatrace.analysis/1";
 
+// {kind, severity, summary, evidence}: one entry of the document's findings.
+nlohmann::json finding(std::string kind, std::string severity, std::string summary, nlohmann::json evidence);
+
 // "RDMA_WRITE", "RECV", ...: the contract's opcode names.
 std::string opcode_name(uint8_t code);
 
@@ -46,6 +49,8 @@ private:
     nlohmann::json links_section() const;
     nlohmann::json options_section() const;
     nlohmann::json timeline_section() const;            // timeline_section.cpp
+    nlohmann::json phases_section(nlohmann::json& findings) const;   // phases_section.cpp
+    nlohmann::json phases_options() const;                            // phases_section.cpp
     nlohmann::json outstanding_json(QpId q) const;      // qps[].outstanding, null when none
     void add_gray_link_findings(nlohmann::json& findings) const;
     void add_incast_findings(nlohmann::json& findings) const;
@@ -79,6 +84,9 @@ private:
     std::vector<NodeId> trace_nodes() const;
 
     const Analysis& a_;
+    // The start of each epoch of the barrier word with the most sampled epochs: filled by barriers_section(),
+    // read by phases_section() (the barrier detector can be finished only once).
+    mutable std::vector<int64_t> barrier_bounds_;
 };
 
 // {p50, p99, max} (ns, integers) of an aggregate's latency, nulls when it has no completed operation.

@@ -172,6 +172,37 @@ std::string render_text_report(const json& doc) {
         section(out, "Barriers: none detected");
     }
 
+    if (doc.contains("phases") && !doc["phases"].empty()) {
+        const json& phases = doc["phases"];
+        section(out, fmt::format("Phases: {} (lower bound: the busiest port's bytes over its bandwidth)", phases.size()));
+        out += fmt::format("  {:>4} {:<8}{:>11}{:>11}{:>12}{:>11}{:>6}  {}\n", "#", "by", "start", "duration", "bytes",
+                           "bound", "eff", "binding port (bandwidth)");
+        std::size_t shown_phases = 0;
+        for (const auto& p : phases) {
+            if (shown_phases++ == kMaxRows) {
+                out += fmt::format("  ... {} more in the JSON output\n", phases.size() - kMaxRows);
+                break;
+            }
+            const json& bp = p["binding_port"];
+            const std::string port =
+                bp.is_null() ? std::string("-")
+                             : fmt::format("{}/{} {} ({} {}/s)", bp["node"].is_null() ? "?" : bp["node"].get<std::string>(),
+                                           bp["device"].is_null() ? "?" : bp["device"].get<std::string>(),
+                                           bp["direction"].get<std::string>(),
+                                           p["bandwidth_source"].is_null() ? "" : p["bandwidth_source"].get<std::string>(),
+                                           p["bandwidth_bytes_per_s"].is_null()
+                                               ? std::string("-")
+                                               : format_bytes(p["bandwidth_bytes_per_s"].get<double>()));
+            out += fmt::format("  {:>4} {:<8}{:>11}{:>11}{:>12}{:>11}{:>6}  {}\n", p["index"].get<uint64_t>(),
+                               p["delimiter"].get<std::string>(), format_ns(p["start_ns"].get<double>()),
+                               format_ns(p["duration_ns"].get<double>()), format_bytes(p["bytes"].get<double>()),
+                               ns_or_dash(p["lower_bound_ns"]),
+                               p["efficiency"].is_null() ? std::string("-")
+                                                         : fmt::format("{:.0f}%", p["efficiency"].get<double>() * 100.0),
+                               port);
+        }
+    }
+
     section(out, "Processes");
     out += fmt::format("  {:<26}{:>8}{:>12}{:>12}{:>8}{:>11}{:>11}\n", "process", "pid", "ops", "bytes", "errors", "p50",
                        "p99");

@@ -13,7 +13,8 @@
 //
 // MPI (over shared memory, never RDMA: run it with --mca btl self,vader) only exchanges the connection data.
 // Rank 0 writes the ground truth (--truth FILE, JSON): the phases in Unix time, the fabric's start, and the bytes
-// every rank wrote per destination and rail. Exit 0 when every WRITE completed successfully.
+// every rank wrote per destination and rail, in all and by the phase the WRITEs were posted in. Exit 0 when every
+// WRITE completed successfully.
 //
 //   mpirun -np 4 --mca btl self,vader --mca pml ob1 sigmatrace fabric --node rank --rails 2 --config gray.conf --
 //       st-linkload --start-at-fabric 1000 --phase ring:1400 --phase incast:500 --rails-used 1 --truth truth.json
@@ -261,6 +262,7 @@ public:
             if (list) ibv_free_device_list(list);
             // One QP per (peer, used rail); streams[p * used + u].
             streams_.resize(static_cast<size_t>(size_ * used_));
+            for (Stream& s : streams_) s.phase_bytes.assign(o_.phases.size(), 0);
             for (int p = 0; p < size_; ++p) {
                 if (p == rank_) continue;
                 for (int u = 0; u < used_; ++u) {
@@ -306,7 +308,7 @@ public:
             for (size_t i : active) {
                 Stream& s = streams_[i];
                 while (s.outstanding < o_.depth) {
-                    post(s, i);
+                    post(s, i, phase);
                     ++outstanding;
                     busy = true;
                 }
@@ -320,10 +322,12 @@ public:
                         std::fprintf(stderr, "st-linkload: rank %d: completion error %s\n", rank_, ibv_wc_status_str(wc[k].status));
                         MPI_Abort(MPI_COMM_WORLD, 1);
                     }
-                    Stream& s = streams_[wc[k].wr_id];
+                    // wr_id: the stream's index, the phase it was posted in above bit 32.
+                    Stream& s = streams_[wc[k].wr_id & 0xffffffffu];
                     --s.outstanding;
                     --outstanding;
                     s.bytes += o_.size;
+                    s.phase_bytes[wc[k].wr_id >> 32] += o_.size;
                     ++s.ops;
                     busy = true;
                 }
@@ -339,11 +343,15 @@ public:
 
     // Rank 0: the ground truth, with everyone's per-stream bytes.
     void write_truth(int64_t t0, int64_t fabric_start_mono, int64_t uncertainty) {
-        std::vector<uint64_t> mine(static_cast<size_t>(kMaxRanks * kMaxRails * 2), 0);
+        // Per (peer, rail): bytes, ops, then the bytes posted in each phase.
+        const size_t phases = o_.phases.size(), stride = 2 + phases;
+        std::vector<uint64_t> mine(static_cast<size_t>(kMaxRanks * kMaxRails) * stride, 0);
         for (const Stream& s : streams_)
             if (s.qp) {
-                mine[static_cast<size_t>((s.peer * kMaxRails + s.rail) * 2)] = s.bytes;
-                mine[static_cast<size_t>((s.peer * kMaxRails + s.rail) * 2 + 1)] = s.ops;
+                const size_t at = static_cast<size_t>(s.peer * kMaxRails + s.rail) * stride;
+                mine[at] = s.bytes;
+                mine[at + 1] = s.ops;
+                for (size_t k = 0; k < phases; ++k) mine[at + 2 + k] = s.phase_bytes[k];
             }
         std::vector<uint64_t> all(rank_ == 0 ? mine.size() * static_cast<size_t>(size_) : 0);
         MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(), static_cast<int>(mine.size()),
@@ -373,11 +381,15 @@ public:
         for (int src = 0; src < size_; ++src)
             for (int dst = 0; dst < size_; ++dst)
                 for (int u = 0; u < used_; ++u) {
-                    const size_t at = mine.size() * static_cast<size_t>(src) + static_cast<size_t>((dst * kMaxRails + u) * 2);
+                    const size_t at = mine.size() * static_cast<size_t>(src) + static_cast<size_t>(dst * kMaxRails + u) * stride;
                     if (all[at + 1] == 0) continue;
-                    std::fprintf(f, "%s\n  {\"src\": \"%s\", \"dst\": \"%s\", \"device\": \"sfab_%d\", \"bytes\": %llu, \"ops\": %llu}",
+                    std::fprintf(f, "%s\n  {\"src\": \"%s\", \"dst\": \"%s\", \"device\": \"sfab_%d\", \"bytes\": %llu, \"ops\": %llu, "
+                                    "\"bytes_by_phase\": [",
                                  first ? "" : ",", all_[static_cast<size_t>(src)].node, all_[static_cast<size_t>(dst)].node, u,
                                  static_cast<unsigned long long>(all[at]), static_cast<unsigned long long>(all[at + 1]));
+                    for (size_t k = 0; k < phases; ++k)
+                        std::fprintf(f, "%s%llu", k ? ", " : "", static_cast<unsigned long long>(all[at + 2 + k]));
+                    std::fprintf(f, "]}");
                     first = false;
                 }
         std::fprintf(f, "]}\n");
@@ -423,6 +435,7 @@ private:
         uint32_t outstanding = 0;
         uint64_t bytes = 0;
         uint64_t ops = 0;
+        std::vector<uint64_t> phase_bytes;   // completed bytes by the phase they were posted in
     };
 
     Stream& stream(int peer, int rail) { return streams_[static_cast<size_t>(peer * used_ + rail)]; }
@@ -454,12 +467,12 @@ private:
                           {.port = kPort});
     }
 
-    void post(Stream& s, size_t index) {
+    void post(Stream& s, size_t index, size_t phase) {
         const Rail& r = nics_[static_cast<size_t>(s.rail)];
         const DevInfo& remote = all_[static_cast<size_t>(s.peer)].dev[s.rail];
         ibv_sge sge{reinterpret_cast<uint64_t>(send_.data()), o_.size, r.send_mr->lkey};
         ibv_send_wr wr{};
-        wr.wr_id = index;
+        wr.wr_id = index | static_cast<uint64_t>(phase) << 32;
         wr.sg_list = &sge;
         wr.num_sge = 1;
         wr.opcode = IBV_WR_RDMA_WRITE;

@@ -1,0 +1,139 @@
+// Communication phases (docs/analyzer.md, "Phases"): the trace's data traffic cut into phases, each summarised
+// by the bytes every NIC port sent and received, from which the report derives the phase's lower bound (the
+// busiest port's bytes over its bandwidth) and efficiency (lower bound over the phase's duration).
+//
+// What is kept while reading is a set of segments: maximal runs of traffic, per split slot, in which no idle gap
+// longer than the gap threshold separates two operations' in-flight intervals. An operation's interval is
+// [post, completion]. Segments are merged as operations arrive in any order; memory is at most kMaxSegments
+// segments of per-port tallies (when more would be needed the gap threshold doubles and neighbours merge), never
+// proportional to the operations. Phases are built from the segments at the end: one per segment (gap split),
+// one per slot (time split), or the segments grouped by boundary times (barrier epochs, operations of one
+// opcode), a segment going to the phase in which it starts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analyzer/analyses/data_link.h"
+#include "analyzer/analyses/model.h"
+
+namespace sigmatrace::analyzer {
+
+struct PhaseOptions {
+    enum class Split { Auto, Gap, Times, Opcode };
+    bool enabled = true;                 // --phase-split off disables them
+    Split split = Split::Auto;           // Auto: barrier epochs when a barrier is detected, idle gaps otherwise
+    int64_t gap_ns = 1'000'000;          // an idle gap longer than this ends a segment (gap:T)
+    std::vector<int64_t> times_ns;       // Times: cut points, ns after the trace's start, ascending
+    uint8_t opcode = 0;                  // Opcode: the post of each operation of this opcode starts a phase
+    double port_bytes_per_s = 0.0;       // --port-bandwidth RATE; 0: each port's observed peak
+    std::vector<std::pair<std::string, double>> device_bytes_per_s;   // "node/dev" or "dev" -> bytes/s
+    double efficiency_threshold = 0.5;   // phase_inefficiency below this
+    uint64_t finding_min_bytes = 1 << 20;   // phase_inefficiency only for phases that moved this much
+    double straggler_share = 0.25;       // straggler: last byte later than the other ports' by this share of the phase
+};
+
+// One NIC port in one direction: the key is the device id shifted left once, the low bit set for receive.
+inline uint64_t port_key(DevId dev, bool rx) { return static_cast<uint64_t>(dev) << 1 | (rx ? 1u : 0u); }
+inline DevId port_dev(uint64_t key) { return static_cast<DevId>(key >> 1); }
+inline bool port_rx(uint64_t key) { return (key & 1u) != 0; }
+
+struct PortTally {
+    double bytes = 0.0;
+    int64_t first_ns = 0;   // earliest post of its operations
+    int64_t last_ns = 0;    // latest completion
+    void add(double b, int64_t from, int64_t to);
+    void merge(const PortTally& o);
+};
+
+struct PhaseSegment {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    uint32_t slot = 0;   // time split: the cut interval; 0 otherwise
+    uint64_t ops = 0;
+    std::unordered_map<uint64_t, PortTally> ports;   // port_key()
+    void merge(PhaseSegment&& o);
+};
+
+class PhaseTracker {
+public:
+    static constexpr std::size_t kMaxSegments = 4096;
+    static constexpr std::size_t kMaxMarks = 65536;
+
+    explicit PhaseTracker(PhaseOptions o) : o_(std::move(o)), gap_(o_.gap_ns) {}
+
+    bool enabled() const { return o_.enabled; }
+    // A send-side operation and its link; others are ignored. `trace_start_ns` is the trace's start as known
+    // when the operation arrives (time split only: its cut points are relative to it).
+    void add(const Operation& op, DataLink link, int64_t trace_start_ns);
+
+    const PhaseOptions& options() const { return o_; }
+    int64_t gap_ns() const { return gap_; }   // the threshold used (doubled when segments would exceed the bound)
+    const std::map<int64_t, PhaseSegment>& segments() const { return segments_; }   // by start
+    const std::vector<int64_t>& marks() const { return marks_; }   // opcode split: the posts that start a phase
+    bool marks_dropped() const { return marks_dropped_; }
+
+private:
+    void insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count);
+    void bound();
+
+    PhaseOptions o_;
+    int64_t gap_;
+    std::map<int64_t, PhaseSegment> segments_;
+    // The segment the previous operation went to: consecutive operations mostly fall inside it or extend its
+    // end (the hot path is then two hash lookups). Reset whenever segments are erased.
+    std::map<int64_t, PhaseSegment>::iterator last_;
+    bool have_last_ = false;
+    std::vector<int64_t> marks_;
+    bool marks_dropped_ = false;
+};
+
+// A phase as reported: segments grouped, with its delimiter ("gap", "time", "barrier", "opcode", "trace").
+struct Phase {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    uint64_t ops = 0;
+    std::string delimiter;
+    std::map<uint64_t, PortTally> ports;
+};
+
+// Groups the segments into phases. `boundaries` (absolute ns, ascending) are used for the barrier and opcode
+// splits: a segment goes to the phase of the last boundary at or before its start.
+std::vector<Phase> build_phases(const PhaseTracker& t, const std::vector<int64_t>& boundaries, const char* delimiter);
+
+// Each port's observed peak in bytes/s: the highest rate it reached over any segment (its bytes over the time
+// from its first post to its last completion there). Never below its rate in a phase, which holds whole segments.
+std::map<uint64_t, double> observed_peaks(const PhaseTracker& t);
+
+struct PhaseBound {
+    double lower_bound_ns = 0.0;   // 0 when no port has a bandwidth
+    uint64_t binding = 0;          // port_key() of the port that sets it
+    double bytes_per_s = 0.0;      // that port's bandwidth
+};
+// The lower bound of a phase: the maximum over its ports of bytes / bandwidth(port) (bytes/s, <= 0: unknown).
+template <class Bandwidth>
+PhaseBound lower_bound(const Phase& p, Bandwidth&& bandwidth) {
+    PhaseBound b;
+    for (const auto& [key, tally] : p.ports) {
+        const double bps = bandwidth(key);
+        if (!(bps > 0)) continue;
+        const double ns = tally.bytes * 1e9 / bps;
+        if (ns > b.lower_bound_ns) b = {ns, key, bps};
+    }
+    return b;
+}
+
+struct Straggler {
+    uint64_t port = 0;
+    int64_t late_ns = 0;   // its last byte after the next latest port's of the same direction
+};
+// A port of direction `rx` whose last byte ends more than `share` of the phase's duration after every other
+// port's of that direction (at least two of them).
+std::optional<Straggler> straggler_of(const Phase& p, bool rx, double share);
+
+}  // namespace sigmatrace::analyzer
