@@ -5,6 +5,8 @@
 # event_fuzzer.cpp, the decoded-event layer, corpus tests/analyzer/fuzz/corpus; `ctf`: ctf_fuzzer.cpp, the whole
 # reading path from CTF bytes (precheck, the direct reader, guarded read, analysis), corpus tests/analyzer/fuzz/ctf_corpus.
 # Exit status 77 (skip) when clang++ or libFuzzer is not installed (Debian: clang-14, libclang-rt-14-dev).
+# SIGMATRACE_ANALYZER_GENERATED: the build's generated analyzer sources (src/analyzer/outputs in the build tree:
+# the protobuf code of the Perfetto timeline), which the ctest entries set.
 set -euo pipefail
 src=$(cd "$1" && pwd); work=$2; seconds=${3:-20}; target=${4:-event}
 cxx=${SIGMATRACE_FUZZ_CXX:-}
@@ -19,7 +21,11 @@ sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/analyses/*.cpp "$a
 for f in "$a"/decode/*.cpp; do
   [[ " ${bt2_decode[*]} " == *" $(basename "$f" .cpp) "* ]] || sources+=("$f")
 done
-corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt); limits=(-timeout=10 -max_len=4096)
+gen=${SIGMATRACE_ANALYZER_GENERATED:?set it to the build tree's src/analyzer/outputs (generated protobuf code)}
+sources+=("$gen"/*.pb.cc)
+read -ra pb_libs <<<"$(pkg-config --libs protobuf)"
+corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt -lsqlite3 "${pb_libs[@]}")
+limits=(-timeout=10 -max_len=4096)
 read -ra bt_cflags <<<"$(pkg-config --cflags babeltrace2 2>/dev/null || true)"
 if [[ $target == ctf ]]; then
   for f in "${bt2_decode[@]}"; do sources+=("$a/decode/$f.cpp"); done
@@ -47,7 +53,7 @@ if [[ ${#stale[@]} -gt 0 || $relink == 1 ]]; then
   echo "building $bin with $cxx (${#stale[@]} objects to compile)"
   rm -f "$work/build.log"
   flags=(-std=c++20 -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-         -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" "${bt_cflags[@]}")
+         -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" -isystem "$gen" "${bt_cflags[@]}")
   # Two compilers at a time (the machine has two cores), then one link.
   # sh -c 'SCRIPT' CXX OBJDIR FLAGS...: $0 is the compiler, $1 the object directory, the rest the flags.
   if { [[ ${#stale[@]} -gt 0 ]] && ! printf '%s\n' "${stale[@]}" | xargs -P "${SIGMATRACE_JOBS:-2}" -I{} sh -c \
