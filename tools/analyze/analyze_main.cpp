@@ -18,6 +18,7 @@
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/event_dump.h"
 #include "analyzer/outputs/html_report.h"
+#include "common/install_layout.h"
 #include "analyzer/outputs/perfetto_writer.h"
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/outputs/report_builder.h"
@@ -358,7 +359,7 @@ int analyze_main(std::span<char* const> args) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
             ok = false;
         }
-        if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
+        if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc, load_charting_library(InstallLayout::from_self().data_dir())), "HTML report");
         const bool json_to_stdout = o.json_out && *o.json_out == "-";
         const bool events_to_stdout = o.events_out && *o.events_out == "-";
         if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
