@@ -6,7 +6,7 @@
 #   lib/sigmatrace/bt2-plugins/                       Babeltrace2 plugin (babeltrace2 --plugin-path=...)
 #   lib/sigmatrace/softfabric/                        software fabric provider (+ its mlx5dv stand-in)
 #   libexec/sigmatrace/                               workloads the demo and tests run
-#   share/sigmatrace/                                 fabric configurations, demo inputs
+#   share/sigmatrace/                                 fabric configurations, demo inputs, echarts.min.js (HTML report)
 #
 # These relative paths are also compiled into the tools (see tools/common/install_layout.h).
 set(SIGMATRACE_INSTALL_BINDIR bin)

@@ -32,6 +32,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   util-linux procps python3 jq
   ucx-utils qperf python3-pyverbs
+  chromium
 )
 
 install_packages() {

@@ -297,7 +297,7 @@ TEST(ReorderStage, LateEventsAreReportedInTheAnalysis) {
     EXPECT_EQ((*late)["severity"], "warning");   // its WRs never completed: the late processing may matter
     EXPECT_NE(render_text_report(doc).find("(0 discarded, 1 out of capture order)"), std::string::npos)
         << render_text_report(doc);
-    EXPECT_NE(render_html_report(doc).find("<b>1</b> out of capture order"), std::string::npos);
+    EXPECT_NE(render_html_report(doc, std::nullopt).find("<b>1</b> out of capture order"), std::string::npos);
     std::string error;
     const auto rule = parse_rule("late>0", error);
     ASSERT_TRUE(rule) << error;

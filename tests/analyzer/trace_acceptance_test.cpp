@@ -287,9 +287,12 @@ TEST_F(TraceTest, PerfettoTimelineAndHtmlReport) {
     std::ifstream h(tmp_ / "r.html");
     std::stringstream html;
     html << h.rdbuf();
-    EXPECT_NE(html.str().find("<svg"), std::string::npos);
+    // One offline file: the charting library and the data inline, no external resource.
+    EXPECT_NE(html.str().find("id=\"sigmatrace-data\""), std::string::npos);
+    EXPECT_NE(html.str().find("data-chart=\"matrix\""), std::string::npos);
     EXPECT_NE(html.str().find("RDMA_WRITE"), std::string::npos);
-    EXPECT_EQ(html.str().find("<script"), std::string::npos);  // self-contained, static
+    EXPECT_EQ(html.str().find("<script src"), std::string::npos);
+    EXPECT_EQ(html.str().find("Charts are not shown"), std::string::npos);
 }
 
 TEST_F(TraceTest, RegressionModeAgainstABaseline) {

@@ -21,6 +21,7 @@
 #include "analyzer/outputs/event_dump.h"
 #include "analyzer/outputs/html_report.h"
 #include "analyzer/outputs/perfetto_proto_writer.h"
+#include "common/install_layout.h"
 #include "analyzer/outputs/perfetto_writer.h"
 #include "analyzer/outputs/sqlite_writer.h"
 #include "analyzer/decode/read_guard.h"
@@ -511,7 +512,7 @@ int analyze_main(std::span<char* const> args) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot write the events: path={}\n", *o.events_out);
             ok = false;
         }
-        if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc), "HTML report");
+        if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc, load_charting_library(InstallLayout::from_self().data_dir())), "HTML report");
         const bool json_to_stdout = o.json_out && *o.json_out == "-";
         const bool events_to_stdout = o.events_out && *o.events_out == "-";
         if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");

@@ -13,8 +13,11 @@
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
+#include <dlfcn.h>
+
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -108,6 +111,15 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
     return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_OK;
 }
 
+// The install tree's share/sigmatrace, found from this plugin's own file (PREFIX/lib/sigmatrace/bt2-plugins/),
+// since the process is babeltrace2's and /proc/self/exe says nothing about where SigmaTrace lives.
+std::filesystem::path own_data_dir() {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&own_data_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+    return std::filesystem::path(info.dli_fname).parent_path().parent_path().parent_path().parent_path() / "share" /
+           "sigmatrace";
+}
+
 void analyze_finalize(bt_self_component_sink* self) {
     std::unique_ptr<SinkData> data(
         static_cast<SinkData*>(bt_self_component_get_data(bt_self_component_sink_as_self_component(self))));
@@ -120,7 +132,7 @@ void analyze_finalize(bt_self_component_sink* self) {
     nlohmann::json doc = data->analysis->finish();
     if (data->perfetto) data->perfetto->close();
     if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");
-    if (data->html_path) write_file(*data->html_path, sigmatrace::analyzer::render_html_report(doc), "HTML report");
+    if (data->html_path) write_file(*data->html_path, sigmatrace::analyzer::render_html_report(doc, sigmatrace::analyzer::load_charting_library(own_data_dir())), "HTML report");
     if (data->text) fmt::print("{}", sigmatrace::analyzer::render_text_report(doc));
     std::fflush(stdout);
 }
