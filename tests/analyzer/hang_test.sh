@@ -10,7 +10,8 @@
 #   - its first unacknowledged WR: ATOMIC_FETCH_AND_ADD, 8 bytes, to the flag address st-hang printed, wr_id 2,
 #     failed with RETRY_EXC_ERR; the last completed one: the 4 MiB RDMA_WRITE; stalled for more than 1 s;
 #   - qps[].progress of that QP: 2 posted, 1 completed, 1 failed, and its move to ERR by the error completion;
-#   - and the job is still running when the report is made. Then the job is killed.
+#   - and the job is still running when the report is made. Then the job is killed, and the whole recording (both
+#     chunks) has the same stalled_queue.
 set -uo pipefail
 st=$1 analyzer=$2 hang=$3
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
@@ -94,6 +95,11 @@ grep -q "stalled_queue: QP $qp0 of rank 0 (node0) (peer node1 QP $qp1)" "$work/a
 kill -TERM "$rec"
 wait "$rec" 2>/dev/null
 rec=
+# The whole recording (the rotated chunk and the last one, one trace set) says the same, stalled until the kill.
+"$analyzer" "$work/trace" --json "$work/all.json" >"$work/all.txt" 2>&1 || fail "sigmatrace-analyze of the whole trace failed: $(cat "$work/all.txt")"
+ja() { jq -r "$1" "$work/all.json"; }
+[[ $(ja "[.findings[] | select(.kind == \"stalled_queue\" and .evidence.qp_num == $qp0)] | length") == 1 ]] ||
+  fail "the whole recording has no stalled_queue on QP $qp0: $(ja '[.findings[].kind]')"
 if ((failures)); then
   echo "$failures check(s) failed"; cat "$work/run.log"; exit 1
 fi

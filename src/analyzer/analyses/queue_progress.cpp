@@ -81,10 +81,11 @@ std::vector<StalledQueue> QueueProgress::stalled(int64_t end_ts, int64_t stall_n
         if (!used_[q] || p.stuck == 0 || !p.first_unacknowledged) continue;
         int64_t since = p.first_unacknowledged->post_ts;
         if (p.last_completed) since = std::max(since, p.last_completed->done_ts);
-        // Its owner reset, moved to ERR or destroyed it after the work stopped: the owner handled it.
-        if (p.owner_teardown_ts >= since) continue;
-        if (end_ts - since < stall_ns) continue;
-        out.push_back({q, since, end_ts - since});
+        // Its owner reset, moved to ERR or destroyed it after the work stopped: the stall, if any, ended there
+        // (an error handled at once is none; a hung job killed later, whose exit destroyed the QP, was one).
+        const int64_t until = p.owner_teardown_ts >= since ? p.owner_teardown_ts : end_ts;
+        if (until - since < stall_ns) continue;
+        out.push_back({q, since, until - since, until != end_ts});
     }
     return out;
 }

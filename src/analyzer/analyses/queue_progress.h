@@ -6,9 +6,9 @@
 //
 // Reconstruction hands over a queue's operations in post order (op_reconstruction.h), so "the first one not
 // acknowledged since the last completed one" is the first operation after the latest success. A queue is stalled
-// when, at the end of the trace, such work is in flight or failed (not torn down by its owner since) and nothing
-// completed for longer than the threshold: measured from the later of the first unacknowledged post and the last
-// success.
+// when, at the end of the trace, such work is in flight or failed and nothing completed for longer than the
+// threshold: measured from the later of the first unacknowledged post and the last success, to the end (or to
+// its owner's reset, move to ERR or destroy, when that came later: the stall ended there).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,7 @@ struct StalledQueue {
     QpId qp = kNoId;
     int64_t since = 0;            // no progress from here to the end
     int64_t stalled_ns = 0;
+    bool ended_by_owner = false;  // the owner tore the QP down after stalled_ns
 };
 
 class QueueProgress {

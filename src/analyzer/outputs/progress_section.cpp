@@ -101,6 +101,7 @@ void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
         ev["completed"] = p.completed;
         ev["since_ns"] = s.since - a_.first_ts_;
         ev["stalled_ns"] = s.stalled_ns;
+        ev["ended_by_owner"] = s.ended_by_owner;
         ev["threshold_ns"] = a_.options_.stall_after_ns;
         ev["last_error"] = p.last_error ? completion_error_json(*p.last_error) : json(nullptr);
         json companions = json::array();
@@ -129,12 +130,12 @@ void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
             {"kind", "stalled_queue"},
             {"severity", "error"},
             {"summary",
-             fmt::format("QP {} of {} (peer {} QP {}) has had no completion for {}: {} of {} operations "
+             fmt::format("QP {} of {} (peer {} QP {}) {} no completion for {}: {} of {} operations "
                          "unacknowledged, first {} {} to 0x{:x} ({} {}){}{}",
                          qp.qp_num, proc_label(qp.proc),
                          peer.contains("node") ? peer["node"].get<std::string>() : std::string("?"),
                          peer["qp_num"].is_null() ? std::string("?") : std::to_string(peer["qp_num"].get<uint32_t>()),
-                         format_ns(static_cast<double>(s.stalled_ns)), p.unacknowledged, p.posted,
+                         s.ended_by_owner ? "had, until its owner tore it down," : "has had", format_ns(static_cast<double>(s.stalled_ns)), p.unacknowledged, p.posted,
                          opcode_name(w.opcode), format_bytes(static_cast<double>(w.bytes)), w.raddr,
                          w.poster == records::Poster::verbs ? "wr_id" : "wqe", w.wr_id, error,
                          companions.empty() ? std::string()
