@@ -1151,6 +1151,23 @@ TEST(Stall, ATeardownByTheOwnerIsNoStall) {
     EXPECT_TRUE(findings_of(w.finish(), "stalled_queue").empty());
 }
 
+// A hung job killed later: its exit destroyed the QP 3 s after the error. The stall lasted until then.
+TEST(Stall, ATeardownLongAfterTheStopEndsTheStall) {
+    StallWorld w;
+    w.scenario(3'000'000'000);
+    const int64_t t_destroy = w.t;
+    w.destroy(0);
+    w.t += 5'000'000'000;
+    st_cq_create_rec c{};
+    c.ctx = 0xc0;
+    c.cq = 0xce;
+    w.feed.emit(w.t, World::vpid(1), c);
+    const auto stalls = findings_of(w.finish(), "stalled_queue");
+    ASSERT_EQ(stalls.size(), 1u);
+    EXPECT_EQ(stalls[0]["evidence"]["stalled_ns"], t_destroy - w.t_atomic);
+    EXPECT_EQ(stalls[0]["evidence"]["ended_by_owner"], true);
+}
+
 // A directly driven queue: the error CQE the watcher read carries the mlx5 syndrome.
 TEST(Stall, RingQpErrorCqeReportsTheSyndrome) {
     World w;
