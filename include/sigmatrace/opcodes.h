@@ -141,4 +141,25 @@ inline uint8_t wc_status_from_mlx5_syndrome(uint8_t syndrome) {
     }
 }
 
+// What an mlx5 error CQE's syndrome means (the PRM's CQE error syndrome table): the words a hang report prints
+// beside the hexadecimal value. Empty for a value the table does not name.
+inline std::string_view mlx5_syndrome_meaning(uint8_t syndrome) {
+    switch (syndrome) {
+    case 0x01: return "local length error";
+    case 0x02: return "local QP operation error";
+    case 0x04: return "local protection error";
+    case 0x05: return "work request flushed";
+    case 0x06: return "memory window bind error";
+    case 0x10: return "bad response";
+    case 0x11: return "local access error";
+    case 0x12: return "remote invalid request";
+    case 0x13: return "remote access error";
+    case 0x14: return "remote operation error";
+    case 0x15: return "transport retry counter exceeded";
+    case 0x16: return "RNR retry counter exceeded";
+    case 0x22: return "aborted";
+    default: return {};
+    }
+}
+
 }  // namespace sigmatrace

@@ -962,5 +962,290 @@ TEST(Counters, MatrixRailsAndPerQpTotalsFromQpCounters) {
     }
 }
 
+// Hang diagnosis (queue_progress.h, docs/analyzer.md "Queue progress and stalls"): a signal atomic after an
+// acknowledged multi-MiB write fails with RETRY_EXC_ERR, the write queued behind it and a second QP of the same
+// process are flushed, and nothing completes on the QP until the trace ends 2 s later.
+struct StallWorld : World {
+    using World::World;
+    int64_t t_write = 0, t_atomic = 0, t_error = 0, t_end = 0;
+    static constexpr uint64_t kCompanionQp = 0x2000;
+    static constexpr uint32_t kCompanionQpn = 200;
+
+    void companion() {
+        st_qp_create_rec q{};
+        q.ctx = 0xc0;
+        q.qp = kCompanionQp;
+        q.qp_num = kCompanionQpn;
+        q.qp_type = 2;
+        q.send_cq = q.recv_cq = 0xcc;
+        q.max_send_wr = 16;
+        feed.emit(t++, vpid(0), q);
+    }
+    void scenario(int64_t tail_ns) {
+        two_nodes();
+        companion();
+        t_write = t;
+        post(0, {1}, 0, 4u << 20, {true}, 0, -1, 0x10000, 0x77);
+        t += 100;
+        poll(0, {1}, {0}, 1);
+        t += 10;
+        t_atomic = t;
+        post(0, {2}, 6, 8, {true}, 0, -1, 0x20000, 0x77);   // IBV_WR_ATOMIC_FETCH_AND_ADD
+        post(0, {3}, 0, 64, {true}, 0, -1, 0x30000, 0x77);
+        {
+            test::PostSendBatch b({9}, 128);
+            b.rec.qp = kCompanionQp;
+            b.rec.qp_num = kCompanionQpn;
+            feed.emit(t, vpid(0), b.rec);
+        }
+        t += 5000;
+        t_error = t;
+        {
+            test::PollBatch b({2, 3}, qpn(0));
+            b.status = {12, 5};          // RETRY_EXC_ERR, then WR_FLUSH_ERR
+            b.vendor_err = {0x81, 0x79};
+            b.point();
+            feed.emit(t, vpid(0), b.rec);
+        }
+        {
+            test::PollBatch b({9}, kCompanionQpn);
+            b.status = {5};
+            b.point();
+            feed.emit(t, vpid(0), b.rec);
+        }
+        t += tail_ns;
+        t_end = t;
+        st_cq_create_rec c{};   // anything that moves the end of the trace
+        c.ctx = 0xc0;
+        c.cq = 0xcd;
+        feed.emit(t, vpid(1), c);
+    }
+};
+
+std::vector<json> findings_of(const json& doc, const std::string& kind) {
+    std::vector<json> out;
+    for (const auto& f : doc["findings"])
+        if (f["kind"] == kind) out.push_back(f);
+    return out;
+}
+
+TEST(Stall, RetryExceededNamesTheQpTheWrThePeerTheStatusAndTheFlushedCompanion) {
+    StallWorld w;
+    w.scenario(2'000'000'000);
+    const json doc = w.finish();
+    const auto stalls = findings_of(doc, "stalled_queue");
+    ASSERT_EQ(stalls.size(), 1u) << doc["findings"].dump(1);
+    const json& f = stalls[0];
+    EXPECT_EQ(f["severity"], "error");
+    const json& e = f["evidence"];
+    EXPECT_EQ(e["qp_num"], 100);
+    EXPECT_EQ(e["node"], "nodeA");
+    EXPECT_EQ(e["rank"], 0);
+    EXPECT_EQ(e["peer"]["node"], "nodeB");
+    EXPECT_EQ(e["peer"]["qp_num"], 101);
+    EXPECT_EQ(e["posted"], 3);
+    EXPECT_EQ(e["completed"], 1);
+    EXPECT_EQ(e["outstanding"], 2);
+    const json& wqe = e["first_unacknowledged"];
+    EXPECT_EQ(wqe["opcode"], "ATOMIC_FETCH_AND_ADD");
+    EXPECT_EQ(wqe["bytes"], 8);
+    EXPECT_EQ(wqe["remote_addr"], "0x20000");
+    EXPECT_EQ(wqe["rkey"], "0x77");
+    EXPECT_EQ(wqe["wr_id"], 2);
+    EXPECT_EQ(wqe["completion"], "error");
+    EXPECT_EQ(wqe["error"]["status"], "RETRY_EXC_ERR");
+    EXPECT_EQ(wqe["error"]["vendor_err"], "0x81");
+    EXPECT_EQ(e["last_completed"]["opcode"], "RDMA_WRITE");
+    EXPECT_EQ(e["last_completed"]["bytes"], 4u << 20);
+    EXPECT_EQ(e["last_completed"]["wr_id"], 1);
+    EXPECT_EQ(e["last_error"]["status"], "RETRY_EXC_ERR");
+    EXPECT_EQ(e["last_error"]["source"], "verbs");
+    EXPECT_EQ(e["stalled_ns"], w.t_end - w.t_atomic);
+    EXPECT_EQ(e["threshold_ns"], 1'000'000'000);
+    ASSERT_EQ(e["flushed_companions"].size(), 1u);
+    EXPECT_EQ(e["flushed_companions"][0]["qp_num"], StallWorld::kCompanionQpn);
+    EXPECT_EQ(e["flushed_companions"][0]["flushed"], 1);
+    EXPECT_FALSE(e.contains("related"));   // 3 error completions: error_completions, not an error_storm
+    EXPECT_NE(f["summary"].get<std::string>().find("QP 100 of rank 0 (nodeA) (peer nodeB QP 101)"), std::string::npos)
+        << f["summary"];
+    EXPECT_NE(f["summary"].get<std::string>().find("first ATOMIC_FETCH_AND_ADD 8 B to 0x20000 (wr_id 2)"),
+              std::string::npos) << f["summary"];
+
+    // The same story per QP, for every QP.
+    const json* qp100 = nullptr;
+    for (const auto& q : doc["qps"])
+        if (q["qp_num"] == 100) qp100 = &q;
+    ASSERT_NE(qp100, nullptr);
+    const json& p = (*qp100)["progress"];
+    EXPECT_EQ(p["posted"], 3);
+    EXPECT_EQ(p["completed"], 1);
+    EXPECT_EQ(p["failed"], 1);
+    EXPECT_EQ(p["flushed"], 1);
+    EXPECT_EQ(p["in_flight"], 0);
+    EXPECT_EQ(p["unacknowledged"], 2);
+    ASSERT_EQ(p["states"].size(), 2u);
+    EXPECT_EQ(p["states"][0]["state"], "RTR");
+    EXPECT_EQ(p["states"][0]["source"], "modify_qp");
+    EXPECT_EQ(p["states"][1]["state"], "ERR");
+    EXPECT_EQ(p["states"][1]["source"], "error_completion");
+}
+
+TEST(Stall, NoFindingBelowTheThreshold) {
+    StallWorld w;
+    w.scenario(500'000'000);
+    EXPECT_TRUE(findings_of(w.finish(), "stalled_queue").empty());
+    AnalysisOptions o;
+    o.stall_after_ns = 400'000'000;
+    StallWorld w2(o);
+    w2.scenario(500'000'000);
+    const auto stalls = findings_of(w2.finish(), "stalled_queue");
+    ASSERT_EQ(stalls.size(), 1u);
+    EXPECT_EQ(stalls[0]["evidence"]["threshold_ns"], 400'000'000);
+}
+
+// A completion after the first unacknowledged post restarts the clock: the stall is measured from it.
+TEST(Stall, ProgressResetsTheTimer) {
+    for (const int64_t threshold : {1'000'000'000LL, 500'000'000LL}) {
+        AnalysisOptions o;
+        o.stall_after_ns = threshold;
+        World w(o);
+        w.two_nodes();
+        const int64_t t0 = w.t;
+        w.post(0, {1, 2}, 0, 4096, {true, true}, 0, -1, 0x1000, 1);
+        w.t += 1'500'000'000;
+        const int64_t t_progress = w.t;
+        w.poll(0, {1}, {0}, 1);
+        w.t += 700'000'000;
+        st_cq_create_rec c{};
+        c.ctx = 0xc0;
+        c.cq = 0xcd;
+        w.feed.emit(w.t, World::vpid(1), c);
+        const json doc = w.finish();
+        const auto stalls = findings_of(doc, "stalled_queue");
+        if (threshold == 1'000'000'000) {
+            EXPECT_TRUE(stalls.empty()) << "stalled 0.7 s since the last completion, not 2.2 s since the post";
+            continue;
+        }
+        ASSERT_EQ(stalls.size(), 1u);
+        const json& e = stalls[0]["evidence"];
+        EXPECT_EQ(e["stalled_ns"], 700'000'000);
+        EXPECT_EQ(e["first_unacknowledged"]["wr_id"], 2);
+        EXPECT_EQ(e["first_unacknowledged"]["completion"], nullptr);
+        EXPECT_EQ(e["first_unacknowledged"]["posted_ns"].get<int64_t>() + (t_progress - t0),
+                  e["since_ns"].get<int64_t>());
+        EXPECT_EQ(e["outstanding"], 1);
+        EXPECT_EQ(e["last_error"], nullptr);
+    }
+}
+
+// The owner tore the QP down after the error: handled, not a hang.
+TEST(Stall, ATeardownByTheOwnerIsNoStall) {
+    StallWorld w;
+    w.scenario(10);
+    w.state(0, 0);   // RESET
+    w.t += 2'000'000'000;
+    st_cq_create_rec c{};
+    c.ctx = 0xc0;
+    c.cq = 0xce;
+    w.feed.emit(w.t, World::vpid(1), c);
+    EXPECT_TRUE(findings_of(w.finish(), "stalled_queue").empty());
+}
+
+// A hung job killed later: its exit destroyed the QP 3 s after the error. The stall lasted until then.
+TEST(Stall, ATeardownLongAfterTheStopEndsTheStall) {
+    StallWorld w;
+    w.scenario(3'000'000'000);
+    const int64_t t_destroy = w.t;
+    w.destroy(0);
+    w.t += 5'000'000'000;
+    st_cq_create_rec c{};
+    c.ctx = 0xc0;
+    c.cq = 0xce;
+    w.feed.emit(w.t, World::vpid(1), c);
+    const auto stalls = findings_of(w.finish(), "stalled_queue");
+    ASSERT_EQ(stalls.size(), 1u);
+    EXPECT_EQ(stalls[0]["evidence"]["stalled_ns"], t_destroy - w.t_atomic);
+    EXPECT_EQ(stalls[0]["evidence"]["ended_by_owner"], true);
+}
+
+// A directly driven queue: the error CQE the watcher read carries the mlx5 syndrome.
+TEST(Stall, RingQpErrorCqeReportsTheSyndrome) {
+    World w;
+    w.two_nodes();
+    for (int rank = 0; rank < 2; ++rank) {
+        st_gpu_qp_create_rec c{};
+        c.ctx = 0xc0;
+        c.qpn = 900 + static_cast<uint32_t>(rank);
+        c.sq_wqebb = 64;
+        w.feed.emit(w.t++, World::vpid(rank), c);
+        st_gpu_qp_modify_rec m{};
+        m.ctx = 0xc0;
+        m.qpn = c.qpn;
+        m.command = 0x503;
+        m.remote_qpn = 901 - static_cast<uint32_t>(rank);
+        m.rgid_prefix = kPrefix;
+        m.rgid_iid = 0x10 + static_cast<uint64_t>(1 - rank);
+        w.feed.emit(w.t++, World::vpid(rank), m);
+    }
+    // A signaled WRITE (index 0) and a signaled FETCH_ADD (index 1, mlx5 ATOMIC_FA).
+    {
+        std::vector<uint16_t> idx = {0, 1};
+        std::vector<uint8_t> op = {0x08, 0x12}, fm = {0x08, 0x08}, opmod(2);
+        std::vector<uint32_t> bytes = {1u << 20, 8}, rkey = {5, 5}, imm(2);
+        std::vector<uint64_t> raddr = {0xa000, 0xb000}, arg(2);
+        st_gpu_wqe_rec r{};
+        r.qpn = 900;
+        r.n = 2;
+        r.wqe_index = idx.data();
+        r.opcode = op.data();
+        r.opmod = opmod.data();
+        r.fm_ce_se = fm.data();
+        r.bytes = bytes.data();
+        r.raddr = raddr.data();
+        r.rkey = rkey.data();
+        r.imm = imm.data();
+        r.atomic_arg = arg.data();
+        w.feed.emit(w.t, World::vpid(0), r);
+    }
+    w.t += 1000;
+    {
+        std::vector<uint16_t> ctr = {0, 1};
+        std::vector<uint8_t> op = {0, 13}, syn = {0, 0x15};   // REQ, then REQ_ERR with transport retry exceeded
+        std::vector<uint32_t> bc = {0, 0}, qpn = {900, 900};
+        std::vector<uint64_t> ts = {0, 0};
+        st_gpu_cqe_rec c{};
+        c.cqn = 1;
+        c.n = 2;
+        c.wqe_counter = ctr.data();
+        c.opcode = op.data();
+        c.syndrome = syn.data();
+        c.byte_cnt = bc.data();
+        c.qpn = qpn.data();
+        c.hw_ts = ts.data();
+        w.feed.emit(w.t, World::vpid(0), c);
+    }
+    w.t += 3'000'000'000;
+    st_cq_create_rec c{};
+    c.ctx = 0xc0;
+    c.cq = 0xcd;
+    w.feed.emit(w.t, World::vpid(1), c);
+    const json doc = w.finish();
+    const auto stalls = findings_of(doc, "stalled_queue");
+    ASSERT_EQ(stalls.size(), 1u) << doc["findings"].dump(1);
+    const json& e = stalls[0]["evidence"];
+    EXPECT_EQ(e["qp_num"], 900);
+    EXPECT_EQ(e["peer"]["qp_num"], 901);
+    EXPECT_EQ(e["peer"]["node"], "nodeB");
+    EXPECT_EQ(e["first_unacknowledged"]["opcode"], "ATOMIC_FETCH_AND_ADD");
+    EXPECT_EQ(e["first_unacknowledged"]["wqe_index"], 1);
+    EXPECT_EQ(e["first_unacknowledged"]["remote_addr"], "0xb000");
+    EXPECT_EQ(e["last_completed"]["bytes"], 1u << 20);
+    EXPECT_EQ(e["last_error"]["status"], "RETRY_EXC_ERR");
+    EXPECT_EQ(e["last_error"]["source"], "cqe");
+    EXPECT_EQ(e["last_error"]["syndrome"], "0x15");
+    EXPECT_EQ(e["last_error"]["syndrome_meaning"], "transport retry counter exceeded");
+    EXPECT_EQ(e["stalled_ns"], 3'000'000'000);
+}
+
 }  // namespace
 }  // namespace sigmatrace::analyzer

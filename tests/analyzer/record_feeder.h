@@ -144,7 +144,7 @@ struct PostSendBatch {
 struct PollBatch {
     explicit PollBatch(std::vector<uint64_t> ids, uint32_t qp_num = 0)
         : wr_id(std::move(ids)), n(static_cast<uint32_t>(wr_id.size())), status(n, 0), opcode(n, 1), byte_len(n, 0),
-          qpn(n, qp_num), zero32(n, 0), zero64(n, 0), ts(n, 0) {
+          qpn(n, qp_num), vendor_err(n, 0), zero32(n, 0), zero64(n, 0), ts(n, 0) {
         rec.cq = 0xcc;
         rec.ret = static_cast<int32_t>(n);
         rec.n = n;
@@ -156,7 +156,7 @@ struct PollBatch {
         rec.wr_id = wr_id.data();
         rec.status = status.data();
         rec.opcode = opcode.data();
-        rec.vendor_err = zero32.data();
+        rec.vendor_err = vendor_err.data();
         rec.byte_len = byte_len.data();
         rec.qp_num = qpn.data();
         rec.src_qp = zero32.data();
@@ -168,7 +168,7 @@ struct PollBatch {
     std::vector<uint64_t> wr_id;
     uint32_t n;
     std::vector<uint8_t> status, opcode;
-    std::vector<uint32_t> byte_len, qpn, zero32;
+    std::vector<uint32_t> byte_len, qpn, vendor_err, zero32;
     std::vector<uint64_t> zero64, ts;
     st_poll_cq_rec rec{};
 };

@@ -72,6 +72,7 @@ analysis:
   --barrier-word [RKEY:]ADDR   the barrier's synchronization word (hex), instead of detecting it
   --skew-threshold X           traffic_skew finding above X (default 1.5)
   --error-storm N              error_storm finding from N error completions (default 10)
+  --stall-after T              stalled_queue: work outstanding with no completion for T (default 1s)
   --straggler-fraction F       barrier_straggler when last in more than F of the epochs (default 0.5)
   --rail-imbalance X           rail_imbalance finding above X (default 1.5)
   --gray-window T              gray_link: throughput window (default 50ms; units ns us ms s)
@@ -266,6 +267,10 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             if (!value(v) || !parse_double(v, o.analysis.skew_threshold)) return "--skew-threshold needs a number";
         } else if (a == "--error-storm") {
             if (!value(v) || !parse_u64(v, o.analysis.error_storm_threshold)) return "--error-storm needs a number";
+        } else if (a == "--stall-after") {
+            if (!value(v) || !parse_duration_ns(v, o.analysis.stall_after_ns)) return "--stall-after needs a duration (1s)";
+            if (o.analysis.stall_after_ns < 1000 || o.analysis.stall_after_ns > kMaxWindowNs)
+                return "--stall-after must be between 1us and 1h";
         } else if (a == "--straggler-fraction") {
             if (!value(v) || !parse_double(v, o.analysis.straggler_fraction)) return "--straggler-fraction needs a number";
         } else if (a == "--rail-imbalance") {

@@ -71,11 +71,11 @@ std::string prepare_output(const std::string& requested, std::string* out, bool*
 
 // Whether any traced process registered: per-uid (or per-pid) buffers leave a CTF metadata file.
 bool trace_has_data(const std::string& dir) {
+    // A session rotated while it recorded (SIGUSR1) keeps its data in chunk directories (archives/...), each
+    // with a ust/ folder of its own.
     std::error_code ec;
-    const fs::path ust = fs::path(dir) / "ust";
-    if (!fs::is_directory(ust, ec)) return false;
-    for (auto it = fs::recursive_directory_iterator(ust, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->path().filename() == "metadata") return true;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->path().filename() == "metadata" && it->path().string().find("/ust/") != std::string::npos) return true;
     return false;
 }
 
@@ -231,7 +231,16 @@ int cmd_record(Args args) {
                              launcher == Launcher::open_mpi ? env_list_from_param_files(env, launcher_path) : "");
         if (launcher != Launcher::other)
             fmt::print(stderr, "sigmatrace record: ranks on other machines get the tracer's variables: {}\n", plan.how);
-        status = run_foreground(plan.command, plan.env, &spawn_error);
+        // SIGUSR1 makes what was recorded so far readable without stopping the command (a hung job:
+        // docs/interpose.md, "A job that hangs").
+        status = run_foreground(plan.command, plan.env, &spawn_error, [&session] {
+            bool ok = false;
+            const std::string said = session.rotate(&ok);
+            if (ok)
+                fmt::print(stderr, "sigmatrace record: rotated: {}\n", said);
+            else
+                error(said);
+        });
         if (!spawn_error.empty()) error(spawn_error);
         salvage_rings(salvage_dir, env);
 

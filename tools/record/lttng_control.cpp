@@ -163,6 +163,16 @@ std::string RecordingSession::stop() {
     return check(lttng(args), args);
 }
 
+std::string RecordingSession::rotate(bool* ok) {
+    const std::vector<std::string> args = {"rotate", name_};
+    const Captured c = lttng(args);
+    *ok = c.status == 0;
+    if (!*ok) return check(c, args);
+    std::string out = c.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+}
+
 std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error) {
     const std::vector<std::string> args = {"--mi", "xml", "list", name_};
     const Captured c = lttng(args);

@@ -60,6 +60,11 @@ public:
     // Stops tracing and waits until every event is in the trace. Returns an error message or "".
     std::string stop();
 
+    // Rotates the session while it records (`lttng rotate`): what was recorded until now becomes a trace chunk
+    // archive, a complete trace any reader can open, under OUTPUT/archives/. Returns lttng's message (which
+    // names the archive) or an error message; `ok` says which.
+    std::string rotate(bool* ok);
+
     // Discarded events and lost packets of the session's channel, read from `lttng --mi xml list`.
     struct Loss {
         uint64_t discarded_events = 0;

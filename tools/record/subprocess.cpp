@@ -34,6 +34,11 @@ void forward_signal(int sig) {
     if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
 }
 
+// Set by SIGUSR1, taken by the waiting loop of run_foreground (a handler can only set a flag).
+volatile sig_atomic_t g_usr1 = 0;
+
+void note_usr1(int) { g_usr1 = 1; }
+
 // Starts argv in a child. The child reports an exec failure's errno through a close-on-exec pipe, so the
 // parent can tell "could not start" from "started and failed".
 pid_t spawn(const std::vector<std::string>& argv, const Environment& env, int out_fd, int* exec_errno) {
@@ -138,8 +143,12 @@ Captured run_captured(const std::vector<std::string>& argv, const Environment& e
     return c;
 }
 
-int run_foreground(const std::vector<std::string>& argv, const Environment& env, std::string* spawn_error) {
-    struct sigaction ignore{}, forward{}, old_int{}, old_quit{}, old_term{}, old_hup{};
+int run_foreground(const std::vector<std::string>& argv, const Environment& env, std::string* spawn_error,
+                   const std::function<void()>& on_sigusr1) {
+    struct sigaction ignore{}, forward{}, usr1{}, old_int{}, old_quit{}, old_term{}, old_hup{}, old_usr1{};
+    // No SA_RESTART: the signal interrupts waitpid, and the loop below runs the callback.
+    usr1.sa_handler = &note_usr1;
+    if (on_sigusr1) sigaction(SIGUSR1, &usr1, &old_usr1);
     ignore.sa_handler = SIG_IGN;
     forward.sa_handler = &forward_signal;
     sigaction(SIGINT, &ignore, &old_int);
@@ -159,13 +168,23 @@ int run_foreground(const std::vector<std::string>& argv, const Environment& env,
     } else {
         g_child = pid;
         int status = 0;
-        result = wait_for(pid, &status) == pid ? decode_status(status) : 1;
+        pid_t r;
+        for (;;) {
+            r = waitpid(pid, &status, 0);
+            if (r >= 0 || errno != EINTR) break;
+            if (g_usr1 && on_sigusr1) {
+                g_usr1 = 0;
+                on_sigusr1();
+            }
+        }
+        result = r == pid ? decode_status(status) : 1;
         g_child = 0;
     }
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGHUP, &old_hup, nullptr);
+    if (on_sigusr1) sigaction(SIGUSR1, &old_usr1, nullptr);
     return result;
 }
 

@@ -1,6 +1,7 @@
 // Running the LTTng command-line tools and the recorded command.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ Captured run_captured(const std::vector<std::string>& argv, const Environment& e
 // Runs the recorded command in the foreground: its output goes to ours; SIGINT and SIGQUIT reach it (same
 // process group) while this process ignores them, so that a Ctrl-C ends the command and the recording is
 // still closed properly; SIGTERM and SIGHUP are forwarded to it. Returns its exit code, 128+signal when it was
-// killed, or 127 (with *spawn_error set) when it could not be started.
-int run_foreground(const std::vector<std::string>& argv, const Environment& env, std::string* spawn_error);
+// killed, or 127 (with *spawn_error set) when it could not be started. `on_sigusr1`, when set, runs (in this
+// process, not in a handler) each time this process receives SIGUSR1 while the command runs.
+int run_foreground(const std::vector<std::string>& argv, const Environment& env, std::string* spawn_error,
+                   const std::function<void()>& on_sigusr1 = {});
 
 }  // namespace sigmatrace::record

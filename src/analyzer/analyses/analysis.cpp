@@ -62,12 +62,20 @@ void Analysis::on_event(const DecodedEvent& ev) {
     case EventId::qp_create: topo_.on_qp_create(ev, p); break;
     case EventId::qp_modify: {
         const QpId q = topo_.on_qp_modify(ev, p);
-        if (q != kNoId) recon_.on_qp_state(q, static_cast<int32_t>(ev.i64(F::qp_modify::qp_state)));
+        if (q != kNoId) {
+            const auto state = static_cast<int32_t>(ev.i64(F::qp_modify::qp_state));
+            recon_.on_qp_state(q, state);
+            // A modify without IBV_QP_STATE records -1: the state did not change.
+            if (state >= 0) progress_.on_owner_state(q, state, ev.ts_ns);
+        }
         break;
     }
     case EventId::qp_destroy: {
         const QpId q = topo_.on_qp_destroy(ev, p);
-        if (q != kNoId) recon_.drain_qp(q, true);
+        if (q != kNoId) {
+            recon_.drain_qp(q, true);
+            progress_.on_owner_destroy(q, ev.ts_ns);
+        }
         break;
     }
     case EventId::srq_create: topo_.on_srq_create(ev, p); break;
@@ -76,7 +84,10 @@ void Analysis::on_event(const DecodedEvent& ev) {
     case EventId::gpu_qp_modify: topo_.on_gpu_qp_modify(ev, p); break;
     case EventId::gpu_qp_destroy: {
         const QpId q = topo_.on_gpu_qp_destroy(ev, p);
-        if (q != kNoId) recon_.drain_qp(q, true);
+        if (q != kNoId) {
+            recon_.drain_qp(q, true);
+            progress_.on_owner_destroy(q, ev.ts_ns);
+        }
         break;
     }
     case EventId::qp_counters: on_qp_counters(ev, p); break;
@@ -151,6 +162,7 @@ void Analysis::on_operation(const Operation& op) {
         phases_.add(op, link, first_ts_);
     }
     if (windows_.enabled()) outstanding_.add(op);
+    progress_.add(op);
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
         ++errors_by_status_[op.wc_status];
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});

@@ -4,6 +4,7 @@
 // unit tests and the fuzzer drive it directly.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -19,6 +20,7 @@
 #include "analyzer/analyses/op_reconstruction.h"
 #include "analyzer/analyses/outstanding.h"
 #include "analyzer/analyses/phase_tracker.h"
+#include "analyzer/analyses/queue_progress.h"
 #include "analyzer/analyses/statistics.h"
 #include "analyzer/analyses/time_windows.h"
 #include "analyzer/analyses/topology.h"
@@ -30,6 +32,7 @@ struct AnalysisOptions {
     BarrierOptions barrier;
     double skew_threshold = 1.5;           // traffic_skew finding when inbound or outbound skew exceeds it
     uint64_t error_storm_threshold = 10;   // error_storm finding at this many error completions (flushes included)
+    int64_t stall_after_ns = 1'000'000'000; // stalled_queue: work outstanding without a completion this long
     double straggler_fraction = 0.5;       // barrier_straggler: last in more than this fraction of epochs
     double rail_imbalance_threshold = 1.5; // rail_imbalance: max/mean bytes over a node's NICs above this
     GrayLinkOptions gray;                  // gray_link (gray_link_detector.h)
@@ -73,6 +76,9 @@ public:
     // From the reordering stage in front of this analysis (reorder_stage.h), at the end of the stream.
     void on_ordering(const OrderingSummary& s) override { ordering_ = s; }
     void on_discarded(const DiscardRecord& d);
+    // The trace's streams were recorded until at least `ns` (a packet's end): a job that went silent was still
+    // being recorded until then (a stall is measured to it, queue_progress.h).
+    void on_recorded_until(int64_t ns) { recorded_until_ = std::max(recorded_until_, ns); }
     // A trace that could not be read (whole or in part); the analysis continues with the rest.
     void on_read_problem(std::string message) { read_problems_.push_back(std::move(message)); }
     void set_trace_paths(std::vector<std::string> paths) { trace_paths_ = std::move(paths); }
@@ -104,6 +110,7 @@ private:
     TimeWindows windows_;
     PhaseTracker phases_;
     Outstanding outstanding_;
+    QueueProgress progress_;
     GrayLinkResult gray_result_;      // filled by finish()
     IncastResult incast_result_;
     std::vector<OpListener*> listeners_;
@@ -122,6 +129,7 @@ private:
     uint64_t counter_events_ = 0;   // qp_counters events (counters mode)
     int64_t first_ts_ = 0;
     int64_t last_ts_ = 0;
+    int64_t recorded_until_ = 0;
     bool have_times_ = false;
     bool finished_ = false;
     std::vector<ProcId> retired_scratch_;

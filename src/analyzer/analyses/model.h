@@ -82,6 +82,10 @@ struct Operation {
     bool implied = false;     // completed by a later signaled completion (unsignaled WR)
     OpOutcome outcome = OpOutcome::Completed;
     uint8_t wc_status = 0;    // enum ibv_wc_status of the completion (0 when none)
+    // Error completions: where the status came from, and what the completion said beyond it. A CQE the watcher
+    // read (cqe_from_ring): vendor_err = mlx5 syndrome | vendor syndrome << 8; a verbs poll: ibv_wc.vendor_err.
+    bool cqe_from_ring = false;
+    uint32_t vendor_err = 0;
     int64_t post_ts = 0;
     int64_t done_ts = 0;      // == post_ts when there is no completion
     uint64_t bytes = 0;

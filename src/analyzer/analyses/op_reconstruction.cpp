@@ -50,6 +50,10 @@ void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome out
     op.implied = implied;
     op.outcome = outcome;
     op.wc_status = status;
+    if (status != kWcSuccess && !implied) {
+        op.vendor_err = applying_vendor_err_;
+        op.cqe_from_ring = applying_ring_cqe_;
+    }
     op.post_ts = wr.post_ts;
     op.done_ts = std::max(done_ts, wr.post_ts);
     op.bytes = bytes_override != UINT64_MAX ? bytes_override : wr.bytes;
@@ -320,6 +324,8 @@ void OpReconstruction::on_ring_completion(const DataElement& e, ProcId p) {
     }
     Qp& qp = topo_.qp(q);
     qp.gpu_cqe_seen = true;
+    applying_vendor_err_ = e.vendor_err;
+    applying_ring_cqe_ = true;
     const auto counter = static_cast<uint16_t>(e.wr_id);
     auto& sq = qp.sq;
     std::size_t j = sq.size();
@@ -360,6 +366,8 @@ void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
         return;
     }
     bool matched;
+    applying_vendor_err_ = e.vendor_err;
+    applying_ring_cqe_ = false;
     if (e.status != kWcSuccess)  // the opcode of an error completion is undefined: try both queues
         matched = complete_send(p, q, e.wr_id, e.status, e.ts_ns) || complete_recv(p, q, e.wr_id, e.status, kOpRecv, e.bytes, e.ts_ns);
     else if (e.opcode >= kOpRecv)

@@ -93,6 +93,10 @@ private:
     uint64_t unconsumed_receives_ = 0;
     Cached post_cache_;
     Cached completion_cache_;
+    // The completion element being applied: what its error operation carries besides the status (set by
+    // on_completion/on_ring_completion for the duration of one element, read by emit).
+    uint32_t applying_vendor_err_ = 0;
+    bool applying_ring_cqe_ = false;
 };
 
 }  // namespace sigmatrace::analyzer

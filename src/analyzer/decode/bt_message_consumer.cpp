@@ -294,6 +294,17 @@ void BtMessageConsumer::consume(const bt_message* msg) {
     case BT_MESSAGE_TYPE_EVENT: on_event(msg); break;
     case BT_MESSAGE_TYPE_DISCARDED_EVENTS: on_discarded(msg, false); break;
     case BT_MESSAGE_TYPE_DISCARDED_PACKETS: on_discarded(msg, true); break;
+    case BT_MESSAGE_TYPE_PACKET_END: {
+        // When the stream was recorded until, even if its process was silent (a stall is measured to it).
+        const bt_packet* pkt = bt_message_packet_end_borrow_packet_const(msg);
+        const bt_stream_class* sc = bt_stream_borrow_class_const(bt_packet_borrow_stream_const(pkt));
+        int64_t ns = 0;
+        if (bt_stream_class_packets_have_end_default_clock_snapshot(sc) &&
+            bt_clock_snapshot_get_ns_from_origin(bt_message_packet_end_borrow_default_clock_snapshot_const(msg), &ns) ==
+                BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
+            analysis_.on_recorded_until(ns);
+        break;
+    }
     default: break;
     }
 }

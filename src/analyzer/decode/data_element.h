@@ -43,6 +43,9 @@ struct DataElement {
     bool rejected = false;
     uint8_t opcode = 0;         // sends: ibv_wr_opcode; completions: ibv_wc_opcode
     uint8_t status = 0;         // completions: ibv_wc_status
+    // Error completions: ibv_wc.vendor_err (verbs polls), or for a CQE the watcher read (ring) its mlx5 syndrome
+    // | vendor syndrome << 8 (deferred_records.h). 0 for a success.
+    uint32_t vendor_err = 0;
     uint32_t qp_num = 0;        // posts: the QP's number (0 for an SRQ); completions: the completing QP's
     uint64_t handle = 0;        // the QP (send, recv), the SRQ (srq_recv) or the CQ (completion)
     uint64_t wr_id = 0;
@@ -156,6 +159,7 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
             e.qp_num = static_cast<uint32_t>(ev.at(F::poll_cq::qp_num, k));
             e.wr_id = ev.at(F::poll_cq::wr_id, k);
             e.status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
+            e.vendor_err = e.status != 0 ? static_cast<uint32_t>(ev.at(F::poll_cq::vendor_err, k)) : 0;
             e.opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
             e.bytes = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
             emit(static_cast<const DataElement&>(e));
@@ -198,6 +202,7 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
             e.wr_id = ev.at(F::gpu_cqe::wqe_counter, k);
             const bool error = op == kReqErr || op == kRespErr;
             e.status = error ? wc_status_from_mlx5_syndrome(static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k))) : 0;
+            e.vendor_err = error ? static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k)) : 0;
             // A requester's (0: its WQE's kind is not recorded) or a responder's.
             e.opcode = op == kReq || op == kReqErr ? 0 : op == kRespWrImm ? 129 : 128;
             e.bytes = static_cast<uint32_t>(ev.at(F::gpu_cqe::byte_cnt, k));

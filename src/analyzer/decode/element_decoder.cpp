@@ -57,6 +57,7 @@ void ElementDecoder::emit_record(const records::RecordHeader& h, int64_t event_n
             e.qp_num = en[k].qp_num;
             e.wr_id = en[k].wr_id;
             e.status = en[k].status;
+            e.vendor_err = en[k].status != 0 ? en[k].vendor_err : 0;
             e.opcode = en[k].opcode;
             e.bytes = en[k].byte_len;
             out_.on_element(e);

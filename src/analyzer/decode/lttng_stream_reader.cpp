@@ -531,6 +531,8 @@ private:
             advance(*s);
             if (s->next.type != Message::None) heap.push(s);
         }
+        // Each stream's last packet end: when its recording stopped or rotated, even if its process was silent.
+        for (auto& s : streams_) analysis_.on_recorded_until(s->last_ns);
     }
 
     uint32_t trace_index(Trace& t) {

@@ -22,7 +22,7 @@ struct UnreadField {
 inline constexpr UnreadField kUnreadSequences[] = {
     {EventId::post_send, fields::post_send::num_sge},    {EventId::post_send, fields::post_send::imm},
     {EventId::post_recv, fields::post_recv::num_sge},    {EventId::post_srq_recv, fields::post_srq_recv::num_sge},
-    {EventId::poll_cq, fields::poll_cq::vendor_err},     {EventId::poll_cq, fields::poll_cq::src_qp},
+    {EventId::poll_cq, fields::poll_cq::src_qp},
     {EventId::poll_cq, fields::poll_cq::wc_flags},       {EventId::poll_cq, fields::poll_cq::imm},
     {EventId::poll_cq, fields::poll_cq::hw_ts},
 };

@@ -277,6 +277,7 @@ json ReportBuilder::qps_section() const {
         j["unconfirmed"] = agg.unconfirmed;
         j["latency_ns"] = quantiles_json(agg.latency_ns);
         if (json o = outstanding_json(q); !o.is_null()) j["outstanding"] = std::move(o);
+        j["progress"] = progress_json(q);
         out.push_back(std::move(j));
     }
     return out;
@@ -504,6 +505,7 @@ json ReportBuilder::options_section() const {
     const AnalysisOptions& o = a_.options_;
     return json{{"skew_threshold", o.skew_threshold},
                 {"error_storm", o.error_storm_threshold},
+                {"stall_after_ns", o.stall_after_ns},
                 {"straggler_fraction", o.straggler_fraction},
                 {"rail_imbalance", o.rail_imbalance_threshold},
                 {"gray_link", {{"window_ns", o.gray.window_ns}, {"windows", o.gray.min_windows},
@@ -779,6 +781,7 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
 
     add_gray_link_findings(findings);
     add_incast_findings(findings);
+    add_stall_findings(findings, errors > 0 && errors >= a_.options_.error_storm_threshold);
 
     // Operations without completion on a QP that was still alive: a process that crashed or was killed, or a
     // trace cut short. (A tail left when the owner tore its QP down is `unconfirmed`, not this.)

@@ -52,6 +52,12 @@ private:
     nlohmann::json phases_section(nlohmann::json& findings) const;   // phases_section.cpp
     nlohmann::json phases_options() const;                            // phases_section.cpp
     nlohmann::json outstanding_json(QpId q) const;      // qps[].outstanding, null when none
+    // progress_section.cpp: qps[].progress (null when none), an operation as evidence, an error completion's
+    // status and syndrome, and the stalled_queue findings.
+    nlohmann::json progress_json(QpId q) const;
+    nlohmann::json wqe_json(const Operation& op) const;
+    nlohmann::json completion_error_json(const Operation& op) const;
+    void add_stall_findings(nlohmann::json& findings, bool error_storm) const;
     void add_gray_link_findings(nlohmann::json& findings) const;
     void add_incast_findings(nlohmann::json& findings) const;
     void add_findings(nlohmann::json& doc, nlohmann::json& findings) const;

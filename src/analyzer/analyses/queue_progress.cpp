@@ -1,0 +1,100 @@
+#include "analyzer/analyses/queue_progress.h"
+
+#include <algorithm>
+
+namespace sigmatrace::analyzer {
+
+namespace {
+constexpr int32_t kQpsReset = 0;  // enum ibv_qp_state
+constexpr int32_t kQpsErr = 6;
+}  // namespace
+
+QpProgress& QueueProgress::at(QpId q) {
+    if (q >= qps_.size()) {
+        qps_.resize(q + 1);
+        procs_.resize(q + 1, kNoId);
+        used_.resize(q + 1, false);
+    }
+    used_[q] = true;
+    return qps_[q];
+}
+
+void QueueProgress::note_state(QpProgress& p, int32_t state, int64_t ts, bool from_completion) {
+    // An error completion of a QP already in ERR says nothing new.
+    if (from_completion && !p.states.empty() && p.states.back().state == state) return;
+    if (p.states.size() < kMaxStates) p.states.push_back({ts, state, from_completion});
+}
+
+void QueueProgress::add(const Operation& op) {
+    if (op.is_recv() || op.qp == kNoId) return;
+    QpProgress& p = at(op.qp);
+    procs_[op.qp] = op.proc;
+    ++p.posted;
+    auto unacknowledged = [&] {
+        if (!p.first_unacknowledged) p.first_unacknowledged = op;
+        ++p.unacknowledged;
+    };
+    switch (op.outcome) {
+    case OpOutcome::Completed:
+        ++p.completed;
+        // Progress: what was not acknowledged before it was (a queue completes in order).
+        p.last_completed = op;
+        p.first_unacknowledged.reset();
+        p.unacknowledged = 0;
+        p.stuck = 0;
+        p.first_flush_ts = -1;
+        break;
+    case OpOutcome::Failed:
+        ++p.failed;
+        p.last_error = op;
+        unacknowledged();
+        ++p.stuck;
+        // An RC QP that completes with an error goes to ERR (the verbs specification).
+        note_state(p, kQpsErr, op.done_ts, true);
+        break;
+    case OpOutcome::Flushed:
+        ++p.flushed;
+        if (p.first_flush_ts < 0) p.first_flush_ts = op.done_ts;
+        unacknowledged();
+        break;
+    case OpOutcome::InFlight:
+        ++p.in_flight;
+        unacknowledged();
+        ++p.stuck;
+        break;
+    default: ++p.other; break;
+    }
+}
+
+void QueueProgress::on_owner_state(QpId q, int32_t state, int64_t ts) {
+    QpProgress& p = at(q);
+    note_state(p, state, ts, false);
+    if (state == kQpsReset || state == kQpsErr) p.owner_teardown_ts = ts;
+}
+
+void QueueProgress::on_owner_destroy(QpId q, int64_t ts) { at(q).owner_teardown_ts = ts; }
+
+std::vector<StalledQueue> QueueProgress::stalled(int64_t end_ts, int64_t stall_ns) const {
+    std::vector<StalledQueue> out;
+    for (QpId q = 0; q < qps_.size(); ++q) {
+        const QpProgress& p = qps_[q];
+        if (!used_[q] || p.stuck == 0 || !p.first_unacknowledged) continue;
+        int64_t since = p.first_unacknowledged->post_ts;
+        if (p.last_completed) since = std::max(since, p.last_completed->done_ts);
+        // Its owner reset, moved to ERR or destroyed it after the work stopped: the stall, if any, ended there
+        // (an error handled at once is none; a hung job killed later, whose exit destroyed the QP, was one).
+        const int64_t until = p.owner_teardown_ts >= since ? p.owner_teardown_ts : end_ts;
+        if (until - since < stall_ns) continue;
+        out.push_back({q, since, until - since, until != end_ts});
+    }
+    return out;
+}
+
+std::vector<QpId> QueueProgress::flushed_companions(QpId q, ProcId proc) const {
+    std::vector<QpId> out;
+    for (QpId o = 0; o < qps_.size(); ++o)
+        if (o != q && used_[o] && procs_[o] == proc && qps_[o].first_flush_ts >= 0) out.push_back(o);
+    return out;
+}
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# hang_test.sh SIGMATRACE ANALYZER ST_HANG, inside tests/support/sandbox.sh --lttng.
+#
+# Hang diagnosis while the job is still hung (docs/analyzer.md, "Queue progress and stalls"; docs/interpose.md,
+# "A job that hangs"). st-hang on 2 fabric nodes, recorded: rank 0 writes 4 MiB to rank 1 (acknowledged), the
+# fabric takes the link down at 2 s, rank 0's signal ATOMIC_FETCH_AND_ADD then fails with RETRY_EXC_ERR, and both
+# ranks spin forever. While they spin, SIGUSR1 to `sigmatrace record` rotates the session; the rotated chunk is
+# analyzed and must say:
+#   - a stalled_queue finding on rank 0's QP (the number st-hang printed), on node0, peer node1 and rank 1's QP;
+#   - its first unacknowledged WR: ATOMIC_FETCH_AND_ADD, 8 bytes, to the flag address st-hang printed, wr_id 2,
+#     failed with RETRY_EXC_ERR; the last completed one: the 4 MiB RDMA_WRITE; stalled for more than 1 s;
+#   - qps[].progress of that QP: 2 posted, 1 completed, 1 failed, and its move to ERR by the error completion;
+#   - and the job is still running when the report is made. Then the job is killed, and the whole recording (both
+#     chunks) has the same stalled_queue.
+set -uo pipefail
+st=$1 analyzer=$2 hang=$3
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+command -v jq >/dev/null || { echo "SKIP: jq not installed"; exit 77; }
+[[ -x $hang ]] || { echo "SKIP: st-hang not built (no MPI)"; exit 77; }
+work=$(mktemp -d /tmp/hang-test.XXXXXX)
+rec=
+cleanup() {
+  if [[ -n $rec ]] && kill -0 "$rec" 2>/dev/null; then
+    kill -TERM "$rec" 2>/dev/null
+    wait "$rec" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+
+echo "down node0/sfab_0 <-> node1/sfab_0 from 2s to 3600s" >"$work/fabric.conf"
+root=()
+[[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
+# mpirun runs untraced, its ranks traced (as linkload_test.cpp does: a traced mpirun may abort at exit).
+job="timeout 300 mpirun ${root[*]} --oversubscribe -np 2 --mca btl self,vader --mca pml ob1 env LD_PRELOAD=\"\$P\" \
+$st fabric --name hang-$$ --node rank --config $work/fabric.conf -- $hang --wait-ms 3000"
+"$st" record -o "$work/trace" -- bash -c "P=\$LD_PRELOAD; exec env -u LD_PRELOAD $job" >"$work/run.log" 2>&1 &
+rec=$!
+for _ in $(seq 1 600); do
+  grep -q 'st-hang: rank 0: qp' "$work/run.log" && grep -q 'st-hang: rank 1: qp' "$work/run.log" && break
+  kill -0 "$rec" 2>/dev/null || break
+  sleep 0.1
+done
+if ! grep -q 'st-hang: rank 0: qp' "$work/run.log"; then
+  echo "FAILED: st-hang did not reach its hang"; cat "$work/run.log"; exit 1
+fi
+grep 'st-hang:' "$work/run.log"
+read -r qp0 flag status < <(sed -n 's/^st-hang: rank 0: qp \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \(.*\), vendor_err.*/\1 \2 \3/p' "$work/run.log" | awk '{print $1, $2, $3}')
+qp1=$(sed -n 's/^st-hang: rank 1: qp \([0-9]*\) .*/\1/p' "$work/run.log")
+[[ $status == transport ]] || fail "the atomic did not fail with the retry error: $(grep 'rank 0' "$work/run.log")"
+
+# Let the stall pass the default threshold (1 s), then make the recording so far readable.
+sleep 1.5
+kill -USR1 "$rec"
+chunk=
+for _ in $(seq 1 300); do
+  chunk=$(sed -n 's/.*is now readable at \(.*\)$/\1/p' "$work/run.log" | head -1)
+  [[ -n $chunk ]] && break
+  sleep 0.1
+done
+[[ -n $chunk && -d $chunk ]] || { echo "FAILED: no rotated chunk"; cat "$work/run.log"; exit 1; }
+"$analyzer" "$chunk" --json "$work/a.json" >"$work/a.txt" 2>&1 || fail "sigmatrace-analyze $chunk failed: $(cat "$work/a.txt")"
+cat "$work/a.txt" | sed -n '1,8p'
+kill -0 "$rec" 2>/dev/null || fail "the job was no longer running when it was analyzed"
+
+j() { jq -r "$1" "$work/a.json"; }
+stall='[.findings[] | select(.kind == "stalled_queue")]'
+[[ $(j "$stall | length") == 1 ]] || fail "expected 1 stalled_queue finding: $(j '[.findings[].kind]')"
+e="$stall[0].evidence"
+check() {  # check WHAT JQ EXPECTED
+  local got
+  got=$(j "$2")
+  [[ $got == "$3" ]] || fail "$1: got '$got', expected '$3'"
+}
+check "QP" "$e.qp_num" "$qp0"
+check "node" "$e.node" node0
+check "peer node" "$e.peer.node" node1
+check "peer QP" "$e.peer.qp_num" "$qp1"
+check "opcode" "$e.first_unacknowledged.opcode" ATOMIC_FETCH_AND_ADD
+check "bytes" "$e.first_unacknowledged.bytes" 8
+check "remote address" "$e.first_unacknowledged.remote_addr" "$flag"
+check "wr_id" "$e.first_unacknowledged.wr_id" 2
+check "status" "$e.first_unacknowledged.error.status" RETRY_EXC_ERR
+check "last error" "$e.last_error.status" RETRY_EXC_ERR
+check "last completed" "$e.last_completed | \"\\(.opcode) \\(.bytes)\"" "RDMA_WRITE 4194304"
+check "stalled past 1 s" "$e.stalled_ns > 1000000000" true
+check "outstanding" "$e.outstanding" 1
+q=".qps[] | select(.qp_num == $qp0 and .node == \"node0\") | .progress"
+check "progress" "$q | [.posted, .completed, .failed, .in_flight] | map(tostring) | join(\" \")" "2 1 1 0"
+check "ERR by the error completion" "[$q | .states[] | select(.state == \"ERR\") | .source] | join(\",\")" error_completion
+grep -q "stalled_queue: QP $qp0 of rank 0 (node0) (peer node1 QP $qp1)" "$work/a.txt" || fail "the text report does not name the QP"
+
+kill -TERM "$rec"
+wait "$rec" 2>/dev/null
+rec=
+# The whole recording (the rotated chunk and the last one, one trace set) says the same, stalled until the kill.
+"$analyzer" "$work/trace" --json "$work/all.json" >"$work/all.txt" 2>&1 || fail "sigmatrace-analyze of the whole trace failed: $(cat "$work/all.txt")"
+ja() { jq -r "$1" "$work/all.json"; }
+[[ $(ja "[.findings[] | select(.kind == \"stalled_queue\" and .evidence.qp_num == $qp0)] | length") == 1 ]] ||
+  fail "the whole recording has no stalled_queue on QP $qp0: $(ja '[.findings[].kind]')"
+if ((failures)); then
+  echo "$failures check(s) failed"; cat "$work/run.log"; exit 1
+fi
+echo "hang_test: OK"
