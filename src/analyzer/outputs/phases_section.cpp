@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include <string_view>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -140,7 +141,11 @@ json ReportBuilder::phases_section(json& findings) const {
                {"bandwidth_source", measured ? json(binding_bw.source) : json(nullptr)},
                {"ports", std::move(ports)},
                {"causes", causes}};
-        if (measured && efficiency < o.efficiency_threshold && tx_bytes >= static_cast<double>(o.finding_min_bytes)) {
+        // Only against a configured bandwidth: an observed peak is the best burst the port ever managed, so a
+        // bound from it is optimistic, and a clean run on a busy host falls below it (a false finding).
+        const bool configured = std::string_view(binding_bw.source) != "observed";
+        if (measured && configured && efficiency < o.efficiency_threshold &&
+            tx_bytes >= static_cast<double>(o.finding_min_bytes)) {
             findings.push_back(finding(
                 "phase_inefficiency", "warning",
                 fmt::format("Phase {} (+{} for {}, {}) ran at {:.0f}% of its bound: {} limited by {} at {}/s would "

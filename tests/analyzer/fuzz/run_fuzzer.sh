@@ -21,7 +21,7 @@ sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/analyses/*.cpp "$a
 for f in "$a"/decode/*.cpp; do
   [[ " ${bt2_decode[*]} " == *" $(basename "$f" .cpp) "* ]] || sources+=("$f")
 done
-gen=${SIGMATRACE_ANALYZER_GENERATED:?set it to the build tree's src/analyzer/outputs (generated protobuf code)}
+gen=${SIGMATRACE_ANALYZER_GENERATED:?set it to src/analyzer/outputs of the build tree, with the generated protobuf code}
 sources+=("$gen"/*.pb.cc)
 read -ra pb_libs <<<"$(pkg-config --libs protobuf)"
 corpus=$src/tests/analyzer/fuzz/corpus; out_corpus=$work/corpus; libs=(-lfmt -lsqlite3 "${pb_libs[@]}")
@@ -53,7 +53,7 @@ if [[ ${#stale[@]} -gt 0 || $relink == 1 ]]; then
   echo "building $bin with $cxx (${#stale[@]} objects to compile)"
   rm -f "$work/build.log"
   flags=(-std=c++20 -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-         -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" -isystem "$gen" "${bt_cflags[@]}")
+         -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" -isystem "$gen" -isystem "$gen/.." "${bt_cflags[@]}")
   # Two compilers at a time (the machine has two cores), then one link.
   # sh -c 'SCRIPT' CXX OBJDIR FLAGS...: $0 is the compiler, $1 the object directory, the rest the flags.
   if { [[ ${#stale[@]} -gt 0 ]] && ! printf '%s\n' "${stale[@]}" | xargs -P "${SIGMATRACE_JOBS:-2}" -I{} sh -c \
