@@ -290,8 +290,8 @@ TEST_F(LinkFindingsOnTheFabric, IncastOnTheReceiverOfTheManyToOnePhase) {
 // The timeline's windows (default length: the trace's span in 128..256 windows). Inside the fault, past the
 // drain of the queued WRITEs (depth x size at the slowed rate) and the edge tolerance, the slowed link's windows
 // carry a quarter of the rate and the other ring links the rate: the mean and the median over those windows
-// within 5%, and 80% of the windows within 10% (a stall of the fabric's process on a loaded machine moves every
-// link's bytes from one window to the next).
+// within 5%, and 70% of the windows within 10% (a stall of the fabric's process on a loaded machine moves every
+// link's bytes from one window to the next; the windows are short, ~8 ms, about four WRITEs of a healthy link).
 TEST_F(LinkFindingsOnTheFabric, WindowsShowTheSlowedLinkAtAQuarter) {
     const Recording& r = gray();
     REQUIRE_RUN(r);
@@ -334,7 +334,7 @@ TEST_F(LinkFindingsOnTheFabric, WindowsShowTheSlowedLinkAtAQuarter) {
                     median / want, close);
         EXPECT_NEAR(mean, want, 0.05 * want) << link;
         EXPECT_NEAR(median, want, 0.05 * want) << link;
-        EXPECT_GE(static_cast<double>(close), 0.8 * static_cast<double>(v.size())) << link;
+        EXPECT_GE(static_cast<double>(close), 0.7 * static_cast<double>(v.size())) << link;
     }
     // The slowed link's own node matrix cell agrees with its link (one rail used).
     for (const json& w : windows) {
