@@ -46,17 +46,25 @@ endif()
 if(NOT _echarts_ok)
   message(STATUS "ECharts: fetching ${SIGMATRACE_ECHARTS_URL}")
   file(MAKE_DIRECTORY ${SIGMATRACE_CACHE_DIR})
-  file(DOWNLOAD ${SIGMATRACE_ECHARTS_URL} ${_echarts_tgz}.part
-       EXPECTED_HASH SHA512=${SIGMATRACE_ECHARTS_SHA512} TIMEOUT 120 STATUS _st)
+  # The hash is checked below, not by EXPECTED_HASH: a failed download would then be an error, not the warning.
+  file(DOWNLOAD ${SIGMATRACE_ECHARTS_URL} ${_echarts_tgz}.part TIMEOUT 120 STATUS _st)
   list(GET _st 0 _code)
   if(NOT _code EQUAL 0)
     file(REMOVE ${_echarts_tgz}.part)
     list(GET _st 1 _why)
-    message(FATAL_ERROR
+    # A warning, not an error: everything else builds and works, and reports say that their charts are missing.
+    message(WARNING
       "Cannot fetch Apache ECharts for the HTML report: url=${SIGMATRACE_ECHARTS_URL}, status=${_code} (${_why}). "
-      "Either give the build network once (the tarball is then cached at ${_echarts_tgz}), or download it elsewhere "
-      "and configure with -DSIGMATRACE_ECHARTS_TARBALL=PATH, or configure with -DSIGMATRACE_ECHARTS=OFF (HTML "
-      "reports then have tables only).")
+      "HTML reports will have tables only (and say so), and the headless-browser test is skipped. For charts, give "
+      "the build network once (the tarball is then cached at ${_echarts_tgz}), or download it elsewhere and "
+      "configure with -DSIGMATRACE_ECHARTS_TARBALL=PATH; -DSIGMATRACE_ECHARTS=OFF silences this.")
+    return()
+  endif()
+  file(SHA512 ${_echarts_tgz}.part _got)
+  if(NOT _got STREQUAL SIGMATRACE_ECHARTS_SHA512)
+    file(REMOVE ${_echarts_tgz}.part)
+    message(FATAL_ERROR "The ECharts tarball fetched from ${SIGMATRACE_ECHARTS_URL} does not match the pinned hash: "
+                        "sha512=${_got}, expected=${SIGMATRACE_ECHARTS_SHA512}.")
   endif()
   file(RENAME ${_echarts_tgz}.part ${_echarts_tgz})
 endif()

@@ -6,12 +6,16 @@
 #   3. the document rendered without the library: tables and a visible note, no script.
 # For 1 and 2: no script error, every chart holds as many points as the document has (the page script writes
 # the counts ECharts reports from getOption() into #chart-counts), and a non-empty PNG screenshot.
-# Exit 77 (skipped) when chromium is not installed.
+# Exit 77 (skipped) when chromium is not installed, or when the build has no ECharts (not fetched at configure).
 set -euo pipefail
 analyze=$1 render=$2 trace=$3 data_dir=$4
 browser=$(command -v chromium || command -v chromium-browser || true)
 if [[ -z $browser ]]; then
   echo "SKIP: chromium is not installed (Debian package chromium; scripts/dev.sh installs it)"
+  exit 77
+fi
+if [[ ! -f $data_dir/echarts.min.js ]]; then
+  echo "SKIP: the build has no ECharts ($data_dir/echarts.min.js: see the configure warning)"
   exit 77
 fi
 tmp=$(mktemp -d)
