@@ -14,6 +14,8 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/core.h>
+
 namespace sigmatrace::record {
 namespace {
 
@@ -115,7 +117,16 @@ RecordingSession::RecordingSession(const SessionDaemon& daemon)
     : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid())) {}
 
 RecordingSession::~RecordingSession() {
-    if (created_) lttng({"destroy", name_});
+    if (!created_) return;
+    // Bounded: stop() already waited until every event was in the trace, but destroy waits again for the data
+    // of every stream, and a stream whose process was killed in the middle of writing an event never finishes
+    // (seen: lttng destroy waiting forever after a SIGKILL). The daemon goes on destroying the session alone.
+    constexpr const char* kDestroyLimit = "20";
+    const Captured c = run_captured({"timeout", "--kill-after=2", kDestroyLimit, "lttng", "destroy", name_}, env_);
+    if (c.status == 124 || c.status == 137)
+        fmt::print(stderr, "sigmatrace record: 'lttng destroy {}' did not finish within {} s (a traced process killed "
+                           "while writing an event leaves a stream LTTng waits for); the trace written stands\n",
+                   name_, kDestroyLimit);
 }
 
 Captured RecordingSession::lttng(std::vector<std::string> args) {
