@@ -1,4 +1,5 @@
 #include "analyzer/outputs/perfetto_proto_writer.h"
+#include "analyzer/outputs/timeline_track_names.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -111,26 +112,6 @@ uint64_t PerfettoProtoWriter::annotation_name(const char* name, pf::TracePacket&
     return it->second;
 }
 
-std::string PerfettoProtoWriter::proc_name(ProcId p) const {
-    const Process& pr = topo_.proc(p);
-    const std::string node = pr.node == kNoId ? "?" : topo_.node(pr.node).name;
-    return pr.rank >= 0 ? fmt::format("rank {} @ {} (pid {})", pr.rank, node, pr.pid) : fmt::format("pid {} @ {}", pr.pid, node);
-}
-
-std::string PerfettoProtoWriter::qp_name(QpId q) const {
-    const Qp& qp = topo_.qp(q);
-    std::string name = fmt::format("{}QP {}", qp.gpu ? (qp.poster == records::Poster::gpu ? "GPU " : "direct ") : "", qp.qp_num);
-    if (qp.peer.proc != kNoId) {
-        const Process& pr = topo_.proc(qp.peer.proc);
-        name += pr.rank >= 0 ? fmt::format(" -> rank {}", pr.rank) : fmt::format(" -> pid {}", pr.pid);
-        if (qp.peer.qp != kNoId) name += fmt::format(" QP {}", topo_.qp(qp.peer.qp).qp_num);
-    } else if (qp.peer.node != kNoId) {
-        name += " -> " + topo_.node(qp.peer.node).name;
-    }
-    if (qp.dev != kNoId) name += fmt::format(" [{}]", topo_.device(qp.dev).name);
-    return name;
-}
-
 void PerfettoProtoWriter::write_track(uint64_t uuid, uint64_t parent, const std::string& name, int32_t pid) {
     pf::TracePacket p;
     pf::TrackDescriptor* d = p.mutable_track_descriptor();
@@ -149,8 +130,8 @@ void PerfettoProtoWriter::write_track(uint64_t uuid, uint64_t parent, const std:
 void PerfettoProtoWriter::ensure_tracks(QpId q) {
     if (!qps_seen_.insert(q).second) return;
     const ProcId p = topo_.qp(q).proc;
-    if (procs_seen_.insert(p).second) write_track(proc_uuid(p), 0, proc_name(p), static_cast<int32_t>(topo_.proc(p).pid));
-    write_track(qp_uuid(q), proc_uuid(p), qp_name(q), -1);
+    if (procs_seen_.insert(p).second) write_track(proc_uuid(p), 0, timeline_process_name(topo_, p), static_cast<int32_t>(topo_.proc(p).pid));
+    write_track(qp_uuid(q), proc_uuid(p), timeline_qp_name(topo_, q), -1);
 }
 
 void PerfettoProtoWriter::write_marker(const RemoteMarker& m, const Peer& peer) {
@@ -250,8 +231,8 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
         else ++markers_dropped_;   // the target is not traced: the flow has no end
     }
     unresolved_markers_.clear();
-    for (ProcId p : procs_seen_) write_track(proc_uuid(p), 0, proc_name(p), static_cast<int32_t>(topo_.proc(p).pid));
-    for (QpId q : qps_seen_) write_track(qp_uuid(q), proc_uuid(topo_.qp(q).proc), qp_name(q), -1);
+    for (ProcId p : procs_seen_) write_track(proc_uuid(p), 0, timeline_process_name(topo_, p), static_cast<int32_t>(topo_.proc(p).pid));
+    for (QpId q : qps_seen_) write_track(qp_uuid(q), proc_uuid(topo_.qp(q).proc), timeline_qp_name(topo_, q), -1);
 
     // Counters per time window of the analysis (timeline.windows[]): one track per link and per receiver,
     // a value at each window's start where the link (receiver) had traffic and 0 where it had none.

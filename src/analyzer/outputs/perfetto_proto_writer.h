@@ -71,8 +71,6 @@ private:
     void ensure_tracks(QpId q);
     void write_track(uint64_t uuid, uint64_t parent, const std::string& name, int32_t pid);
     void write_marker(const RemoteMarker& m, const Peer& peer);
-    std::string proc_name(ProcId p) const;
-    std::string qp_name(QpId q) const;
 
     const Topology& topo_;
     uint64_t max_ops_;

@@ -1,4 +1,5 @@
 #include "analyzer/outputs/perfetto_writer.h"
+#include "analyzer/outputs/timeline_track_names.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -156,9 +157,7 @@ bool PerfettoWriter::close() {
     for (QpId q : qps_seen_) procs.insert(topo_.qp(q).proc);
     for (ProcId p : procs) {
         const Process& pr = topo_.proc(p);
-        const std::string node = pr.node == kNoId ? "?" : topo_.node(pr.node).name;
-        const std::string name = pr.rank >= 0 ? fmt::format("rank {} @ {} (pid {})", pr.rank, node, pr.pid)
-                                              : fmt::format("pid {} @ {}", pr.pid, node);
+        const std::string name = timeline_process_name(topo_, p);
         fmt::print(f_, "{}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{}}}", first_ ? "" : ",\n", p + 1,
                    nlohmann::json{{"name", name}}.dump());
         first_ = false;
@@ -167,15 +166,7 @@ bool PerfettoWriter::close() {
     }
     for (QpId q : qps_seen_) {
         const Qp& qp = topo_.qp(q);
-        std::string name = fmt::format("{}QP {}", qp.gpu ? (qp.poster == records::Poster::gpu ? "GPU " : "direct ") : "", qp.qp_num);
-        if (qp.peer.proc != kNoId) {
-            const Process& pr = topo_.proc(qp.peer.proc);
-            name += pr.rank >= 0 ? fmt::format(" -> rank {}", pr.rank) : fmt::format(" -> pid {}", pr.pid);
-            if (qp.peer.qp != kNoId) name += fmt::format(" QP {}", topo_.qp(qp.peer.qp).qp_num);
-        } else if (qp.peer.node != kNoId) {
-            name += " -> " + topo_.node(qp.peer.node).name;
-        }
-        if (qp.dev != kNoId) name += fmt::format(" [{}]", topo_.device(qp.dev).name);
+        const std::string name = timeline_qp_name(topo_, q);
         fmt::print(f_, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{}}}", qp.proc + 1, q + 1,
                    nlohmann::json{{"name", name}}.dump());
     }
