@@ -11,23 +11,31 @@
 // Anything that prevents tracing is reported and, before the command runs, stops the recording: a command is
 // never run "traced" when it would not be.
 #include <dlfcn.h>
+#include <sched.h>
 #include <fmt/core.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <time.h>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
 #include "common/install_layout.h"
+#include "record/crash_recovery.h"
 #include "record/lttng_control.h"
 #include "record/process_report.h"
 #include "record/rank_forwarding.h"
 #include "record/record_options.h"
 #include "record/subprocess.h"
+#include "record/tmpfs_dir.h"
 #include "record/traced_environment.h"
 #include "sigmatrace/commands.h"
 
@@ -79,45 +87,39 @@ bool trace_has_data(const std::string& dir) {
     return false;
 }
 
-// Where the recorded processes' deferred-emission rings live as files (SIGMATRACE_SALVAGE_DIR), so that what a
-// process leaves in them (_exit, SIGKILL, records captured after its tracer shut down) is emitted after it is
-// gone (salvage_rings below). tmpfs: the rings are written at memory speed. Removed with what is left in it.
-class SalvageDir {
-public:
-    SalvageDir() {
-        for (const char* base : {"/dev/shm", "/tmp"}) {
-            std::string templ = std::string(base) + "/sigmatrace-rings-XXXXXX";
-            if (mkdtemp(templ.data()) != nullptr) {
-                path_ = templ;
-                return;
-            }
-        }
-    }
-    ~SalvageDir() {
-        std::error_code ec;
-        if (!path_.empty()) fs::remove_all(path_, ec);
-    }
-    SalvageDir(const SalvageDir&) = delete;
-    SalvageDir& operator=(const SalvageDir&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
-
 // Runs the salvage step in a process of its own (libsigmatrace.so preloaded, not identifying itself: it is no
 // process of the command) while the session still records, and reports what it did.
-void salvage_rings(const SalvageDir& dir, Environment env) {
-    if (dir.path().empty()) return;
-    // Processes that end with their rings empty remove their files: usually nothing is left to salvage, and no
-    // salvaging process (an lttng-ust registration) is started.
-    bool any = false;
+// Whether ended processes left records in their rings. Processes that end with their rings empty remove their
+// files: usually nothing is left to salvage, and no salvaging process (an lttng-ust registration) is started.
+bool rings_left(const TmpfsDir& dir) {
+    if (dir.path().empty()) return false;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir.path(), ec)) any = any || e.path().filename().string().rfind("ring-", 0) == 0;
-    if (!any) return;
+    for (const auto& e : fs::directory_iterator(dir.path(), ec))
+        if (e.path().filename().string().rfind("ring-", 0) == 0) return true;
+    return false;
+}
+
+// `avoid_cpus`: CPUs whose buffers take no more events (crash_recovery.h); the salvage runs on the others.
+void salvage_rings(const TmpfsDir& dir, Environment env, const std::vector<int>& avoid_cpus) {
+    std::error_code ec;
     env = without(without(std::move(env), "SIGMATRACE_RECORD_REPORT"), "SIGMATRACE_SALVAGE_DIR");
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    const Captured c = run_captured({self.string(), std::string(kSalvageVerb), dir.path()}, env);
+    std::vector<std::string> argv = {self.string(), std::string(kSalvageVerb), dir.path()};
+    if (!avoid_cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        std::string cpus;
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+                if (CPU_ISSET(cpu, &set) && std::find(avoid_cpus.begin(), avoid_cpus.end(), cpu) == avoid_cpus.end())
+                    cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
+        if (cpus.empty())
+            error("every CPU's LTTng buffer is stalled by a killed process: the salvaged records may not reach the "
+                  "trace");
+        else
+            argv.push_back("--cpus=" + cpus);
+    }
+    const Captured c = run_captured(argv, env);
     // Its counts are its last line (lttng-ust may have said something before).
     std::string line = c.output;
     while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
@@ -145,9 +147,25 @@ void salvage_rings(const SalvageDir& dir, Environment env) {
 
 // `sigmatrace salvage-rings DIR`: see salvage_rings above. Prints one line of counts.
 int cmd_salvage_rings(Args args) {
-    if (args.size() != 1) {
-        fmt::print(stderr, "usage: sigmatrace {} DIR (internal: run by sigmatrace record)\n", kSalvageVerb);
+    constexpr std::string_view kCpus = "--cpus=";
+    if (args.empty() || args.size() > 2 || (args.size() == 2 && std::string_view(args[1]).rfind(kCpus, 0) != 0)) {
+        fmt::print(stderr, "usage: sigmatrace {} DIR [--cpus=N,N...] (internal: run by sigmatrace record)\n",
+                   kSalvageVerb);
         return 2;
+    }
+    if (args.size() == 2) {
+        // The salvaged events are written to the buffers of the CPU that runs this process.
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (std::string_view rest = std::string_view(args[1]).substr(kCpus.size()); !rest.empty();) {
+            const auto comma = rest.find(',');
+            const std::string item(rest.substr(0, comma));
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            const int cpu = std::atoi(item.c_str());
+            if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+        }
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            fmt::print(stderr, "sigmatrace {}: cannot run on CPUs {}: {}\n", kSalvageVerb, args[1], std::strerror(errno));
     }
     using Salvage = int (*)(const char*, char*, size_t);
     auto fn = reinterpret_cast<Salvage>(dlsym(RTLD_DEFAULT, "sigmatrace_salvage_rings"));
@@ -197,7 +215,7 @@ int cmd_record(Args args) {
     }
     // Where traced processes say whether their events reach the session (process_report.h).
     const ReportFile report_file;
-    const SalvageDir salvage_dir;
+    const TmpfsDir salvage_dir("sigmatrace-rings");
     if (!report_file.error().empty())
         fmt::print(stderr, "sigmatrace record: warning: {}; processes that cannot be traced will not be listed\n",
                    report_file.error());
@@ -212,7 +230,10 @@ int cmd_record(Args args) {
         channel.subbuffer_size = subbuffer_size(opt.channel_size);
         channel.subbuffers = kSubBuffers;
         channel.blocking = opt.blocking;
-        if (std::string e = session.start(output, opt.relay_url, channel); !e.empty()) {
+        // The ring buffers as files, for recovery (crash_recovery.h): a local trace only (a relay's trace is on
+        // another machine), and only on tmpfs (on a disk every event would be written twice).
+        const TmpfsDir buffers_dir("sigmatrace-buffers", opt.relay_url.empty() ? TmpfsDir::tmpfs_only : TmpfsDir::none);
+        if (std::string e = session.start(output, opt.relay_url, channel, buffers_dir.path()); !e.empty()) {
             error(e + "; the command was not run");
             return kUsageError;
         }
@@ -242,9 +263,34 @@ int cmd_record(Args args) {
                 error(said);
         });
         if (!spawn_error.empty()) error(spawn_error);
-        salvage_rings(salvage_dir, env);
 
+        // Stopped before the salvage, so that what LTTng cannot deliver is known (and recovered) first, and the
+        // salvaged records go to the CPUs whose buffers still take events.
         if (std::string e = session.stop(); !e.empty()) error(e);
+        Recovery recovery;
+        if (!buffers_dir.path().empty()) {
+            timespec now{};
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            const uint64_t stop_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+            recovery = recover_undelivered(buffers_dir.path(), output, stop_ns, daemon->tool_environment());
+            if (!recovery.error.empty())
+                error("cannot recover what LTTng left undelivered in its buffers: " + recovery.error);
+            if (!recovery.where.empty()) {
+                fmt::print(stderr,
+                           "sigmatrace record: recovered {} packet(s), {} bytes, that LTTng could not deliver (a "
+                           "process killed while writing an event stalls its CPU's buffer): {}\n",
+                           recovery.packets, recovery.bytes, recovery.where);
+                session.destroy_without_waiting();
+            }
+        }
+        if (rings_left(salvage_dir)) {
+            if (std::string e = session.restart(); !e.empty()) {
+                error(e + "; the records ended processes left unemitted are not in the trace");
+            } else {
+                salvage_rings(salvage_dir, env, recovery.stalled_cpus);
+                if (std::string e2 = session.stop(); !e2.empty()) error(e2);
+            }
+        }
         loss = session.loss(&loss_error);
     }  // the session is destroyed here; the trace is complete on disk
 

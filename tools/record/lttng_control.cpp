@@ -113,16 +113,18 @@ Environment SessionDaemon::tool_environment() const {
     return without(current_environment(), "LD_PRELOAD");
 }
 
-RecordingSession::RecordingSession(const SessionDaemon& daemon)
-    : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid())) {}
+RecordingSession::RecordingSession(const SessionDaemon& daemon, const std::string& suffix)
+    : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid()) + suffix) {}
 
 RecordingSession::~RecordingSession() {
     if (!created_) return;
     // Bounded: stop() already waited until every event was in the trace, but destroy waits again for the data
     // of every stream, and a stream whose process was killed in the middle of writing an event never finishes
-    // (seen: lttng destroy waiting forever after a SIGKILL). The daemon goes on destroying the session alone.
+    // (crash_recovery.h). The daemon goes on destroying the session alone.
     constexpr const char* kDestroyLimit = "20";
-    const Captured c = run_captured({"timeout", "--kill-after=2", kDestroyLimit, "lttng", "destroy", name_}, env_);
+    std::vector<std::string> argv = {"timeout", "--kill-after=2", kDestroyLimit, "lttng", "destroy", name_};
+    if (no_wait_) argv.push_back("--no-wait");
+    const Captured c = run_captured(argv, env_);
     if (c.status == 124 || c.status == 137)
         fmt::print(stderr, "sigmatrace record: 'lttng destroy {}' did not finish within {} s (a traced process killed "
                            "while writing an event leaves a stream LTTng waits for); the trace written stands\n",
@@ -144,12 +146,13 @@ std::string RecordingSession::check(const Captured& c, const std::vector<std::st
 }
 
 std::string RecordingSession::start(const std::string& output_dir, const std::string& relay_url,
-                                    const ChannelSettings& channel) {
+                                    const ChannelSettings& channel, const std::string& buffers_dir) {
     std::vector<std::vector<std::string>> steps;
     if (!relay_url.empty())
         steps.push_back({"create", name_, "--set-url=" + relay_url});
     else
         steps.push_back({"create", name_, "--output=" + output_dir});
+    if (!buffers_dir.empty()) steps.back().push_back("--shm-path=" + buffers_dir);
     std::vector<std::string> enable = {"enable-channel", "--userspace", "--session=" + name_, "--buffers-uid",
                                        "--subbuf-size=" + std::to_string(channel.subbuffer_size),
                                        "--num-subbuf=" + std::to_string(channel.subbuffers)};
@@ -171,6 +174,11 @@ std::string RecordingSession::start(const std::string& output_dir, const std::st
 
 std::string RecordingSession::stop() {
     const std::vector<std::string> args = {"stop", name_};
+    return check(lttng(args), args);
+}
+
+std::string RecordingSession::restart() {
+    const std::vector<std::string> args = {"start", name_};
     return check(lttng(args), args);
 }
 

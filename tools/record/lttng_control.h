@@ -47,18 +47,23 @@ struct ChannelSettings {
 // One recording session: created on construction (create()), destroyed in the destructor.
 class RecordingSession {
 public:
-    explicit RecordingSession(const SessionDaemon& daemon);
+    // The session is named sigmatrace-PID, followed by `suffix`.
+    explicit RecordingSession(const SessionDaemon& daemon, const std::string& suffix = "");
     ~RecordingSession();
     RecordingSession(const RecordingSession&) = delete;
     RecordingSession& operator=(const RecordingSession&) = delete;
 
     // Creates the session (output directory, or relay URL when `relay` is set), its per-uid channel with the
     // vpid/vtid/procname contexts and the sigmatrace:* events, and starts it. Returns an error message naming
-    // the lttng command that failed and what it said, or "".
-    std::string start(const std::string& output_dir, const std::string& relay_url, const ChannelSettings& channel);
+    // the lttng command that failed and what it said, or "". `buffers_dir`, when set, holds the ring buffers
+    // as files (`--shm-path`: crash_recovery.h).
+    std::string start(const std::string& output_dir, const std::string& relay_url, const ChannelSettings& channel,
+                      const std::string& buffers_dir = "");
 
     // Stops tracing and waits until every event is in the trace. Returns an error message or "".
     std::string stop();
+    // Starts tracing again after stop(). Returns an error message or "".
+    std::string restart();
 
     // Rotates the session while it records (`lttng rotate`): what was recorded until now becomes a trace chunk
     // archive, a complete trace any reader can open, under OUTPUT/archives/. Returns lttng's message (which
@@ -74,6 +79,10 @@ public:
 
     const std::string& name() const { return name_; }
 
+    // The destructor's `lttng destroy` returns at once (--no-wait) instead of waiting for every stream: for a
+    // session with a stream that will never be delivered (crash_recovery.h), once what it held is recovered.
+    void destroy_without_waiting() { no_wait_ = true; }
+
 private:
     Captured lttng(std::vector<std::string> args);
     std::string check(const Captured& c, const std::vector<std::string>& args);
@@ -81,6 +90,7 @@ private:
     Environment env_;
     std::string name_;
     bool created_ = false;
+    bool no_wait_ = false;
 };
 
 // Channel name in the session, and the event pattern enabled.

@@ -11,6 +11,8 @@
 #include <optional>
 #include <system_error>
 
+#include "sigmatrace/lttng_packet_layout.h"
+
 namespace sigmatrace::analyzer {
 
 namespace fs = std::filesystem;
@@ -19,13 +21,18 @@ namespace {
 
 constexpr uint32_t kMetadataMagic = 0x75D11D57;
 constexpr std::size_t kMetadataHeaderBytes = 37;   // magic, uuid[16], checksum, content/packet size, 5 bytes
-constexpr uint32_t kPacketMagic = 0xC1FC1FC1;
+constexpr uint32_t kPacketMagic = lttng_packet::kMagic;
 constexpr uint32_t kIndexMagic = 0xC1F1DCC1;
 
-// lttng-ust's packet header (32 bytes) and packet context (52 bytes), byte-aligned; offsets below.
-constexpr std::size_t kPacketHeaderBytes = 84;
-constexpr std::size_t kOffUuid = 4, kOffStreamId = 20, kOffInstance = 24, kOffTsBegin = 32, kOffTsEnd = 40,
-                      kOffContent = 48, kOffPacketSize = 56, kOffSeqNum = 64;
+constexpr std::size_t kPacketHeaderBytes = lttng_packet::kHeaderBytes;
+using lttng_packet::kOffContent;
+using lttng_packet::kOffInstance;
+using lttng_packet::kOffPacketSize;
+using lttng_packet::kOffSeqNum;
+using lttng_packet::kOffStreamId;
+using lttng_packet::kOffTsBegin;
+using lttng_packet::kOffTsEnd;
+using lttng_packet::kOffUuid;
 
 uint64_t load(const uint8_t* p, int bytes, bool big_endian) {
     uint64_t v = 0;

@@ -21,6 +21,7 @@
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/decode/reorder_stage.h"
 #include "analyzer/decode/unread_fields.h"
+#include "sigmatrace/lttng_packet_layout.h"
 
 namespace sigmatrace::analyzer {
 
@@ -53,8 +54,14 @@ struct Refused {
 [[noreturn]] void refuse(std::string why) { throw Refused{std::move(why)}; }
 
 // lttng-ust's packet header and context (lttng_tsdl.cpp checks the metadata declares exactly these).
-constexpr std::size_t kOffStreamId = 20, kOffInstance = 24, kOffTsBegin = 32, kOffTsEnd = 40, kOffContent = 48,
-                      kOffSeqNum = 64, kOffDiscarded = 72, kPacketHeaderBytes = 84;
+using lttng_packet::kOffContent;
+using lttng_packet::kOffDiscarded;
+using lttng_packet::kOffInstance;
+using lttng_packet::kOffSeqNum;
+using lttng_packet::kOffStreamId;
+using lttng_packet::kOffTsBegin;
+using lttng_packet::kOffTsEnd;
+constexpr std::size_t kPacketHeaderBytes = lttng_packet::kHeaderBytes;
 
 uint64_t le(const uint8_t* p, unsigned bytes) {
     uint64_t v = 0;

@@ -133,8 +133,8 @@ void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
              fmt::format("QP {} of {} (peer {} QP {}) {} no completion for {}: {} of {} operations "
                          "unacknowledged, first {} {} to 0x{:x} ({} {}){}{}",
                          qp.qp_num, proc_label(qp.proc),
-                         peer.contains("node") ? peer["node"].get<std::string>() : std::string("?"),
-                         peer["qp_num"].is_null() ? std::string("?") : std::to_string(peer["qp_num"].get<uint32_t>()),
+                         peer.contains("node") && peer["node"].is_string() ? peer["node"].get<std::string>() : std::string("?"),
+                         !peer.contains("qp_num") || peer["qp_num"].is_null() ? std::string("?") : std::to_string(peer["qp_num"].get<uint32_t>()),
                          s.ended_by_owner ? "had, until its owner tore it down," : "has had", format_ns(static_cast<double>(s.stalled_ns)), p.unacknowledged, p.posted,
                          opcode_name(w.opcode), format_bytes(static_cast<double>(w.bytes)), w.raddr,
                          w.poster == records::Poster::verbs ? "wr_id" : "wqe", w.wr_id, error,
