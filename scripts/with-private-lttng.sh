@@ -21,6 +21,12 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 LTTNG_HOME=$(mktemp -d /tmp/sigmatrace-lttng-home.XXXXXX)
 export LTTNG_HOME
+# SIGKILL to a process and everything under it (the session daemon's consumer daemons).
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill -KILL "$1" 2>/dev/null || true
+}
 cleanup() {
   local pidfile pid
   for pidfile in /var/run/lttng/lttng-sessiond.pid "$LTTNG_HOME/.lttng/lttng-sessiond.pid"; do
@@ -29,6 +35,9 @@ cleanup() {
     kill "$pid" 2>/dev/null || continue
     # Let the daemon and its consumer flush and exit before their directories go.
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    # One with a session whose stream can never be delivered (a process killed inside a tracepoint) does not
+    # exit on SIGTERM.
+    kill -0 "$pid" 2>/dev/null && kill_tree "$pid"
   done
   rm -rf "$LTTNG_HOME"
 }

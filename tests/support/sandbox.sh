@@ -47,11 +47,20 @@ fi
 LTTNG_HOME=$(mktemp -d /tmp/sigmatrace-sandbox.XXXXXX)
 export LTTNG_HOME
 
+# SIGKILL to a process and everything under it (the session daemon's consumer daemons).
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill -KILL "$1" 2>/dev/null || true
+}
 daemon_pid=""
 cleanup() {
   if [[ -n $daemon_pid ]]; then
     kill "$daemon_pid" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.05; done
+    # A daemon with a session whose stream can never be delivered (a process killed inside a tracepoint)
+    # does not exit on SIGTERM: left alone, it and its consumers would outlive the test, with their buffers.
+    kill -0 "$daemon_pid" 2>/dev/null && kill_tree "$daemon_pid"
   fi
   rm -rf "$LTTNG_HOME"
 }

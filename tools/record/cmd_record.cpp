@@ -281,6 +281,7 @@ int cmd_record(Args args) {
                            "process killed while writing an event stalls its CPU's buffer): {}\n",
                            recovery.packets, recovery.bytes, recovery.where);
                 session.destroy_without_waiting();
+                daemon->expect_stuck();
             }
         }
         if (rings_left(salvage_dir)) {

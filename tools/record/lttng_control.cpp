@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,26 @@ uint64_t sum_tag(const std::string& xml, const std::string& tag) {
     return sum;
 }
 
+// SIGKILL to `pid` and every process under it (a session daemon's consumer daemons), children first.
+void kill_tree(pid_t pid) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream stat(e.path() / "stat");
+        std::string line;
+        std::getline(stat, line);
+        // pid (comm) state ppid ...: comm may hold spaces and parentheses, so parse after the last ')'.
+        const auto close = line.rfind(')');
+        if (close == std::string::npos) continue;
+        char state = 0;
+        int ppid = 0;
+        if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == pid)
+            kill_tree(static_cast<pid_t>(std::stoi(name)));
+    }
+    kill(pid, SIGKILL);
+}
+
 }  // namespace
 
 std::unique_ptr<SessionDaemon> SessionDaemon::acquire(std::string* error) {
@@ -99,9 +120,12 @@ SessionDaemon::~SessionDaemon() {
     std::ifstream in(pid_file(private_home_));
     pid_t pid = 0;
     if (in >> pid && pid > 0 && kill(pid, SIGTERM) == 0) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(stuck_ ? 2 : 10);
         while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        // A daemon holding a stream that can never be delivered (crash_recovery.h) does not exit on SIGTERM;
+        // left alone it would outlive the recording with its consumers and their buffers.
+        if (kill(pid, 0) == 0) kill_tree(pid);
     }
     if (!private_home_.empty()) {
         std::error_code ec;

@@ -28,6 +28,9 @@ public:
     SessionDaemon& operator=(const SessionDaemon&) = delete;
 
     bool is_private() const { return private_; }
+    // A session of this daemon holds a stream that can never be delivered (crash_recovery.h): a private daemon
+    // is then given 2 s, not 10, to exit before it is killed.
+    void expect_stuck() { stuck_ = true; }
     // The environment the lttng tools run with (ours, minus LD_PRELOAD: the tools are neither traced nor
     // sanitized).
     Environment tool_environment() const;
@@ -35,6 +38,7 @@ public:
 private:
     SessionDaemon() = default;
     bool private_ = false;
+    bool stuck_ = false;
     std::string private_home_;  // temporary LTTNG_HOME to remove, when private
 };
 
