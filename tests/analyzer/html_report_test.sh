@@ -57,6 +57,7 @@ check() {  # check NAME DOC.json: counts, errors, screenshot
       gray_areas: ([.findings[] | select(.kind == "gray_link")] | length),
       incast: ($n * ([.timeline.windows[].receivers[].receiver] | unique | length)),
       outstanding: (2 * ([.qps[] | select(.outstanding)] | length)),
+      outstanding_time: ($n * ([([.timeline.windows[].qps[] | select(has("max_bytes")) | [.node, .pid, .qp_num]] | unique | length), 16] | min)),
       matrix: (.traffic.node_matrix | length),
       latency: ([.ops.by_opcode[].latency_histogram | length] | add),
       rails: (2 * (.rails | length)),

@@ -9,7 +9,8 @@ JSON timeline (--perfetto FILE.json) and the analysis document of the same trace
 3. flows: as many flow ids started and ended as the JSON's flow starts, each started and ended once;
    remote markers as many as the JSON's;
 4. counters: a "link SRC -> DST bytes/s" track with each window's bytes_per_s at its start_ns, and
-   "senders -> NIC" with each window's senders, for every window of timeline.windows[];
+   "senders -> NIC" with each window's senders, "outstanding bytes: QP" and "receives posted: QP" with each
+   window's max_bytes and recv_max_posted of timeline.windows[].qps, for every window of timeline.windows[];
 5. size: without counters (--window off) at most 200 bytes per operation and under 40% of the JSON timeline;
 6. sampling: --perfetto-max-ops 50 writes 50 operations and says so in a track name and on stderr;
 7. format choice and errors: --perfetto-format json with a .pftrace name writes JSON; a path in a missing
@@ -122,6 +123,7 @@ for p in pk:
         values[(p.track_event.track_uuid, p.timestamp)] = p.track_event.double_counter_value
 windows = doc["timeline"]["windows"]
 checked = 0
+checked_qps = 0
 for w in windows:
     for l in w["links"]:
         name = f"link {l['src']['node']}/{l['src']['device']} -> {l['dst']['node']}/{l['dst']['device']} bytes/s"
@@ -132,7 +134,19 @@ for w in windows:
         name = f"senders -> {rc['receiver']['node']}/{rc['receiver']['device']}"
         check(name in counters and values.get((counters[name], w["start_ns"])) == rc["senders"], f"{name} at {w['start_ns']}")
         checked += 1
+    for q in w.get("qps", []):
+        who = f"rank {q['rank']}" if q.get("rank") is not None and q["rank"] >= 0 else f"pid {q['pid']}"
+        label = f"{who} ({q['node']}) QP {q['qp_num']}"
+        if "max_bytes" in q:
+            name = f"outstanding bytes: {label}"
+            check(name in counters and values.get((counters[name], w["start_ns"])) == q["max_bytes"], f"{name} at {w['start_ns']}")
+            checked_qps += 1
+        if "recv_max_posted" in q:
+            name = f"receives posted: {label}"
+            check(name in counters and values.get((counters[name], w["start_ns"])) == q["recv_max_posted"], f"{name} at {w['start_ns']}")
+            checked_qps += 1
 check(checked > 0, "windows with links to check")
+check(checked_qps > 0, "windows with QP series to check")
 
 # 5. size
 small = os.path.join(work, "nocounters.pftrace")

@@ -93,6 +93,15 @@ void check_consistent(const Db& db, const json& d) {
     std::size_t links = 0;
     for (const json& w : windows) links += w["links"].size();
     EXPECT_EQ(db.integer("SELECT count(*) FROM links"), static_cast<int64_t>(links));
+    std::size_t window_qps = 0;
+    int64_t max_bytes_sum = 0;
+    for (const json& w : windows)
+        for (const json& q : w.value("qps", json::array())) {
+            ++window_qps;
+            max_bytes_sum += q.value("max_bytes", int64_t{0});
+        }
+    EXPECT_EQ(db.integer("SELECT count(*) FROM window_qps"), static_cast<int64_t>(window_qps));
+    EXPECT_EQ(db.integer("SELECT coalesce(sum(max_bytes), 0) FROM window_qps"), max_bytes_sum);
     EXPECT_EQ(db.integer("SELECT count(*) FROM phases"),
               d.contains("phases") ? static_cast<int64_t>(d["phases"].size()) : 0);
 
@@ -132,7 +141,7 @@ void check_consistent(const Db& db, const json& d) {
         EXPECT_EQ(json::parse(db.text("SELECT evidence" + row)), f["evidence"]);
     }
 
-    for (const char* index : {"operations_qp", "operations_start", "links_window"})
+    for (const char* index : {"operations_qp", "operations_start", "links_window", "window_qps_window"})
         EXPECT_EQ(db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = '") + index +
                              "'"),
                   1)

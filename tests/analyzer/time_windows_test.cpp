@@ -193,6 +193,83 @@ TEST(Outstanding, SendWindowReceiveDepthAndRnr) {
     EXPECT_EQ(o.of(3), nullptr);
 }
 
+// The same samples per window: QP 0 keeps 8 WRITEs in flight from 0 to 100 ms, then 2 from 100 to 200 ms (its
+// send window shrinks); QP 1 posts 4 receives at 150 ms, consumed at 160, 170, 180 and 190 ms, and has one RNR
+// failure at 250 ms; QP 2 is past --window-qps 2 and gets no series. Windows of 10 ms.
+TEST(Outstanding, PerWindowSeries) {
+    std::vector<Timed> ops;
+    stream(ops, {0, 1}, 0, 0, 100, 8, [](int64_t) { return kRate; });
+    stream(ops, {0, 1}, 0, 100, 200, 2, [](int64_t) { return kRate; });
+    stream(ops, {0, 1}, 2, 0, 200, 5, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    // The queue hands a QP's operations over in post order.
+    std::stable_sort(ops.begin(), ops.end(), [](const Timed& a, const Timed& b) {
+        return a.op.qp != b.op.qp ? a.op.qp < b.op.qp : a.op.post_ts < b.op.post_ts;
+    });
+    WindowOptions wo;
+    wo.window_ns = 10 * kMs;
+    wo.max_qps = 2;
+    TimeWindows tw(wo);
+    Outstanding o(&tw);
+    for (const Timed& t : ops) {
+        tw.add(t.op, t.link);
+        o.add(t.op);
+    }
+    for (int i = 0; i < 4; ++i) {
+        Operation r;
+        r.qp = 1;
+        r.opcode = kOpRecv;
+        r.post_ts = kT0 + 150 * kMs;
+        r.done_ts = kT0 + (160 + i * 10) * kMs;
+        o.add(r);
+    }
+    Operation rnr;
+    rnr.qp = 1;
+    rnr.opcode = 0;
+    rnr.outcome = OpOutcome::Failed;
+    rnr.wc_status = 13;
+    rnr.post_ts = rnr.done_ts = kT0 + 250 * kMs;
+    o.add(rnr);
+    o.finish();
+
+    auto at = [&](int64_t ms) -> const Window& {
+        return tw.windows()[static_cast<std::size_t>((kT0 + ms * kMs) / tw.window_ns() - tw.first_index())];
+    };
+    ASSERT_EQ(tw.window_ns(), 10 * kMs);
+    int full = 0, shrunk = 0;
+    for (int64_t ms = 10; ms < 90; ms += 10) {   // windows inside the first stream (not its ramp or drain)
+        const auto it = at(ms).qps.find(0);
+        ASSERT_NE(it, at(ms).qps.end()) << ms;
+        EXPECT_EQ(it->second.max_wrs, 8u) << ms;
+        EXPECT_EQ(it->second.max_bytes, 8 * kSize) << ms;
+        EXPECT_EQ(it->second.bytes.quantile(0.99), 8 * kSize) << ms;
+        ++full;
+    }
+    for (int64_t ms = 120; ms < 190; ms += 10) {
+        const auto it = at(ms).qps.find(0);
+        ASSERT_NE(it, at(ms).qps.end()) << ms;
+        EXPECT_EQ(it->second.max_wrs, 2u) << ms;
+        EXPECT_EQ(it->second.max_bytes, 2 * kSize) << ms;
+        ++shrunk;
+    }
+    EXPECT_EQ(full, 8);
+    EXPECT_EQ(shrunk, 7);
+    // QP 1's receive queue: 4 posted at 150 ms; 3 left after the consumption at 160 ms, 0 after 190 ms.
+    EXPECT_EQ(at(150).qps.at(1).recv_max_posted, 4u);
+    EXPECT_EQ(at(150).qps.at(1).recv_min_posted, UINT32_MAX);   // no consumption in that window
+    EXPECT_EQ(at(160).qps.at(1).recv_min_posted, 3u);
+    EXPECT_EQ(at(190).qps.at(1).recv_min_posted, 0u);
+    EXPECT_EQ(at(250).qps.at(1).rnr_events, 1u);
+    EXPECT_EQ(at(240).qps.count(1), 0u);
+    for (const Window& w : tw.windows()) EXPECT_EQ(w.qps.count(2), 0u);
+    // Doubling the windows keeps the maxima and sums the RNR failures.
+    Window merged;
+    merged.merge(Window(at(160)));
+    merged.merge(Window(at(170)));
+    EXPECT_EQ(merged.qps.at(1).recv_min_posted, 2u);
+    EXPECT_EQ(merged.qps.at(0).max_wrs, 2u);
+}
+
 TEST(IntHistogram, QuantilesWithinABucket) {
     IntHistogram h;
     for (uint64_t v = 1; v <= 1000; ++v) h.add(v);

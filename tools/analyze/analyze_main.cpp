@@ -85,6 +85,7 @@ analysis:
   --incast-min-bytes B         incast: transfers counted from this size (default 1KiB)
   --incast-min-duration T      incast: reported from this duration (default 2ms)
   --window T|off               timeline windows' length (default: the trace's length / 128..256), or none
+  --window-qps N               QPs with a per-window outstanding series (default 256, the first created)
   --phase-split SPEC           phases: auto (default: barrier epochs, else idle gaps of 1ms), gap:T (idle gaps
                                longer than T), T1,T2,... (cut at these times after the trace's start: 1.5s,3s),
                                opcode:NAME (each operation of NAME starts a phase: opcode:SEND_WITH_IMM), or off
@@ -301,6 +302,10 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
                 if (o.analysis.windows.window_ns < 1000 || o.analysis.windows.window_ns > kMaxWindowNs)
                     return "--window must be between 1us and 1h";
             }
+        } else if (a == "--window-qps") {
+            uint64_t n = 0;
+            if (!value(v) || !parse_u64(v, n) || n > 1000000) return "--window-qps needs a number (0 to 1000000)";
+            o.analysis.windows.max_qps = static_cast<uint32_t>(n);
         } else if (a == "--phase-split") {
             if (!value(v)) return "--phase-split needs auto, off, gap:T, opcode:NAME or times T1,T2,...";
             if (std::string err = parse_phase_split(v, o.analysis.phases); !err.empty()) return err;

@@ -16,7 +16,8 @@ Analysis::Analysis(AnalysisOptions options)
       gray_(options_.gray),
       incast_(options_.incast, topo_),
       windows_(options_.windows),
-      phases_(options_.phases) {}
+      phases_(options_.phases),
+      outstanding_(&windows_) {}
 
 void Analysis::on_event(const DecodedEvent& ev) {
     if (ev.id >= EventId::count_) {

@@ -21,21 +21,27 @@ void Outstanding::Queue::push(Entry e) {
     bytes += e.bytes;
 }
 
-void Outstanding::sample_send(State& s) { s.out.bytes.add(s.send.bytes); }
+void Outstanding::sample_send(QpId q, State& s, int64_t ts) {
+    s.out.bytes.add(s.send.bytes);
+    if (windows_ != nullptr) windows_->sample_send(q, ts, static_cast<uint32_t>(s.send.size), s.send.bytes);
+}
 
-void Outstanding::drain_until(State& s, int64_t ts) {
+void Outstanding::drain_until(QpId q, State& s, int64_t ts) {
     while (s.send.size > 0 && s.send.front().done_ts <= ts) {
+        const int64_t done = s.send.front().done_ts;
         s.send.pop();
-        sample_send(s);   // right after that completion
+        sample_send(q, s, done);   // right after that completion
     }
 }
 
-void Outstanding::drain_recv_until(State& s, int64_t ts) {
+void Outstanding::drain_recv_until(QpId q, State& s, int64_t ts) {
     while (s.recv.size > 0 && s.recv.front().done_ts <= ts) {
+        const int64_t done = s.recv.front().done_ts;
         s.recv.pop();
         const auto left = static_cast<uint32_t>(s.recv.size);
         s.out.recv_min_posted = s.out.recv_consumed == 0 ? left : std::min(s.out.recv_min_posted, left);
         ++s.out.recv_consumed;
+        if (windows_ != nullptr) windows_->sample_recv(q, done, left, true);
     }
 }
 
@@ -45,27 +51,31 @@ void Outstanding::add(const Operation& op) {
     State& s = qps_[op.qp];
     if (op.is_recv()) {
         ++s.out.recv_ops;
-        drain_recv_until(s, op.post_ts);
+        drain_recv_until(op.qp, s, op.post_ts);
         if (s.recv.size >= kMaxTracked) s.recv.pop();
         // A receive never consumed stays posted to the end.
         s.recv.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, 0});
         s.out.recv_max_posted = std::max(s.out.recv_max_posted, static_cast<uint32_t>(s.recv.size));
+        if (windows_ != nullptr) windows_->sample_recv(op.qp, op.post_ts, static_cast<uint32_t>(s.recv.size), false);
         return;
     }
     ++s.out.send_ops;
-    if (op.wc_status == kWcRnrRetryExceeded) ++s.out.rnr_events;
-    drain_until(s, op.post_ts);
+    if (op.wc_status == kWcRnrRetryExceeded) {
+        ++s.out.rnr_events;
+        if (windows_ != nullptr) windows_->rnr(op.qp, op.done_ts);
+    }
+    drain_until(op.qp, s, op.post_ts);
     if (s.send.size >= kMaxTracked) s.send.pop();
     s.send.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, op.bytes});
     s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size));
     s.out.max_bytes = std::max(s.out.max_bytes, s.send.bytes);
-    sample_send(s);
+    sample_send(op.qp, s, op.post_ts);
 }
 
 void Outstanding::finish() {
-    for (State& s : qps_) {
-        drain_until(s, INT64_MAX);
-        drain_recv_until(s, INT64_MAX - 1);   // the last consumptions; receives never consumed are no consumption
+    for (QpId q = 0; q < qps_.size(); ++q) {
+        drain_until(q, qps_[q], INT64_MAX);
+        drain_recv_until(q, qps_[q], INT64_MAX - 1);   // the last consumptions; receives never consumed are none
     }
 }
 

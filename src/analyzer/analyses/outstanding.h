@@ -7,7 +7,7 @@
 // order: when an operation arrives, the earlier ones that completed before its post are gone from the queue
 // (each leaves a completion sample), and it joins the rest (a post sample). A queue holds at most its depth of
 // entries (bounded by kMaxTracked against corrupt times); nothing is allocated per operation once a queue has
-// reached its depth.
+// reached its depth. The same samples go to the time windows (time_windows.h), for the per-window series.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include "analyzer/analyses/int_histogram.h"
 #include "analyzer/analyses/model.h"
+#include "analyzer/analyses/time_windows.h"
 
 namespace sigmatrace::analyzer {
 
@@ -33,6 +34,9 @@ struct QpOutstanding {
 class Outstanding {
 public:
     static constexpr std::size_t kMaxTracked = 1u << 16;
+
+    // `windows`, when set, gets every sample too, at its time (each QP's series per window).
+    explicit Outstanding(TimeWindows* windows = nullptr) : windows_(windows) {}
 
     void add(const Operation& op);
     // Completes what is still queued (call once, at the end).
@@ -65,11 +69,12 @@ private:
         Queue send, recv;
         QpOutstanding out;
     };
-    void sample_send(State& s);
-    void drain_until(State& s, int64_t ts);
-    void drain_recv_until(State& s, int64_t ts);
+    void sample_send(QpId q, State& s, int64_t ts);
+    void drain_until(QpId q, State& s, int64_t ts);
+    void drain_recv_until(QpId q, State& s, int64_t ts);
 
     std::vector<State> qps_;
+    TimeWindows* windows_;
 };
 
 }  // namespace sigmatrace::analyzer

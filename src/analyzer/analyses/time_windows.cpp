@@ -5,7 +5,20 @@
 
 namespace sigmatrace::analyzer {
 
+void WindowQpCell::merge(const WindowQpCell& o) {
+    max_wrs = std::max(max_wrs, o.max_wrs);
+    max_bytes = std::max(max_bytes, o.max_bytes);
+    bytes.merge(o.bytes);
+    recv_max_posted = std::max(recv_max_posted, o.recv_max_posted);
+    recv_min_posted = std::min(recv_min_posted, o.recv_min_posted);
+    rnr_events += o.rnr_events;
+}
+
 void Window::merge(Window&& other) {
+    for (auto& [q, c] : other.qps) {
+        auto [it, inserted] = qps.try_emplace(q, std::move(c));
+        if (!inserted) it->second.merge(c);
+    }
     for (auto& [key, c] : other.links) {
         auto [it, inserted] = links.try_emplace(key, std::move(c));
         if (inserted) continue;
@@ -67,6 +80,7 @@ WindowLinkCell& TimeWindows::cell(int64_t w, uint64_t key) {
 void TimeWindows::double_width() {
     cached_cell_ = nullptr;
     latency_ = nullptr;
+    qp_cell_ = nullptr;
     if (!windows_.empty()) {
         // Pairs start at even indexes, so that the merged windows start at multiples of the doubled length.
         if (base_ % 2 != 0) {
@@ -84,6 +98,38 @@ void TimeWindows::double_width() {
     }
     width_ *= 2;
     if (shift_ >= 0) ++shift_;
+}
+
+WindowQpCell* TimeWindows::qp_cell(QpId q, int64_t ts) {
+    constexpr int64_t kMax = int64_t{1} << 62;
+    if (!o_.enabled || q >= o_.max_qps || ts < 0 || ts >= kMax) return nullptr;
+    cover(ts, ts);
+    const int64_t w = index(ts);
+    if (qp_cell_ == nullptr || w != qp_window_ || q != qp_cached_) {
+        qp_cell_ = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
+        qp_window_ = w;
+        qp_cached_ = q;
+    }
+    return qp_cell_;
+}
+
+void TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
+    WindowQpCell* c = qp_cell(q, ts);
+    if (c == nullptr) return;
+    c->max_wrs = std::max(c->max_wrs, wrs);
+    c->max_bytes = std::max(c->max_bytes, bytes);
+    c->bytes.add(bytes);
+}
+
+void TimeWindows::sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed) {
+    WindowQpCell* c = qp_cell(q, ts);
+    if (c == nullptr) return;
+    c->recv_max_posted = std::max(c->recv_max_posted, posted);
+    if (consumed) c->recv_min_posted = std::min(c->recv_min_posted, posted);
+}
+
+void TimeWindows::rnr(QpId q, int64_t ts) {
+    if (WindowQpCell* c = qp_cell(q, ts)) ++c->rnr_events;
 }
 
 template <class Put>

@@ -11,7 +11,8 @@
 //
 // An operation's bytes are spread evenly over [post, completion] (its data is in flight meanwhile, as in the
 // incast detector), its count goes to the window of its completion, and its latency (own completion seen)
-// too. The in-flight time of a link is the union of its operations' intervals, merged in completion order
+// too. Each QP's outstanding work is sampled into the window of each sample (max WRs and bytes, the bytes' p99,
+// the receive queue's depth, RNR failures). The in-flight time of a link is the union of its operations' intervals, merged in completion order
 // (an earlier gap hidden under a later, longer operation counts as in flight): a receiver's time-weighted
 // concurrency of senders is the sum of its inbound links' in-flight time over the window's length.
 #pragma once
@@ -31,6 +32,8 @@ struct WindowOptions {
     bool enabled = true;              // --window off disables them
     int64_t window_ns = 0;            // --window T; 0: chosen from the trace's length
     uint32_t max_windows = 256;       // automatic length: the count ends in (max_windows/2, max_windows]
+    // QPs with a per-window series (the first created, QpId below it): windows x QPs cells bound the memory.
+    uint32_t max_qps = 256;
 };
 
 struct WindowLinkCell {
@@ -40,9 +43,21 @@ struct WindowLinkCell {
     IntHistogram latency;     // ns, operations completed in the window (own completion seen)
 };
 
+// A queue pair's outstanding work inside one window (outstanding.h samples it at each post and completion).
+struct WindowQpCell {
+    uint32_t max_wrs = 0;          // send queue: WRs posted and not completed, max over the samples
+    uint64_t max_bytes = 0;        // and their bytes
+    IntHistogram bytes;            // the samples of outstanding bytes
+    uint32_t recv_max_posted = 0;  // receive queue: posted and not consumed, max
+    uint32_t recv_min_posted = UINT32_MAX;   // right after a consumption, min (UINT32_MAX: none in the window)
+    uint32_t rnr_events = 0;       // sends that failed with an RNR retry error, completed in the window
+    void merge(const WindowQpCell& o);
+};
+
 struct Window {
     std::unordered_map<uint64_t, WindowLinkCell> links;   // DataLink::key()
     std::map<uint8_t, IntHistogram> latency_by_opcode;
+    std::unordered_map<QpId, WindowQpCell> qps;           // QPs with a sample in the window
     void merge(Window&& other);
 };
 
@@ -59,9 +74,17 @@ public:
     // except for the opcode latency. Any order; memory stays bounded.
     void add(const Operation& op, DataLink link);
 
+    // Samples of a queue pair's outstanding work (outstanding.h) at time `ts`: the send queue after a post or a
+    // completion, the receive queue after a post or (`consumed`) a consumption, an RNR failure. Samples outside
+    // [0, 2^62) ns are ignored, as operations with such times are.
+    void sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
+    void sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed);
+    void rnr(QpId q, int64_t ts);
+
     int64_t window_ns() const { return width_; }
     int64_t first_index() const { return base_; }   // windows()[i] covers [(first_index()+i)*window_ns(), +window_ns())
     const std::deque<Window>& windows() const { return windows_; }
+    uint32_t max_qps() const { return o_.max_qps; }
 
 private:
     // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
@@ -70,6 +93,9 @@ private:
     // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
     // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
     WindowLinkCell& cell(int64_t w, uint64_t key);
+    // The cell of QP `q` at time `ts` (covering it first), through a one-entry cache; nullptr for a time no
+    // window may hold.
+    WindowQpCell* qp_cell(QpId q, int64_t ts);
     int64_t index(int64_t ts) const { return shift_ >= 0 ? ts >> shift_ : ts / width_; }
     // Calls put(window index, share of [from, to), ns) for each window [from, to) spans.
     template <class Put>
@@ -91,6 +117,9 @@ private:
     int64_t latency_window_ = -1;
     uint8_t latency_opcode_ = 0;
     IntHistogram* latency_ = nullptr;
+    int64_t qp_window_ = -1;
+    QpId qp_cached_ = kNoId;
+    WindowQpCell* qp_cell_ = nullptr;
     // The span the windows cover, in ns: most operations fall inside it (no window arithmetic).
     int64_t covered_lo_ = 0, covered_hi_ = -1;
 };

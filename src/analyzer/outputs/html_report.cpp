@@ -7,6 +7,7 @@
 #include <map>
 #include <cctype>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -40,6 +41,8 @@ std::string nic_name(const json& n) {
 
 // What the charts draw, taken from the analysis document: times in ms from the first window, raw bytes and
 // nanoseconds otherwise (the page script formats units). One blob, read by the page script.
+constexpr std::size_t kOutstandingSeries = 16;
+
 json chart_data(const json& doc) {
     json d;
     const json& windows = doc.contains("timeline") ? doc["timeline"].value("windows", json::array()) : json::array();
@@ -47,12 +50,27 @@ json chart_data(const json& doc) {
     auto ms = [&](double abs_ns) { return (abs_ns - t0) / 1e6; };
     // A window lists only the links (receivers) active in it: absent means zero, drawn as such so that a line
     // does not bridge an idle stretch.
-    std::map<std::string, std::map<size_t, json>> links, receivers;
+    std::map<std::string, std::map<size_t, json>> links, receivers, qp_bytes;
+    std::map<std::string, uint64_t> qp_peak;
     for (size_t i = 0; i < windows.size(); ++i) {
         for (const auto& l : windows[i].value("links", json::array()))
             links[nic_name(l["src"]) + " -> " + nic_name(l["dst"])][i] = l["bytes_per_s"];
         for (const auto& r : windows[i].value("receivers", json::array()))
             receivers[nic_name(r["receiver"])][i] = r["senders"];
+        for (const auto& q : windows[i].value("qps", json::array())) {
+            if (!q.contains("max_bytes")) continue;
+            const std::string name = fmt::format("{} pid {} qp {}", q.value("node", std::string("?")), q["pid"].dump(), q["qp_num"].dump());
+            qp_bytes[name][i] = q["max_bytes"];
+            qp_peak[name] = std::max(qp_peak[name], q["max_bytes"].get<uint64_t>());
+        }
+    }
+    // The outstanding-bytes-over-time chart draws the QPs with the highest peaks: a line per QP stops being
+    // readable long before a job's QP count.
+    if (qp_bytes.size() > kOutstandingSeries) {
+        std::vector<std::pair<uint64_t, std::string>> by_peak;
+        for (const auto& [name, peak] : qp_peak) by_peak.emplace_back(peak, name);
+        std::sort(by_peak.begin(), by_peak.end(), std::greater<>());
+        for (std::size_t i = kOutstandingSeries; i < by_peak.size(); ++i) qp_bytes.erase(by_peak[i].second);
     }
     auto series = [&](const std::map<std::string, std::map<size_t, json>>& m) {
         json out = json::array();
@@ -69,6 +87,8 @@ json chart_data(const json& doc) {
     d["window_ns"] = doc.contains("timeline") ? doc["timeline"].value("window_ns", json()) : json();
     d["links"] = series(links);
     d["receivers"] = series(receivers);
+    d["qp_series"] = series(qp_bytes);
+    d["qp_series_total"] = qp_peak.size();
     d["gray"] = json::array();
     for (const auto& f : doc["findings"]) {
         if (f["kind"] != "gray_link") continue;
@@ -158,6 +178,11 @@ constexpr std::string_view kPageScript = R"JS(
     legend: { type: 'scroll', top: 0 }, xAxis: timeAxis, dataZoom: zoom,
     yAxis: { type: 'value', name: 'senders', minInterval: 1 },
     series: D.receivers.map(r => ({ name: r.name, type: 'line', step: 'end', showSymbol: false, data: r.points }))
+  });
+  draw('outstanding_time', {
+    legend: { type: 'scroll', top: 0 }, xAxis: timeAxis, dataZoom: zoom, tooltip: { trigger: 'axis', valueFormatter: bytes },
+    yAxis: { type: 'value', name: 'outstanding (window max)', axisLabel: { formatter: bytes } },
+    series: D.qp_series.map(q => ({ name: q.name, type: 'line', step: 'end', showSymbol: false, data: q.points }))
   });
   draw('outstanding', {
     legend: { top: 0 }, tooltip: { trigger: 'axis', valueFormatter: bytes },
@@ -278,6 +303,13 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
         h += "<h3>Incast: concurrent senders per receiver</h3>" + chart("incast", 260);
     }
     h += "<h2>Outstanding bytes per QP</h2>";
+    if (!cd["qp_series"].empty()) {
+        h += fmt::format("<h3>Over time</h3><p class=muted>each window's maximum of the bytes posted and not yet "
+                         "completed; {} of {} QPs with a series (the highest peaks)</p>",
+                         cd["qp_series"].size(), cd["qp_series_total"].get<std::size_t>());
+        h += chart("outstanding_time", 300);
+        h += "<h3>Over the trace</h3>";
+    }
     h += cd["qps"].empty() ? std::string("<p class=muted>no queue pair</p>") : chart("outstanding", 320);
     h += "<h2>Phases</h2>";
     if (cd["phases"].is_array() && !cd["phases"].empty())

@@ -34,6 +34,15 @@ void append_varint(std::string& out, uint64_t v) {
     out.push_back(static_cast<char>(v));
 }
 
+// "rank 1 (node1) QP 320", or "pid 4242 (node0) QP 320": a QP of timeline.windows[].qps.
+std::string qp_series_label(const nlohmann::json& q) {
+    const std::string node = q.contains("node") && q["node"].is_string() ? q["node"].get<std::string>() : "?";
+    const std::string who = q.contains("rank") && q["rank"].is_number() && q["rank"].get<int64_t>() >= 0
+                                ? fmt::format("rank {}", q["rank"].get<int64_t>())
+                                : fmt::format("pid {}", q.value("pid", int64_t{-1}));
+    return fmt::format("{} ({}) QP {}", who, node, q.value("qp_num", int64_t{-1}));
+}
+
 std::string nic_label(const nlohmann::json& ref) {
     if (ref.is_object()) {
         const auto str = [&](const char* k) {
@@ -234,8 +243,9 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
     for (ProcId p : procs_seen_) write_track(proc_uuid(p), 0, timeline_process_name(topo_, p), static_cast<int32_t>(topo_.proc(p).pid));
     for (QpId q : qps_seen_) write_track(qp_uuid(q), proc_uuid(topo_.qp(q).proc), timeline_qp_name(topo_, q), -1);
 
-    // Counters per time window of the analysis (timeline.windows[]): one track per link and per receiver,
-    // a value at each window's start where the link (receiver) had traffic and 0 where it had none.
+    // Counters per time window of the analysis (timeline.windows[]): one track per link (throughput), per
+    // receiver (senders), and per QP with a series (its outstanding bytes and its receive queue's depth, the
+    // window's max), a value at each window's start where it had one and 0 where it had none.
     if (doc && doc->contains("timeline")) {
         const nlohmann::json& windows = (*doc)["timeline"].value("windows", nlohmann::json::array());
         std::map<std::string, uint64_t> tracks;
@@ -275,6 +285,19 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
                 const uint64_t t = counter_track(fmt::format("senders -> {}", nic_label(r["receiver"])), "senders");
                 value(t, start, r.value("senders", 0.0));
                 now.insert(t);
+            }
+            for (const nlohmann::json& q : w.value("qps", nlohmann::json::array())) {
+                const std::string label = qp_series_label(q);
+                if (q.contains("max_bytes")) {
+                    const uint64_t t = counter_track("outstanding bytes: " + label, "bytes");
+                    value(t, start, q["max_bytes"].get<double>());
+                    now.insert(t);
+                }
+                if (q.contains("recv_max_posted")) {
+                    const uint64_t t = counter_track("receives posted: " + label, "receives");
+                    value(t, start, q["recv_max_posted"].get<double>());
+                    now.insert(t);
+                }
             }
             for (uint64_t t : previous)
                 if (!now.contains(t)) value(t, start, 0);

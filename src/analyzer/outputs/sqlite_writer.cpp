@@ -51,6 +51,9 @@ CREATE TABLE links (id INTEGER PRIMARY KEY, window_id INTEGER REFERENCES windows
   dst_node INTEGER REFERENCES StringIds(id), dst_device INTEGER REFERENCES StringIds(id), ops INTEGER,
   bytes INTEGER, busy_ns INTEGER, bytes_per_s INTEGER, latency_count INTEGER, latency_p50_ns INTEGER,
   latency_p99_ns INTEGER);
+CREATE TABLE window_qps (id INTEGER PRIMARY KEY, window_id INTEGER REFERENCES windows(id),
+  node INTEGER REFERENCES StringIds(id), pid INTEGER, rank INTEGER, qp_num INTEGER, max_wrs INTEGER,
+  max_bytes INTEGER, p99_bytes INTEGER, recv_max_posted INTEGER, recv_min_posted INTEGER, rnr_events INTEGER);
 CREATE TABLE phases (id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, bytes INTEGER,
   lower_bound_ns INTEGER, efficiency REAL, binding_port INTEGER REFERENCES StringIds(id));
 CREATE TABLE findings (id INTEGER PRIMARY KEY, kind INTEGER REFERENCES StringIds(id),
@@ -61,6 +64,7 @@ constexpr const char* kIndices = R"sql(
 CREATE INDEX operations_qp ON operations(qp_id);
 CREATE INDEX operations_start ON operations(start_ns);
 CREATE INDEX links_window ON links(window_id);
+CREATE INDEX window_qps_window ON window_qps(window_id);
 CREATE INDEX qps_pid ON qps(pid);
 )sql";
 
@@ -318,7 +322,10 @@ bool SqliteWriter::write_document(const json& doc, const std::string& trace_path
     sqlite3_stmt* l = prepare(
         "INSERT INTO links (window_id, src_node, src_device, dst_node, dst_device, ops, bytes, busy_ns, bytes_per_s, "
         "latency_count, latency_p50_ns, latency_p99_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (w && l) {
+    sqlite3_stmt* wq = prepare(
+        "INSERT INTO window_qps (window_id, node, pid, rank, qp_num, max_wrs, max_bytes, p99_bytes, recv_max_posted, "
+        "recv_min_posted, rnr_events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (w && l && wq) {
         const json& windows = at(at(doc, "timeline"), "windows");
         int64_t id = 0;
         for (const json& win : windows.is_array() ? windows : json::array()) {
@@ -343,10 +350,26 @@ bool SqliteWriter::write_document(const json& doc, const std::string& trace_path
                 bind(l, 12, at(at(k, "latency_ns"), "p99"));
                 step(l);
             }
+            const json& wqps = at(win, "qps");
+            for (const json& q : wqps.is_array() ? wqps : json::array()) {
+                sqlite3_bind_int64(wq, 1, id);
+                bind_id(wq, 2, json_string_id(q, "node"));
+                bind(wq, 3, at(q, "pid"));
+                bind(wq, 4, at(q, "rank"));
+                bind(wq, 5, at(q, "qp_num"));
+                bind(wq, 6, at(q, "max_wrs"));
+                bind(wq, 7, at(q, "max_bytes"));
+                bind(wq, 8, at(q, "p99_bytes"));
+                bind(wq, 9, at(q, "recv_max_posted"));
+                bind(wq, 10, at(q, "recv_min_posted"));
+                bind(wq, 11, at(q, "rnr_events"));
+                step(wq);
+            }
         }
     }
     sqlite3_finalize(w);
     sqlite3_finalize(l);
+    sqlite3_finalize(wq);
 
     // phases (present when the analysis computed them; the table exists either way)
     if (sqlite3_stmt* s = prepare(

@@ -1,5 +1,6 @@
 // The report's time-resolved parts (docs/analyzer.md, "Windows"): `timeline` from the analysis's windows
-// (time_windows.h) and each QP's `outstanding` (outstanding.h).
+// (time_windows.h), with each QP's outstanding work per window, and each QP's `outstanding` over the whole trace
+// (outstanding.h).
 #include <cmath>
 #include <map>
 #include <utility>
@@ -94,16 +95,41 @@ json ReportBuilder::timeline_section() const {
             p["dst"] = node_name(nodes.second);
             by_pair.push_back(std::move(p));
         }
+        std::map<QpId, const WindowQpCell*> qps;   // ordered output
+        for (const auto& [q, c] : w.qps) qps[q] = &c;
+        json jqps = json::array();
+        for (const auto& [q, c] : qps) {
+            const Qp& qp = topo.qp(q);
+            json j = proc_ref(qp.proc);
+            j["qp_num"] = qp.qp_num;
+            if (c->bytes.count()) {
+                j["max_wrs"] = c->max_wrs;
+                j["max_bytes"] = c->max_bytes;
+                j["p99_bytes"] = c->bytes.quantile(0.99);
+            }
+            if (c->recv_max_posted) {
+                j["recv_max_posted"] = c->recv_max_posted;
+                j["recv_min_posted"] = c->recv_min_posted == UINT32_MAX ? json(nullptr) : json(c->recv_min_posted);
+            }
+            if (c->rnr_events) j["rnr_events"] = c->rnr_events;
+            jqps.push_back(std::move(j));
+        }
         windows.push_back(json{{"start_ns", index * width},
                                {"end_ns", (index + 1) * width},
                                {"node_matrix", std::move(jmatrix)},
                                {"links", std::move(jlinks)},
                                {"rails", std::move(jrails)},
                                {"receivers", std::move(jreceivers)},
+                               {"qps", std::move(jqps)},
                                {"latency", json{{"by_opcode", std::move(by_opcode)}, {"by_pair", std::move(by_pair)}}}});
         ++index;
     }
-    return json{{"window_ns", width}, {"windows", std::move(windows)}};
+    // QPs left without a series (created after the first --window-qps): their totals are in qps[].outstanding.
+    uint64_t left_out = 0;
+    for (QpId q = tw.max_qps(); q < topo.qp_count(); ++q) left_out += a_.outstanding_.of(q) != nullptr;
+    return json{{"window_ns", width},
+                {"qp_series", json{{"limit", tw.max_qps()}, {"qps_left_out", left_out}}},
+                {"windows", std::move(windows)}};
 }
 
 }  // namespace sigmatrace::analyzer
