@@ -45,6 +45,27 @@ void stream(std::vector<Timed>& out, DataLink link, QpId qp, int64_t from, int64
     }
 }
 
+// A receive on `qp` posted at `post` and consumed at `done` (ms after kT0).
+Operation receive(QpId qp, int64_t post, int64_t done) {
+    Operation r;
+    r.qp = qp;
+    r.opcode = kOpRecv;
+    r.post_ts = kT0 + post * kMs;
+    r.done_ts = kT0 + done * kMs;
+    return r;
+}
+
+// A send on `qp` that failed at `at` ms with RNR retries exceeded (IBV_WC_RNR_RETRY_EXC_ERR).
+Operation rnr_failure(QpId qp, int64_t at) {
+    Operation f;
+    f.qp = qp;
+    f.opcode = 0;
+    f.outcome = OpOutcome::Failed;
+    f.wc_status = 13;
+    f.post_ts = f.done_ts = kT0 + at * kMs;
+    return f;
+}
+
 void sort_by_completion(std::vector<Timed>& ops) {
     std::stable_sort(ops.begin(), ops.end(), [](const Timed& a, const Timed& b) { return a.op.done_ts < b.op.done_ts; });
 }
@@ -162,21 +183,8 @@ TEST(Outstanding, SendWindowReceiveDepthAndRnr) {
     for (const Timed& t : ops) o.add(t.op);
     // Receives on QP 2: 4 posted at 0, consumed at 10, 20, 30 and 40 ms; then a send on QP 1 that failed with RNR
     // retries exceeded.
-    for (int i = 0; i < 4; ++i) {
-        Operation r;
-        r.qp = 2;
-        r.opcode = kOpRecv;
-        r.post_ts = kT0;
-        r.done_ts = kT0 + (i + 1) * 10 * kMs;
-        o.add(r);
-    }
-    Operation rnr;
-    rnr.qp = 1;
-    rnr.opcode = 0;
-    rnr.outcome = OpOutcome::Failed;
-    rnr.wc_status = 13;
-    rnr.post_ts = rnr.done_ts = kT0 + 200 * kMs;
-    o.add(rnr);
+    for (int i = 0; i < 4; ++i) o.add(receive(2, 0, (i + 1) * 10));
+    o.add(rnr_failure(1, 200));
     o.finish();
     ASSERT_NE(o.of(0), nullptr);
     EXPECT_EQ(o.of(0)->max_wrs, 8u);
@@ -215,21 +223,8 @@ TEST(Outstanding, PerWindowSeries) {
         tw.add(t.op, t.link);
         o.add(t.op);
     }
-    for (int i = 0; i < 4; ++i) {
-        Operation r;
-        r.qp = 1;
-        r.opcode = kOpRecv;
-        r.post_ts = kT0 + 150 * kMs;
-        r.done_ts = kT0 + (160 + i * 10) * kMs;
-        o.add(r);
-    }
-    Operation rnr;
-    rnr.qp = 1;
-    rnr.opcode = 0;
-    rnr.outcome = OpOutcome::Failed;
-    rnr.wc_status = 13;
-    rnr.post_ts = rnr.done_ts = kT0 + 250 * kMs;
-    o.add(rnr);
+    for (int i = 0; i < 4; ++i) o.add(receive(1, 150, 160 + i * 10));
+    o.add(rnr_failure(1, 250));
     o.finish();
 
     auto at = [&](int64_t ms) -> const Window& {
