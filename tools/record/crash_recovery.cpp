@@ -130,7 +130,7 @@ Recovery recover_undelivered(const std::string& buffers_dir, const std::string& 
             it.disable_recursion_pending();
             continue;
         }
-        if (is_stream_file(*it) && it->file_size() == 0 && fs::exists(where / fs::relative(it->path(), output_dir)))
+        if (is_stream_file(*it) && it->file_size(ec) == 0 && !ec && fs::exists(where / fs::relative(it->path(), output_dir), ec))
             empty.push_back(it->path());
     }
     for (const fs::path& e : empty) {
