@@ -12,7 +12,8 @@ JSON timeline (--perfetto FILE.json) and the analysis document of the same trace
    "senders -> NIC" with each window's senders, "outstanding bytes: QP" and "receives posted: QP" with each
    window's max_bytes and recv_max_posted of timeline.windows[].qps, for every window of timeline.windows[];
 5. size: without counters (--window off) at most 200 bytes per operation and under 40% of the JSON timeline;
-6. sampling: --perfetto-max-ops 50 writes 50 operations and says so in a track name and on stderr;
+6. sampling: --perfetto-max-ops 50 writes at most 50 operations, densely at the start and thinning to the trace's
+   end (level of detail), and says how in a track name and on stderr;
 7. format choice and errors: --perfetto-format json with a .pftrace name writes JSON; a path in a missing
    directory fails with a clear message.
 
@@ -162,10 +163,17 @@ cut = os.path.join(work, "cut.pftrace")
 r = run("--perfetto", cut, "--perfetto-max-ops", "50")
 check(r.returncode == 0, "max-ops run")
 pc = packets(cut)
-check(sum(p.track_event.type == pf.TrackEvent.TYPE_SLICE_BEGIN for p in pc) == 50, "50 slices written")
+begins = [p for p in pc if p.track_event.type == pf.TrackEvent.TYPE_SLICE_BEGIN]
 stated = [p.track_descriptor.name for p in pc if p.track_descriptor.name.startswith("sampling:")]
-check(stated == [f"sampling: first 50 of {ops_total} operations written (--perfetto-max-ops 50)"], f"statement {stated}")
-check(f"first 50 of {ops_total} operations" in r.stderr, f"stderr statement: {r.stderr}")
+check(len(stated) == 1 and stated[0].startswith(f"sampling: {len(begins)} of {ops_total} operations written (--perfetto-max-ops 50): every one up to #25, then 1 in 4 from #"),
+      f"statement {stated} ({len(begins)} slices)")
+check(40 <= len(begins) <= 50, f"{len(begins)} slices written, at most 50")
+# Level of detail, not a cut: the sampled operations reach the end of the trace (its last tenth).
+full_begins = [p.timestamp for p in packets(p_proto) if p.track_event.type == pf.TrackEvent.TYPE_SLICE_BEGIN]
+span = max(full_begins) - min(full_begins)
+check(max(p.timestamp for p in begins) - min(full_begins) >= 0.9 * span,
+      f"the last sampled operation at {max(p.timestamp for p in begins) - min(full_begins)} ns of a {span} ns trace")
+check(f"{len(begins)} of {ops_total} operations written" in r.stderr, f"stderr statement: {r.stderr}")
 
 # 7. format choice and errors
 forced = os.path.join(work, "forced.pftrace")

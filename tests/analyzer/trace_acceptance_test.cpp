@@ -229,11 +229,22 @@ TEST_F(TraceTest, CrashedProcessLeavesOperationsInFlight) {
 TEST_F(TraceTest, PluginComputesWhatTheAnalyzerComputes) {
     RECORD_OR_SKIP("t", "traffic --ranks 3 --iters 20");
     const json doc = analyze("t");
-    const fs::path out = tmp_ / "plugin.json";
-    const CmdResult r = sh("babeltrace2 --plugin-path=" + std::string(PLUGIN_DIR) + " " + (tmp_ / "t").string() +
-                         " -c sink.sigmatrace.analyze -p 'json=\"" + out.string() + "\",text=no'",
-                     tmp_);
-    ASSERT_EQ(r.rc, 0) << r.err;
+    const fs::path out = tmp_ / "plugin.json", pftrace = tmp_ / "plugin.pftrace", legacy = tmp_ / "plugin.perfetto.json";
+    for (const fs::path& timeline : {pftrace, legacy}) {
+        const CmdResult r = sh("babeltrace2 --plugin-path=" + std::string(PLUGIN_DIR) + " " + (tmp_ / "t").string() +
+                                   " -c sink.sigmatrace.analyze -p 'json=\"" + out.string() + "\",perfetto=\"" +
+                                   timeline.string() + "\",text=no'",
+                               tmp_);
+        ASSERT_EQ(r.rc, 0) << r.err;
+    }
+    // The timeline's format follows the name: protobuf TracePackets (field 1 of Trace, length-delimited: 0x0a),
+    // or the legacy JSON with one complete slice per operation.
+    std::ifstream proto(pftrace, std::ios::binary);
+    ASSERT_EQ(proto.get(), 0x0a) << "not a protobuf Trace: " << pftrace;
+    uint64_t slices = 0;
+    const json timeline = load(legacy);
+    for (const auto& e : timeline["traceEvents"]) slices += e["ph"] == "X" && e.value("cat", "") != "remote";
+    EXPECT_EQ(slices, doc["ops"]["total"].get<uint64_t>());
     const json plugin = load(out);
     EXPECT_EQ(plugin["ops"], doc["ops"]);
     EXPECT_EQ(plugin["traffic"], doc["traffic"]);

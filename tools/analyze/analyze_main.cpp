@@ -505,12 +505,9 @@ int analyze_main(std::span<char* const> args) {
             if (!closed) fmt::print(stderr, "sigmatrace-analyze: Cannot write the timeline: path={}\n", *o.perfetto_out);
             ok &= closed;
             const uint64_t dropped = perfetto ? perfetto->dropped() : perfetto_proto->dropped();
-            const uint64_t written = perfetto ? perfetto->written() : perfetto_proto->written();
             if (dropped)
-                fmt::print(stderr,
-                           "sigmatrace-analyze: The timeline holds the first {} of {} operations "
-                           "(--perfetto-max-ops {}): path={}\n",
-                           written, written + dropped, o.perfetto_max_ops, *o.perfetto_out);
+                fmt::print(stderr, "sigmatrace-analyze: The timeline holds {}: path={}\n",
+                           perfetto ? perfetto->sampling() : perfetto_proto->sampling(), *o.perfetto_out);
         }
         if (sqlite && !sqlite->close(doc, o.dir)) {
             fmt::print(stderr, "sigmatrace-analyze: Cannot write the SQLite database: path={}, reason={}\n",

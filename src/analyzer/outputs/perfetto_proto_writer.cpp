@@ -54,7 +54,7 @@ std::string nic_label(const nlohmann::json& ref) {
 }
 }  // namespace
 
-PerfettoProtoWriter::PerfettoProtoWriter(const Topology& topo, uint64_t max_ops) : topo_(topo), max_ops_(max_ops) {}
+PerfettoProtoWriter::PerfettoProtoWriter(const Topology& topo, uint64_t max_ops) : topo_(topo), sampler_(max_ops) {}
 
 PerfettoProtoWriter::~PerfettoProtoWriter() {
     if (f_) std::fclose(f_);
@@ -160,11 +160,7 @@ void PerfettoProtoWriter::write_marker(const RemoteMarker& m, const Peer& peer) 
 }
 
 void PerfettoProtoWriter::on_operation(const Operation& op) {
-    if (!f_) return;
-    if (written_ >= max_ops_) {
-        ++dropped_;
-        return;
-    }
+    if (!f_ || !sampler_.keep()) return;
     if (first_packet_) start_sequence(std::max<int64_t>(op.post_ts - 1000000000, 0));
     ensure_tracks(op.qp);
     const uint64_t track = qp_uuid(op.qp);
@@ -228,7 +224,6 @@ void PerfettoProtoWriter::on_operation(const Operation& op) {
     end.mutable_track_event()->set_track_uuid(track);
     emit(end);
     last_ts_ = std::max(last_ts_, op.done_ts);
-    ++written_;
 }
 
 bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
@@ -307,12 +302,12 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
             for (uint64_t t : previous) value(t, windows.back().value("end_ns", int64_t{0}), 0);
     }
 
-    if (dropped_) {
+    if (sampler_.dropped()) {
         // The statement that the timeline is cut: a track of its own, named so, with the counts on an instant.
         pf::TracePacket d;
         d.mutable_track_descriptor()->set_uuid(kSamplingUuid);
         d.mutable_track_descriptor()->set_name(
-            fmt::format("sampling: first {} of {} operations written (--perfetto-max-ops {})", written_, written_ + dropped_, max_ops_));
+            "sampling: " + sampler_.statement());
         emit(d);
         pf::TracePacket p;
         p.set_timestamp(rel(last_ts_));
@@ -322,10 +317,10 @@ bool PerfettoProtoWriter::close(const nlohmann::json* doc) {
         e->set_name_iid(event_name("operations left out", p));
         pf::DebugAnnotation* a = e->add_debug_annotations();
         a->set_name_iid(annotation_name("operations_written", p));
-        a->set_uint_value(written_);
+        a->set_uint_value(sampler_.written());
         a = e->add_debug_annotations();
         a->set_name_iid(annotation_name("operations_dropped", p));
-        a->set_uint_value(dropped_);
+        a->set_uint_value(sampler_.dropped());
         emit(p);
     }
     const bool ok = std::ferror(f_) == 0;

@@ -27,6 +27,7 @@
 
 #include "analyzer/analyses/op_reconstruction.h"
 #include "analyzer/analyses/topology.h"
+#include "analyzer/outputs/timeline_sampling.h"
 
 namespace sigmatrace::perfetto_format {
 class TracePacket;
@@ -47,8 +48,9 @@ public:
     // sampling statement, and closes the file; false on a write error.
     bool close(const nlohmann::json* doc);
 
-    uint64_t written() const { return written_; }
-    uint64_t dropped() const { return dropped_; }
+    uint64_t written() const { return sampler_.written(); }
+    uint64_t dropped() const { return sampler_.dropped(); }
+    std::string sampling() const { return sampler_.statement(); }
     uint64_t bytes_written() const { return bytes_; }
 
 private:
@@ -73,13 +75,11 @@ private:
     void write_marker(const RemoteMarker& m, const Peer& peer);
 
     const Topology& topo_;
-    uint64_t max_ops_;
+    TimelineSampler sampler_;   // --perfetto-max-ops
     std::FILE* f_ = nullptr;
     std::string buf_;
     bool first_packet_ = true;
     uint64_t bytes_ = 0;
-    uint64_t written_ = 0;
-    uint64_t dropped_ = 0;
     uint64_t next_flow_ = 1;
     uint64_t next_uuid_counter_ = 1;
     uint64_t remote_markers_ = 0;

@@ -76,11 +76,7 @@ void PerfettoWriter::write_marker(const RemoteMarker& m, const Peer& peer) {
 }
 
 void PerfettoWriter::on_operation(const Operation& op) {
-    if (!f_) return;
-    if (written_ >= max_ops_) {
-        ++dropped_;
-        return;
-    }
+    if (!f_ || !sampler_.keep()) return;
     if (!have_base_) {
         // Timestamps are written relative to the first operation, minus a second so that operations posted
         // earlier (reconstructed later) stay positive: doubles cannot hold absolute Unix-epoch nanoseconds.
@@ -103,7 +99,6 @@ void PerfettoWriter::on_operation(const Operation& op) {
                first_ ? "" : ",\n", opcode_name(op.opcode), records::poster_name(op.poster), us(op.post_ts),
                static_cast<double>(dur) / 1000.0, op.proc + 1, op.qp + 1, args.dump());
     first_ = false;
-    ++written_;
 
     // Flows: a two-sided send and the receive it consumed, matched in order per connection. The connection is
     // named by its two QP numbers (each side knows both from its RTR transition), so matching does not wait for
@@ -172,8 +167,9 @@ bool PerfettoWriter::close() {
     }
     fmt::print(f_,
                "\n],\"otherData\":{{\"generator\":\"sigmatrace-analyze\",\"operations_written\":{},\"operations_dropped\":{},"
-               "\"remote_markers\":{},\"remote_markers_without_target\":{}}}}}\n",
-               written_, dropped_, remote_markers_, markers_dropped_);
+               "\"sampling\":{},\"remote_markers\":{},\"remote_markers_without_target\":{}}}}}\n",
+               sampler_.written(), sampler_.dropped(), nlohmann::json(sampler_.statement()).dump(), remote_markers_,
+               markers_dropped_);
     const bool ok = std::ferror(f_) == 0;
     const bool closed = std::fclose(f_) == 0;
     f_ = nullptr;

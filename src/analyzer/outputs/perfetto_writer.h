@@ -19,6 +19,7 @@
 
 #include "analyzer/analyses/op_reconstruction.h"
 #include "analyzer/analyses/topology.h"
+#include "analyzer/outputs/timeline_sampling.h"
 
 namespace sigmatrace::analyzer {
 
@@ -32,7 +33,7 @@ bool one_sided(uint8_t opcode);
 
 class PerfettoWriter : public OpListener {
 public:
-    PerfettoWriter(const Topology& topo, uint64_t max_ops) : topo_(topo), max_ops_(max_ops) {}
+    PerfettoWriter(const Topology& topo, uint64_t max_ops) : topo_(topo), sampler_(max_ops) {}
     ~PerfettoWriter() override;
     PerfettoWriter(const PerfettoWriter&) = delete;
     PerfettoWriter& operator=(const PerfettoWriter&) = delete;
@@ -42,8 +43,9 @@ public:
     // Writes the track names and closes the file; false on a write error.
     bool close();
 
-    uint64_t written() const { return written_; }
-    uint64_t dropped() const { return dropped_; }
+    uint64_t written() const { return sampler_.written(); }
+    uint64_t dropped() const { return sampler_.dropped(); }
+    std::string sampling() const { return sampler_.statement(); }
 
 private:
     struct FlowEnd {
@@ -64,13 +66,11 @@ private:
     double us(int64_t ts) const { return static_cast<double>(ts - base_) / 1000.0; }
 
     const Topology& topo_;
-    uint64_t max_ops_;
+    TimelineSampler sampler_;   // --perfetto-max-ops
     std::FILE* f_ = nullptr;
     bool first_ = true;
     bool have_base_ = false;
     int64_t base_ = 0;
-    uint64_t written_ = 0;
-    uint64_t dropped_ = 0;
     uint64_t next_flow_ = 1;
     uint64_t remote_markers_ = 0;
     uint64_t markers_dropped_ = 0;

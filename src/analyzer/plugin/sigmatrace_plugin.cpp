@@ -6,7 +6,8 @@
 //
 // filter.sigmatrace.expand (expand_filter.h) turns records into one readable event per call for any sink.
 //
-// Parameters of sink.sigmatrace.analyze (all optional): json, html, perfetto (output paths), events (a path, or "-" for stdout: every
+// Parameters of sink.sigmatrace.analyze (all optional): json, html, perfetto (output paths; perfetto in Perfetto's
+// protobuf format, or its legacy JSON for a name ending in .json), events (a path, or "-" for stdout: every
 // SigmaTrace event as read, one line each, deferred records expanded into their calls, as `sigmatrace-analyze
 // --events` writes them), text (bool: the text report on stdout at the end; default true, false when events
 // go to stdout), skew-threshold (real), error-storm (integer).
@@ -27,6 +28,7 @@
 #include "analyzer/decode/bt_message_consumer.h"
 #include "analyzer/outputs/event_dump.h"
 #include "analyzer/outputs/html_report.h"
+#include "analyzer/outputs/perfetto_proto_writer.h"
 #include "analyzer/outputs/perfetto_writer.h"
 #include "analyzer/outputs/text_report.h"
 #include "expand_filter.h"
@@ -38,6 +40,7 @@ using sigmatrace::analyzer::AnalysisOptions;
 using sigmatrace::analyzer::BtMessageConsumer;
 using sigmatrace::analyzer::EventDump;
 using sigmatrace::analyzer::PerfettoWriter;
+using sigmatrace::analyzer::PerfettoProtoWriter;
 
 struct SinkData {
     std::optional<std::string> json_path, html_path, perfetto_path;
@@ -46,7 +49,8 @@ struct SinkData {
     std::unique_ptr<EventDump> dump;  // declared before the consumer, which writes to it
     std::unique_ptr<Analysis> analysis;
     std::unique_ptr<BtMessageConsumer> consumer;
-    std::unique_ptr<PerfettoWriter> perfetto;
+    std::unique_ptr<PerfettoWriter> perfetto;              // a path ending in .json: Perfetto's legacy JSON
+    std::unique_ptr<PerfettoProtoWriter> perfetto_proto;   // otherwise its protobuf format
     bt_message_iterator* it = nullptr;
 };
 
@@ -98,12 +102,21 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
     data->analysis = std::make_unique<Analysis>(opts);
     data->consumer = std::make_unique<BtMessageConsumer>(*data->analysis, data->dump.get());
     if (data->perfetto_path) {
-        data->perfetto = std::make_unique<PerfettoWriter>(data->analysis->topology(), 1000000);
-        if (!data->perfetto->open(*data->perfetto_path)) {
+        constexpr uint64_t kMaxOps = 1000000;   // sigmatrace-analyze's default --perfetto-max-ops
+        bool opened = false;
+        if (data->perfetto_path->ends_with(".json")) {
+            data->perfetto = std::make_unique<PerfettoWriter>(data->analysis->topology(), kMaxOps);
+            opened = data->perfetto->open(*data->perfetto_path);
+            if (opened) data->analysis->add_listener(data->perfetto.get());
+        } else {
+            data->perfetto_proto = std::make_unique<PerfettoProtoWriter>(data->analysis->topology(), kMaxOps);
+            opened = data->perfetto_proto->open(*data->perfetto_path);
+            if (opened) data->analysis->add_listener(data->perfetto_proto.get());
+        }
+        if (!opened) {
             fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the timeline: path={}\n", *data->perfetto_path);
             return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
         }
-        data->analysis->add_listener(data->perfetto.get());
     }
     if (bt_self_component_sink_add_input_port(self, "in", nullptr, nullptr) != BT_SELF_COMPONENT_ADD_PORT_STATUS_OK)
         return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_MEMORY_ERROR;
@@ -130,7 +143,8 @@ void analyze_finalize(bt_self_component_sink* self) {
     if (data->dump && !data->dump->finish())
         fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the events: path={}\n", *data->events_path);
     nlohmann::json doc = data->analysis->finish();
-    if (data->perfetto) data->perfetto->close();
+    if ((data->perfetto && !data->perfetto->close()) || (data->perfetto_proto && !data->perfetto_proto->close(&doc)))
+        fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the timeline: path={}\n", *data->perfetto_path);
     if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");
     if (data->html_path) write_file(*data->html_path, sigmatrace::analyzer::render_html_report(doc, sigmatrace::analyzer::load_charting_library(own_data_dir())), "HTML report");
     if (data->text) fmt::print("{}", sigmatrace::analyzer::render_text_report(doc));
