@@ -252,6 +252,38 @@ TEST_F(TraceTest, PluginComputesWhatTheAnalyzerComputes) {
     EXPECT_EQ(plugin["barriers"], doc["barriers"]);
 }
 
+// The plugin's stall-after-ns is sigmatrace-analyze's --stall-after: the crash trace (a QP with work in flight at
+// its end) has a stalled_queue finding at 1 us and none at the default 1 s; a value out of range is refused. Its
+// numeric parameters take babeltrace2's integers (signed unless written +N).
+TEST_F(TraceTest, PluginStallAfterIsTheAnalyzersThreshold) {
+    const std::string crash = std::string(DATA_DIR) + "/crash";
+    const fs::path out = tmp_ / "stall.json";
+    const std::string bt = "babeltrace2 --plugin-path=" + std::string(PLUGIN_DIR) + " " + crash +
+                           " -c sink.sigmatrace.analyze -p 'json=\"" + out.string() + "\",text=no";
+    auto stalled = [&](const std::string& param) {
+        const CmdResult r = sh(bt + param + "'", tmp_);
+        EXPECT_EQ(r.rc, 0) << r.err;
+        const json doc = load(out);
+        EXPECT_EQ(doc["options"]["stall_after_ns"], param.empty() ? 1000000000 : 1000);
+        int n = 0;
+        for (const auto& f : doc["findings"]) n += f["kind"] == "stalled_queue";
+        return n;
+    };
+    EXPECT_EQ(stalled(",stall-after-ns=1000"), 1);
+    EXPECT_EQ(stalled(""), 0);
+    const CmdResult bad = sh(bt + ",stall-after-ns=5'", tmp_);
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_NE(bad.err.find("stall-after-ns must be an integer of nanoseconds from 1000"), std::string::npos) << bad.err;
+    // The other numeric parameters, as babeltrace2 writes integers (signed, `5`) and reals.
+    ASSERT_EQ(sh(bt + ",error-storm=3,skew-threshold=2'", tmp_).rc, 0);
+    const json doc = load(out);
+    EXPECT_EQ(doc["options"]["error_storm"], 3);
+    EXPECT_EQ(doc["options"]["skew_threshold"], 2.0);
+    const CmdResult bad_storm = sh(bt + ",error-storm=\"many\"'", tmp_);
+    EXPECT_NE(bad_storm.rc, 0);
+    EXPECT_NE(bad_storm.err.find("error-storm must be a positive integer"), std::string::npos) << bad_storm.err;
+}
+
 TEST_F(TraceTest, PerfettoTimelineAndHtmlReport) {
     RECORD_OR_SKIP("t", "traffic --ranks 3 --iters 10");
     const CmdResult r = sh(std::string(ANALYZER) + " " + (tmp_ / "t").string() + " --quiet --json " + (tmp_ / "a.json").string() +

@@ -10,7 +10,8 @@
 // protobuf format, or its legacy JSON for a name ending in .json), events (a path, or "-" for stdout: every
 // SigmaTrace event as read, one line each, deferred records expanded into their calls, as `sigmatrace-analyze
 // --events` writes them), text (bool: the text report on stdout at the end; default true, false when events
-// go to stdout), skew-threshold (real), error-storm (integer).
+// go to stdout), skew-threshold (real), error-storm (integer), stall-after-ns (integer: the stalled_queue
+// finding's threshold, as --stall-after).
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
@@ -60,6 +61,14 @@ std::optional<std::string> string_param(const bt_value* params, const char* name
     return std::nullopt;
 }
 
+// An integer parameter: babeltrace2's -p reads `5` as a signed integer and `+5` as an unsigned one.
+std::optional<int64_t> integer_value(const bt_value* v) {
+    if (bt_value_is_signed_integer(v)) return bt_value_integer_signed_get(v);
+    if (bt_value_is_unsigned_integer(v) && bt_value_integer_unsigned_get(v) <= static_cast<uint64_t>(INT64_MAX))
+        return static_cast<int64_t>(bt_value_integer_unsigned_get(v));
+    return std::nullopt;
+}
+
 void write_file(const std::string& path, const std::string& content, const char* what) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << content;
@@ -85,11 +94,34 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
                 return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
             }
         }
-        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "skew-threshold"); v && bt_value_is_real(v))
-            opts.skew_threshold = bt_value_real_get(v);
-        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "error-storm");
-            v && bt_value_is_unsigned_integer(v))
-            opts.error_storm_threshold = bt_value_integer_unsigned_get(v);
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "skew-threshold")) {
+            const std::optional<int64_t> n = integer_value(v);
+            const double x = bt_value_is_real(v) ? bt_value_real_get(v) : n ? static_cast<double>(*n) : 0.0;
+            if (!(x >= 1.0)) {
+                fmt::print(stderr, "sink.sigmatrace.analyze: skew-threshold must be a number of at least 1 (1.5)\n");
+                return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+            }
+            opts.skew_threshold = x;
+        }
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "error-storm")) {
+            const std::optional<int64_t> n = integer_value(v);
+            if (!n || *n < 1) {
+                fmt::print(stderr, "sink.sigmatrace.analyze: error-storm must be a positive integer\n");
+                return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+            }
+            opts.error_storm_threshold = static_cast<uint64_t>(*n);
+        }
+        if (const bt_value* v = bt_value_map_borrow_entry_value_const(params, "stall-after-ns")) {
+            // As sigmatrace-analyze --stall-after: 1 us to 1 h.
+            constexpr int64_t kMin = 1000, kMax = 3'600'000'000'000;
+            const std::optional<int64_t> ns = integer_value(v);
+            if (!ns || *ns < kMin || *ns > kMax) {
+                fmt::print(stderr, "sink.sigmatrace.analyze: stall-after-ns must be an integer of nanoseconds from {} to {} "
+                                   "(1 us to 1 h)\n", kMin, kMax);
+                return BT_COMPONENT_CLASS_INITIALIZE_METHOD_STATUS_ERROR;
+            }
+            opts.stall_after_ns = *ns;
+        }
     }
     if (data->events_path) {
         data->dump = EventDump::open(*data->events_path);
