@@ -21,11 +21,10 @@ elseif(SIGMATRACE_TSAN)
   set(SIGMATRACE_SANITIZER_RUNTIME tsan)
 endif()
 # Sanitizer reports need function names and file:line, which line tables (-g1) give; RelWithDebInfo's full -g
-# made every compile of the ASan build ~30% slower for nothing they print (trace_acceptance_test.cpp: 47.6 s ->
-# 33.1 s; the code generated is the same). It comes after CMAKE_<LANG>_FLAGS_<CONFIG> on the command line, so
-# it is the -g that counts.
-# -O1, as the sanitizers' own documentation advises: a quarter less compile time than -O2 (report_builder.cpp
-# under ASan+UBSan: 84 s -> 64 s), the CI's longest stage being this build.
+# makes every compile of the ASan build slower for nothing they print. These come after
+# CMAKE_<LANG>_FLAGS_<CONFIG> on the command line, so they are the -g and -O that count.
+# -O1, as the sanitizers' own documentation advises: it compiles markedly faster than -O2, and this build is
+# CI's longest stage.
 if(SIGMATRACE_SANITIZE OR SIGMATRACE_TSAN)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX,C>:-g1$<SEMICOLON>-O1>)
 endif()
