@@ -48,10 +48,15 @@ LTTNG_HOME=$(mktemp -d /tmp/sigmatrace-sandbox.XXXXXX)
 export LTTNG_HOME
 
 # SIGKILL to a process and everything under it (the session daemon's consumer daemons).
+# Read from /proc, not with pgrep: under a sanitizer build's LD_PRELOAD pgrep was seen to hang.
 kill_tree() {
-  local child
-  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-  kill -KILL "$1" 2>/dev/null || true
+  local target=$1 p line state ppid
+  for p in /proc/[0-9]*; do
+    read -r line 2>/dev/null <"$p/stat" || continue
+    read -r state ppid _ <<<"${line##*) }"   # pid (comm) state ppid ...; comm may hold ") "
+    [[ $ppid == "$target" ]] && kill_tree "${p#/proc/}"
+  done
+  kill -KILL "$target" 2>/dev/null || true
 }
 daemon_pid=""
 cleanup() {
@@ -67,7 +72,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ $start_daemon == 1 ]]; then
-  lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 \
+  # Not under the test's LD_PRELOAD (a sanitizer build's runtime): the daemon is not ours to instrument.
+  env -u LD_PRELOAD lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 \
     || { echo "sandbox.sh: cannot start lttng-sessiond (install lttng-tools)" >&2; exit 2; }
   for f in /var/run/lttng/lttng-sessiond.pid "$LTTNG_HOME/.lttng/lttng-sessiond.pid"; do
     [[ -f $f ]] && daemon_pid=$(cat "$f")
