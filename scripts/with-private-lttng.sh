@@ -21,17 +21,7 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 LTTNG_HOME=$(mktemp -d /tmp/sigmatrace-lttng-home.XXXXXX)
 export LTTNG_HOME
-# SIGKILL to a process and everything under it (the session daemon's consumer daemons).
-# Read from /proc, not with pgrep: under a sanitizer build's LD_PRELOAD pgrep was seen to hang.
-kill_tree() {
-  local target=$1 p line state ppid
-  for p in /proc/[0-9]*; do
-    read -r line 2>/dev/null <"$p/stat" || continue
-    read -r state ppid _ <<<"${line##*) }"   # pid (comm) state ppid ...; comm may hold ") "
-    [[ $ppid == "$target" ]] && kill_tree "${p#/proc/}"
-  done
-  kill -KILL "$target" 2>/dev/null || true
-}
+source "$(dirname "${BASH_SOURCE[0]}")/kill_tree.sh"   # kill_tree PID
 cleanup() {
   local pidfile pid
   for pidfile in /var/run/lttng/lttng-sessiond.pid "$LTTNG_HOME/.lttng/lttng-sessiond.pid"; do
