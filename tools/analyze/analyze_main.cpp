@@ -99,7 +99,7 @@ struct CliOptions {
     std::string dir;
     std::optional<std::string> json_out, html_out, perfetto_out, sqlite_out, events_out, baseline;
     std::vector<std::string> rules;
-    uint64_t perfetto_max_ops = 1000000;
+    uint64_t perfetto_max_ops = kDefaultTimelineBudget;
     std::optional<std::string> perfetto_format;   // "proto" or "json"; unset: by the file name
     bool quiet = false;
     AnalysisOptions analysis;

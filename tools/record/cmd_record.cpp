@@ -11,9 +11,10 @@
 // Anything that prevents tracing is reported and, before the command runs, stops the recording: a command is
 // never run "traced" when it would not be.
 #include <dlfcn.h>
-#include <sched.h>
 #include <fmt/core.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,7 +22,6 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <time.h>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -87,8 +87,6 @@ bool trace_has_data(const std::string& dir) {
     return false;
 }
 
-// Runs the salvage step in a process of its own (libsigmatrace.so preloaded, not identifying itself: it is no
-// process of the command) while the session still records, and reports what it did.
 // Whether ended processes left records in their rings. Processes that end with their rings empty remove their
 // files: usually nothing is left to salvage, and no salvaging process (an lttng-ust registration) is started.
 bool rings_left(const TmpfsDir& dir) {
@@ -99,7 +97,9 @@ bool rings_left(const TmpfsDir& dir) {
     return false;
 }
 
-// `avoid_cpus`: CPUs whose buffers take no more events (crash_recovery.h); the salvage runs on the others.
+// Runs the salvage step in a process of its own (libsigmatrace.so preloaded, not identifying itself: it is no
+// process of the command) while the session records, and reports what it did. `avoid_cpus`: CPUs whose
+// buffers take no more events (crash_recovery.h); the salvage runs on the others.
 void salvage_rings(const TmpfsDir& dir, Environment env, const std::vector<int>& avoid_cpus) {
     std::error_code ec;
     env = without(without(std::move(env), "SIGMATRACE_RECORD_REPORT"), "SIGMATRACE_SALVAGE_DIR");
@@ -121,8 +121,7 @@ void salvage_rings(const TmpfsDir& dir, Environment env, const std::vector<int>&
     }
     const Captured c = run_captured(argv, env);
     // Its counts are its last line (lttng-ust may have said something before).
-    std::string line = c.output;
-    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    std::string line = c.trimmed_output();
     if (const size_t nl = line.rfind('\n'); nl != std::string::npos) line = line.substr(nl + 1);
     unsigned long long records = 0, lost = 0;
     unsigned processes = 0, live = 0, unreadable = 0;

@@ -36,7 +36,7 @@ bool is_stream_file(const fs::directory_entry& e) {
 
 }  // namespace
 
-unsigned patch_packet_ends(const std::string& stream_file, uint64_t stop_ns, unsigned* packets, std::string* error) {
+unsigned patch_packet_ends(const std::string& stream_file, uint64_t stop_ns, std::string* error) {
     std::fstream f(stream_file, std::ios::in | std::ios::out | std::ios::binary);
     if (!f) {
         *error = "cannot open " + stream_file;
@@ -54,20 +54,16 @@ unsigned patch_packet_ends(const std::string& stream_file, uint64_t stop_ns, uns
         found.push_back({off, load64(p + pkt::kOffTsBegin), load64(p + pkt::kOffTsEnd)});
         off += bytes;
     }
-    *packets = static_cast<unsigned>(found.size());
-    unsigned patched = 0;
     for (std::size_t i = 0; i < found.size(); ++i) {
         const Packet& k = found[i];
         if (k.end != 0 && k.end >= k.begin) continue;
         uint64_t end = i + 1 < found.size() ? found[i + 1].begin : stop_ns;
         if (end < k.begin) end = k.begin;
-        std::memcpy(data.data() + k.off + pkt::kOffTsEnd, &end, sizeof end);
         f.seekp(static_cast<std::streamoff>(k.off + pkt::kOffTsEnd));
         f.write(reinterpret_cast<const char*>(&end), sizeof end);
-        ++patched;
     }
     if (!f) *error = "cannot write " + stream_file;
-    return patched;
+    return static_cast<unsigned>(found.size());
 }
 
 Recovery recover_undelivered(const std::string& buffers_dir, const std::string& output_dir, uint64_t stop_ns,
@@ -78,9 +74,7 @@ Recovery recover_undelivered(const std::string& buffers_dir, const std::string& 
     fs::remove_all(scratch, ec);
     const Captured c = run_captured({"lttng-crash", "--extract=" + scratch.string(), buffers_dir}, env);
     if (c.status != 0) {
-        std::string out = c.output;
-        while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-        r.error = fmt::format("lttng-crash failed (status {}): {}", c.status, out);
+        r.error = fmt::format("lttng-crash failed (status {}): {}", c.status, c.trimmed_output());
         fs::remove_all(scratch, ec);
         return r;
     }
@@ -97,9 +91,7 @@ Recovery recover_undelivered(const std::string& buffers_dir, const std::string& 
             fs::remove(s, ec);
             continue;
         }
-        unsigned packets = 0;
-        r.patched += patch_packet_ends(s.string(), stop_ns, &packets, &r.error);
-        r.packets += packets;
+        r.packets += patch_packet_ends(s.string(), stop_ns, &r.error);
         r.bytes += size;
         // Stream files are named CHANNEL_CPU.
         const std::string name = s.filename().string();

@@ -19,7 +19,6 @@ namespace sigmatrace::record {
 struct Recovery {
     uint64_t bytes = 0;    // bytes of packets written to `where`
     unsigned packets = 0;  // packets recovered (each a sub-buffer, or the committed prefix of one)
-    unsigned patched = 0;  // packets whose end time was never written, given one (below)
     std::string where;     // the recovered trace's directory, "" when nothing was left undelivered
     std::vector<int> stalled_cpus;  // the CPUs whose buffers held undelivered data: they take no more events
     std::string error;     // why recovery failed, "" when it ran
@@ -34,7 +33,8 @@ Recovery recover_undelivered(const std::string& buffers_dir, const std::string& 
                              const Environment& env);
 
 // Gives packets with no end time (timestamp_end 0, or before timestamp_begin) one, as above. Returns how many
-// were patched; the walk stops at the first bytes that are not a whole packet (left for the reader to report).
-unsigned patch_packet_ends(const std::string& stream_file, uint64_t stop_ns, unsigned* packets, std::string* error);
+// packets the file holds; the walk stops at the first bytes that are not a whole packet (left for the reader to
+// report).
+unsigned patch_packet_ends(const std::string& stream_file, uint64_t stop_ns, std::string* error);
 
 }  // namespace sigmatrace::record

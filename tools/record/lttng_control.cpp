@@ -137,8 +137,8 @@ Environment SessionDaemon::tool_environment() const {
     return without(current_environment(), "LD_PRELOAD");
 }
 
-RecordingSession::RecordingSession(const SessionDaemon& daemon, const std::string& suffix)
-    : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid()) + suffix) {}
+RecordingSession::RecordingSession(const SessionDaemon& daemon)
+    : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid())) {}
 
 RecordingSession::~RecordingSession() {
     if (!created_) return;
@@ -164,9 +164,8 @@ std::string RecordingSession::check(const Captured& c, const std::vector<std::st
     if (c.status == 0) return "";
     std::string cmd = "lttng";
     for (const auto& a : args) cmd += " " + a;
-    std::string out = c.output;
-    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-    return "LTTng command failed: command=\"" + cmd + "\", status=" + std::to_string(c.status) + ", output=\"" + out + "\"";
+    return "LTTng command failed: command=\"" + cmd + "\", status=" + std::to_string(c.status) + ", output=\"" +
+           c.trimmed_output() + "\"";
 }
 
 std::string RecordingSession::start(const std::string& output_dir, const std::string& relay_url,
@@ -211,9 +210,7 @@ std::string RecordingSession::rotate(bool* ok) {
     const Captured c = lttng(args);
     *ok = c.status == 0;
     if (!*ok) return check(c, args);
-    std::string out = c.output;
-    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-    return out;
+    return c.trimmed_output();
 }
 
 std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error) {

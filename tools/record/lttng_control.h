@@ -51,8 +51,7 @@ struct ChannelSettings {
 // One recording session: created on construction (create()), destroyed in the destructor.
 class RecordingSession {
 public:
-    // The session is named sigmatrace-PID, followed by `suffix`.
-    explicit RecordingSession(const SessionDaemon& daemon, const std::string& suffix = "");
+    explicit RecordingSession(const SessionDaemon& daemon);
     ~RecordingSession();
     RecordingSession(const RecordingSession&) = delete;
     RecordingSession& operator=(const RecordingSession&) = delete;

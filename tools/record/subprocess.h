@@ -21,6 +21,12 @@ void set_variable(Environment& env, const std::string& name, const std::string& 
 struct Captured {
     int status = -1;     // exit code, 128+signal, or -1 when it could not be started
     std::string output;  // stdout and stderr together (or why it could not be started)
+    // `output` without its trailing newlines and spaces, for quoting in a message.
+    std::string trimmed_output() const {
+        std::string out = output;
+        while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+        return out;
+    }
 };
 
 // Runs argv (looked up in PATH) with env, collecting its output.

@@ -354,15 +354,11 @@ bool SqliteWriter::write_document(const json& doc, const std::string& trace_path
             for (const json& q : wqps.is_array() ? wqps : json::array()) {
                 sqlite3_bind_int64(wq, 1, id);
                 bind_id(wq, 2, json_string_id(q, "node"));
-                bind(wq, 3, at(q, "pid"));
-                bind(wq, 4, at(q, "rank"));
-                bind(wq, 5, at(q, "qp_num"));
-                bind(wq, 6, at(q, "max_wrs"));
-                bind(wq, 7, at(q, "max_bytes"));
-                bind(wq, 8, at(q, "p99_bytes"));
-                bind(wq, 9, at(q, "recv_max_posted"));
-                bind(wq, 10, at(q, "recv_min_posted"));
-                bind(wq, 11, at(q, "rnr_events"));
+                // The JSON's fields, in the table's column order.
+                int column = 3;
+                for (const char* field : {"pid", "rank", "qp_num", "max_wrs", "max_bytes", "p99_bytes", "recv_max_posted",
+                                          "recv_min_posted", "rnr_events"})
+                    bind(wq, column++, at(q, field));
                 step(wq);
             }
         }

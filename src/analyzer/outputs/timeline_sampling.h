@@ -11,6 +11,9 @@
 
 namespace sigmatrace::analyzer {
 
+// sigmatrace-analyze's --perfetto-max-ops default, and the Babeltrace2 plugin's budget.
+inline constexpr uint64_t kDefaultTimelineBudget = 1000000;
+
 class TimelineSampler {
 public:
     explicit TimelineSampler(uint64_t budget);

@@ -10,8 +10,9 @@
 // protobuf format, or its legacy JSON for a name ending in .json), events (a path, or "-" for stdout: every
 // SigmaTrace event as read, one line each, deferred records expanded into their calls, as `sigmatrace-analyze
 // --events` writes them), text (bool: the text report on stdout at the end; default true, false when events
-// go to stdout), skew-threshold (real), error-storm (integer), stall-after-ns (integer: the stalled_queue
-// finding's threshold, as --stall-after).
+// go to stdout), skew-threshold (a number, at least 1), error-storm (a positive integer), stall-after-ns (integer
+// ns: the stalled_queue finding's threshold, as --stall-after); babeltrace2 writes 5 as a signed integer, +5 as an
+// unsigned one, and both are taken; a value of the wrong type or range fails the component.
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
 
@@ -134,7 +135,7 @@ bt_component_class_initialize_method_status analyze_init(bt_self_component_sink*
     data->analysis = std::make_unique<Analysis>(opts);
     data->consumer = std::make_unique<BtMessageConsumer>(*data->analysis, data->dump.get());
     if (data->perfetto_path) {
-        constexpr uint64_t kMaxOps = 1000000;   // sigmatrace-analyze's default --perfetto-max-ops
+        constexpr uint64_t kMaxOps = sigmatrace::analyzer::kDefaultTimelineBudget;
         bool opened = false;
         if (data->perfetto_path->ends_with(".json")) {
             data->perfetto = std::make_unique<PerfettoWriter>(data->analysis->topology(), kMaxOps);
