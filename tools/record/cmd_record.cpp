@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -160,8 +161,14 @@ int cmd_salvage_rings(Args args) {
             const auto comma = rest.find(',');
             const std::string item(rest.substr(0, comma));
             rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-            const int cpu = std::atoi(item.c_str());
-            if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+            int cpu = -1;
+            const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), cpu);
+            if (ec != std::errc() || end != item.data() + item.size() || cpu < 0 || cpu >= CPU_SETSIZE) {
+                fmt::print(stderr, "sigmatrace {}: {}: '{}' is not a CPU number (0 to {})\n", kSalvageVerb, args[1], item,
+                           CPU_SETSIZE - 1);
+                return 2;
+            }
+            CPU_SET(cpu, &set);
         }
         if (sched_setaffinity(0, sizeof set, &set) != 0)
             fmt::print(stderr, "sigmatrace {}: cannot run on CPUs {}: {}\n", kSalvageVerb, args[1], std::strerror(errno));
