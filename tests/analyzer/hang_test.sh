@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
-# hang_test.sh SIGMATRACE ANALYZER ST_HANG, inside tests/support/sandbox.sh --lttng.
+# hang_test.sh SIGMATRACE ANALYZER MODE PROGRAM, inside tests/support/sandbox.sh --lttng.
 #
 # Hang diagnosis while the job is still hung (docs/analyzer.md, "Queue progress and stalls"; docs/interpose.md,
-# "A job that hangs"). st-hang on 2 fabric nodes, recorded: rank 0 writes 4 MiB to rank 1 (acknowledged), the
-# fabric takes the link down at 2 s, rank 0's signal ATOMIC_FETCH_AND_ADD then fails with RETRY_EXC_ERR, and both
-# ranks spin forever. While they spin, SIGUSR1 to `sigmatrace record` rotates the session; the rotated chunk is
-# analyzed and must say:
-#   - a stalled_queue finding on rank 0's QP (the number st-hang printed), on node0, peer node1 and rank 1's QP;
-#   - its first unacknowledged WR: ATOMIC_FETCH_AND_ADD, 8 bytes, to the flag address st-hang printed, wr_id 2,
-#     failed with RETRY_EXC_ERR; the last completed one: the 4 MiB RDMA_WRITE; stalled for more than 1 s;
+# "A job that hangs"), the way NVIDIA/nccl#2383 hung. A 2-rank job on 2 fabric nodes, recorded: rank 0 writes to
+# rank 1 (acknowledged), the fabric takes the link down at 2 s, rank 0's signal ATOMIC_FETCH_AND_ADD then fails
+# with RETRY_EXC_ERR, and both ranks spin forever. MODE says how rank 0 posts:
+#   verbs: PROGRAM is st-hang (ibv_post_send of a 4 MiB write, wr_ids 1 and 2; ibv_poll_cq);
+#   ring:  PROGRAM is gpu_gin_hang (NCCL GIN GDAKI's DBR-less DevX QP: WQEs written into the ring and the
+#          doorbell rung directly, a 1 MiB write then the atomic at WQE index 1; the CQ ring read by index), so
+#          what the report says comes from the queue watcher's decoded WQEs and CQEs.
+# While they spin, SIGUSR1 to `sigmatrace record` rotates the session; the rotated chunk is analyzed and must say:
+#   - a stalled_queue finding on rank 0's QP (the number the program printed), on node0, peer node1 and rank 1's QP;
+#   - its first unacknowledged operation: ATOMIC_FETCH_AND_ADD, 8 bytes, to the flag address the program printed,
+#     failed with RETRY_EXC_ERR (verbs: wr_id 2; ring: WQE index 1, the CQE's syndrome 0x15 and its meaning, the
+#     vendor syndrome the CQE carried); the last completed one: the write; stalled for more than 1 s;
 #   - qps[].progress of that QP: 2 posted, 1 completed, 1 failed, and its move to ERR by the error completion;
 #   - and the job is still running when the report is made. Then the job is killed, and the whole recording (both
 #     chunks) has the same stalled_queue.
 set -uo pipefail
-st=$1 analyzer=$2 hang=$3
+st=$1 analyzer=$2 mode=$3 hang=$4
+case $mode in
+  verbs) tag=st-hang who=rank write_bytes=4194304 ;;
+  ring) tag=gpu_gin_hang who=PE write_bytes=1048576 ;;
+  *) echo "hang_test.sh: MODE is verbs or ring, not '$mode'"; exit 2 ;;
+esac
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
 command -v jq >/dev/null || { echo "SKIP: jq not installed"; exit 77; }
-[[ -x $hang ]] || { echo "SKIP: st-hang not built (no MPI)"; exit 77; }
+[[ -x $hang ]] || { echo "SKIP: $tag not built (no MPI)"; exit 77; }
 work=$(mktemp -d /tmp/hang-test.XXXXXX)
 rec=
 cleanup() {
@@ -32,7 +42,7 @@ fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 
 root=()
 [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
-# start_job DOWN_S: records st-hang on a fabric whose link goes down at fabric time DOWN_S, and waits until both
+# start_job DOWN_S: records the program on a fabric whose link goes down at fabric time DOWN_S, and waits until both
 # ranks report. Returns 2 when the job's set-up outlasted DOWN_S (the write failed: "too early"), 1 on another
 # failure.
 start_job() {
@@ -41,13 +51,13 @@ start_job() {
   # mpirun runs untraced, its ranks traced (as linkload_test.cpp does: a traced mpirun may abort at exit). The
   # atomic is posted --wait-ms after the acknowledged write, past the link's fall however early set-up ended.
   local job="timeout 300 mpirun ${root[*]} --oversubscribe -np 2 --mca btl self,vader --mca pml ob1 env LD_PRELOAD=\"\$P\" \
-$st fabric --name hang-$$-$down --node rank --config $work/fabric.conf -- $hang --wait-ms $((down * 1000 + 1000))"
+$st fabric --name hang-$mode-$$-$down --node rank --config $work/fabric.conf -- $hang --wait-ms $((down * 1000 + 1000))"
   rm -rf "$work/trace"
   "$st" record -o "$work/trace" -- bash -c "P=\$LD_PRELOAD; exec env -u LD_PRELOAD $job" >"$work/run.log" 2>&1 &
   rec=$!
   for _ in $(seq 1 $((down * 10 + 600))); do
     grep -q 'too early' "$work/run.log" && break
-    grep -q 'st-hang: rank 0: qp' "$work/run.log" && grep -q 'st-hang: rank 1: qp' "$work/run.log" && return 0
+    grep -q "$tag: $who 0: qp" "$work/run.log" && grep -q "$tag: $who 1: qp" "$work/run.log" && return 0
     kill -0 "$rec" 2>/dev/null || break
     sleep 0.1
   done
@@ -65,12 +75,17 @@ for down in 2 6 18; do
   echo "note: the job's set-up outlasted the link's fall at ${down} s; again with a later fall"
 done
 if [[ $started != 0 ]]; then
-  echo "FAILED: st-hang did not reach its hang"; cat "$work/run.log"; exit 1
+  echo "FAILED: $tag did not reach its hang"; cat "$work/run.log"; exit 1
 fi
-grep 'st-hang:' "$work/run.log"
-read -r qp0 flag status < <(sed -n 's/^st-hang: rank 0: qp \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \(.*\), vendor_err.*/\1 \2 \3/p' "$work/run.log" | awk '{print $1, $2, $3}')
-qp1=$(sed -n 's/^st-hang: rank 1: qp \([0-9]*\) .*/\1/p' "$work/run.log")
-[[ $status == transport ]] || fail "the atomic did not fail with the retry error: $(grep 'rank 0' "$work/run.log")"
+grep "$tag:" "$work/run.log"
+if [[ $mode == verbs ]]; then
+  read -r qp0 flag status < <(sed -n 's/^st-hang: rank 0: qp \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \(.*\), vendor_err.*/\1 \2 \3/p' "$work/run.log" | awk '{print $1, $2, $3}')
+  [[ $status == transport ]] || fail "the atomic did not fail with the retry error: $(grep 'rank 0' "$work/run.log")"
+else
+  read -r qp0 wqe flag status syndrome vendor < <(sed -n 's/^gpu_gin_hang: PE 0: qp \([0-9]*\) wqe \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \([a-z]*\), syndrome \(0x[0-9a-f]*\), vendor \(0x[0-9a-f]*\)$/\1 \2 \3 \4 \5 \6/p' "$work/run.log")
+  [[ $status == error && $syndrome == 0x15 ]] || fail "the atomic's CQE is not a retry-exceeded error: $(grep 'PE 0' "$work/run.log")"
+fi
+qp1=$(sed -n "s/^$tag: $who 1: qp \([0-9]*\) .*/\1/p" "$work/run.log")
 
 # Let the stall pass the default threshold (1 s), then make the recording so far readable.
 sleep 1.5
@@ -102,10 +117,20 @@ check "peer QP" "$e.peer.qp_num" "$qp1"
 check "opcode" "$e.first_unacknowledged.opcode" ATOMIC_FETCH_AND_ADD
 check "bytes" "$e.first_unacknowledged.bytes" 8
 check "remote address" "$e.first_unacknowledged.remote_addr" "$flag"
-check "wr_id" "$e.first_unacknowledged.wr_id" 2
 check "status" "$e.first_unacknowledged.error.status" RETRY_EXC_ERR
 check "last error" "$e.last_error.status" RETRY_EXC_ERR
-check "last completed" "$e.last_completed | \"\\(.opcode) \\(.bytes)\"" "RDMA_WRITE 4194304"
+check "last completed" "$e.last_completed | \"\\(.opcode) \\(.bytes)\"" "RDMA_WRITE $write_bytes"
+if [[ $mode == verbs ]]; then
+  check "wr_id" "$e.first_unacknowledged.wr_id" 2
+  check "error source" "$e.last_error.source" verbs
+else
+  check "WQE index" "$e.first_unacknowledged.wqe_index" "$wqe"
+  check "poster" "$e.first_unacknowledged.poster" cpu_direct
+  check "error source" "$e.last_error.source" cqe
+  check "syndrome" "$e.last_error.syndrome" 0x15
+  check "syndrome meaning" "$e.last_error.syndrome_meaning" "transport retry counter exceeded"
+  check "vendor syndrome" "$e.last_error.vendor_syndrome" "$vendor"
+fi
 check "stalled past 1 s" "$e.stalled_ns > 1000000000" true
 check "outstanding" "$e.outstanding" 1
 q=".qps[] | select(.qp_num == $qp0 and .node == \"node0\") | .progress"

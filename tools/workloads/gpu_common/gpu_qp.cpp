@@ -51,9 +51,10 @@ void store_data_segment(uint8_t* dst, uint32_t bytes, uint32_t lkey, uint64_t la
 }
 
 // What a GPU kernel does with an error CQE here: stop, saying which QP and why.
-void abort_on_error(GpuQp::Cqe c, uint32_t qpn, uint8_t syndrome) {
-    if (c != GpuQp::Cqe::Error) return;
-    std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x)\n", qpn, syndrome);
+void abort_on_error(const GpuQp::Polled& p, uint32_t qpn) {
+    if (p.kind != GpuQp::Cqe::Error) return;
+    std::fprintf(stderr, "gpu_qp: QP 0x%x completed with an error CQE (syndrome 0x%x, vendor syndrome 0x%x)\n", qpn,
+                 p.syndrome, p.vendor_syndrome);
     std::abort();
 }
 
@@ -63,17 +64,15 @@ uint64_t GpuQp::reserve(uint32_t n) {
     const uint64_t base = resv_head.fetch_add(n, std::memory_order_relaxed);
     // NVSHMEM's ibgda_reserve_wqe_slots: wait until the ring has room for the whole reservation.
     while (base + n - cons_idx.load(std::memory_order_acquire) > nwqes) {
-        uint16_t counter;
-        uint8_t syndrome;
-        const Cqe c = poll(counter, syndrome);
-        abort_on_error(c, qpn, syndrome);
-        if (c == Cqe::None) {
+        const Polled p = poll();
+        abort_on_error(p, qpn);
+        if (p.kind == Cqe::None) {
             std::this_thread::yield();
             continue;
         }
         // Completed through `counter` (inclusive, 16-bit): extend against what we have posted.
         const uint64_t ready = ready_head.load(std::memory_order_acquire);
-        const uint64_t done = ready - static_cast<uint16_t>(static_cast<uint16_t>(ready) - counter - 1);
+        const uint64_t done = ready - static_cast<uint16_t>(static_cast<uint16_t>(ready) - p.counter - 1);
         uint64_t cur = cons_idx.load(std::memory_order_relaxed);
         while (done > cur && done <= ready && !cons_idx.compare_exchange_weak(cur, done)) {}
         std::this_thread::yield();
@@ -172,7 +171,7 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
     __atomic_store_n(bf, word, __ATOMIC_RELEASE);
 }
 
-GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
+GpuQp::Polled GpuQp::poll() const {
     if (cq_ncqe != 0) {
         // rocSHMEM's poll: consume every valid CQE in order, hand it back as INVALID, publish the consumer index
         // (DOCA's poll_one_cq_at only reads).
@@ -182,11 +181,7 @@ GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
             const uint8_t op_own = __atomic_load_n(e + 63, __ATOMIC_ACQUIRE);
             const bool owner = (cq_ci_ & cq_ncqe) != 0;
             if ((op_own >> 4) == mlx5::cqe_op::INVALID || ((op_own & 1) != 0) != owner) break;
-            if ((op_own >> 4) == mlx5::cqe_op::REQ_ERR) {
-                syndrome = e[55];
-                counter = mlx5::load_be16(e + 60);
-                return Cqe::Error;
-            }
+            if ((op_own >> 4) == mlx5::cqe_op::REQ_ERR) return {Cqe::Error, mlx5::load_be16(e + 60), e[55], e[54]};
             last_counter_ = mlx5::load_be16(e + 60);
             any_completion_ = true;
             ++cq_ci_;
@@ -194,32 +189,25 @@ GpuQp::Cqe GpuQp::poll(uint16_t& counter, uint8_t& syndrome) const {
             __atomic_store_n(e + 63, static_cast<uint8_t>(mlx5::cqe_op::INVALID << 4 | (owner ? 1 : 0)), __ATOMIC_RELAXED);
             __atomic_store_n(cq_dbrec, __builtin_bswap32(static_cast<uint32_t>(cq_ci_ & 0xffffff)), __ATOMIC_RELEASE);
         }
-        counter = last_counter_;
-        syndrome = 0;
-        return any_completion_ ? Cqe::Ok : Cqe::None;
+        return {any_completion_ ? Cqe::Ok : Cqe::None, last_counter_};
     }
     const uint64_t tail = __atomic_load_n(reinterpret_cast<const uint64_t*>(cqe + 56), __ATOMIC_ACQUIRE);
     uint8_t t[8];
     std::memcpy(t, &tail, 8);
     const uint8_t opcode = t[7] >> 4;
-    counter = mlx5::load_be16(t + 4);
-    syndrome = 0;
-    if (opcode == mlx5::cqe_op::REQ_ERR) {
-        syndrome = __atomic_load_n(cqe + 55, __ATOMIC_RELAXED);
-        return Cqe::Error;
-    }
-    return opcode == mlx5::cqe_op::INVALID ? Cqe::None : Cqe::Ok;  // a fresh CQ is filled with 0xff: INVALID
+    const uint16_t counter = mlx5::load_be16(t + 4);
+    if (opcode == mlx5::cqe_op::REQ_ERR)
+        return {Cqe::Error, counter, __atomic_load_n(cqe + 55, __ATOMIC_RELAXED), __atomic_load_n(cqe + 54, __ATOMIC_RELAXED)};
+    return {opcode == mlx5::cqe_op::INVALID ? Cqe::None : Cqe::Ok, counter};  // a fresh CQ is filled with 0xff: INVALID
 }
 
 void GpuQp::quiet(uint64_t idx) {
     // Every WQE before idx is complete once the collapsed CQE shows idx - 1 or later (modulo 2^16): the last
     // WQE of every submission is signalled.
     while (idx != 0) {
-        uint16_t counter;
-        uint8_t syndrome;
-        const Cqe c = poll(counter, syndrome);
-        abort_on_error(c, qpn, syndrome);
-        if (c == Cqe::Ok && static_cast<uint16_t>(counter - static_cast<uint16_t>(idx - 1)) < 0x8000) break;
+        const Polled p = poll();
+        abort_on_error(p, qpn);
+        if (p.kind == Cqe::Ok && static_cast<uint16_t>(p.counter - static_cast<uint16_t>(idx - 1)) < 0x8000) break;
         std::this_thread::yield();
     }
     uint64_t cur = cons_idx.load(std::memory_order_relaxed);

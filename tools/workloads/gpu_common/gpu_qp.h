@@ -86,9 +86,15 @@ struct GpuQp {
     void submit(uint64_t base, uint32_t n);
     // Waits until the NIC has completed every WQEBB before `idx` (the collapsed CQE's wqe_counter).
     void quiet(uint64_t idx);
-    // The collapsed CQE: nothing yet, the WQE index it completes, or an error (with its syndrome).
+    // The collapsed CQE (or, on a normal CQ, the latest one): nothing yet, the WQE index it completes, or an
+    // error (the WQE index it names, its syndrome and the device's vendor syndrome).
     enum class Cqe { None, Ok, Error };
-    Cqe poll(uint16_t& counter, uint8_t& syndrome) const;
+    struct Polled {
+        Cqe kind = Cqe::None;
+        uint16_t counter = 0;
+        uint8_t syndrome = 0, vendor_syndrome = 0;
+    };
+    Polled poll() const;
 
     void write_rdma_read(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t bytes,
                          bool signaled);
