@@ -406,6 +406,28 @@ TEST_F(LinkFindingsOnTheFabric, OutstandingWorkIsTheSendWindow) {
     }
     // The ring's 4 streams and the many-to-one phase's 2 others (node3 -> node0 is a ring stream).
     EXPECT_EQ(writers, 6u);
+    // Per process pair and window: each writing pair has one QP, so its summed maximum is that QP's, the send
+    // window at most and exactly at its peak; its time-weighted mean, while the stream runs, stays within one WR
+    // of the window (a completion and the post it lets in are microseconds apart).
+    std::map<std::pair<int64_t, int64_t>, std::pair<uint64_t, double>> peak;   // (src pid, dst pid) -> max, mean
+    for (const json& w : r.doc["timeline"]["windows"])
+        for (const json& p : w["peers"]) {
+            if (p["max_wrs_sum"].get<uint64_t>() == 0) continue;
+            EXPECT_EQ(p["qps"], 1) << p.dump();
+            EXPECT_LE(p["max_wrs_sum"].get<uint64_t>(), kDepth) << p.dump();
+            EXPECT_LE(p["mean_wrs"].get<double>(), static_cast<double>(kDepth) + 1e-9) << p.dump();
+            auto& [max_wrs, mean] = peak[{p["src"]["pid"].get<int64_t>(), p["dst"]["pid"].get<int64_t>()}];
+            max_wrs = std::max(max_wrs, p["max_wrs_sum"].get<uint64_t>());
+            mean = std::max(mean, p["mean_wrs"].get<double>());
+        }
+    EXPECT_EQ(peak.size(), 6u);
+    double lowest = static_cast<double>(kDepth);
+    for (const auto& [pair, m] : peak) lowest = std::min(lowest, m.second);
+    std::printf("measured: per writing pair, the highest window mean of outstanding WRs: at least %.4f\n", lowest);
+    for (const auto& [pair, m] : peak) {
+        EXPECT_EQ(m.first, kDepth) << pair.first << " -> " << pair.second;
+        EXPECT_GT(m.second, static_cast<double>(kDepth) - 1.0) << pair.first << " -> " << pair.second;
+    }
 }
 
 TEST_F(LinkFindingsOnTheFabric, RailImbalanceWhereTrafficUsesOneRail) {

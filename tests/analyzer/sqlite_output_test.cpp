@@ -102,6 +102,16 @@ void check_consistent(const Db& db, const json& d) {
         }
     EXPECT_EQ(db.integer("SELECT count(*) FROM window_qps"), static_cast<int64_t>(window_qps));
     EXPECT_EQ(db.integer("SELECT coalesce(sum(max_bytes), 0) FROM window_qps"), max_bytes_sum);
+    std::size_t window_peers = 0;
+    int64_t max_wrs_sum = 0;
+    for (const json& w : windows)
+        for (const json& p : w.value("peers", json::array())) {
+            ++window_peers;
+            max_wrs_sum += p["max_wrs_sum"].get<int64_t>();
+        }
+    EXPECT_EQ(db.integer("SELECT count(*) FROM window_peers"), static_cast<int64_t>(window_peers));
+    EXPECT_EQ(db.integer("SELECT coalesce(sum(max_wrs_sum), 0) FROM window_peers"), max_wrs_sum);
+    EXPECT_EQ(db.integer("SELECT count(*) FROM window_peers WHERE window_id NOT IN (SELECT id FROM windows)"), 0);
     EXPECT_EQ(db.integer("SELECT count(*) FROM phases"),
               d.contains("phases") ? static_cast<int64_t>(d["phases"].size()) : 0);
 
@@ -141,7 +151,7 @@ void check_consistent(const Db& db, const json& d) {
         EXPECT_EQ(json::parse(db.text("SELECT evidence" + row)), f["evidence"]);
     }
 
-    for (const char* index : {"operations_qp", "operations_start", "links_window", "window_qps_window"})
+    for (const char* index : {"operations_qp", "operations_start", "links_window", "window_qps_window", "window_peers_window"})
         EXPECT_EQ(db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = '") + index +
                              "'"),
                   1)

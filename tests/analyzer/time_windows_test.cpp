@@ -226,6 +226,7 @@ TEST(Outstanding, PerWindowSeries) {
     for (int i = 0; i < 4; ++i) o.add(receive(1, 150, 160 + i * 10));
     o.add(rnr_failure(1, 250));
     o.finish();
+    tw.finish();
 
     auto at = [&](int64_t ms) -> const Window& {
         return tw.windows()[static_cast<std::size_t>((kT0 + ms * kMs) / tw.window_ns() - tw.first_index())];
@@ -238,6 +239,9 @@ TEST(Outstanding, PerWindowSeries) {
         EXPECT_EQ(it->second.max_wrs, 8u) << ms;
         EXPECT_EQ(it->second.max_bytes, 8 * kSize) << ms;
         EXPECT_EQ(it->second.bytes.quantile(0.99), 8 * kSize) << ms;
+        // A completion and the post it lets in happen at the same instant: 8 in flight all the time.
+        EXPECT_DOUBLE_EQ(it->second.wrs_ns / static_cast<double>(tw.window_ns()), 8.0) << ms;
+        EXPECT_DOUBLE_EQ(it->second.bytes_ns / static_cast<double>(tw.window_ns()), 8.0 * kSize) << ms;
         ++full;
     }
     for (int64_t ms = 120; ms < 190; ms += 10) {
@@ -263,6 +267,63 @@ TEST(Outstanding, PerWindowSeries) {
     merged.merge(Window(at(170)));
     EXPECT_EQ(merged.qps.at(1).recv_min_posted, 2u);
     EXPECT_EQ(merged.qps.at(0).max_wrs, 2u);
+}
+
+// A level holds until the next sample: windows it spans without a sample of their own still show it, and the
+// means integrate it over time. Windows of 10 ms. QP 0: one WRITE from 5 to 47 ms. QP 1: a WRITE posted at 20 ms
+// that never completes, and 2 receives posted at 5 ms, never consumed: both held to the trace's end (47 ms).
+TEST(Outstanding, LevelsHoldAcrossWindowsWithoutSamples) {
+    WindowOptions wo;
+    wo.window_ns = 10 * kMs;
+    TimeWindows tw(wo);
+    Outstanding o(&tw);
+    Operation w;
+    w.qp = 0;
+    w.opcode = 1;
+    w.bytes = kSize;
+    w.post_ts = kT0 + 5 * kMs;
+    w.done_ts = kT0 + 47 * kMs;
+    w.signaled = true;
+    tw.add(w, {0, 1});
+    o.add(w);
+    Operation hung = w;
+    hung.qp = 1;
+    hung.post_ts = kT0 + 20 * kMs;
+    hung.done_ts = 0;
+    hung.outcome = OpOutcome::InFlight;
+    o.add(hung);
+    for (int i = 0; i < 2; ++i) {
+        Operation r = receive(1, 5, 0);
+        r.outcome = OpOutcome::InFlight;
+        o.add(r);
+    }
+    o.finish();
+    tw.finish();
+    auto at = [&](int64_t ms) -> const Window& {
+        return tw.windows()[static_cast<std::size_t>((kT0 + ms * kMs) / tw.window_ns() - tw.first_index())];
+    };
+    ASSERT_EQ(tw.windows().size(), 5u);
+    const double expected_mean[] = {0.5, 1.0, 1.0, 1.0, 0.7};   // of QP 0, windows 0-40 ms
+    for (int i = 0; i < 5; ++i) {
+        const WindowQpCell& c = at(i * 10).qps.at(0);
+        EXPECT_EQ(c.max_wrs, 1u) << i;
+        EXPECT_EQ(c.max_bytes, kSize) << i;
+        EXPECT_DOUBLE_EQ(c.wrs_ns / static_cast<double>(tw.window_ns()), expected_mean[i]) << i;
+        EXPECT_DOUBLE_EQ(c.bytes_ns / static_cast<double>(tw.window_ns()), expected_mean[i] * kSize) << i;
+        // Samples only where the WRITE was posted (5 ms) and completed (47 ms).
+        EXPECT_EQ(c.bytes.count(), i == 0 || i == 4 ? 1u : 0u) << i;
+    }
+    // QP 1's WRITE: 1 outstanding from 20 ms to the end; its receive queue: 2 posted from 5 ms to the end.
+    EXPECT_DOUBLE_EQ(at(20).qps.at(1).wrs_ns / static_cast<double>(tw.window_ns()), 1.0);
+    EXPECT_DOUBLE_EQ(at(40).qps.at(1).wrs_ns / static_cast<double>(tw.window_ns()), 0.7);
+    EXPECT_EQ(at(10).qps.at(1).max_wrs, 0u);
+    EXPECT_EQ(at(40).qps.at(1).max_wrs, 1u);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(at(i * 10).qps.at(1).recv_max_posted, 2u) << i;
+    // Doubling the windows sums the integrals: the mean over 20 ms windows is their average.
+    Window merged;
+    merged.merge(Window(at(0)));
+    merged.merge(Window(at(10)));
+    EXPECT_DOUBLE_EQ(merged.qps.at(0).wrs_ns / static_cast<double>(2 * tw.window_ns()), 0.75);
 }
 
 TEST(IntHistogram, QuantilesWithinABucket) {

@@ -181,6 +181,7 @@ nlohmann::json Analysis::finish() {
         gray_result_ = gray_.finish();
         incast_result_ = incast_.finish();
         outstanding_.finish();
+        windows_.finish();
         finished_ = true;
     }
     return ReportBuilder(*this).build();

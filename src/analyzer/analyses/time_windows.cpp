@@ -9,6 +9,8 @@ void WindowQpCell::merge(const WindowQpCell& o) {
     max_wrs = std::max(max_wrs, o.max_wrs);
     max_bytes = std::max(max_bytes, o.max_bytes);
     bytes.merge(o.bytes);
+    wrs_ns += o.wrs_ns;
+    bytes_ns += o.bytes_ns;
     recv_max_posted = std::max(recv_max_posted, o.recv_max_posted);
     recv_min_posted = std::min(recv_min_posted, o.recv_min_posted);
     rnr_events += o.rnr_events;
@@ -113,9 +115,39 @@ WindowQpCell* TimeWindows::qp_cell(QpId q, int64_t ts) {
     return qp_cell_;
 }
 
+void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to) {
+    if (l.since < 0 || to <= l.since || (l.wrs == 0 && l.bytes == 0)) return;
+    const auto wrs = static_cast<double>(l.wrs), bytes = static_cast<double>(l.bytes);
+    if (at_to != nullptr && index(l.since) == index(to)) {   // the common case: both samples in one window
+        const auto ns = static_cast<double>(to - l.since);
+        at_to->wrs_ns += wrs * ns;
+        at_to->bytes_ns += bytes * ns;
+        return;
+    }
+    spread(l.since, to, [&](int64_t w, double, int64_t ns) {
+        WindowQpCell& c = windows_[static_cast<std::size_t>(w - base_)].qps[q];
+        c.wrs_ns += wrs * static_cast<double>(ns);
+        c.bytes_ns += bytes * static_cast<double>(ns);
+        c.max_wrs = std::max(c.max_wrs, l.wrs);
+        c.max_bytes = std::max(c.max_bytes, l.bytes);
+    });
+}
+
+void TimeWindows::hold_recv(QpId q, const Level& l, int64_t to) {
+    if (l.since < 0 || l.wrs == 0 || index(to - 1) <= index(l.since)) return;   // its own window has its sample
+    spread(l.since, to, [&](int64_t w, double, int64_t) {
+        WindowQpCell& c = windows_[static_cast<std::size_t>(w - base_)].qps[q];
+        c.recv_max_posted = std::max(c.recv_max_posted, l.wrs);
+    });
+}
+
 void TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
     WindowQpCell* c = qp_cell(q, ts);
     if (c == nullptr) return;
+    Level& l = level_of(send_levels_, q);
+    hold_send(q, l, ts, c);
+    l = {ts, wrs, bytes};
+    latest_ts_ = std::max(latest_ts_, ts);
     c->max_wrs = std::max(c->max_wrs, wrs);
     c->max_bytes = std::max(c->max_bytes, bytes);
     c->bytes.add(bytes);
@@ -124,8 +156,19 @@ void TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) 
 void TimeWindows::sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed) {
     WindowQpCell* c = qp_cell(q, ts);
     if (c == nullptr) return;
+    Level& l = level_of(recv_levels_, q);
+    hold_recv(q, l, ts);
+    l = {ts, posted, 0};
+    latest_ts_ = std::max(latest_ts_, ts);
     c->recv_max_posted = std::max(c->recv_max_posted, posted);
     if (consumed) c->recv_min_posted = std::min(c->recv_min_posted, posted);
+}
+
+void TimeWindows::finish() {
+    for (QpId q = 0; q < send_levels_.size(); ++q) hold_send(q, send_levels_[q], latest_ts_, nullptr);
+    for (QpId q = 0; q < recv_levels_.size(); ++q) hold_recv(q, recv_levels_[q], latest_ts_ + 1);
+    send_levels_.clear();
+    recv_levels_.clear();
 }
 
 void TimeWindows::rnr(QpId q, int64_t ts) {
@@ -152,6 +195,7 @@ void TimeWindows::add(const Operation& op, DataLink link) {
     const bool latency = op.observed_completion();
     if (!traffic && !latency) return;
     cover(op.post_ts, op.done_ts);
+    latest_ts_ = std::max(latest_ts_, op.done_ts);
     const int64_t done_window = index(op.done_ts);
     // An unconfirmed operation moved its data at some unknown time before its QP's teardown: no interval.
     const bool interval = op.outcome != OpOutcome::Unconfirmed && op.done_ts > op.post_ts;

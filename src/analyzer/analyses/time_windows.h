@@ -12,7 +12,7 @@
 // An operation's bytes are spread evenly over [post, completion] (its data is in flight meanwhile, as in the
 // incast detector), its count goes to the window of its completion, and its latency (own completion seen)
 // too. Each QP's outstanding work is sampled into the window of each sample (max WRs and bytes, the bytes' p99,
-// the receive queue's depth, RNR failures). The in-flight time of a link is the union of its operations' intervals, merged in completion order
+// the receive queue's depth, RNR failures) and integrated over time (the mean WRs and bytes). The in-flight time of a link is the union of its operations' intervals, merged in completion order
 // (an earlier gap hidden under a later, longer operation counts as in flight): a receiver's time-weighted
 // concurrency of senders is the sum of its inbound links' in-flight time over the window's length.
 #pragma once
@@ -21,6 +21,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "analyzer/analyses/data_link.h"
 #include "analyzer/analyses/model.h"
@@ -43,11 +44,14 @@ struct WindowLinkCell {
     IntHistogram latency;     // ns, operations completed in the window (own completion seen)
 };
 
-// A queue pair's outstanding work inside one window (outstanding.h samples it at each post and completion).
+// A queue pair's outstanding work inside one window (outstanding.h samples it at each post and completion; a
+// level holds until the next sample, so a window it spans without a sample still has it).
 struct WindowQpCell {
-    uint32_t max_wrs = 0;          // send queue: WRs posted and not completed, max over the samples
+    uint32_t max_wrs = 0;          // send queue: WRs posted and not completed, max over the window
     uint64_t max_bytes = 0;        // and their bytes
     IntHistogram bytes;            // the samples of outstanding bytes
+    double wrs_ns = 0.0;           // outstanding WRs integrated over the window's time (/ its length: the mean)
+    double bytes_ns = 0.0;         // and bytes
     uint32_t recv_max_posted = 0;  // receive queue: posted and not consumed, max
     uint32_t recv_min_posted = UINT32_MAX;   // right after a consumption, min (UINT32_MAX: none in the window)
     uint32_t rnr_events = 0;       // sends that failed with an RNR retry error, completed in the window
@@ -80,6 +84,9 @@ public:
     void sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
     void sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed);
     void rnr(QpId q, int64_t ts);
+    // After the last sample: each QP's last level holds until the latest time seen (an operation's completion or
+    // a sample). Call once.
+    void finish();
 
     int64_t window_ns() const { return width_; }
     int64_t first_index() const { return base_; }   // windows()[i] covers [(first_index()+i)*window_ns(), +window_ns())
@@ -122,6 +129,22 @@ private:
     WindowQpCell* qp_cell_ = nullptr;
     // The span the windows cover, in ns: most operations fall inside it (no window arithmetic).
     int64_t covered_lo_ = 0, covered_hi_ = -1;
+    // Each QP's level since its latest sample (QPs with a series): held until the next sample, it is integrated
+    // into the windows it spans, and raises the maxima of those without a sample of their own.
+    struct Level {
+        int64_t since = -1;   // no sample yet
+        uint32_t wrs = 0;     // send queue: WRs; receive queue: the posted depth
+        uint64_t bytes = 0;
+    };
+    std::vector<Level> send_levels_, recv_levels_;
+    int64_t latest_ts_ = 0;   // where the levels held at the end stop
+    static Level& level_of(std::vector<Level>& levels, QpId q) {
+        if (q >= levels.size()) levels.resize(q + 1);
+        return levels[q];
+    }
+    // Holds `l` from its sample to `to`; `at_to` is the QP's cell of the window holding `to` (when known).
+    void hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to);
+    void hold_recv(QpId q, const Level& l, int64_t to);
 };
 
 }  // namespace sigmatrace::analyzer

@@ -53,7 +53,12 @@ CREATE TABLE links (id INTEGER PRIMARY KEY, window_id INTEGER REFERENCES windows
   latency_p99_ns INTEGER);
 CREATE TABLE window_qps (id INTEGER PRIMARY KEY, window_id INTEGER REFERENCES windows(id),
   node INTEGER REFERENCES StringIds(id), pid INTEGER, rank INTEGER, qp_num INTEGER, max_wrs INTEGER,
-  max_bytes INTEGER, p99_bytes INTEGER, recv_max_posted INTEGER, recv_min_posted INTEGER, rnr_events INTEGER);
+  max_bytes INTEGER, p99_bytes INTEGER, recv_max_posted INTEGER, recv_min_posted INTEGER, rnr_events INTEGER,
+  mean_wrs REAL, mean_bytes REAL);
+CREATE TABLE window_peers (id INTEGER PRIMARY KEY, window_id INTEGER REFERENCES windows(id),
+  src_node INTEGER REFERENCES StringIds(id), src_pid INTEGER, src_rank INTEGER,
+  dst_node INTEGER REFERENCES StringIds(id), dst_pid INTEGER, dst_rank INTEGER, qps INTEGER, mean_wrs REAL,
+  mean_bytes REAL, max_wrs_sum INTEGER, max_bytes_sum INTEGER, rnr_events INTEGER, recv_min_posted INTEGER);
 CREATE TABLE phases (id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, bytes INTEGER,
   lower_bound_ns INTEGER, efficiency REAL, binding_port INTEGER REFERENCES StringIds(id));
 CREATE TABLE findings (id INTEGER PRIMARY KEY, kind INTEGER REFERENCES StringIds(id),
@@ -65,6 +70,7 @@ CREATE INDEX operations_qp ON operations(qp_id);
 CREATE INDEX operations_start ON operations(start_ns);
 CREATE INDEX links_window ON links(window_id);
 CREATE INDEX window_qps_window ON window_qps(window_id);
+CREATE INDEX window_peers_window ON window_peers(window_id);
 CREATE INDEX qps_pid ON qps(pid);
 )sql";
 
@@ -324,8 +330,12 @@ bool SqliteWriter::write_document(const json& doc, const std::string& trace_path
         "latency_count, latency_p50_ns, latency_p99_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     sqlite3_stmt* wq = prepare(
         "INSERT INTO window_qps (window_id, node, pid, rank, qp_num, max_wrs, max_bytes, p99_bytes, recv_max_posted, "
-        "recv_min_posted, rnr_events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (w && l && wq) {
+        "recv_min_posted, rnr_events, mean_wrs, mean_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    sqlite3_stmt* wp = prepare(
+        "INSERT INTO window_peers (window_id, src_node, src_pid, src_rank, dst_node, dst_pid, dst_rank, qps, mean_wrs, "
+        "mean_bytes, max_wrs_sum, max_bytes_sum, rnr_events, recv_min_posted) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (w && l && wq && wp) {
         const json& windows = at(at(doc, "timeline"), "windows");
         int64_t id = 0;
         for (const json& win : windows.is_array() ? windows : json::array()) {
@@ -357,15 +367,31 @@ bool SqliteWriter::write_document(const json& doc, const std::string& trace_path
                 // The JSON's fields, in the table's column order.
                 int column = 3;
                 for (const char* field : {"pid", "rank", "qp_num", "max_wrs", "max_bytes", "p99_bytes", "recv_max_posted",
-                                          "recv_min_posted", "rnr_events"})
+                                          "recv_min_posted", "rnr_events", "mean_wrs", "mean_bytes"})
                     bind(wq, column++, at(q, field));
                 step(wq);
+            }
+            const json& wpeers = at(win, "peers");
+            for (const json& p : wpeers.is_array() ? wpeers : json::array()) {
+                sqlite3_bind_int64(wp, 1, id);
+                int column = 2;
+                for (const char* end : {"src", "dst"}) {
+                    const json& proc = at(p, end);
+                    bind_id(wp, column++, json_string_id(proc, "node"));
+                    bind(wp, column++, at(proc, "pid"));
+                    bind(wp, column++, at(proc, "rank"));
+                }
+                for (const char* field : {"qps", "mean_wrs", "mean_bytes", "max_wrs_sum", "max_bytes_sum", "rnr_events",
+                                          "recv_min_posted"})
+                    bind(wp, column++, at(p, field));
+                step(wp);
             }
         }
     }
     sqlite3_finalize(w);
     sqlite3_finalize(l);
     sqlite3_finalize(wq);
+    sqlite3_finalize(wp);
 
     // phases (present when the analysis computed them; the table exists either way)
     if (sqlite3_stmt* s = prepare(

@@ -1,6 +1,7 @@
 // The report's time-resolved parts (docs/analyzer.md, "Windows"): `timeline` from the analysis's windows
-// (time_windows.h), with each QP's outstanding work per window, and each QP's `outstanding` over the whole trace
-// (outstanding.h).
+// (time_windows.h), with each QP's and each process pair's outstanding work per window, and each QP's
+// `outstanding` over the whole trace (outstanding.h).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -16,6 +17,28 @@ namespace {
 json count_quantiles(const IntHistogram& h) {
     return json{{"count", h.count()}, {"p50", h.quantile(0.5)}, {"p99", h.quantile(0.99)}};
 }
+
+// A process pair's QPs in one window. Means add up exactly (a pair's outstanding work is the sum of its QPs'
+// at every instant); maxima do not -- the QPs' samples reach the analysis in each QP's order, not in one time
+// order -- so the sum of the QPs' maxima is given: the pair's peak for a pair on one QP (most stacks open one
+// RC QP per peer and direction), an upper bound on it otherwise.
+struct PeerPairCell {
+    uint32_t qps = 0;
+    double wrs_ns = 0.0, bytes_ns = 0.0;
+    uint64_t max_wrs_sum = 0, max_bytes_sum = 0, rnr_events = 0;
+    uint32_t recv_min_posted = UINT32_MAX;
+    void add(const WindowQpCell& c, bool sends) {
+        ++qps;
+        wrs_ns += c.wrs_ns;
+        bytes_ns += c.bytes_ns;
+        if (sends) {
+            max_wrs_sum += c.max_wrs;
+            max_bytes_sum += c.max_bytes;
+        }
+        rnr_events += c.rnr_events;
+        recv_min_posted = std::min(recv_min_posted, c.recv_min_posted);
+    }
+};
 }  // namespace
 
 json ReportBuilder::outstanding_json(QpId q) const {
@@ -98,14 +121,19 @@ json ReportBuilder::timeline_section() const {
         std::map<QpId, const WindowQpCell*> qps;   // ordered output
         for (const auto& [q, c] : w.qps) qps[q] = &c;
         json jqps = json::array();
+        std::map<std::pair<ProcId, ProcId>, PeerPairCell> pairs;
         for (const auto& [q, c] : qps) {
             const Qp& qp = topo.qp(q);
             json j = proc_ref(qp.proc);
             j["qp_num"] = qp.qp_num;
-            if (c->bytes.count()) {
+            const bool sends = c->bytes.count() || c->wrs_ns > 0;
+            if (sends) {
                 j["max_wrs"] = c->max_wrs;
                 j["max_bytes"] = c->max_bytes;
-                j["p99_bytes"] = c->bytes.quantile(0.99);
+                // A window without a sample held one level throughout: its p99 is that level.
+                j["p99_bytes"] = c->bytes.count() ? c->bytes.quantile(0.99) : c->max_bytes;
+                j["mean_wrs"] = c->wrs_ns / static_cast<double>(width);
+                j["mean_bytes"] = c->bytes_ns / static_cast<double>(width);
             }
             if (c->recv_max_posted) {
                 j["recv_max_posted"] = c->recv_max_posted;
@@ -113,6 +141,21 @@ json ReportBuilder::timeline_section() const {
             }
             if (c->rnr_events) j["rnr_events"] = c->rnr_events;
             jqps.push_back(std::move(j));
+            // UD QPs talk to many peers: not attributable to one pair (as in `peers`).
+            if (qp.type != 4 && qp.peer.proc != kNoId) pairs[{qp.proc, qp.peer.proc}].add(*c, sends);
+        }
+        json jpeers = json::array();
+        for (const auto& [procs, p] : pairs) {
+            json j{{"src", proc_ref(procs.first)},
+                   {"dst", proc_ref(procs.second)},
+                   {"qps", p.qps},
+                   {"mean_wrs", p.wrs_ns / static_cast<double>(width)},
+                   {"mean_bytes", p.bytes_ns / static_cast<double>(width)},
+                   {"max_wrs_sum", p.max_wrs_sum},
+                   {"max_bytes_sum", p.max_bytes_sum},
+                   {"rnr_events", p.rnr_events}};
+            j["recv_min_posted"] = p.recv_min_posted == UINT32_MAX ? json(nullptr) : json(p.recv_min_posted);
+            jpeers.push_back(std::move(j));
         }
         windows.push_back(json{{"start_ns", index * width},
                                {"end_ns", (index + 1) * width},
@@ -121,6 +164,7 @@ json ReportBuilder::timeline_section() const {
                                {"rails", std::move(jrails)},
                                {"receivers", std::move(jreceivers)},
                                {"qps", std::move(jqps)},
+                               {"peers", std::move(jpeers)},
                                {"latency", json{{"by_opcode", std::move(by_opcode)}, {"by_pair", std::move(by_pair)}}}});
         ++index;
     }
