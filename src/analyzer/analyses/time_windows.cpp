@@ -43,8 +43,7 @@ TimeWindows::TimeWindows(WindowOptions o)
     if (std::has_single_bit(static_cast<uint64_t>(width_))) shift_ = std::countr_zero(static_cast<uint64_t>(width_));
 }
 
-void TimeWindows::cover(int64_t lo_ts, int64_t hi_ts) {
-    if (lo_ts >= covered_lo_ && hi_ts <= covered_hi_) return;
+void TimeWindows::grow(int64_t lo_ts, int64_t hi_ts) {
     for (;;) {
         const int64_t lo = index(lo_ts), hi = index(hi_ts);
         if (windows_.empty()) {
@@ -124,6 +123,11 @@ void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at
         at_to->bytes_ns += bytes * ns;
         return;
     }
+    hold_send_across(q, l, to);
+}
+
+void TimeWindows::hold_send_across(QpId q, const Level& l, int64_t to) {
+    const auto wrs = static_cast<double>(l.wrs), bytes = static_cast<double>(l.bytes);
     spread(l.since, to, [&](int64_t w, double, int64_t ns) {
         WindowQpCell& c = windows_[static_cast<std::size_t>(w - base_)].qps[q];
         c.wrs_ns += wrs * static_cast<double>(ns);

@@ -95,7 +95,10 @@ public:
 
 private:
     // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
-    void cover(int64_t lo_ts, int64_t hi_ts);
+    void cover(int64_t lo_ts, int64_t hi_ts) {
+        if (lo_ts < covered_lo_ || hi_ts > covered_hi_) grow(lo_ts, hi_ts);   // inline: most times are covered
+    }
+    void grow(int64_t lo_ts, int64_t hi_ts);
     void double_width();
     // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
     // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
@@ -144,6 +147,7 @@ private:
     }
     // Holds `l` from its sample to `to`; `at_to` is the QP's cell of the window holding `to` (when known).
     void hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to);
+    void hold_send_across(QpId q, const Level& l, int64_t to);   // over several windows
     void hold_recv(QpId q, const Level& l, int64_t to);
 };
 
