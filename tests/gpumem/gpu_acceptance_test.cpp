@@ -246,12 +246,32 @@ TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
     EXPECT_EQ(warned, missed > 0) << missed << " missed; warnings: " << a["warnings"].dump();
 }
 
+// DOCA GPUNetIO / NCCL GIN (gpu_gin), 4 PEs, each posting on its QP to its right neighbour only, in each NIC
+// handler mode: per round and channel a put + signal per step and a putValue.
+constexpr size_t kGinWqes = size_t{kPes} * 48 * 2 * (2 * (kPes - 1) + 1);
+
+// GPU_SM_NO_DBR: the producers never write a doorbell record; the watcher finds their WQEs by index scanning.
 TEST_F(GpuAcceptance, GinNoDbrTraceHoldsEveryWqe) {
-    // DOCA GPUNetIO / NCCL GIN with GPU_SM_NO_DBR: the producers never write a doorbell record; the watcher finds
-    // their WQEs by index scanning. 4 PEs, each posting on its QP to its right neighbour only.
-    ASSERT_EQ(record("gpu_gin_nodbr", "--rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
+    ASSERT_EQ(record("gpu_gin", "--nic-handler no_dbr --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
-    EXPECT_EQ(total, size_t{kPes} * 48 * 2 * (2 * (kPes - 1) + 1));  // per round and channel: put + signal per step, putValue
+    EXPECT_EQ(total, kGinWqes);
+    expect_ops_match_truth(analyze(), total);
+}
+
+// GPU_SM_DB: doorbell, doorbell record, doorbell again.
+TEST_F(GpuAcceptance, GinDoorbellRecordTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_gin", "--nic-handler db --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
+    EXPECT_EQ(total, kGinWqes);
+    expect_ops_match_truth(analyze(), total);
+}
+
+// CPU_PROXY: the producers publish their index in host memory and a CPU thread writes the doorbell record, one
+// write often covering several submissions (the record lags the WQEs written).
+TEST_F(GpuAcceptance, GinCpuProxyTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_gin", "--nic-handler cpu_proxy --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
+    EXPECT_EQ(total, kGinWqes);
     expect_ops_match_truth(analyze(), total);
 }
 

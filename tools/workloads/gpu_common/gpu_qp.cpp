@@ -155,20 +155,39 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
         expected = base;
         std::this_thread::yield();
     }
-    // ibgda_post_send: doorbell record (release), then the doorbell -- the first 8 bytes of a ctrl segment.
-    std::lock_guard lk(doorbell_mu_);
-    const uint64_t pi = ready_head.load(std::memory_order_acquire);
-    const uint32_t cur = dbr_less ? 0 : __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
-    if (!dbr_less && static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
-        const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
-        __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
+    if (cpu_db != nullptr) {
+        // CPU_PROXY: the producer index goes to host memory; the proxy rings.
+        uint64_t cur = __atomic_load_n(cpu_db, __ATOMIC_RELAXED);
+        while (cur < base + n && !__atomic_compare_exchange_n(cpu_db, &cur, base + n, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+        return;
     }
+    std::lock_guard lk(doorbell_mu_);
+    ring(ready_head.load(std::memory_order_acquire));
+}
+
+void GpuQp::ring(uint64_t pi) {
+    // ibgda_post_send: doorbell record (release), then the doorbell -- the first 8 bytes of a ctrl segment.
     uint8_t db[8];
     mlx5::store_be32(db, static_cast<uint32_t>(pi & 0xffff) << 8);
     mlx5::store_be32(db + 4, qpn << 8);
     uint64_t word;
     std::memcpy(&word, db, 8);
+    if (ring_twice) __atomic_store_n(bf, word, __ATOMIC_RELEASE);
+    const uint32_t cur = dbr_less ? 0 : __builtin_bswap32(__atomic_load_n(dbrec, __ATOMIC_RELAXED)) & 0xffff;
+    if (!dbr_less && static_cast<uint16_t>(pi - cur) < 0x8000 && static_cast<uint16_t>(pi) != cur) {
+        const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
+        __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
+    }
     __atomic_store_n(bf, word, __ATOMIC_RELEASE);
+}
+
+bool GpuQp::proxy_progress() {
+    const uint64_t pi = __atomic_load_n(cpu_db, __ATOMIC_ACQUIRE);
+    if (pi == proxied_) return false;
+    proxied_ = pi;
+    std::lock_guard lk(doorbell_mu_);
+    ring(pi);
+    return true;
 }
 
 GpuQp::Polled GpuQp::poll() const {

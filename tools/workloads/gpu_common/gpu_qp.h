@@ -66,6 +66,12 @@ struct GpuQp {
     // reads (every WQE signalled, CQE i in slot i).
     bool cq_invalidate = true;
     bool dbr_full_counter = false;  // rocSHMEM writes the whole 32-bit counter into the doorbell record
+    // DOCA GPUNetIO's GPU_SM_DB (NCCL GIN): doorbell, doorbell record, doorbell again (the second ring covers a
+    // NIC that read the record before it moved).
+    bool ring_twice = false;
+    // DOCA GPUNetIO's CPU_PROXY (NCCL GIN): the "GPU" only publishes its producer index here (host memory);
+    // a CPU thread (proxy_progress) writes the doorbell record and rings, often covering several submissions.
+    uint64_t* cpu_db = nullptr;
 
     // mvars: shared by the posting threads.
     std::atomic<uint64_t> resv_head{0};   // WQEBBs reserved
@@ -82,8 +88,12 @@ struct GpuQp {
     void write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
                          bool signaled);
     void write_nop(uint64_t idx, bool signaled);
-    // Publishes [base, base + n) once every earlier reservation is published: doorbell record, then doorbell.
+    // Publishes [base, base + n) once every earlier reservation is published: doorbell record, then doorbell
+    // (with cpu_db: the producer index, for the proxy).
     void submit(uint64_t base, uint32_t n);
+    // The CPU proxy's step (ncclGinGdakiProgress): rings for what the producers published since the last step.
+    // Returns true when it rang.
+    bool proxy_progress();
     // Waits until the NIC has completed every WQEBB before `idx` (the collapsed CQE's wqe_counter).
     void quiet(uint64_t idx);
     // The collapsed CQE (or, on a normal CQ, the latest one): nothing yet, the WQE index it completes, or an
@@ -111,6 +121,8 @@ private:
     void record(uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t bytes, uint64_t raddr, uint32_t rkey, uint32_t imm,
                 uint64_t arg, bool signaled);
     std::mutex doorbell_mu_;  // the doorbell register is written by one thread at a time
+    uint64_t proxied_ = 0;    // the producer index the proxy last rang for (proxy thread only)
+    void ring(uint64_t pi);   // doorbell record (unless DBR-less), then the doorbell
 };
 
 // Relaxed 8-byte stores of a 16-byte segment (a GPU's st.relaxed / st.global.L1::no_allocate).

@@ -1,6 +1,6 @@
 // gpu_gin_hang: the hang of NVIDIA/nccl#2383 on a directly driven ring, with a known ground truth, for hang
 // diagnosis of GPU-initiated queues (docs/analyzer.md, "Queue progress and stalls"). Set-up is NCCL GIN's GDAKI
-// backend on DOCA GPUNetIO (the GPU_SM_NO_DBR flavor of gpu_gin_nodbr: DevX RC QPs without a doorbell record, a
+// backend on DOCA GPUNetIO (the GPU_SM_NO_DBR mode of gpu_gin: DevX RC QPs without a doorbell record, a
 // send CQ read by index, every WQE signalled); a CPU thread writes what the kernel would. Two PEs:
 //   PE 0: a signalled RDMA WRITE of --write-bytes into PE 1's heap (acknowledged: its CQE arrives), then, after
 //         --wait-ms (the fabric config takes the link down by then), the signal: an ATOMIC_FETCH_AND_ADD on PE 1's

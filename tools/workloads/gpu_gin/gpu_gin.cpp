@@ -1,8 +1,14 @@
-// Workload (5): NCCL GIN's GPU-initiated backend on DOCA GPUNetIO verbs with the GPU_SM_NO_DBR NIC handler, with
-// CPU threads standing in for the GPU's channels. Set-up as DOCA does it: DevX RC QPs with qpc.send_dbr_mode =
-// NO_DBR on UMEM-registered memory, a normal send CQ as deep as the send queue (every WQE signalled, CQE i in slot
-// i, polled by index like doca_gpu_dev_verbs_poll_one_cq_at), a UAR whose DBR-less doorbell (base + 0x600) is the
-// only thing a producer rings -- the doorbell record is never written (doca_gpu_dev_verbs_submit_db_no_dbr).
+// Workload (5): NCCL GIN's GPU-initiated backend on DOCA GPUNetIO verbs (GDAKI), with CPU threads standing in
+// for the GPU's channels, in one of GIN's NIC handler modes (NCCL_GIN_GDAKI_NIC_HANDLER, --nic-handler):
+//   - no_dbr (GPU_SM_NO_DBR, the default): DevX RC QPs with qpc.send_dbr_mode = NO_DBR, one UAR each whose
+//     DBR-less doorbell (base + 0x600) is the only thing a producer rings -- the doorbell record is never
+//     written (doca_gpu_dev_verbs_submit_db_no_dbr);
+//   - db (GPU_SM_DB): a doorbell record; the producer rings the doorbell, writes the record, rings again;
+//   - cpu_proxy (CPU_PROXY): the producer only publishes its producer index in host memory (cpu_db); a CPU
+//     thread (ncclGinGdakiProgress) writes the doorbell record and rings, one ring often covering several
+//     submissions (the record lags the WQEs written).
+// In every mode the set-up is DOCA's: DevX QPs on UMEM-registered memory, a normal send CQ as deep as the send
+// queue (every WQE signalled, CQE i in slot i, polled by index like doca_gpu_dev_verbs_poll_one_cq_at).
 //
 // The "kernel" is a ring allgather made of GIN primitives, repeated for --rounds: per step each channel puts its
 // slice of the chunk it holds to the right neighbour (put), adds 1 to the neighbour's per-channel signal (signal),
@@ -13,9 +19,11 @@
 // Ground truth (--truth DIR): DIR/truth-<pe>.txt lists every WQE posted. The run checks its own result: every
 // round's gather buffer holds every PE's chunk, every signal and flag its final value. Exit 0 when all hold.
 //
-//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_gin_nodbr [--rounds R] [--channels C] [--bytes B]
+//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_gin [--nic-handler no_dbr|db|cpu_proxy] [--rounds R]
+//       [--channels C] [--bytes B]
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -54,18 +62,22 @@ int main(int argc, char** argv) {
     const int me = id.me, npes = id.npes;
     size_t rounds = 48, channels = 2, slice = 1024;
     uint32_t log_sq = 8;
-    const CommonOptions common = WorkloadOptions("gpu_gin_nodbr")
+    std::string handler = "no_dbr";
+    const CommonOptions common = WorkloadOptions("gpu_gin")
+                                     .add("--nic-handler", "no_dbr|db|cpu_proxy", handler)
                                      .add("--rounds", "R", rounds)
                                      .add("--channels", "C", channels)
                                      .add("--bytes", "B", slice)
                                      .add("--log-sq", "L", log_sq)
                                      .parse(argc, argv);
-    if (npes < 2) die("gpu_gin_nodbr needs at least 2 PEs");
+    if (npes < 2) die("gpu_gin needs at least 2 PEs");
+    if (handler != "no_dbr" && handler != "db" && handler != "cpu_proxy")
+        die("gpu_gin: --nic-handler is no_dbr, db or cpu_proxy, not '" + handler + "'");
     const Layout lay{rounds, static_cast<size_t>(npes), channels, slice};
     IbgdaTransport t;
     TruthLog truth;
     QpFlavor gin;
-    gin.dbr_less = true;
+    gin.dbr_less = handler == "no_dbr";
     gin.cq_per_wqe = true;
     std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total(), gin);
     t.set_truth(&truth);
@@ -73,6 +85,18 @@ int main(int argc, char** argv) {
     const int right = (me + 1) % npes;
     const PeInfo& r = peers[static_cast<size_t>(right)];
     GpuQp& q = t.qp(right);
+    q.ring_twice = handler == "db";
+    // CPU_PROXY: the producer index in host memory, and the proxy thread that rings for it.
+    uint64_t cpu_db = 0;
+    std::atomic<bool> stop_proxy{false};
+    std::thread proxy;
+    if (handler == "cpu_proxy") {
+        q.cpu_db = &cpu_db;
+        proxy = std::thread([&] {
+            while (!stop_proxy.load(std::memory_order_relaxed))
+                if (!q.proxy_progress()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        });
+    }
 
     std::vector<std::thread> ctas;
     for (size_t ch = 0; ch < channels; ++ch) {
@@ -108,6 +132,10 @@ int main(int argc, char** argv) {
     for (auto& c : ctas) c.join();
     q.quiet(q.ready_head.load());  // the GIN flush: every WQE of the QP completed
     MPI_Barrier(MPI_COMM_WORLD);   // every PE's puts are complete everywhere
+    if (proxy.joinable()) {
+        stop_proxy = true;
+        proxy.join();
+    }
 
     int bad = 0;
     for (size_t round = 0; round < rounds && !bad; ++round)
@@ -131,7 +159,7 @@ int main(int argc, char** argv) {
         }
     }
     write_truth(common, truth, me);
-    std::printf("gpu_gin_nodbr PE %d: %zu WQEs posted on a DBR-less QP; %zu rounds gathered %s\n", me, truth.size(),
-                rounds, bad ? "WRONG" : "correctly");
+    std::printf("gpu_gin PE %d: %zu WQEs posted (NIC handler %s); %zu rounds gathered %s\n", me, truth.size(),
+                handler.c_str(), rounds, bad ? "WRONG" : "correctly");
     return job_exit_status(bad);
 }
