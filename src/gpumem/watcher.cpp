@@ -477,8 +477,10 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
     release_held(c, batch, final);
     size_t seen = 0;
 
-    if (c.q.collapsed) {
-        // One slot the NIC rewrites in place: a sweep sees only the latest completion.
+    if (c.q.collapsed || c.q.ncqe == 1) {
+        // One slot the NIC rewrites in place: a sweep sees only the latest completion. A 1-entry CQ is one too
+        // (UCX GDAKI's, overrun ignored): its owner bit flips with each write, consumed or not, so it cannot be
+        // followed by owner bit like a ring -- after an even number of writes it would look unwritten.
         if (!memory_.read(cq_scratch_.data(), c.q.ring_addr, cqe_size, c.q.ring_mem)) {
             ++stats_.read_failures;
             return 0;

@@ -275,6 +275,21 @@ TEST_F(GpuAcceptance, GinCpuProxyTraceHoldsEveryWqe) {
     expect_ops_match_truth(analyze(), total);
 }
 
+// UCX GDAKI: every queue in one UMEM at its own offset, 1-entry send CQs that ignore overrun, and a doorbell only
+// every 128 WQEBBs (then a flush): the doorbell record lags the WQEs, and a CQE covers many WQEs. 4 PEs, each
+// posting to the 3 others on 2 channels: 300 x (WRITE + FETCH_ADD) per channel and peer, 1200 WQEs through each
+// ring of 1024. A producer writing up to 128 WQEBBs ahead of its doorbell record needs a guard that large
+// (docs/gpumem.md, "Limits").
+TEST_F(GpuAcceptance, UcxGdakiTraceHoldsEveryWqe) {
+    ASSERT_EQ(setenv("SIGMATRACE_GPU_WATCH_GUARD", "128", 1), 0);
+    const int rc = record("gpu_ucx_gdaki", "--iters 300 --channels 2 --log-sq 10 --ring-every 128");
+    unsetenv("SIGMATRACE_GPU_WATCH_GUARD");
+    ASSERT_EQ(rc, 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * (kPes - 1));
+    EXPECT_EQ(total, size_t{kPes} * (kPes - 1) * 300 * 2 * 2);
+    expect_ops_match_truth(analyze(), total);
+}
+
 TEST_F(GpuAcceptance, BfsLevelLoopShowsItsBarrierSpreadAndTheLatePe) {
     constexpr int kLevels = 8, kDelayMs = 20, kLate = 2;
     ASSERT_EQ(record("gpu_bfs_levels", "--levels 8 --delay-ms 20 --late 2"), 0) << slurp(work_ / "run.log");

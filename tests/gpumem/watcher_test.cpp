@@ -371,6 +371,34 @@ TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     EXPECT_EQ(ev[1].hw_ts.at(0), 0u);  // an error CQE's timestamp bytes hold the syndromes
 }
 
+// UCX GDAKI's 1-entry CQ, not collapsed, overrun ignored: the NIC writes each CQE into the one slot with the owner
+// bit of its pass (flipping every write). Two writes between sweeps leave the owner bit as it started: followed
+// by owner bit like a ring, the CQ would look unwritten from then on. Each new completion is reported once.
+TEST(WatcherCq, OneEntryCqReportsTheLatestCompletionWhateverItsOwnerBit) {
+    TraceCapture trace;
+    alignas(64) uint8_t cqe[64];
+    std::memset(cqe, 0xff, sizeof cqe);
+    CompletionQueue cq = collapsed_cq(cqe);
+    cq.collapsed = false;   // log_cq_size 0
+    QueueRegistry reg;
+    reg.add_completion_queue(cq);
+    ProcessMemoryReader mem;
+    Watcher w(reg, mem, exact_config());
+    write_cqe(cqe, mlx5::cqe_op::REQ, false, 7, 0x123, 64, 100);   // pass 0
+    w.sweep_once();
+    write_cqe(cqe, mlx5::cqe_op::REQ, true, 8, 0x123, 64, 200);    // pass 1, overwritten unread by
+    write_cqe(cqe, mlx5::cqe_op::REQ, false, 9, 0x123, 64, 300);   // pass 2: owner bit as in pass 0
+    w.sweep_once();
+    w.sweep_once();
+    write_cqe(cqe, mlx5::cqe_op::REQ, true, 10, 0x123, 64, 400);
+    w.sweep_once();
+    const auto ev = trace.cqe_events();
+    ASSERT_EQ(ev.size(), 3u);
+    EXPECT_EQ(ev[0].wqe_counter.at(0), 7);
+    EXPECT_EQ(ev[1].wqe_counter.at(0), 9);
+    EXPECT_EQ(ev[2].wqe_counter.at(0), 10);
+}
+
 TEST(WatcherCq, ACompletionNeverPrecedesTheWqesItCompletes) {
     // A sweep reads the send queues, then the CQs. Here the producer posts WQEs 1..40 and the NIC completes them
     // between those two reads (a watcher preempted mid-sweep: gpu_moe_dispatch under ASan on a loaded machine).

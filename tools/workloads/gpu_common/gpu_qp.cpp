@@ -64,6 +64,7 @@ uint64_t GpuQp::reserve(uint32_t n) {
     const uint64_t base = resv_head.fetch_add(n, std::memory_order_relaxed);
     // NVSHMEM's ibgda_reserve_wqe_slots: wait until the ring has room for the whole reservation.
     while (base + n - cons_idx.load(std::memory_order_acquire) > nwqes) {
+        flush();   // WQEs published but not rung would never complete
         const Polled p = poll();
         abort_on_error(p, qpn);
         if (p.kind == Cqe::None) {
@@ -162,7 +163,21 @@ void GpuQp::submit(uint64_t base, uint32_t n) {
         return;
     }
     std::lock_guard lk(doorbell_mu_);
-    ring(ready_head.load(std::memory_order_acquire));
+    const uint64_t pi = ready_head.load(std::memory_order_acquire);
+    if (ring_every != 0) {
+        if (pi / ring_every == rung_ / ring_every) return;   // not past the next boundary: no doorbell yet
+        rung_ = pi;
+    }
+    ring(pi);
+}
+
+void GpuQp::flush() {
+    if (ring_every == 0) return;
+    std::lock_guard lk(doorbell_mu_);
+    const uint64_t pi = ready_head.load(std::memory_order_acquire);
+    if (pi == rung_) return;
+    rung_ = pi;
+    ring(pi);
 }
 
 void GpuQp::ring(uint64_t pi) {
@@ -223,6 +238,7 @@ GpuQp::Polled GpuQp::poll() const {
 void GpuQp::quiet(uint64_t idx) {
     // Every WQE before idx is complete once the collapsed CQE shows idx - 1 or later (modulo 2^16): the last
     // WQE of every submission is signalled.
+    flush();
     while (idx != 0) {
         const Polled p = poll();
         abort_on_error(p, qpn);

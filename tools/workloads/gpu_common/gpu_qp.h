@@ -72,6 +72,9 @@ struct GpuQp {
     // DOCA GPUNetIO's CPU_PROXY (NCCL GIN): the "GPU" only publishes its producer index here (host memory);
     // a CPU thread (proxy_progress) writes the doorbell record and rings, often covering several submissions.
     uint64_t* cpu_db = nullptr;
+    // UCX GDAKI (gdaki.cuh): a submission rings only when the producer index crosses a multiple of ring_every
+    // WQEBBs (0: every submission rings); flush() rings for the rest (the doorbell record lags until then).
+    uint32_t ring_every = 0;
 
     // mvars: shared by the posting threads.
     std::atomic<uint64_t> resv_head{0};   // WQEBBs reserved
@@ -94,6 +97,8 @@ struct GpuQp {
     // The CPU proxy's step (ncclGinGdakiProgress): rings for what the producers published since the last step.
     // Returns true when it rang.
     bool proxy_progress();
+    // Rings for everything published and not rung yet (ring_every): UCX's NODELAY / flush.
+    void flush();
     // Waits until the NIC has completed every WQEBB before `idx` (the collapsed CQE's wqe_counter).
     void quiet(uint64_t idx);
     // The collapsed CQE (or, on a normal CQ, the latest one): nothing yet, the WQE index it completes, or an
@@ -122,6 +127,7 @@ private:
                 uint64_t arg, bool signaled);
     std::mutex doorbell_mu_;  // the doorbell register is written by one thread at a time
     uint64_t proxied_ = 0;    // the producer index the proxy last rang for (proxy thread only)
+    uint64_t rung_ = 0;       // ring_every: the producer index last rung for (under doorbell_mu_)
     void ring(uint64_t pi);   // doorbell record (unless DBR-less), then the doorbell
 };
 

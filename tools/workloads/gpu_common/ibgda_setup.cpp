@@ -41,14 +41,16 @@ IbgdaTransport::~IbgdaTransport() {
     for (auto* u : qp_uars_) mlx5dv_devx_free_uar(u);
     if (uar_) mlx5dv_devx_free_uar(uar_);
     if (wq_umem_) mlx5dv_devx_umem_dereg(wq_umem_);
-    if (dbr_umem_) mlx5dv_devx_umem_dereg(dbr_umem_);
-    if (cq_umem_) mlx5dv_devx_umem_dereg(cq_umem_);
     if (heap_mr_) ibv_dereg_mr(heap_mr_);
     if (pd_) ibv_dealloc_pd(pd_);
     if (ctx_) ibv_close_device(ctx_);
     std::free(wq_buf_);
-    std::free(dbr_buf_);
-    std::free(cq_buf_);
+    if (!flavor_.one_umem) {   // one_umem: the doorbell records and CQs are inside the send rings' UMEM
+        if (dbr_umem_) mlx5dv_devx_umem_dereg(dbr_umem_);
+        if (cq_umem_) mlx5dv_devx_umem_dereg(cq_umem_);
+        std::free(dbr_buf_);
+        std::free(cq_buf_);
+    }
     std::free(heap_);
 }
 
@@ -103,15 +105,30 @@ bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32
     wq_bytes_ = round_up(static_cast<size_t>(npes) * (size_t{1} << log_sq_size) * 64, kGpuPage);
     dbr_bytes_ = kGpuPage;
     cq_bytes_ = round_up(recv_cq_offset() + kRecvCqes * 64, kGpuPage);
-    wq_buf_ = nic_alloc(wq_bytes_);
-    dbr_buf_ = nic_alloc(dbr_bytes_);
-    cq_buf_ = nic_alloc(cq_bytes_);
-    if (!wq_buf_ || !dbr_buf_ || !cq_buf_) return error = "Cannot allocate NIC buffers", false;
-    std::memset(cq_buf_, 0xff, cq_bytes_);  // ibgda_create_cq: cudaMemset(0xff), every CQE invalid
-    wq_umem_ = mlx5dv_devx_umem_reg(ctx_, wq_buf_, wq_bytes_, IBV_ACCESS_LOCAL_WRITE);
-    dbr_umem_ = mlx5dv_devx_umem_reg(ctx_, dbr_buf_, dbr_bytes_, IBV_ACCESS_LOCAL_WRITE);
-    cq_umem_ = mlx5dv_devx_umem_reg(ctx_, cq_buf_, cq_bytes_, IBV_ACCESS_LOCAL_WRITE);
-    if (!wq_umem_ || !dbr_umem_ || !cq_umem_) return error = errno_text("mlx5dv_devx_umem_reg"), false;
+    if (flavor_.one_umem) {
+        // UCX GDAKI (gdaki.c): one buffer, registered once, the queues at offsets in it: rings, CQs, records.
+        cq_base_ = wq_bytes_;
+        dbr_base_ = wq_bytes_ + cq_bytes_;
+        wq_buf_ = nic_alloc(dbr_base_ + dbr_bytes_);
+        if (!wq_buf_) return error = "Cannot allocate NIC buffers", false;
+        cq_buf_ = wq_buf_ + cq_base_;
+        dbr_buf_ = wq_buf_ + dbr_base_;
+        std::memset(cq_buf_, 0xff, cq_bytes_);
+        wq_umem_ = mlx5dv_devx_umem_reg(ctx_, wq_buf_, dbr_base_ + dbr_bytes_, IBV_ACCESS_LOCAL_WRITE);
+        if (!wq_umem_) return error = errno_text("mlx5dv_devx_umem_reg"), false;
+        dbr_umem_ = cq_umem_ = wq_umem_;
+        wq_bytes_ = dbr_base_ + dbr_bytes_;
+    } else {
+        wq_buf_ = nic_alloc(wq_bytes_);
+        dbr_buf_ = nic_alloc(dbr_bytes_);
+        cq_buf_ = nic_alloc(cq_bytes_);
+        if (!wq_buf_ || !dbr_buf_ || !cq_buf_) return error = "Cannot allocate NIC buffers", false;
+        std::memset(cq_buf_, 0xff, cq_bytes_);  // ibgda_create_cq: cudaMemset(0xff), every CQE invalid
+        wq_umem_ = mlx5dv_devx_umem_reg(ctx_, wq_buf_, wq_bytes_, IBV_ACCESS_LOCAL_WRITE);
+        dbr_umem_ = mlx5dv_devx_umem_reg(ctx_, dbr_buf_, dbr_bytes_, IBV_ACCESS_LOCAL_WRITE);
+        cq_umem_ = mlx5dv_devx_umem_reg(ctx_, cq_buf_, cq_bytes_, IBV_ACCESS_LOCAL_WRITE);
+        if (!wq_umem_ || !dbr_umem_ || !cq_umem_) return error = errno_text("mlx5dv_devx_umem_reg"), false;
+    }
     // ibgda_alloc_and_map_qp_uar: a non-cached dedicated doorbell page.
     uar_ = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
     if (!uar_) return error = errno_text("mlx5dv_devx_alloc_uar"), false;
@@ -124,38 +141,41 @@ bool IbgdaTransport::create_qps(std::string& error) {
         errno = err;
         return error = errno_text("mlx5dv_devx_query_eqn"), false;
     }
-    auto create_cq = [&](uint64_t cq_offset, uint64_t dbr_offset, bool collapsed, uint32_t log_size,
+    // collapsed: one slot rewritten in place (cc); overrun: the NIC may write over CQEs nobody consumed (oi).
+    auto create_cq = [&](uint64_t cq_offset, uint64_t dbr_offset, bool collapsed, bool overrun, uint32_t log_size,
                          uint32_t& cqn) -> mlx5dv_devx_obj* {
         std::vector<uint8_t> in(kCmdBytes, 0);
         uint8_t out[16] = {};
         set(in, f::opcode, prm::cmd::CREATE_CQ);
         set(in, f::cq_umem_id, cq_umem_->umem_id);
         set(in, f::cq_umem_valid, 1);
-        set(in, f::cq_umem_offset, cq_offset);
+        set(in, f::cq_umem_offset, cq_base_ + cq_offset);
         set(in, f::cqc_dbr_umem_valid, 1);
         set(in, f::cqc_cqe_sz, 0);  // 64-byte CQEs
         set(in, f::cqc_cc, collapsed ? 1 : 0);
-        set(in, f::cqc_oi, collapsed ? 1 : 0);
+        set(in, f::cqc_oi, overrun ? 1 : 0);
         set(in, f::cqc_dbr_umem_id, dbr_umem_->umem_id);
         set(in, f::cqc_log_cq_size, log_size);
         set(in, f::cqc_uar_page, uar_->page_id);
         set(in, f::cqc_c_eqn, eqn);
-        set(in, f::cqc_dbr_addr, dbr_offset);
+        set(in, f::cqc_dbr_addr, dbr_base_ + dbr_offset);
         mlx5dv_devx_obj* o = mlx5dv_devx_obj_create(ctx_, in.data(), in.size(), out, sizeof out);
         cqn = static_cast<uint32_t>(prm::Mailbox(out, sizeof out).get_or(f::obj_number, 0));
         return o;
     };
     // One normal CQ for the responder completions (RDMA WRITE with immediate), like NVSHMEM's recv CQ.
     uint32_t recv_cqn = 0;
-    recv_cq_obj_ = create_cq(recv_cq_offset(), size_t{2} * static_cast<size_t>(npes_) * 8, false, 10, recv_cqn);
+    recv_cq_obj_ = create_cq(recv_cq_offset(), size_t{2} * static_cast<size_t>(npes_) * 8, false, false, 10, recv_cqn);
     if (!recv_cq_obj_) return error = errno_text("CREATE_CQ (receive)"), false;
 
     const uint32_t nwqes = 1u << log_sq_size_;
     for (int pe = 0; pe < npes_; ++pe) {
         uint32_t cqn = 0;
         const uint64_t cq_offset = uint64_t{static_cast<uint32_t>(pe)} * send_cq_bytes();
-        mlx5dv_devx_obj* cq = flavor_.cq_per_wqe ? create_cq(cq_offset, (npes_ + pe) * 8, false, log_sq_size_, cqn)
-                                                 : create_cq(cq_offset, (npes_ + pe) * 8, true, 0, cqn);
+        const uint64_t cq_dbr = uint64_t{static_cast<uint32_t>(npes_ + pe)} * 8;
+        mlx5dv_devx_obj* cq = flavor_.cq_per_wqe     ? create_cq(cq_offset, cq_dbr, false, false, log_sq_size_, cqn)
+                              : flavor_.cq_one_entry ? create_cq(cq_offset, cq_dbr, false, true, 0, cqn)
+                                                     : create_cq(cq_offset, cq_dbr, true, true, 0, cqn);
         if (!cq) return error = errno_text("CREATE_CQ"), false;
         cq_objs_.push_back(cq);
 
@@ -181,7 +201,7 @@ bool IbgdaTransport::create_qps(std::string& error) {
         set(in, f::qpc_send_dbr_mode, flavor_.dbr_less ? prm::kSendDbrModeNoDbr : 0);
         set(in, f::qpc_dbr_umem_valid, 1);  // the receive side's record (DOCA sets it for DBR-less QPs too)
         set(in, f::qpc_dbr_umem_id, dbr_umem_->umem_id);
-        set(in, f::qpc_dbr_addr, uint64_t{static_cast<uint32_t>(pe)} * 8);
+        set(in, f::qpc_dbr_addr, dbr_base_ + uint64_t{static_cast<uint32_t>(pe)} * 8);
         set(in, f::qp_wq_umem_id, wq_umem_->umem_id);
         set(in, f::qp_wq_umem_offset, uint64_t{static_cast<uint32_t>(pe)} * nwqes * 64);
         set(in, f::qp_wq_umem_valid, 1);
@@ -254,6 +274,7 @@ PeInfo IbgdaTransport::local_info() const {
 }
 
 std::vector<IbgdaTransport::Region> IbgdaTransport::shared_regions() const {
+    if (flavor_.one_umem) return {{wq_buf_, wq_bytes_}, {heap_, round_up(heap_bytes_, kGpuPage)}};
     return {{wq_buf_, wq_bytes_}, {dbr_buf_, dbr_bytes_}, {cq_buf_, cq_bytes_}, {heap_, round_up(heap_bytes_, kGpuPage)}};
 }
 

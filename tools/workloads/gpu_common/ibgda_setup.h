@@ -29,9 +29,13 @@ struct PeInfo {
 // The kind of QP and send CQ: NVSHMEM/DeepEP's (doorbell record, collapsed CQ, the default) or DOCA GPUNetIO's
 // as NCCL GIN sets it up for GPU_SM_NO_DBR (send_dbr_mode = NO_DBR, the doorbell at UAR base + 0x600, a normal
 // send CQ as deep as the send queue, every WQE signalled).
+// UCX GDAKI's (one_umem + cq_one_entry): the send rings, the CQs and every doorbell record in one UMEM at per-queue
+// offsets, and a 1-entry send CQ that ignores overrun (not collapsed: its owner bit flips with every write).
 struct QpFlavor {
     bool dbr_less = false;
     bool cq_per_wqe = false;
+    bool one_umem = false;
+    bool cq_one_entry = false;
 };
 
 class IbgdaTransport {
@@ -73,6 +77,8 @@ private:
     // CQ buffer layout: per-QP send CQs first, then (page-aligned) the receive CQ.
     size_t send_cq_bytes() const { return flavor_.cq_per_wqe ? (size_t{1} << log_sq_size_) * 64 : 64; }
     size_t recv_cq_offset() const;
+    // Where the CQ buffer and the doorbell records start in their UMEMs (one_umem: after the send rings).
+    size_t cq_base_ = 0, dbr_base_ = 0;
 
     QpFlavor flavor_;
     int npes_ = 0, me_ = 0;
