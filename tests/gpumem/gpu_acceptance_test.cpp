@@ -217,6 +217,15 @@ TEST_F(GpuAcceptance, PrivatelyLoadedLibmlx5AtAnOlderVersionTraceHoldsEveryWqe) 
     expect_ops_match_truth(analyze(), total);
 }
 
+// MORI's DevX set-up: libmlx5 reached only through dlopen(RTLD_LOCAL) + dlsym, and a receive queue first in each
+// QP's WQ buffer, so the send queue starts 64 x 2^6 bytes past the QP's wq_umem_offset.
+TEST_F(GpuAcceptance, MoriStyleDevxQpWithItsReceiveQueueFirstTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_ibgda_put_private_libmlx5", "--iters 32 --threads 2 --rq-log 6"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    EXPECT_EQ(total, size_t{kPes} * (kPes * 32 * 2 * 2 + kPes * 2 * 4));
+    expect_ops_match_truth(analyze(), total);
+}
+
 TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
     ASSERT_EQ(record("gpu_rocshmem_verbs", "--iters 16 --threads 2"), 0) << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);

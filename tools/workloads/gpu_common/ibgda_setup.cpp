@@ -102,7 +102,7 @@ bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32
     if (!heap_mr_) return error = errno_text("heap ibv_reg_mr"), false;
 
     // ibgda_nic_control_alloc + ibgda_mobject_nic_map: one UMEM per kind of buffer.
-    wq_bytes_ = round_up(static_cast<size_t>(npes) * (size_t{1} << log_sq_size) * 64, kGpuPage);
+    wq_bytes_ = round_up(static_cast<size_t>(npes) * wq_stride(), kGpuPage);
     dbr_bytes_ = kGpuPage;
     cq_bytes_ = round_up(recv_cq_offset() + kRecvCqes * 64, kGpuPage);
     if (flavor_.one_umem) {
@@ -192,7 +192,13 @@ bool IbgdaTransport::create_qps(std::string& error) {
         set(in, f::qpc_st, prm::st::RC);
         set(in, f::qpc_pd, pdn_);
         set(in, f::qpc_uar_page, qp_uar->page_id);
-        set(in, f::qpc_rq_type, 3);  // zero-size RQ: receives come from the auto-stocked queue (fabric) / SRQ
+        if (flavor_.rq_log) {   // MORI: a regular RQ of 64-byte WQEs (log stride 2: 2^(2+4) bytes)
+            set(in, f::qpc_rq_type, 0);
+            set(in, f::qpc_log_rq_size, flavor_.rq_log);
+            set(in, f::qpc_log_rq_stride, 2);
+        } else {
+            set(in, f::qpc_rq_type, 3);  // zero-size RQ: receives come from the auto-stocked queue (fabric) / SRQ
+        }
         set(in, f::qpc_log_sq_size, log_sq_size_);
         set(in, f::qpc_ts_format, 1);
         set(in, f::qpc_user_index, static_cast<uint32_t>(pe));
@@ -203,7 +209,7 @@ bool IbgdaTransport::create_qps(std::string& error) {
         set(in, f::qpc_dbr_umem_id, dbr_umem_->umem_id);
         set(in, f::qpc_dbr_addr, dbr_base_ + uint64_t{static_cast<uint32_t>(pe)} * 8);
         set(in, f::qp_wq_umem_id, wq_umem_->umem_id);
-        set(in, f::qp_wq_umem_offset, uint64_t{static_cast<uint32_t>(pe)} * nwqes * 64);
+        set(in, f::qp_wq_umem_offset, uint64_t{static_cast<uint32_t>(pe)} * wq_stride());
         set(in, f::qp_wq_umem_valid, 1);
         mlx5dv_devx_obj* qp = mlx5dv_devx_obj_create(ctx_, in.data(), in.size(), out, sizeof out);
         if (!qp) return error = errno_text("CREATE_QP"), false;
@@ -211,7 +217,7 @@ bool IbgdaTransport::create_qps(std::string& error) {
 
         auto g = std::make_unique<GpuQp>();
         g->qpn = static_cast<uint32_t>(prm::Mailbox(out, sizeof out).get_or(f::obj_number, 0));
-        g->wqe = wq_buf_ + size_t{static_cast<uint32_t>(pe)} * nwqes * 64;
+        g->wqe = wq_buf_ + size_t{static_cast<uint32_t>(pe)} * wq_stride() + rq_bytes();
         g->nwqes = nwqes;
         g->dbrec = reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{static_cast<uint32_t>(pe)} * 8 + 4);  // DBR[1]
         g->dbr_less = flavor_.dbr_less;

@@ -36,6 +36,9 @@ struct QpFlavor {
     bool cq_per_wqe = false;
     bool one_umem = false;
     bool cq_one_entry = false;
+    // MORI's: a receive queue of 2^rq_log 64-byte entries comes first in each QP's WQ buffer, the send queue after
+    // it (0: a zero-size RQ, NVSHMEM's).
+    uint32_t rq_log = 0;
 };
 
 class IbgdaTransport {
@@ -79,6 +82,9 @@ private:
     size_t recv_cq_offset() const;
     // Where the CQ buffer and the doorbell records start in their UMEMs (one_umem: after the send rings).
     size_t cq_base_ = 0, dbr_base_ = 0;
+    // One QP's share of the WQ buffer: its receive queue (rq_log), then its send ring.
+    size_t rq_bytes() const { return flavor_.rq_log ? (size_t{1} << flavor_.rq_log) * 64 : 0; }
+    size_t wq_stride() const { return rq_bytes() + (size_t{1} << log_sq_size_) * 64; }
 
     QpFlavor flavor_;
     int npes_ = 0, me_ = 0;

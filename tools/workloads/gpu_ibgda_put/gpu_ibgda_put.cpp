@@ -9,7 +9,10 @@
 // rkey, immediate). The run checks its own result: every signal holds threads x iters, every slot its writer's
 // pattern, and every immediate arrived exactly once. Exit 0 when all hold.
 //
-//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_ibgda_put [--iters N] [--threads T] [--bytes B]
+// --rq-log L gives each QP a receive queue of 2^L entries before its send queue in the WQ buffer, as MORI creates
+// its QPs (the send queue then starts past the QP's wq_umem_offset).
+//
+//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_ibgda_put [--iters N] [--threads T] [--bytes B] [--rq-log L]
 #include <mpi.h>
 
 #include <chrono>
@@ -51,16 +54,18 @@ int main(int argc, char** argv) {
     const int me = id.me, npes = id.npes;
     size_t iters = 64, threads = 4, bytes = 4096;
     uint32_t log_sq = 10;  // NVSHMEM_QP_DEPTH default: 1024 WQEBBs
+    QpFlavor flavor;
     const CommonOptions common = WorkloadOptions("gpu_ibgda_put")
                                      .add("--iters", "N", iters)
                                      .add("--threads", "T", threads)
                                      .add("--bytes", "B", bytes)
                                      .add("--log-sq", "L", log_sq)
+                                     .add("--rq-log", "L", flavor.rq_log)
                                      .parse(argc, argv);
     const Layout lay{bytes, static_cast<size_t>(npes), threads};
     IbgdaTransport t;
     TruthLog truth;
-    std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total());
+    std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total(), flavor);
     t.set_truth(&truth);
     uint8_t* heap = t.heap();
     for (size_t i = 0; i < bytes; ++i) heap[lay.send() + i] = pattern(static_cast<size_t>(me), i);
