@@ -43,6 +43,19 @@ function(sigmatrace_place target dir)
   install(TARGETS ${target} RUNTIME DESTINATION ${dir} LIBRARY DESTINATION ${dir})
 endfunction()
 
+# sigmatrace_gpu_workload(NAME [LIBRARY...]): a GPU-style workload (tools/workloads/gpu_*), NAME.cpp linked with
+# gpu_workload_common (tools/workloads/gpu_common, built whenever MPI is found) and placed with the other
+# workloads. Nothing without MPI.
+function(sigmatrace_gpu_workload name)
+  find_package(MPI COMPONENTS C QUIET)
+  if(NOT MPI_C_FOUND)
+    return()
+  endif()
+  add_executable(${name} ${name}.cpp)
+  target_link_libraries(${name} PRIVATE gpu_workload_common ${ARGN} sigmatrace_warnings)
+  sigmatrace_place(${name} ${SIGMATRACE_INSTALL_LIBEXECDIR})
+endfunction()
+
 # Adds every child folder of the calling folder that has a CMakeLists.txt, in name order: tests/, bench/ and
 # tools/workloads/ hold one folder per area, and a new folder needs no registration. A macro, so that the
 # folders are added in the caller's own scope.
