@@ -275,6 +275,14 @@ TEST_F(GpuAcceptance, GinDoorbellRecordTraceHoldsEveryWqe) {
     expect_ops_match_truth(analyze(), total);
 }
 
+// GPU_SM_BF: the doorbell record, then the whole WQE stored into the BlueFlame register (alternate buffers).
+TEST_F(GpuAcceptance, GinBlueFlameTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_gin", "--nic-handler bf --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
+    EXPECT_EQ(total, kGinWqes);
+    expect_ops_match_truth(analyze(), total);
+}
+
 // CPU_PROXY: the producers publish their index in host memory and a CPU thread writes the doorbell record, one
 // write often covering several submissions (the record lags the WQEs written).
 TEST_F(GpuAcceptance, GinCpuProxyTraceHoldsEveryWqe) {

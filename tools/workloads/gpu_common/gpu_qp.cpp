@@ -193,6 +193,15 @@ void GpuQp::ring(uint64_t pi) {
         const auto value = static_cast<uint32_t>(dbr_full_counter ? pi : (pi & 0xffff));
         __atomic_store_n(dbrec, __builtin_bswap32(value), __ATOMIC_RELEASE);
     }
+    if (blueflame && pi != 0) {
+        // The whole last WQE (every writer here posts one WQEBB), 8 bytes at a time, into this post's buffer.
+        const auto* src = reinterpret_cast<const uint64_t*>(slot(pi - 1));
+        auto* dst = bf + (bf_odd_ ? 0x100 / 8 : 0);
+        for (int i = 0; i < 8; ++i) __atomic_store_n(dst + i, __atomic_load_n(src + i, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        bf_odd_ = !bf_odd_;
+        return;
+    }
     __atomic_store_n(bf, word, __ATOMIC_RELEASE);
 }
 

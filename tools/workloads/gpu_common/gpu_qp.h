@@ -69,6 +69,9 @@ struct GpuQp {
     // DOCA GPUNetIO's GPU_SM_DB (NCCL GIN): doorbell, doorbell record, doorbell again (the second ring covers a
     // NIC that read the record before it moved).
     bool ring_twice = false;
+    // DOCA GPUNetIO's GPU_SM_BF: after the doorbell record, the last WQE's first 64 bytes are stored into the
+    // BlueFlame register in place of the 8-byte doorbell, alternating between its two 256-byte buffers.
+    bool blueflame = false;
     // DOCA GPUNetIO's CPU_PROXY (NCCL GIN): the "GPU" only publishes its producer index here (host memory);
     // a CPU thread (proxy_progress) writes the doorbell record and rings, often covering several submissions.
     uint64_t* cpu_db = nullptr;
@@ -128,6 +131,7 @@ private:
     std::mutex doorbell_mu_;  // the doorbell register is written by one thread at a time
     uint64_t proxied_ = 0;    // the producer index the proxy last rang for (proxy thread only)
     uint64_t rung_ = 0;       // ring_every: the producer index last rung for (under doorbell_mu_)
+    bool bf_odd_ = false;     // blueflame: the buffer the next copy goes to (under doorbell_mu_)
     void ring(uint64_t pi);   // doorbell record (unless DBR-less), then the doorbell
 };
 

@@ -130,7 +130,7 @@ bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32
         if (!wq_umem_ || !dbr_umem_ || !cq_umem_) return error = errno_text("mlx5dv_devx_umem_reg"), false;
     }
     // ibgda_alloc_and_map_qp_uar: a non-cached dedicated doorbell page.
-    uar_ = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
+    uar_ = mlx5dv_devx_alloc_uar(ctx_, flavor_.blueflame ? MLX5DV_UAR_ALLOC_TYPE_BF : MLX5DV_UAR_ALLOC_TYPE_NC);
     if (!uar_) return error = errno_text("mlx5dv_devx_alloc_uar"), false;
     return true;
 }
@@ -225,6 +225,7 @@ bool IbgdaTransport::create_qps(std::string& error) {
         g->bf = flavor_.dbr_less ? reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(qp_uar->base_addr) + 0x600)
                                  : static_cast<uint64_t*>(qp_uar->reg_addr);
         g->cqe = cq_buf_ + cq_offset;
+        g->blueflame = flavor_.blueflame;
         if (flavor_.cq_per_wqe) {
             g->cq_ncqe = nwqes;
             g->cq_invalidate = false;

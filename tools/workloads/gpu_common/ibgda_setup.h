@@ -39,6 +39,7 @@ struct QpFlavor {
     // MORI's: a receive queue of 2^rq_log 64-byte entries comes first in each QP's WQ buffer, the send queue after
     // it (0: a zero-size RQ, NVSHMEM's).
     uint32_t rq_log = 0;
+    bool blueflame = false;   // a BlueFlame UAR (DOCA's GPU_SM_BF) instead of a non-cached one
 };
 
 class IbgdaTransport {

@@ -4,6 +4,8 @@
 //     DBR-less doorbell (base + 0x600) is the only thing a producer rings -- the doorbell record is never
 //     written (doca_gpu_dev_verbs_submit_db_no_dbr);
 //   - db (GPU_SM_DB): a doorbell record; the producer rings the doorbell, writes the record, rings again;
+//   - bf (GPU_SM_BF): a doorbell record and a BlueFlame UAR; the producer writes the record, then stores the
+//     whole last WQE into the BlueFlame register, alternating between its two buffers;
 //   - cpu_proxy (CPU_PROXY): the producer only publishes its producer index in host memory (cpu_db); a CPU
 //     thread (ncclGinGdakiProgress) writes the doorbell record and rings, one ring often covering several
 //     submissions (the record lags the WQEs written).
@@ -19,7 +21,7 @@
 // Ground truth (--truth DIR): DIR/truth-<pe>.txt lists every WQE posted. The run checks its own result: every
 // round's gather buffer holds every PE's chunk, every signal and flag its final value. Exit 0 when all hold.
 //
-//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_gin [--nic-handler no_dbr|db|cpu_proxy] [--rounds R]
+//   mpirun -np 4 sigmatrace fabric --node rank -- gpu_gin [--nic-handler no_dbr|db|bf|cpu_proxy] [--rounds R]
 //       [--channels C] [--bytes B]
 #include <mpi.h>
 
@@ -64,21 +66,22 @@ int main(int argc, char** argv) {
     uint32_t log_sq = 8;
     std::string handler = "no_dbr";
     const CommonOptions common = WorkloadOptions("gpu_gin")
-                                     .add("--nic-handler", "no_dbr|db|cpu_proxy", handler)
+                                     .add("--nic-handler", "no_dbr|db|bf|cpu_proxy", handler)
                                      .add("--rounds", "R", rounds)
                                      .add("--channels", "C", channels)
                                      .add("--bytes", "B", slice)
                                      .add("--log-sq", "L", log_sq)
                                      .parse(argc, argv);
     if (npes < 2) die("gpu_gin needs at least 2 PEs");
-    if (handler != "no_dbr" && handler != "db" && handler != "cpu_proxy")
-        die("gpu_gin: --nic-handler is no_dbr, db or cpu_proxy, not '" + handler + "'");
+    if (handler != "no_dbr" && handler != "db" && handler != "bf" && handler != "cpu_proxy")
+        die("gpu_gin: --nic-handler is no_dbr, db, bf or cpu_proxy, not '" + handler + "'");
     const Layout lay{rounds, static_cast<size_t>(npes), channels, slice};
     IbgdaTransport t;
     TruthLog truth;
     QpFlavor gin;
     gin.dbr_less = handler == "no_dbr";
     gin.cq_per_wqe = true;
+    gin.blueflame = handler == "bf";
     std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total(), gin);
     t.set_truth(&truth);
     uint8_t* heap = t.heap();
