@@ -197,6 +197,15 @@ TEST_F(GpuAcceptance, IbgdaPutTraceHoldsEveryWqe) {
     expect_ops_match_truth(analyze(), total);
 }
 
+// NVSHMEM's CPU NIC handler: the "GPU" threads publish producer indices in host memory, a CPU thread writes every
+// QP's doorbell record and rings (the record lags the WQEs written).
+TEST_F(GpuAcceptance, IbgdaPutWithTheCpuNicHandlerTraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_ibgda_put", "--iters 32 --threads 2 --nic-handler cpu"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);
+    EXPECT_EQ(total, size_t{kPes} * (kPes * 32 * 2 * 2 + kPes * 2 * 4));
+    expect_ops_match_truth(analyze(), total);
+}
+
 // The same workload reaching libmlx5 only through dlopen("libmlx5.so.1", RTLD_LOCAL) and dlsym/dlvsym (MORI, NCCL's
 // vendored DOCA): the dlsym interposer hands it the tracer's set-up hooks, so every queue is learned and every WQE
 // traced, exactly as through the exported symbols.

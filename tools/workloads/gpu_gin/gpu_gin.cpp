@@ -25,14 +25,15 @@
 //       [--channels C] [--bytes B]
 #include <mpi.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gpu_common/cpu_proxy.h"
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
@@ -90,16 +91,8 @@ int main(int argc, char** argv) {
     GpuQp& q = t.qp(right);
     q.ring_twice = handler == "db";
     // CPU_PROXY: the producer index in host memory, and the proxy thread that rings for it.
-    uint64_t cpu_db = 0;
-    std::atomic<bool> stop_proxy{false};
-    std::thread proxy;
-    if (handler == "cpu_proxy") {
-        q.cpu_db = &cpu_db;
-        proxy = std::thread([&] {
-            while (!stop_proxy.load(std::memory_order_relaxed))
-                if (!q.proxy_progress()) std::this_thread::sleep_for(std::chrono::microseconds(20));
-        });
-    }
+    std::unique_ptr<CpuProxy> proxy;
+    if (handler == "cpu_proxy") proxy = std::make_unique<CpuProxy>(std::vector<GpuQp*>{&q});
 
     std::vector<std::thread> ctas;
     for (size_t ch = 0; ch < channels; ++ch) {
@@ -135,10 +128,7 @@ int main(int argc, char** argv) {
     for (auto& c : ctas) c.join();
     q.quiet(q.ready_head.load());  // the GIN flush: every WQE of the QP completed
     MPI_Barrier(MPI_COMM_WORLD);   // every PE's puts are complete everywhere
-    if (proxy.joinable()) {
-        stop_proxy = true;
-        proxy.join();
-    }
+    proxy.reset();
 
     int bad = 0;
     for (size_t round = 0; round < rounds && !bad; ++round)

@@ -9,20 +9,25 @@
 // rkey, immediate). The run checks its own result: every signal holds threads x iters, every slot its writer's
 // pattern, and every immediate arrived exactly once. Exit 0 when all hold.
 //
+// --nic-handler cpu: NVSHMEM's CPU NIC handler (NVSHMEM_IBGDA_NIC_HANDLER=cpu): the "GPU" threads only publish
+// their producer index in host memory, and a CPU proxy thread writes the doorbell records and rings.
 // --rq-log L gives each QP a receive queue of 2^L entries before its send queue in the WQ buffer, as MORI creates
 // its QPs (the send queue then starts past the QP's wq_umem_offset).
 //
 //   mpirun -np 4 sigmatrace fabric --node rank -- gpu_ibgda_put [--iters N] [--threads T] [--bytes B] [--rq-log L]
+//       [--nic-handler gpu|cpu]
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gpu_common/cpu_proxy.h"
 #include "gpu_common/gpu_qp.h"
 #include "gpu_common/ibgda_setup.h"
 #include "gpu_common/mpi_boot.h"
@@ -55,13 +60,16 @@ int main(int argc, char** argv) {
     size_t iters = 64, threads = 4, bytes = 4096;
     uint32_t log_sq = 10;  // NVSHMEM_QP_DEPTH default: 1024 WQEBBs
     QpFlavor flavor;
+    std::string handler = "gpu";
     const CommonOptions common = WorkloadOptions("gpu_ibgda_put")
+                                     .add("--nic-handler", "gpu|cpu", handler)
                                      .add("--iters", "N", iters)
                                      .add("--threads", "T", threads)
                                      .add("--bytes", "B", bytes)
                                      .add("--log-sq", "L", log_sq)
                                      .add("--rq-log", "L", flavor.rq_log)
                                      .parse(argc, argv);
+    if (handler != "gpu" && handler != "cpu") die("gpu_ibgda_put: --nic-handler is gpu or cpu, not '" + handler + "'");
     const Layout lay{bytes, static_cast<size_t>(npes), threads};
     IbgdaTransport t;
     TruthLog truth;
@@ -70,6 +78,13 @@ int main(int argc, char** argv) {
     uint8_t* heap = t.heap();
     for (size_t i = 0; i < bytes; ++i) heap[lay.send() + i] = pattern(static_cast<size_t>(me), i);
     MPI_Barrier(MPI_COMM_WORLD);
+    // NVSHMEM_IBGDA_NIC_HANDLER=cpu: the "GPU" publishes producer indices, a CPU thread rings for every QP.
+    std::unique_ptr<CpuProxy> proxy;
+    if (handler == "cpu") {
+        std::vector<GpuQp*> qps;
+        for (int pe = 0; pe < npes; ++pe) qps.push_back(&t.qp(pe));
+        proxy = std::make_unique<CpuProxy>(std::move(qps));
+    }
 
     // The "kernel": every thread posts to every PE.
     std::vector<std::thread> warps;
@@ -100,6 +115,7 @@ int main(int argc, char** argv) {
     for (auto& w : warps) w.join();
     for (int pe = 0; pe < npes; ++pe) t.qp(pe).quiet(t.qp(pe).ready_head.load());  // nvshmem_quiet
     MPI_Barrier(MPI_COMM_WORLD);  // every PE's puts are complete everywhere
+    proxy.reset();
 
     int bad = 0;
     for (size_t src = 0; src < static_cast<size_t>(npes); ++src) {
