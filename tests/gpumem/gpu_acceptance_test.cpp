@@ -49,8 +49,9 @@ protected:
         if (!fs::exists(kLibexec + "/gpu_ibgda_put")) GTEST_SKIP() << "the GPU-style workloads were not built (no MPI)";
         if (std::system((kBin + "/sigmatrace fabric -- ibv_devices >/dev/null 2>&1").c_str()) != 0)
             GTEST_SKIP() << "the software fabric does not start here";
-        work_ = fs::temp_directory_path() / ("gpu-acceptance-" + std::to_string(getpid()) + "-" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        std::replace(name.begin(), name.end(), '/', '-');   // a parameterized test's "Name/0"
+        work_ = fs::temp_directory_path() / ("gpu-acceptance-" + std::to_string(getpid()) + "-" + name);
         fs::create_directories(work_ / "truth");
     }
     void TearDown() override {
@@ -266,40 +267,21 @@ TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
 
 // DOCA GPUNetIO / NCCL GIN (gpu_gin), 4 PEs, each posting on its QP to its right neighbour only, in each NIC
 // handler mode: per round and channel a put + signal per step and a putValue.
-constexpr size_t kGinWqes = size_t{kPes} * 48 * 2 * (2 * (kPes - 1) + 1);
+//   no_dbr (GPU_SM_NO_DBR): no doorbell record is ever written; the watcher finds the WQEs by index scanning.
+//   db (GPU_SM_DB): doorbell, doorbell record, doorbell again.
+//   bf (GPU_SM_BF): the doorbell record, then the whole WQE stored into the BlueFlame register (alternate buffers).
+//   cpu_proxy (CPU_PROXY): the producers publish their index in host memory and a CPU thread writes the doorbell
+//     record, one write often covering several submissions (the record lags the WQEs written).
+class GinNicHandler : public GpuAcceptance, public ::testing::WithParamInterface<const char*> {};
 
-// GPU_SM_NO_DBR: the producers never write a doorbell record; the watcher finds their WQEs by index scanning.
-TEST_F(GpuAcceptance, GinNoDbrTraceHoldsEveryWqe) {
-    ASSERT_EQ(record("gpu_gin", "--nic-handler no_dbr --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
+TEST_P(GinNicHandler, TraceHoldsEveryWqe) {
+    ASSERT_EQ(record("gpu_gin", std::string("--nic-handler ") + GetParam() + " --rounds 48 --channels 2"), 0)
+        << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
-    EXPECT_EQ(total, kGinWqes);
+    EXPECT_EQ(total, size_t{kPes} * 48 * 2 * (2 * (kPes - 1) + 1));
     expect_ops_match_truth(analyze(), total);
 }
-
-// GPU_SM_DB: doorbell, doorbell record, doorbell again.
-TEST_F(GpuAcceptance, GinDoorbellRecordTraceHoldsEveryWqe) {
-    ASSERT_EQ(record("gpu_gin", "--nic-handler db --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
-    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
-    EXPECT_EQ(total, kGinWqes);
-    expect_ops_match_truth(analyze(), total);
-}
-
-// GPU_SM_BF: the doorbell record, then the whole WQE stored into the BlueFlame register (alternate buffers).
-TEST_F(GpuAcceptance, GinBlueFlameTraceHoldsEveryWqe) {
-    ASSERT_EQ(record("gpu_gin", "--nic-handler bf --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
-    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
-    EXPECT_EQ(total, kGinWqes);
-    expect_ops_match_truth(analyze(), total);
-}
-
-// CPU_PROXY: the producers publish their index in host memory and a CPU thread writes the doorbell record, one
-// write often covering several submissions (the record lags the WQEs written).
-TEST_F(GpuAcceptance, GinCpuProxyTraceHoldsEveryWqe) {
-    ASSERT_EQ(record("gpu_gin", "--nic-handler cpu_proxy --rounds 48 --channels 2"), 0) << slurp(work_ / "run.log");
-    const size_t total = expect_trace_equals_truth(kPes * kPes, kPes);
-    EXPECT_EQ(total, kGinWqes);
-    expect_ops_match_truth(analyze(), total);
-}
+INSTANTIATE_TEST_SUITE_P(GpuAcceptance, GinNicHandler, ::testing::Values("no_dbr", "db", "bf", "cpu_proxy"));
 
 // UCX GDAKI: every queue in one UMEM at its own offset, 1-entry send CQs that ignore overrun, and a doorbell only
 // every 128 WQEBBs (then a flush): the doorbell record lags the WQEs, and a CQE covers many WQEs. 4 PEs, each
