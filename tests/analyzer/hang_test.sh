@@ -8,7 +8,8 @@
 #   verbs: PROGRAM is st-hang (ibv_post_send of a 4 MiB write, wr_ids 1 and 2; ibv_poll_cq);
 #   ring:  PROGRAM is gpu_gin_hang (NCCL GIN GDAKI's DBR-less DevX QP: WQEs written into the ring and the
 #          doorbell rung directly, a 1 MiB write then the atomic at WQE index 1; the CQ ring read by index), so
-#          what the report says comes from the queue watcher's decoded WQEs and CQEs.
+#          what the report says comes from the queue watcher's decoded WQEs and CQEs. PE 1's reverse put, posted
+#          after the link fell, is unacknowledged too: a second stalled queue, on node1, naming that put.
 # While they spin, SIGUSR1 to `sigmatrace record` rotates the session; the rotated chunk is analyzed and must say:
 #   - a stalled_queue finding on rank 0's QP (the number the program printed), on node0, peer node1 and rank 1's QP;
 #   - its first unacknowledged operation: ATOMIC_FETCH_AND_ADD, 8 bytes, to the flag address the program printed,
@@ -84,6 +85,8 @@ if [[ $mode == verbs ]]; then
 else
   read -r qp0 wqe flag status syndrome vendor < <(sed -n 's/^gpu_gin_hang: PE 0: qp \([0-9]*\) wqe \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \([a-z]*\), syndrome \(0x[0-9a-f]*\), vendor \(0x[0-9a-f]*\)$/\1 \2 \3 \4 \5 \6/p' "$work/run.log")
   [[ $status == error && $syndrome == 0x15 ]] || fail "the atomic's CQE is not a retry-exceeded error: $(grep 'PE 0' "$work/run.log")"
+  read -r rwqe rdest rstatus rsyndrome < <(sed -n 's/^gpu_gin_hang: PE 1: qp [0-9]* wqe \([0-9]*\) put to \(0x[0-9a-f]*\) completed with \([a-z]*\), syndrome \(0x[0-9a-f]*\),.*/\1 \2 \3 \4/p' "$work/run.log")
+  [[ $rstatus == error && $rsyndrome == 0x15 ]] || fail "the reverse put's CQE is not a retry-exceeded error: $(grep 'PE 1' "$work/run.log")"
 fi
 qp1=$(sed -n "s/^$tag: $who 1: qp \([0-9]*\) .*/\1/p" "$work/run.log")
 
@@ -103,8 +106,11 @@ kill -0 "$rec" 2>/dev/null || fail "the job was no longer running when it was an
 
 j() { jq -r "$1" "$work/a.json"; }
 stall='[.findings[] | select(.kind == "stalled_queue")]'
-[[ $(j "$stall | length") == 1 ]] || fail "expected 1 stalled_queue finding: $(j '[.findings[].kind]')"
-e="$stall[0].evidence"
+# verbs: rank 1 only waits; ring: PE 1's reverse put failed too, a second stalled queue.
+stalls=1
+[[ $mode == ring ]] && stalls=2
+[[ $(j "$stall | length") == "$stalls" ]] || fail "expected $stalls stalled_queue finding(s): $(j '[.findings[].kind]')"
+e="($stall | map(select(.evidence.qp_num == $qp0)))[0].evidence"
 check() {  # check WHAT JQ EXPECTED
   local got
   got=$(j "$2")
@@ -137,6 +143,16 @@ q=".qps[] | select(.qp_num == $qp0 and .node == \"node0\") | .progress"
 check "progress" "$q | [.posted, .completed, .failed, .in_flight] | map(tostring) | join(\" \")" "2 1 1 0"
 check "ERR by the error completion" "[$q | .states[] | select(.state == \"ERR\") | .source] | join(\",\")" error_completion
 grep -q "stalled_queue: QP $qp0 of rank 0 (node0) (peer node1 QP $qp1)" "$work/a.txt" || fail "the text report does not name the QP"
+if [[ $mode == ring ]]; then
+  # The peer's reverse put, unacknowledged: its own stall, on node1, toward PE 0's QP, nothing completed before.
+  r="($stall | map(select(.evidence.qp_num == $qp1)))[0].evidence"
+  check "reverse QP node" "$r.node" node1
+  check "reverse peer" "\"\($r.peer.node) \($r.peer.qp_num)\"" "node0 $qp0"
+  check "reverse put" "$r.first_unacknowledged | \"\(.opcode) \(.bytes) \(.remote_addr) \(.wqe_index)\"" \
+    "RDMA_WRITE $write_bytes $rdest $rwqe"
+  check "reverse put's syndrome" "$r.last_error.syndrome" 0x15
+  check "reverse QP's last completed" "$r.last_completed" null
+fi
 
 kill -TERM "$rec"
 wait "$rec" 2>/dev/null

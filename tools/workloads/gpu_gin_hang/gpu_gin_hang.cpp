@@ -5,9 +5,11 @@
 //   PE 0: a signalled RDMA WRITE of --write-bytes into PE 1's heap (acknowledged: its CQE arrives), then, after
 //         --wait-ms (the fabric config takes the link down by then), the signal: an ATOMIC_FETCH_AND_ADD on PE 1's
 //         signal word. Its CQE is an error (transport retry exceeded); PE 0 then waits for PE 1's answer forever.
-//   PE 1: waits forever for the signal, as GIN's waitSignal does.
-// Each PE prints one line "gpu_gin_hang: PE P: ..." once it waits, with what it posted (QP number, the atomic's
-// WQE index and remote address, the CQE's syndromes), so a test can check what the report names.
+//   PE 1: after --wait-ms too, puts --write-bytes back into PE 0's heap (the reverse direction of the exchange);
+//         that put fails the same way, unacknowledged; PE 1 then waits forever for the signal, as GIN's
+//         waitSignal does.
+// Each PE prints one line "gpu_gin_hang: PE P: ..." once it waits, with what it posted (QP number, the WQE's
+// index and remote address, the CQE's syndromes), so a test can check what the report names.
 //
 //   mpirun -np 2 sigmatrace fabric --node rank --config FABRIC.conf -- gpu_gin_hang [--write-bytes B] [--wait-ms MS]
 #include <mpi.h>
@@ -73,7 +75,16 @@ int main(int argc, char** argv) {
     const PeInfo& far = peers[static_cast<size_t>(peer)];
     GpuQp& q = t.qp(peer);
     if (me == 1) {
-        std::printf("gpu_gin_hang: PE 1: qp %u waiting for the signal at 0x%llx\n", q.qpn,
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+        const uint64_t r = q.reserve(1);
+        q.write_rdma_write(r, reinterpret_cast<uint64_t>(heap), t.heap_lkey(), far.heap_addr, far.heap_rkey,
+                           static_cast<uint32_t>(write_bytes), true);
+        q.submit(r, 1);
+        const Completion c = wait_for(q, r);
+        std::printf("gpu_gin_hang: PE 1: qp %u wqe %llu put to 0x%llx completed with %s, syndrome 0x%x, vendor 0x%x; "
+                    "waiting for the signal at 0x%llx\n",
+                    q.qpn, static_cast<unsigned long long>(r), static_cast<unsigned long long>(far.heap_addr),
+                    c.error ? "error" : "success", c.syndrome, c.vendor_syndrome,
                     static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(heap + signal)));
         std::fflush(stdout);
         wait_forever(heap + signal, me);
