@@ -286,11 +286,13 @@ INSTANTIATE_TEST_SUITE_P(GpuAcceptance, GinNicHandler, ::testing::Values("no_dbr
 // UCX GDAKI: every queue in one UMEM at its own offset, 1-entry send CQs that ignore overrun, and a doorbell only
 // every 128 WQEBBs (then a flush): the doorbell record lags the WQEs, and a CQE covers many WQEs. 4 PEs, each
 // posting to the 3 others on 2 channels: 300 x (WRITE + FETCH_ADD) per channel and peer, 1200 WQEs through each
-// ring of 1024. A producer writing up to 128 WQEBBs ahead of its doorbell record needs a guard that large
-// (docs/gpumem.md, "Limits").
+// ring of 2048. A producer writing up to 128 WQEBBs ahead of its doorbell record needs a guard that large
+// (docs/gpumem.md, "Limits"). The ring is larger than the run so that no timing can lose a WQE: the producer fills
+// a ring in microseconds, so a ring it wraps loses the guard's worth whenever the watcher's first sweep of a burst
+// comes after the ring filled (counted, and a documented limit; the guard rule itself is unit-tested).
 TEST_F(GpuAcceptance, UcxGdakiTraceHoldsEveryWqe) {
     ASSERT_EQ(setenv("SIGMATRACE_GPU_WATCH_GUARD", "128", 1), 0);
-    const int rc = record("gpu_ucx_gdaki", "--iters 300 --channels 2 --log-sq 10 --ring-every 128");
+    const int rc = record("gpu_ucx_gdaki", "--iters 300 --channels 2 --log-sq 11 --ring-every 128");
     unsetenv("SIGMATRACE_GPU_WATCH_GUARD");
     ASSERT_EQ(rc, 0) << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * (kPes - 1));
