@@ -276,11 +276,12 @@ void SetupObserver::devx_destroying(uint64_t obj) {
         o = it->second;
         objs_.erase(it);
     }
+    // The final sweep first: what it decodes belongs before the destroy in the trace.
+    retire(obj);
     if (o.kind == ObjKind::Qp && ST_TRACE_ENABLED(gpu_qp_destroy)) {
         st_gpu_qp_destroy_rec rec{o.ctx, o.number};
         ST_TRACE_EMIT(gpu_qp_destroy, &rec);
     }
-    retire(obj);
 }
 
 void SetupObserver::retire(uint64_t key) {
@@ -353,12 +354,13 @@ void SetupObserver::verbs_cq_exported(const ExportedCq& e) {
 }
 
 void SetupObserver::verbs_object_destroying(uint64_t handle) {
-    if (auto sq = registry_.find_send_queue(handle); sq && sq->source == QueueSource::InitObj &&
-                                                     ST_TRACE_ENABLED(gpu_qp_destroy)) {
+    const auto sq = registry_.find_send_queue(handle);
+    // The final sweep first: what it decodes belongs before the destroy in the trace.
+    retire(handle);
+    if (sq && sq->source == QueueSource::InitObj && ST_TRACE_ENABLED(gpu_qp_destroy)) {
         st_gpu_qp_destroy_rec rec{sq->ctx, sq->qpn};
         ST_TRACE_EMIT(gpu_qp_destroy, &rec);
     }
-    retire(handle);
 }
 
 // ------------------------------------------------------------------------------------------ GPU mappings

@@ -183,6 +183,11 @@ void Watcher::sync_locked() {
         Backlog ignored = Backlog::None;
         sweep_send_queue(*it, ignored, /*final=*/true);  // last look before the application frees the ring
         report_stats(*it);
+        // Its CQ usually outlives it: the completions already written are traced now, before the QP's destroy,
+        // not at the CQ's own destroy, when the trace no longer knows the QP's number.
+        link_send_queues();
+        for (auto& c : cqs_)
+            if (c.q.cqn == it->q.cqn && c.q.ctx == it->q.ctx) sweep_completion_queue(c);
         it = sqs_.erase(it);
     }
     link_send_queues();  // the CQs' indices into sqs_ before their final sweeps below use them

@@ -325,6 +325,46 @@ TEST(RingRecords, CpuDirectWqesOnAnExportedVerbsQpResolveTheirPeerThroughItsQpMo
     EXPECT_EQ(doc["findings"].size(), 0u);
 }
 
+// A DevX QP's records read after its gpu_qp_destroy (traces of earlier versions emitted the destroy before the
+// QP's final sweep, whose completions came at the CQ's destroy) still belong to it: its peer, not an unknown QP.
+TEST(RingRecords, RecordsOfADestroyedDevxQpReadAfterItsDestroyStayWithIt) {
+    World w;
+    w.two_nodes();
+    st_gpu_qp_create_rec g{};
+    g.ctx = 0xc0;
+    g.qpn = 300;
+    g.st = 0;  // PRM RC
+    g.sq_wqebb = 64;
+    g.source = 0;
+    w.feed.emit(w.t++, World::vpid(0), g);
+    st_gpu_qp_modify_rec m{};
+    m.ctx = 0xc0;
+    m.qpn = 300;
+    m.command = 0x503;
+    m.remote_qpn = 101;
+    m.rgid_prefix = kPrefix;
+    m.rgid_iid = World::gid_iid(1);
+    w.feed.emit(w.t++, World::vpid(0), m);
+    w.carrier(0, {ring_post(0x9000, 300, Poster::gpu, {write_wqe(0, 4096, false), write_wqe(1, 4096, true)})}, w.t += 1'000);
+    w.carrier(0, {ring_completions({cqe(1, 300)})}, w.t += 1'000);
+    st_gpu_qp_destroy_rec d{0xc0, 300};
+    w.feed.emit(w.t += 1'000, World::vpid(0), d);
+    w.carrier(0, {ring_post(0x9000, 300, Poster::gpu, {write_wqe(2, 4096, true)})}, w.t += 1'000);
+    w.carrier(0, {ring_completions({cqe(2, 300)})}, w.t += 1'000);
+    const json doc = w.finish();
+
+    ASSERT_EQ(w.ops.ops.size(), 3u);
+    for (const Operation& op : w.ops.ops) {
+        EXPECT_EQ(op.outcome, OpOutcome::Completed);
+        ASSERT_NE(op.peer.proc, kNoId);
+        EXPECT_EQ(w.analysis.topology().proc(op.peer.proc).rank, 1);
+    }
+    EXPECT_EQ(matrix_bytes(doc, "nodeA", "nodeB"), 3u * 4096);
+    EXPECT_EQ(doc["qps"].size(), 1u);
+    EXPECT_FALSE(warns(doc, "whose creation is not in the trace"));
+    EXPECT_FALSE(warns(doc, "matched no posted"));
+}
+
 // dc_mlx5 / ud_mlx5 style: a DCI (or UD QP) has no connection; each WQE's address vector names the target: the
 // DCT number (or QPN) and the remote GID. Rank 1's DCT is a verbs QP of number 201.
 TEST(RingRecords, DcAndUdWqesResolveTheirPeerThroughTheirAddressVector) {

@@ -151,10 +151,19 @@ TEST_F(SetupTest, NvshmemStyleDevxSetupIsLearnedAndWatched) {
     EXPECT_EQ(trace.modifies()[0].ctx, kCtx);
 
     gpu_post_write(*q, 3);
+    test::put_be16(cqe + 60, 3);  // completed, and the QP destroyed before the next sweep
+    cqe[63] = 1;
     obs.devx_destroying(kQpObj);
     EXPECT_EQ(trace.wqes().size(), 4u);
     ASSERT_EQ(trace.destroys().size(), 1u);
     EXPECT_EQ(trace.destroys()[0].qpn, 0xabcu);
+    // The final sweep's WQE and the completion its CQ (still alive) holds come before the destroy: after it, the
+    // analyzer no longer knows the QP's number.
+    ASSERT_FALSE(trace.wqe_events().empty());
+    ASSERT_EQ(trace.cqe_events().size(), 2u);
+    EXPECT_EQ(trace.cqe_events()[1].wqe_counter.at(0), 3);
+    EXPECT_LT(trace.wqe_events().back().order, trace.cqe_events()[1].order);
+    EXPECT_LT(trace.cqe_events()[1].order, trace.destroy_orders().at(0));
     EXPECT_FALSE(reg.find_send_queue(kQpObj));
     obs.devx_destroying(kCqObj);
     EXPECT_EQ(reg.send_queue_count(), 0u);
@@ -307,9 +316,12 @@ TEST_F(SetupTest, RocshmemStyleInitObjQpAndCq) {
     obs.verbs_qp_exported(e);
     EXPECT_EQ(watcher.sweep_once(), 0u);
 
+    prod.post_write(10);
     obs.verbs_object_destroying(0x6000);
     ASSERT_EQ(trace.destroys().size(), 1u);
     EXPECT_EQ(trace.destroys()[0].qpn, 0x321u);
+    ASSERT_EQ(trace.wqes().size(), 4u);  // the final sweep's, traced before the destroy
+    EXPECT_LT(trace.wqe_events().back().order, trace.destroy_orders().at(0));
     obs.verbs_object_destroying(0x5000);
     EXPECT_EQ(reg.send_queue_count(), 0u);
     EXPECT_FALSE(reg.find_completion_queue(0x5000));

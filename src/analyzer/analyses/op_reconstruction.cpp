@@ -179,6 +179,8 @@ void OpReconstruction::on_send(const DataElement& e, ProcId p) {
 QpId OpReconstruction::qp_of_ring(ProcId p, uint64_t handle, uint32_t qpn) {
     QpId q = topo_.find_gpu_qp(p, qpn);
     if (q == kNoId && handle != 0) q = topo_.find_qp_by_handle(p, handle);
+    // A record read in the queue's final sweep, ordered after its destroy (traces of earlier versions).
+    if (q == kNoId) q = topo_.find_gpu_qp_or_gone(p, qpn);
     if (q == kNoId) q = topo_.implicit_qp(p, 0, qpn, true);
     return q;
 }
@@ -317,7 +319,8 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
 void OpReconstruction::on_ring_completion(const DataElement& e, ProcId p) {
     // Responder CQEs (receives on watched queues) complete nothing the watcher decoded.
     if (e.status == kWcSuccess && e.opcode >= kOpRecv) return;
-    const QpId q = topo_.find_gpu_qp(p, e.qp_num);
+    // A CQ outlives its QPs: its final sweep can read a completion of a QP already destroyed.
+    const QpId q = topo_.find_gpu_qp_or_gone(p, e.qp_num);
     if (q == kNoId) {
         ++topo_.anomalies().unmatched_completions;
         return;

@@ -201,6 +201,7 @@ QpId Topology::on_gpu_qp_create(const DecodedEvent& ev, ProcId p) {
         if (const QpId verbs = find_qp_for_completion(p, 0, qpn); verbs != kNoId && !qps_[verbs]->destroyed) {
             qps_[verbs]->gpu = true;
             procs_[p]->gpu_qp_by_num[qpn] = verbs;
+            procs_[p]->gone_gpu_qp_by_num.erase(qpn);
             return verbs;
         }
     }
@@ -212,6 +213,7 @@ QpId Topology::on_gpu_qp_create(const DecodedEvent& ev, ProcId p) {
     q.type = ev.u(F::gpu_qp_create::source) == 1 ? st : (st == 0 ? 2u : st == 1 ? 3u : st == 2 ? 4u : st);
     q.max_send_wr = static_cast<uint32_t>(ev.u(F::gpu_qp_create::sq_wqebb));
     procs_[p]->gpu_qp_by_num[qpn] = id;
+    procs_[p]->gone_gpu_qp_by_num.erase(qpn);
     return id;
 }
 
@@ -245,10 +247,12 @@ void Topology::on_gpu_qp_modify(const DecodedEvent& ev, ProcId p) {
 
 QpId Topology::on_gpu_qp_destroy(const DecodedEvent& ev, ProcId p) {
     auto& m = procs_[p]->gpu_qp_by_num;
-    auto it = m.find(static_cast<uint32_t>(ev.u(F::gpu_qp_destroy::qpn)));
+    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_qp_destroy::qpn));
+    auto it = m.find(qpn);
     if (it == m.end()) return kNoId;
     const QpId id = it->second;
     m.erase(it);
+    procs_[p]->gone_gpu_qp_by_num[qpn] = id;
     // A verbs QP the watcher followed ends with its qp_destroy (which drains it); here only the watching ends.
     if (qps_[id]->handle != 0 && find_qp_by_handle(p, qps_[id]->handle) == id) return kNoId;
     qps_[id]->destroyed = true;
@@ -353,6 +357,13 @@ QpId Topology::find_qp_for_completion(ProcId p, uint64_t, uint32_t qp_num) const
 
 QpId Topology::find_gpu_qp(ProcId p, uint32_t qpn) const {
     const auto& m = procs_[p]->gpu_qp_by_num;
+    auto it = m.find(qpn);
+    return it == m.end() ? kNoId : it->second;
+}
+
+QpId Topology::find_gpu_qp_or_gone(ProcId p, uint32_t qpn) const {
+    if (const QpId q = find_gpu_qp(p, qpn); q != kNoId) return q;
+    const auto& m = procs_[p]->gone_gpu_qp_by_num;
     auto it = m.find(qpn);
     return it == m.end() ? kNoId : it->second;
 }

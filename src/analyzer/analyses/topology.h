@@ -111,6 +111,9 @@ struct Process {
     std::unordered_map<uint64_t, QpId> qp_by_handle;    // live ibv_qp -> QP
     std::unordered_map<uint64_t, QpId> qp_by_num;       // live QP number -> QP (verbs QPs)
     std::unordered_map<uint32_t, QpId> gpu_qp_by_num;   // live QP number -> QP (learned GPU QPs)
+    // QP number -> the last learned QP of that number that was destroyed, while no live one has it: a CQE the
+    // watcher read from a CQ that outlives the QP (its final sweep comes at the CQ's destroy) still finds its WQE.
+    std::unordered_map<uint32_t, QpId> gone_gpu_qp_by_num;
     std::unordered_map<uint64_t, std::deque<PendingWr>> srq_pending;  // ibv_srq -> posted receives
     std::unordered_map<uint64_t, AddressHandle> ah;     // ibv_ah -> destination
     std::unordered_map<uint64_t, uint32_t> srq_depth;   // ibv_srq -> granted depth
@@ -173,6 +176,8 @@ public:
     // Completion routing: the QP that `qp_num` names for a CQ of process p.
     QpId find_qp_for_completion(ProcId p, uint64_t cq, uint32_t qp_num) const;
     QpId find_gpu_qp(ProcId p, uint32_t qpn) const;
+    // The live learned QP of that number, else the last destroyed one (records read after its destroy).
+    QpId find_gpu_qp_or_gone(ProcId p, uint32_t qpn) const;
 
     NodeId node_id(std::string_view name);
     DevId device_id(NodeId node, std::string_view name);
