@@ -267,6 +267,28 @@ void SetupObserver::devx_modified(uint64_t obj, const void* in, size_t inlen, co
     }
 }
 
+void SetupObserver::devx_queried(uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen, int ret,
+                                 uint64_t verbs_ctx) {
+    if (!in || !ST_TRACE_ENABLED(gpu_qp_query)) return;
+    const prm::Mailbox cmd(in, inlen);
+    if (prm::command_opcode(cmd) != prm::cmd::QUERY_QP) return;
+    uint64_t ctx = verbs_ctx;
+    uint32_t qpn = static_cast<uint32_t>(cmd.get_or(prm::f::obj_number, 0));
+    {
+        std::lock_guard lk(mu_);
+        if (auto it = objs_.find(obj); it != objs_.end()) {
+            if (!ctx) ctx = it->second.ctx;
+            if (!qpn) qpn = it->second.number;
+        }
+    }
+    prm::QueryQpOut q;
+    prm::ParseError err;
+    int status = ret;
+    if (ret == 0 && (!out || !prm::parse_query_qp_out(prm::Mailbox(out, outlen), q, err))) status = EPROTO;
+    st_gpu_qp_query_rec rec{ctx, qpn, q.state, q.hw_sq_wqebb_counter, q.sw_sq_wqebb_counter, status};
+    ST_TRACE_EMIT(gpu_qp_query, &rec);
+}
+
 void SetupObserver::devx_destroying(uint64_t obj) {
     DevxObj o{};
     {

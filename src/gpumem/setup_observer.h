@@ -62,6 +62,10 @@ public:
     void devx_created(uint64_t ctx, uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen);
     void devx_modified(uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen, int ret,
                        uint64_t verbs_ctx = 0);
+    // mlx5dv_devx_obj_query / mlx5dv_devx_qp_query returned: a QUERY_QP is reported (the QP state: a
+    // watchdog's query is how a QP the NIC moved to ERR shows on the host).
+    void devx_queried(uint64_t obj, const void* in, size_t inlen, const void* out, size_t outlen, int ret,
+                      uint64_t verbs_ctx = 0);
     void devx_destroying(uint64_t obj);
     // mlx5dv_init_obj on verbs QPs and CQs; their destruction (ibv_destroy_qp / ibv_destroy_cq, before the call).
     void verbs_qp_exported(const ExportedQp& qp);

@@ -146,6 +146,7 @@ bool parse_query_qp_out(const Mailbox& out, QueryQpOut& q, ParseError& err) {
     if (!out.has(f::qpc_sw_sq_wqebb_counter))
         return fail(err, "QUERY_QP output too short", f::qpc_sw_sq_wqebb_counter.bytes_needed(), out.size());
     if (out.get_or(f::out_status, 0) != 0) return fail(err, "QUERY_QP failed (status != 0)", 0, out.size());
+    q.state = get32(out, f::qpc_state);
     q.hw_sq_wqebb_counter = get32(out, f::qpc_hw_sq_wqebb_counter);
     q.sw_sq_wqebb_counter = get32(out, f::qpc_sw_sq_wqebb_counter);
     return true;

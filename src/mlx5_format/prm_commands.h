@@ -61,6 +61,7 @@ inline constexpr Field obj_number{0x48, 24};  // qpn / cqn in DESTROY_*, modify 
 
 // qpc, as embedded at bit 0xC0 of create_qp_in, the modify_qp_in family and query_qp_out
 inline constexpr uint32_t kQpc = 0xC0;
+inline constexpr Field qpc_state{kQpc + 0x00, 4};  // QUERY_QP out: 0 RST, 1 INIT, 2 RTR, 3 RTS, 4 SQER, 6 ERR, 7 SQD
 inline constexpr Field qpc_st{kQpc + 0x08, 8};
 inline constexpr Field qpc_pd{kQpc + 0x28, 24};
 inline constexpr Field qpc_mtu{kQpc + 0x40, 3};
@@ -199,6 +200,7 @@ bool parse_create_out(const Mailbox& out, uint32_t& number, ParseError& err);
 
 // QUERY_QP `out`: the NIC's own view of a send queue's progress.
 struct QueryQpOut {
+    uint32_t state = 0;                // qpc.state (qpc_state above)
     uint32_t hw_sq_wqebb_counter = 0;  // WQEBBs the NIC has consumed (mod 2^16)
     uint32_t sw_sq_wqebb_counter = 0;  // last doorbell producer index the NIC accepted (mod 2^16)
 };

@@ -16,6 +16,8 @@
 #     failed with RETRY_EXC_ERR (verbs: wr_id 2; ring: WQE index 1, the CQE's syndrome 0x15 and its meaning, the
 #     vendor syndrome the CQE carried); the last completed one: the write; stalled for more than 1 s;
 #   - qps[].progress of that QP: 2 posted, 1 completed, 1 failed, and its move to ERR by the error completion;
+#   - ring: the QUERY_QP PE 0 makes after the error (mlx5dv_devx_obj_query, as DOCA's qp query): in the finding
+#     and the text report, state ERR and the NIC's consumed and producer indices as the program printed them;
 #   - and the job is still running when the report is made. Then the job is killed, and the whole recording (both
 #     chunks) has the same stalled_queue.
 set -uo pipefail
@@ -83,8 +85,10 @@ if [[ $mode == verbs ]]; then
   read -r qp0 flag status < <(sed -n 's/^st-hang: rank 0: qp \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \(.*\), vendor_err.*/\1 \2 \3/p' "$work/run.log" | awk '{print $1, $2, $3}')
   [[ $status == transport ]] || fail "the atomic did not fail with the retry error: $(grep 'rank 0' "$work/run.log")"
 else
-  read -r qp0 wqe flag status syndrome vendor < <(sed -n 's/^gpu_gin_hang: PE 0: qp \([0-9]*\) wqe \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \([a-z]*\), syndrome \(0x[0-9a-f]*\), vendor \(0x[0-9a-f]*\)$/\1 \2 \3 \4 \5 \6/p' "$work/run.log")
+  read -r qp0 wqe flag status syndrome vendor qstate qhw qsw < <(sed -n 's/^gpu_gin_hang: PE 0: qp \([0-9]*\) wqe \([0-9]*\) atomic to \(0x[0-9a-f]*\) completed with \([a-z]*\), syndrome \(0x[0-9a-f]*\), vendor \(0x[0-9a-f]*\); QUERY_QP state \([0-9]*\) hw \([0-9]*\) sw \([0-9]*\)$/\1 \2 \3 \4 \5 \6 \7 \8 \9/p' "$work/run.log")
   [[ $status == error && $syndrome == 0x15 ]] || fail "the atomic's CQE is not a retry-exceeded error: $(grep 'PE 0' "$work/run.log")"
+  # The NIC moved the QP to ERR and consumed both WQEs (the write and the atomic).
+  [[ $qstate == 6 && $qhw == 2 && $qsw == 2 ]] || fail "QUERY_QP after the error: state '$qstate' hw '$qhw' sw '$qsw', expected 6 2 2"
   read -r rwqe rdest rstatus rsyndrome < <(sed -n 's/^gpu_gin_hang: PE 1: qp [0-9]* wqe \([0-9]*\) put to \(0x[0-9a-f]*\) completed with \([a-z]*\), syndrome \(0x[0-9a-f]*\),.*/\1 \2 \3 \4/p' "$work/run.log")
   [[ $rstatus == error && $rsyndrome == 0x15 ]] || fail "the reverse put's CQE is not a retry-exceeded error: $(grep 'PE 1' "$work/run.log")"
 fi
@@ -141,7 +145,16 @@ check "stalled past 1 s" "$e.stalled_ns > 1000000000" true
 check "outstanding" "$e.outstanding" 1
 q=".qps[] | select(.qp_num == $qp0 and .node == \"node0\") | .progress"
 check "progress" "$q | [.posted, .completed, .failed, .in_flight] | map(tostring) | join(\" \")" "2 1 1 0"
-check "ERR by the error completion" "[$q | .states[] | select(.state == \"ERR\") | .source] | join(\",\")" error_completion
+check "ERR by the error completion" "[$q | .states[] | select(.state == \"ERR\" and .source == \"error_completion\")] | length" 1
+if [[ $mode == ring ]]; then
+  # The owner's QUERY_QP after the error (a watchdog's): the NIC's word, ERR already known from the CQE.
+  check "NIC query" "$e.nic_query | \"\(.state) \(.consumed_index) \(.producer_index)\"" "ERR $qhw $qsw"
+  check "progress NIC query" "$q | .nic_query.state" ERR
+  grep -q "QUERY_QP .*: state ERR, NIC consumed index $qhw of producer index $qsw" "$work/a.txt" ||
+    fail "the text report does not give the QUERY_QP answer"
+else
+  check "no NIC query" "$e.nic_query" null
+fi
 grep -q "stalled_queue: QP $qp0 of rank 0 (node0) (peer node1 QP $qp1)" "$work/a.txt" || fail "the text report does not name the QP"
 if [[ $mode == ring ]]; then
   # The peer's reverse put, unacknowledged: its own stall, on node1, toward PE 0's QP, nothing completed before.

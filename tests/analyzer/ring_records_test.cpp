@@ -365,6 +365,64 @@ TEST(RingRecords, RecordsOfADestroyedDevxQpReadAfterItsDestroyStayWithIt) {
     EXPECT_FALSE(warns(doc, "matched no posted"));
 }
 
+// A QUERY_QP the owner made (gpu_qp_query) is the NIC's word in the QP's progress: its state and counters. A query
+// confirming the state adds no state change; one that tells ERR before the watcher read the error CQE does, and
+// the error completion is still listed after it (it is the cause).
+TEST(RingRecords, AQueryQpAnswerIsTheNicsWordInTheQueuesProgress) {
+    World w;
+    w.two_nodes();
+    for (uint32_t qpn : {300u, 301u}) {
+        st_gpu_qp_create_rec g{};
+        g.ctx = 0xc0;
+        g.qpn = qpn;
+        g.sq_wqebb = 64;
+        w.feed.emit(w.t++, World::vpid(0), g);
+        st_gpu_qp_modify_rec m{};
+        m.ctx = 0xc0;
+        m.qpn = qpn;
+        m.command = 0x503;
+        m.remote_qpn = 101;
+        m.rgid_prefix = kPrefix;
+        m.rgid_iid = World::gid_iid(1);
+        w.feed.emit(w.t++, World::vpid(0), m);
+    }
+    auto query = [&](uint32_t qpn, uint32_t state, uint32_t hw, uint32_t sw, int32_t err = 0) {
+        st_gpu_qp_query_rec q{0xc0, qpn, state, hw, sw, err};
+        w.feed.emit(w.t += 1'000, World::vpid(0), q);
+    };
+    constexpr uint8_t kRetryExc = 12;  // IBV_WC_RETRY_EXC_ERR
+    // QP 300: the error CQE is read first, then the owner's queries (ERR twice, and one that failed).
+    w.carrier(0, {ring_post(0x9000, 300, Poster::gpu, {write_wqe(0, 4096, true), write_wqe(1, 4096, true)})}, w.t += 1'000);
+    w.carrier(0, {ring_completions({cqe(0, 300), cqe(1, 300, kRetryExc)})}, w.t += 1'000);
+    query(300, 6, 2, 2);
+    query(300, 6, 2, 2);
+    query(300, 3, 9, 9, EIO);
+    // QP 301: the owner's query tells ERR before the watcher reads the error CQE.
+    w.carrier(0, {ring_post(0x9100, 301, Poster::gpu, {write_wqe(0, 4096, true)})}, w.t += 1'000);
+    query(301, 6, 1, 1);
+    w.carrier(0, {ring_completions({cqe(0, 301, kRetryExc)})}, w.t += 1'000);
+    const json doc = w.finish();
+
+    auto progress = [&](uint32_t qpn) {
+        for (const auto& q : doc["qps"])
+            if (q["qp_num"] == qpn) return q["progress"];
+        return json();
+    };
+    const json p300 = progress(300), p301 = progress(301);
+    ASSERT_TRUE(p300.is_object());
+    ASSERT_TRUE(p301.is_object());
+    ASSERT_EQ(p300["states"].size(), 1u);
+    EXPECT_EQ(p300["states"][0]["state"], "ERR");
+    EXPECT_EQ(p300["states"][0]["source"], "error_completion");
+    EXPECT_EQ(p300["nic_query"]["state"], "ERR");
+    EXPECT_EQ(p300["nic_query"]["consumed_index"], 2);
+    EXPECT_EQ(p300["nic_query"]["producer_index"], 2);
+    ASSERT_EQ(p301["states"].size(), 2u);
+    EXPECT_EQ(p301["states"][0]["source"], "query_qp");
+    EXPECT_EQ(p301["states"][1]["source"], "error_completion");
+    EXPECT_EQ(p301["nic_query"]["consumed_index"], 1);
+}
+
 // dc_mlx5 / ud_mlx5 style: a DCI (or UD QP) has no connection; each WQE's address vector names the target: the
 // DCT number (or QPN) and the remote GID. Rank 1's DCT is a verbs QP of number 201.
 TEST(RingRecords, DcAndUdWqesResolveTheirPeerThroughTheirAddressVector) {

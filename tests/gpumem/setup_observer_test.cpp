@@ -150,6 +150,33 @@ TEST_F(SetupTest, NvshmemStyleDevxSetupIsLearnedAndWatched) {
     EXPECT_EQ(trace.modifies()[0].rgid_iid, 0x0102030405060708ull);
     EXPECT_EQ(trace.modifies()[0].ctx, kCtx);
 
+    // A QUERY_QP of it (a watchdog's): reported with the QP's context and number, the state and the counters;
+    // a failed one with its error; other query commands not at all.
+    {
+        namespace pf = prm::f;
+        std::vector<uint8_t> in(16, 0), out(512, 0);
+        prm::set_field(in.data(), in.size(), pf::opcode, prm::cmd::QUERY_QP);
+        prm::set_field(in.data(), in.size(), pf::obj_number, 0xabc);
+        prm::set_field(out.data(), out.size(), pf::qpc_state, 6);
+        prm::set_field(out.data(), out.size(), pf::qpc_hw_sq_wqebb_counter, 3);
+        prm::set_field(out.data(), out.size(), pf::qpc_sw_sq_wqebb_counter, 4);
+        obs.devx_queried(kQpObj, in.data(), in.size(), out.data(), out.size(), 0);
+        obs.devx_queried(kQpObj, in.data(), in.size(), out.data(), out.size(), EIO);
+        obs.devx_queried(kQpObj, in.data(), in.size(), out.data(), 8, 0);  // output cut short
+        prm::set_field(in.data(), in.size(), pf::opcode, 0x402);  // QUERY_CQ
+        obs.devx_queried(kQpObj, in.data(), in.size(), out.data(), out.size(), 0);
+        const auto qs = trace.queries();
+        ASSERT_EQ(qs.size(), 3u);
+        EXPECT_EQ(qs[0].ctx, kCtx);
+        EXPECT_EQ(qs[0].qpn, 0xabcu);
+        EXPECT_EQ(qs[0].state, 6u);
+        EXPECT_EQ(qs[0].hw_sq_wqebb_counter, 3u);
+        EXPECT_EQ(qs[0].sw_sq_wqebb_counter, 4u);
+        EXPECT_EQ(qs[0].err, 0);
+        EXPECT_EQ(qs[1].err, EIO);
+        EXPECT_EQ(qs[2].err, EPROTO);
+    }
+
     gpu_post_write(*q, 3);
     test::put_be16(cqe + 60, 3);  // completed, and the QP destroyed before the next sweep
     cqe[63] = 1;

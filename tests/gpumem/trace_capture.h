@@ -65,6 +65,7 @@ public:
     std::vector<st_gpu_qp_destroy_rec> destroys() const { std::lock_guard lk(mu_); return destroys_; }
     // Each gpu_qp_destroy's position among the ring records (`order` of the next one captured after it).
     std::vector<uint64_t> destroy_orders() const { std::lock_guard lk(mu_); return destroy_orders_; }
+    std::vector<st_gpu_qp_query_rec> queries() const { std::lock_guard lk(mu_); return queries_; }
 
     std::vector<Wqe> wqes() const {
         std::lock_guard lk(mu_);
@@ -168,6 +169,7 @@ private:
         case EventId::gpu_qp_create: self->qps_.push_back(*static_cast<const st_gpu_qp_create_rec*>(rec)); break;
         case EventId::gpu_cq_create: self->cqs_.push_back(*static_cast<const st_gpu_cq_create_rec*>(rec)); break;
         case EventId::gpu_qp_modify: self->modifies_.push_back(*static_cast<const st_gpu_qp_modify_rec*>(rec)); break;
+        case EventId::gpu_qp_query: self->queries_.push_back(*static_cast<const st_gpu_qp_query_rec*>(rec)); break;
         case EventId::gpu_qp_destroy:
             self->destroys_.push_back(*static_cast<const st_gpu_qp_destroy_rec*>(rec));
             self->destroy_orders_.push_back(self->order_);
@@ -189,6 +191,7 @@ private:
     std::vector<st_gpu_qp_modify_rec> modifies_;
     std::vector<st_gpu_qp_destroy_rec> destroys_;
     std::vector<uint64_t> destroy_orders_;
+    std::vector<st_gpu_qp_query_rec> queries_;
 };
 
 }  // namespace sigmatrace::gpumem::test

@@ -91,6 +91,7 @@ void Analysis::on_event(const DecodedEvent& ev) {
         }
         break;
     }
+    case EventId::gpu_qp_query: on_gpu_qp_query(ev, p); break;
     case EventId::qp_counters: on_qp_counters(ev, p); break;
     case EventId::gpu_watch_stats:
         topo_.anomalies().gpu_wqes_lost += ev.u(F::gpu_watch_stats::lost_wqes);
@@ -121,6 +122,24 @@ void Analysis::on_element(const DataElement& e) {
         if (e.malformed) ++topo_.anomalies().malformed_events;
     }
     recon_.on_element(e, p);
+}
+
+void Analysis::on_gpu_qp_query(const DecodedEvent& ev, ProcId p) {
+    if (ev.i64(F::gpu_qp_query::err) != 0) return;
+    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_qp_query::qpn));
+    QpId q = topo_.find_gpu_qp(p, qpn);
+    if (q == kNoId) q = topo_.find_qp_for_completion(p, 0, qpn);  // a verbs QP queried through DevX
+    if (q == kNoId) return;
+    // PRM qpc.state to enum ibv_qp_state (RESET 0 .. RTS 3, SQD 4, SQE 5, ERR 6; SQER is SQE, and SUSPENDED
+    // and the rest have no verbs name).
+    static constexpr int32_t kIbvState[] = {0, 1, 2, 3, 5, -1, 6, 4};
+    const auto prm = ev.u(F::gpu_qp_query::state);
+    NicQuery n;
+    n.ts = ev.ts_ns;
+    n.state = prm < std::size(kIbvState) ? kIbvState[prm] : -1;
+    n.consumed_index = static_cast<uint32_t>(ev.u(F::gpu_qp_query::hw_sq_wqebb_counter));
+    n.producer_index = static_cast<uint32_t>(ev.u(F::gpu_qp_query::sw_sq_wqebb_counter));
+    progress_.on_query(q, n);
 }
 
 void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {

@@ -95,6 +95,7 @@ public:
 private:
     friend class ReportBuilder;
 
+    void on_gpu_qp_query(const DecodedEvent& ev, ProcId p);
     void on_qp_counters(const DecodedEvent& ev, ProcId p);
     // The trace's time span: the earliest capture and the latest event.
     void note_time(int64_t begin, int64_t end);

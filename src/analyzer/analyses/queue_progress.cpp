@@ -19,10 +19,15 @@ QpProgress& QueueProgress::at(QpId q) {
     return qps_[q];
 }
 
-void QueueProgress::note_state(QpProgress& p, int32_t state, int64_t ts, bool from_completion) {
-    // An error completion of a QP already in ERR says nothing new.
-    if (from_completion && !p.states.empty() && p.states.back().state == state) return;
-    if (p.states.size() < kMaxStates) p.states.push_back({ts, state, from_completion});
+void QueueProgress::note_state(QpProgress& p, int32_t state, int64_t ts, QpStateChange::Source source) {
+    // A query confirming the known state, or a second error completion of a QP in ERR, says nothing new. The first
+    // error completion is kept after a query that said ERR: it is the cause, read by the watcher after the owner's
+    // query when the owner polled first.
+    if (!p.states.empty() && p.states.back().state == state &&
+        (source == QpStateChange::Source::query_qp ||
+         (source == QpStateChange::Source::error_completion && p.states.back().source == source)))
+        return;
+    if (p.states.size() < kMaxStates) p.states.push_back({ts, state, source});
 }
 
 void QueueProgress::add(const Operation& op) {
@@ -50,7 +55,7 @@ void QueueProgress::add(const Operation& op) {
         unacknowledged();
         ++p.stuck;
         // An RC QP that completes with an error goes to ERR (the verbs specification).
-        note_state(p, kQpsErr, op.done_ts, true);
+        note_state(p, kQpsErr, op.done_ts, QpStateChange::Source::error_completion);
         break;
     case OpOutcome::Flushed:
         ++p.flushed;
@@ -68,11 +73,17 @@ void QueueProgress::add(const Operation& op) {
 
 void QueueProgress::on_owner_state(QpId q, int32_t state, int64_t ts) {
     QpProgress& p = at(q);
-    note_state(p, state, ts, false);
+    note_state(p, state, ts, QpStateChange::Source::modify_qp);
     if (state == kQpsReset || state == kQpsErr) p.owner_teardown_ts = ts;
 }
 
 void QueueProgress::on_owner_destroy(QpId q, int64_t ts) { at(q).owner_teardown_ts = ts; }
+
+void QueueProgress::on_query(QpId q, const NicQuery& n) {
+    QpProgress& p = at(q);
+    p.nic = n;
+    if (n.state >= 0) note_state(p, n.state, n.ts, QpStateChange::Source::query_qp);
+}
 
 std::vector<StalledQueue> QueueProgress::stalled(int64_t end_ts, int64_t stall_ns) const {
     std::vector<StalledQueue> out;

@@ -20,9 +20,18 @@
 namespace sigmatrace::analyzer {
 
 struct QpStateChange {
+    enum class Source : uint8_t { modify_qp, error_completion, query_qp };
     int64_t ts = 0;
     int32_t state = 0;            // enum ibv_qp_state
-    bool from_completion = false; // an error completion moved it to ERR (else its owner's modify_qp)
+    Source source = Source::modify_qp;  // its owner's modify_qp, an error completion (ERR), or a QUERY_QP's answer
+};
+
+// What the NIC said of the QP when its owner last queried it (QUERY_QP, gpu_qp_query).
+struct NicQuery {
+    int64_t ts = 0;
+    int32_t state = 0;            // enum ibv_qp_state
+    uint32_t consumed_index = 0;  // WQEBBs the NIC consumed (hw_sq_wqebb_counter), mod 2^16
+    uint32_t producer_index = 0;  // the last doorbell it accepted (sw_sq_wqebb_counter), mod 2^16
 };
 
 struct QpProgress {
@@ -40,6 +49,7 @@ struct QpProgress {
     int64_t first_flush_ts = -1;  // when the first flush since the last success completed (-1: none)
     int64_t owner_teardown_ts = -1;                 // latest modify to RESET/ERR or destroy by its owner
     std::vector<QpStateChange> states;              // bounded: the first kMaxStates changes
+    std::optional<NicQuery> nic;                    // the latest QUERY_QP answer
 };
 
 struct StalledQueue {
@@ -57,6 +67,9 @@ public:
     // The owner changed the QP's state (qp_modify), or destroyed it (destroyed: state ignored).
     void on_owner_state(QpId q, int32_t state, int64_t ts);
     void on_owner_destroy(QpId q, int64_t ts);
+    // Its owner queried the QP (QUERY_QP): the NIC's view. A state it did not know from the trace is a change
+    // (the NIC moves a QP to ERR by itself).
+    void on_query(QpId q, const NicQuery& n);
 
     // nullptr when the QP had no send-queue operation and no state change.
     const QpProgress* of(QpId q) const { return q < qps_.size() && used_[q] ? &qps_[q] : nullptr; }
@@ -67,7 +80,7 @@ public:
 
 private:
     QpProgress& at(QpId q);
-    void note_state(QpProgress& p, int32_t state, int64_t ts, bool from_completion);
+    void note_state(QpProgress& p, int32_t state, int64_t ts, QpStateChange::Source source);
 
     std::vector<QpProgress> qps_;
     std::vector<ProcId> procs_;

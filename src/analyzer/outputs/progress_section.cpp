@@ -23,6 +23,15 @@ std::string_view qp_state_name(int32_t s) {
     return s >= 0 && s < 7 ? names[s] : std::string_view("UNKNOWN");
 }
 
+std::string_view source_name(QpStateChange::Source s) {
+    switch (s) {
+    case QpStateChange::Source::modify_qp: return "modify_qp";
+    case QpStateChange::Source::error_completion: return "error_completion";
+    case QpStateChange::Source::query_qp: return "query_qp";
+    }
+    return "unknown";
+}
+
 }  // namespace
 
 json ReportBuilder::completion_error_json(const Operation& op) const {
@@ -73,7 +82,7 @@ json ReportBuilder::progress_json(QpId q) const {
     for (const QpStateChange& s : p->states)
         states.push_back(json{{"time_ns", s.ts - a_.first_ts_},
                               {"state", std::string(qp_state_name(s.state))},
-                              {"source", s.from_completion ? "error_completion" : "modify_qp"}});
+                              {"source", source_name(s.source)}});
     return json{{"posted", p->posted},
                 {"completed", p->completed},
                 {"failed", p->failed},
@@ -83,7 +92,16 @@ json ReportBuilder::progress_json(QpId q) const {
                 {"last_completed", opt(p->last_completed)},
                 {"first_unacknowledged", opt(p->first_unacknowledged)},
                 {"last_error", p->last_error ? completion_error_json(*p->last_error) : json(nullptr)},
-                {"states", std::move(states)}};
+                {"states", std::move(states)},
+                {"nic_query", nic_query_json(p->nic)}};
+}
+
+json ReportBuilder::nic_query_json(const std::optional<NicQuery>& n) const {
+    if (!n) return nullptr;
+    return json{{"time_ns", n->ts - a_.first_ts_},
+                {"state", std::string(qp_state_name(n->state))},
+                {"consumed_index", n->consumed_index},
+                {"producer_index", n->producer_index}};
 }
 
 void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
@@ -104,6 +122,7 @@ void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
         ev["ended_by_owner"] = s.ended_by_owner;
         ev["threshold_ns"] = a_.options_.stall_after_ns;
         ev["last_error"] = p.last_error ? completion_error_json(*p.last_error) : json(nullptr);
+        ev["nic_query"] = nic_query_json(p.nic);
         json companions = json::array();
         for (QpId o : a_.progress_.flushed_companions(s.qp, qp.proc)) {
             const QpProgress& c = *a_.progress_.of(o);
@@ -125,6 +144,12 @@ void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
             else
                 error += fmt::format(" (vendor_err {})", e["vendor_err"].get<std::string>());
         }
+        // The NIC's own word, when the owner asked (QUERY_QP): its state and how far it consumed the ring.
+        const std::string nic =
+            p.nic ? fmt::format("; QUERY_QP {}: state {}, NIC consumed index {} of producer index {}",
+                                format_ns(static_cast<double>(p.nic->ts - a_.first_ts_)), qp_state_name(p.nic->state),
+                                p.nic->consumed_index, p.nic->producer_index)
+                  : std::string();
         const json peer = ev["peer"];
         findings.push_back(json{
             {"kind", "stalled_queue"},
@@ -137,7 +162,7 @@ void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
                          !peer.contains("qp_num") || peer["qp_num"].is_null() ? std::string("?") : std::to_string(peer["qp_num"].get<uint32_t>()),
                          s.ended_by_owner ? "had, until its owner tore it down," : "has had", format_ns(static_cast<double>(s.stalled_ns)), p.unacknowledged, p.posted,
                          opcode_name(w.opcode), format_bytes(static_cast<double>(w.bytes)), w.raddr,
-                         w.poster == records::Poster::verbs ? "wr_id" : "wqe", w.wr_id, error,
+                         w.poster == records::Poster::verbs ? "wr_id" : "wqe", w.wr_id, error + nic,
                          companions.empty() ? std::string()
                                             : fmt::format("; {} companion QP(s) flushed", companions.size()))},
             {"evidence", std::move(ev)}});

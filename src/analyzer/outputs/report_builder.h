@@ -3,12 +3,14 @@
 // from this document, so every output says the same thing.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "analyzer/analyses/model.h"
+#include "analyzer/analyses/queue_progress.h"
 
 namespace sigmatrace::analyzer {
 
@@ -55,6 +57,7 @@ private:
     // progress_section.cpp: qps[].progress (null when none), an operation as evidence, an error completion's
     // status and syndrome, and the stalled_queue findings.
     nlohmann::json progress_json(QpId q) const;
+    nlohmann::json nic_query_json(const std::optional<NicQuery>& n) const;
     nlohmann::json wqe_json(const Operation& op) const;
     nlohmann::json completion_error_json(const Operation& op) const;
     void add_stall_findings(nlohmann::json& findings, bool error_storm) const;

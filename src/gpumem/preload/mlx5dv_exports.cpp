@@ -108,6 +108,16 @@ ST_EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj* obj, const void* in
     return ret;
 }
 
+ST_EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj* obj, const void* in, size_t inlen, void* out,
+                                    size_t outlen) {
+    auto real = ST_REAL_MLX5(mlx5dv_devx_obj_query, "MLX5_1.7");
+    if (!real) return missing_real_errno<int>("mlx5dv_devx_obj_query", "MLX5_1.7", ENOSYS, ENOSYS);
+    HookScope scope;
+    const int ret = real(obj, in, inlen, out, outlen);
+    if (scope.outermost()) observe([&](auto& o) { o.devx_queried(u64(obj), in, inlen, out, outlen, ret); });
+    return ret;
+}
+
 ST_EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj* obj) {
     auto real = ST_REAL_MLX5(mlx5dv_devx_obj_destroy, "MLX5_1.7");
     if (!real) return missing_real_errno<int>("mlx5dv_devx_obj_destroy", "MLX5_1.7", ENOSYS, ENOSYS);
@@ -126,6 +136,16 @@ ST_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp* qp, const void* in, size_t in
     // QPs this way) is known to the analyzer by (context, QP number) from its qp_create.
     const uint64_t ctx = qp ? u64(qp->context) : 0;
     if (scope.outermost()) observe([&](auto& o) { o.devx_modified(u64(qp), in, inlen, out, outlen, ret, ctx); });
+    return ret;
+}
+
+ST_EXPORT int mlx5dv_devx_qp_query(struct ibv_qp* qp, const void* in, size_t inlen, void* out, size_t outlen) {
+    auto real = ST_REAL_MLX5(mlx5dv_devx_qp_query, "MLX5_1.8");
+    if (!real) return missing_real_errno<int>("mlx5dv_devx_qp_query", "MLX5_1.8", ENOSYS, ENOSYS);
+    HookScope scope;
+    const int ret = real(qp, in, inlen, out, outlen);
+    const uint64_t ctx = qp ? u64(qp->context) : 0;
+    if (scope.outermost()) observe([&](auto& o) { o.devx_queried(u64(qp), in, inlen, out, outlen, ret, ctx); });
     return ret;
 }
 

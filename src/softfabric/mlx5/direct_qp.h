@@ -60,6 +60,10 @@ public:
 
     // Malformed WQEs met (each put the QP in error, as a NIC's local QP operation error does).
     uint64_t malformed() const { return malformed_; }
+    // QUERY_QP's counters: the WQEBBs executed and the producer index last read from the doorbell (mod 2^16).
+    // Read under the front end's lock, which the executor holds while it pumps.
+    uint16_t consumed_index() const { return static_cast<uint16_t>(next_); }
+    uint16_t accepted_index() const { return static_cast<uint16_t>(seen_); }
 
 private:
     struct LocalCompletion {  // a WQE the engine never sees (NOP): completes after `after` engine completions

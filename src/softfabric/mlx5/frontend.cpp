@@ -149,6 +149,20 @@ uint32_t access_of(const prm::ModifyQp& m) {
 }
 constexpr uint32_t kOptParamAccess = (1u << 1) | (1u << 2) | (1u << 3);
 
+// qpc.state's encoding of a QP state.
+uint32_t prm_state(ibv_qp_state s) {
+    switch (s) {
+    case IBV_QPS_RESET: return 0;
+    case IBV_QPS_INIT: return 1;
+    case IBV_QPS_RTR: return 2;
+    case IBV_QPS_RTS: return 3;
+    case IBV_QPS_SQE: return 4;
+    case IBV_QPS_ERR: return 6;
+    case IBV_QPS_SQD: return 7;
+    default: return 6;
+    }
+}
+
 // Fills a command output: status 0 and, for creates, the object number.
 void write_out(void* out, size_t outlen, uint32_t number) {
     if (!out || outlen < 16) return;
@@ -293,9 +307,24 @@ public:
         return 0;
     }
 
-    int obj_query(mlx5dv_devx_obj*, const void* in, size_t inlen, void*, size_t) {
-        say_once("DevX query command not emulated on fabric devices", prm::command_opcode(prm::Mailbox(in, inlen)));
-        return EOPNOTSUPP;
+    // QUERY_QP (DOCA's doca_verbs_qp_query, a watchdog asking whether its QP went to ERR): the state and the send
+    // queue's counters. Other queries are not emulated.
+    int obj_query(mlx5dv_devx_obj* handle, const void* in, size_t inlen, void* out, size_t outlen) {
+        const prm::Mailbox cmd(in, inlen);
+        if (prm::command_opcode(cmd) != prm::cmd::QUERY_QP) {
+            say_once("DevX query command not emulated on fabric devices", prm::command_opcode(cmd));
+            return EOPNOTSUPP;
+        }
+        if (!out || outlen < prm::f::qpc_sw_sq_wqebb_counter.bytes_needed()) return EINVAL;
+        std::lock_guard lk(mu_);  // the executor holds it while it pumps: the counters are still
+        auto it = objects_.find(handle);
+        if (it == objects_.end() || it->second->kind != DevxObject::Kind::Qp) return EINVAL;
+        const DirectQp& dq = *it->second->qp;
+        std::memset(out, 0, outlen);
+        prm::set_field(out, outlen, prm::f::qpc_state, prm_state(it->second->qp->engine().state()));
+        prm::set_field(out, outlen, prm::f::qpc_hw_sq_wqebb_counter, dq.consumed_index());
+        prm::set_field(out, outlen, prm::f::qpc_sw_sq_wqebb_counter, dq.accepted_index());
+        return 0;
     }
 
     int obj_destroy(mlx5dv_devx_obj* handle) {

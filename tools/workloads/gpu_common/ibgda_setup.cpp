@@ -245,6 +245,26 @@ bool IbgdaTransport::modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd
     return true;
 }
 
+bool IbgdaTransport::query(int pe, QpQuery& q, std::string& error) {
+    std::vector<uint8_t> in(kCmdBytes, 0);
+    set(in, f::opcode, prm::cmd::QUERY_QP);
+    set(in, f::obj_number, qps_.at(static_cast<size_t>(pe))->qpn);
+    std::vector<uint8_t> out(512, 0);
+    if (int err = mlx5dv_devx_obj_query(qp_objs_.at(static_cast<size_t>(pe)), in.data(), in.size(), out.data(), out.size())) {
+        errno = err;
+        error = errno_text("QUERY_QP");
+        return false;
+    }
+    prm::QueryQpOut r;
+    prm::ParseError perr;
+    if (!prm::parse_query_qp_out(prm::Mailbox(out.data(), out.size()), r, perr)) {
+        error = std::string("QUERY_QP: ") + (perr.what ? perr.what : "unreadable output");
+        return false;
+    }
+    q = {r.state, r.hw_sq_wqebb_counter, r.sw_sq_wqebb_counter};
+    return true;
+}
+
 bool IbgdaTransport::connect(int pe, const PeInfo& peer, std::string& error) {
     mlx5dv_devx_obj* qp = qp_objs_.at(static_cast<size_t>(pe));
     const uint32_t qpn = qps_[static_cast<size_t>(pe)]->qpn;

@@ -58,6 +58,13 @@ public:
     // Connects our QP for `pe` to the peer's QP for us.
     bool connect(int pe, const PeInfo& peer, std::string& error);
     PeInfo local_info() const;
+    // QUERY_QP of our QP for `pe` (DOCA's doca_verbs_qp_query): qpc.state and the send counters.
+    struct QpQuery {
+        uint32_t state = 0;               // PRM: 3 RTS, 6 ERR, ...
+        uint32_t hw_sq_wqebb_counter = 0;
+        uint32_t sw_sq_wqebb_counter = 0;
+    };
+    bool query(int pe, QpQuery& q, std::string& error);
 
     GpuQp& qp(int pe) { return *qps_[pe]; }
     uint8_t* heap() { return heap_; }

@@ -9,7 +9,8 @@
 //         that put fails the same way, unacknowledged; PE 1 then waits forever for the signal, as GIN's
 //         waitSignal does.
 // Each PE prints one line "gpu_gin_hang: PE P: ..." once it waits, with what it posted (QP number, the WQE's
-// index and remote address, the CQE's syndromes), so a test can check what the report names.
+// index and remote address, the CQE's syndromes) and what a QUERY_QP of its QP then said (state and send
+// counters, as a watchdog asks), so a test can check what the report names.
 //
 //   mpirun -np 2 sigmatrace fabric --node rank --config FABRIC.conf -- gpu_gin_hang [--write-bytes B] [--wait-ms MS]
 #include <mpi.h>
@@ -41,6 +42,16 @@ Completion wait_for(GpuQp& q, uint64_t index) {
         if (p.kind == GpuQp::Cqe::Ok && p.counter == static_cast<uint16_t>(index)) return {};
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+}
+
+// A watchdog's look at the QP after the error (DOCA's doca_verbs_qp_query: QUERY_QP through DevX): prints
+// "QUERY_QP state S hw H sw W" (PRM state, 6 = ERR) for the test to compare with the report.
+std::string query_text(IbgdaTransport& t, int pe) {
+    IbgdaTransport::QpQuery q;
+    std::string error;
+    if (!t.query(pe, q, error)) return "QUERY_QP failed: " + error;
+    return "QUERY_QP state " + std::to_string(q.state) + " hw " + std::to_string(q.hw_sq_wqebb_counter) + " sw " +
+           std::to_string(q.sw_sq_wqebb_counter);
 }
 
 [[noreturn]] void wait_forever(const uint8_t* word, int me) {
@@ -82,9 +93,9 @@ int main(int argc, char** argv) {
         q.submit(r, 1);
         const Completion c = wait_for(q, r);
         std::printf("gpu_gin_hang: PE 1: qp %u wqe %llu put to 0x%llx completed with %s, syndrome 0x%x, vendor 0x%x; "
-                    "waiting for the signal at 0x%llx\n",
+                    "%s; waiting for the signal at 0x%llx\n",
                     q.qpn, static_cast<unsigned long long>(r), static_cast<unsigned long long>(far.heap_addr),
-                    c.error ? "error" : "success", c.syndrome, c.vendor_syndrome,
+                    c.error ? "error" : "success", c.syndrome, c.vendor_syndrome, query_text(t, peer).c_str(),
                     static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(heap + signal)));
         std::fflush(stdout);
         wait_forever(heap + signal, me);
@@ -104,9 +115,10 @@ int main(int argc, char** argv) {
     q.write_fetch_add(a, reinterpret_cast<uint64_t>(heap + fetch), t.heap_lkey(), target, far.heap_rkey, 1, true);
     q.submit(a, 1);
     const Completion c = wait_for(q, a);
-    std::printf("gpu_gin_hang: PE 0: qp %u wqe %llu atomic to 0x%llx completed with %s, syndrome 0x%x, vendor 0x%x\n",
+    std::printf("gpu_gin_hang: PE 0: qp %u wqe %llu atomic to 0x%llx completed with %s, syndrome 0x%x, vendor 0x%x; "
+                "%s\n",
                 q.qpn, static_cast<unsigned long long>(a), static_cast<unsigned long long>(target),
-                c.error ? "error" : "success", c.syndrome, c.vendor_syndrome);
+                c.error ? "error" : "success", c.syndrome, c.vendor_syndrome, query_text(t, peer).c_str());
     std::fflush(stdout);
     wait_forever(heap + signal, me);
 }
