@@ -334,7 +334,10 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
         if (moved < 0x8000) c = b + moved;
     }
     const uint64_t guard = config_.guard_for(n);
-    const uint64_t safe_from = c + guard > n ? c + guard - n : 0;
+    uint64_t safe_from = c + guard > n ? c + guard - n : 0;
+    // Slots of WQEs the NIC has not completed cannot have been reused: a producer that filled its ring between
+    // two sweeps (a burst) loses nothing it is still waiting on.
+    if (uint64_t done = 0; safe_from > start && completion_bound(s, c, start, b, done)) safe_from = std::min(safe_from, std::max(done, start));
 
     const RingView view{scratch_.data(), n};
     WqeBatch batch(s.q.key, s.q.qpn, s.q.poster, config_.redact_addresses, config_.redact_keys);
@@ -379,6 +382,35 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
     stats_.wqes_decoded += decoded;
     report_stats(s);
     return decoded;
+}
+
+bool Watcher::completion_bound(const SqState& s, uint64_t c, uint64_t start, uint64_t end, uint64_t& done) {
+    const CqState* cq = nullptr;
+    for (const CqState& x : cqs_)
+        if (x.q.cqn == s.q.cqn && x.q.ctx == s.q.ctx) cq = &x;
+    // A CQ shared by several send queues may show another queue's completion in its one slot; a ring CQ's newest
+    // entry needs a walk that may meet entries the application consumed and invalidated. Neither bounds this one.
+    if (!cq || !(cq->q.collapsed || cq->q.ncqe == 1) || cq->sqs.size() != 1 || cq->q.compressed || c == 0) return false;
+    const uint32_t cqe_size = cq->q.cqe_size == 128 ? 128 : 64;
+    uint8_t raw[128];
+    if (!memory_.read(raw, cq->q.ring_addr, cqe_size, cq->q.ring_mem)) return false;
+    mlx5::Cqe64 cqe;
+    std::memcpy(&cqe, raw + (cqe_size - 64), sizeof cqe);
+    if (cqe.opcode() == mlx5::cqe_op::INVALID || cqe.qpn() != s.q.qpn) return false;
+    static constexpr uint8_t kZero[64] = {};
+    if (std::memcmp(raw + (cqe_size - 64), kZero, 64) == 0) return false;  // never written
+    // The completed WQE's index, extended: the newest index <= c - 1 with these low 16 bits.
+    const uint64_t last = c - 1 - static_cast<uint16_t>(static_cast<uint16_t>(c - 1) - cqe.wqe_index());
+    // Its own blocks are free too: its size from the snapshot when it is there, else the largest WQE's (16).
+    uint64_t blocks = 16;
+    if (last >= start && last < end) {
+        DecodedWqe w;
+        const RingView view{scratch_.data(), s.q.wqebbs};
+        decode_wqe(view, static_cast<uint32_t>(last & (s.q.wqebbs - 1)), s.q.transport, w);
+        if (w.wqe_index == static_cast<uint16_t>(last) && w.wqebbs > 0) blocks = w.wqebbs;
+    }
+    done = last + blocks;
+    return true;
 }
 
 size_t Watcher::sweep_scanned_queue(SqState& s, Backlog& backlog, bool final) {

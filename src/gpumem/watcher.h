@@ -139,6 +139,10 @@ private:
     void emit_cqe(CqState& c, const mlx5::Cqe64& e, uint64_t addr, CqeBatch& batch);
     void release_held(CqState& c, CqeBatch& batch, bool all);
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
+    // One past the newest WQE of `s` its CQ shows completed now (extended, at most `c`), read after the ring copy:
+    // a WQE not completed cannot have had its slot reused. False when the CQ cannot bound it (not watched, not a
+    // collapsed or 1-entry CQ of this queue alone, no completion in it yet).
+    bool completion_bound(const SqState& s, uint64_t c, uint64_t start, uint64_t end, uint64_t& done);
     void report_stats(SqState& s);
 
     QueueRegistry& registry_;

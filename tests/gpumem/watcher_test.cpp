@@ -399,6 +399,49 @@ TEST(WatcherCq, OneEntryCqReportsTheLatestCompletionWhateverItsOwnerBit) {
     EXPECT_EQ(ev[2].wqe_counter.at(0), 10);
 }
 
+// A producer batching its doorbells (guard 4 here, 128 for UCX GDAKI) fills its ring between two sweeps: the guard
+// alone would count its 4 oldest WQEs lost, since the producer may be writing the next lap over them. But it reuses
+// a slot only after the WQE in it completed, and its CQ (collapsed or 1-entry, its own) says how far that is:
+// only the completed WQEs among those 4 are lost. A completion of another QP, or none yet, bounds nothing; and a
+// slot whose WQE did complete and was overwritten during the copy is still not decoded.
+TEST(WatcherCq, UncompletedWqesOfAFullRingAreDecodedDespiteTheGuard) {
+    struct Case {
+        const char* what;
+        int completed;        // the CQE's WQE index, -1: none written
+        uint32_t cqe_qpn;
+        bool tear_slot_0;     // the producer writes WQE 16 into slot 0 while the watcher copies
+        size_t lost;
+    };
+    for (const Case& k : {Case{"WQE 1 completed", 1, 0x55, false, 2}, Case{"no completion yet", -1, 0x55, false, 4},
+                          Case{"another QP's completion", 1, 0x66, false, 4}, Case{"WQE 0 completed, slot 0 torn", 0, 0x55, true, 1}}) {
+        SCOPED_TRACE(k.what);
+        TraceCapture trace;
+        FakeProducer prod(16, 0x55);
+        for (uint64_t i = 0; i < 16; ++i) prod.post_write(i);
+        alignas(64) uint8_t cqe[64];
+        std::memset(cqe, 0xff, sizeof cqe);
+        if (k.completed >= 0) write_cqe(cqe, mlx5::cqe_op::REQ, false, static_cast<uint16_t>(k.completed), k.cqe_qpn, 64, 10);
+        QueueRegistry reg;
+        auto q = prod.queue();
+        q.cqn = 0x77;
+        reg.add_send_queue(q);
+        CompletionQueue cq = collapsed_cq(cqe);
+        cq.collapsed = false;  // UCX GDAKI's 1-entry CQ
+        reg.add_completion_queue(cq);
+        InterferingReader mem([&] {
+            if (k.tear_slot_0) prod.post_write(16, /*ring_doorbell=*/false);
+        });
+        WatcherConfig cfg;
+        cfg.guard_wqebbs = 4;
+        Watcher w(reg, mem, cfg);
+        w.sweep_once();
+        const auto wqes = trace.wqes();
+        EXPECT_EQ(trace.lost_total(), k.lost);
+        ASSERT_EQ(wqes.size(), 16 - k.lost);
+        for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], k.lost + i, 0x55);
+    }
+}
+
 TEST(WatcherCq, ACompletionNeverPrecedesTheWqesItCompletes) {
     // A sweep reads the send queues, then the CQs. Here the producer posts WQEs 1..40 and the NIC completes them
     // between those two reads (a watcher preempted mid-sweep: gpu_moe_dispatch under ASan on a loaded machine).
