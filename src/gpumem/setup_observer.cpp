@@ -258,6 +258,9 @@ void SetupObserver::devx_modified(uint64_t obj, const void* in, size_t inlen, co
         st_gpu_qp_modify_rec rec{ctx, m.qpn, m.opcode, m.remote_qpn, m.rlid, m.rgid_prefix(), m.rgid_iid(), ret};
         ST_TRACE_EMIT(gpu_qp_modify, &rec);
     }
+    // A QP ready to send is about to: sweep at the busy period from now (a first burst that fills the ring within
+    // one idle period would otherwise lose its oldest WQEs).
+    if (ret == 0 && m.opcode == prm::cmd::RTR2RTS_QP && sq && watcher_) watcher_->wake();
     if (ret == 0 && m.opcode == prm::cmd::QP_2RST && sq) {
         // A reset QP starts posting at WQE 0 again.
         ++sq->epoch;

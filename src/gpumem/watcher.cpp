@@ -396,9 +396,15 @@ bool Watcher::completion_bound(const SqState& s, uint64_t c, uint64_t start, uin
     if (!memory_.read(raw, cq->q.ring_addr, cqe_size, cq->q.ring_mem)) return false;
     mlx5::Cqe64 cqe;
     std::memcpy(&cqe, raw + (cqe_size - 64), sizeof cqe);
-    if (cqe.opcode() == mlx5::cqe_op::INVALID || cqe.qpn() != s.q.qpn) return false;
     static constexpr uint8_t kZero[64] = {};
-    if (std::memcmp(raw + (cqe_size - 64), kZero, 64) == 0) return false;  // never written
+    if (cqe.opcode() == mlx5::cqe_op::INVALID || std::memcmp(raw + (cqe_size - 64), kZero, 64) == 0) {
+        // As initialised, and no completion ever seen in it: nothing has completed, no slot was reused (a burst's
+        // first sweep). Once one was seen, an invalid slot is one the application wrote back: no bound.
+        if (cq->have_last) return false;
+        done = start;
+        return true;
+    }
+    if (cqe.qpn() != s.q.qpn) return false;
     // The completed WQE's index, extended: the newest index <= c - 1 with these low 16 bits.
     const uint64_t last = c - 1 - static_cast<uint16_t>(static_cast<uint16_t>(c - 1) - cqe.wqe_index());
     // Its own blocks are free too: its size from the snapshot when it is there, else the largest WQE's (16).

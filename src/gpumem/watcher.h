@@ -141,7 +141,7 @@ private:
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
     // One past the newest WQE of `s` its CQ shows completed now (extended, at most `c`), read after the ring copy:
     // a WQE not completed cannot have had its slot reused. False when the CQ cannot bound it (not watched, not a
-    // collapsed or 1-entry CQ of this queue alone, no completion in it yet).
+    // collapsed or 1-entry CQ of this queue alone, its slot invalidated after a completion was seen).
     bool completion_bound(const SqState& s, uint64_t c, uint64_t start, uint64_t end, uint64_t& done);
     void report_stats(SqState& s);
 

@@ -300,6 +300,55 @@ TEST_F(GpuAcceptance, UcxGdakiTraceHoldsEveryWqe) {
     expect_ops_match_truth(analyze(), total);
 }
 
+// The same on a ring of 256, two batches: the producer gets ahead of its doorbell record by up to a batch, so the
+// watcher may lose WQEs (docs/gpumem.md, "Limits"). Whatever it loses it counts: per QP, the WQEs traced are the
+// posted ones in order with gaps, exact where present, and traced + counted lost = posted; the analysis counts
+// exactly the traced ones and says how many were lost.
+TEST_F(GpuAcceptance, UcxGdakiOnASmallRingCountsEveryWqeItLoses) {
+    ASSERT_EQ(setenv("SIGMATRACE_GPU_WATCH_GUARD", "128", 1), 0);
+    const int rc = record("gpu_ucx_gdaki", "--iters 300 --channels 2 --log-sq 8 --ring-every 128");
+    unsetenv("SIGMATRACE_GPU_WATCH_GUARD");
+    ASSERT_EQ(rc, 0) << slurp(work_ / "run.log");
+    const Trace t = read_trace((work_ / "trace").string());
+    ASSERT_TRUE(t.error.empty()) << t.error;
+    std::map<uint32_t, std::vector<Wqe>> got;
+    uint64_t lost = 0, malformed = 0;
+    size_t learned = 0;
+    trace_wqes(t, got, lost, malformed, learned);
+    std::map<uint32_t, uint64_t> lost_by_qp;
+    for (const auto& e : t.events)
+        if (e.name == "sigmatrace:gpu_watch_stats") lost_by_qp[static_cast<uint32_t>(e.u("qpn"))] += e.u("lost_wqes");
+    EXPECT_EQ(malformed, 0u);
+    const auto truth = truth_wqes();
+    ASSERT_EQ(truth.size(), size_t{kPes} * (kPes - 1));
+    uint64_t traced = 0;
+    for (const auto& [qpn, want] : truth) {
+        const std::vector<Wqe>& have = got[qpn];
+        EXPECT_EQ(have.size() + lost_by_qp[qpn], want.size()) << "QP " << qpn;
+        size_t j = 0;
+        for (size_t i = 0; i < have.size(); ++i) {
+            while (j < want.size() && !(want[j] == have[i])) ++j;
+            if (j == want.size()) {
+                ADD_FAILURE() << "QP " << qpn << ": traced WQE #" << i << " " << have[i] << " is no posted WQE in order";
+                break;
+            }
+            ++j;
+        }
+        traced += have.size();
+    }
+    std::printf("UCX GDAKI, ring 256: %llu WQEs traced, %llu counted lost\n", static_cast<unsigned long long>(traced),
+                static_cast<unsigned long long>(lost));
+    const nlohmann::json a = analyze();
+    ASSERT_TRUE(a.is_object());
+    EXPECT_EQ(a["ops"]["total"].get<uint64_t>(), traced);
+    std::string count = std::to_string(lost);  // as the report writes counts: 1,234
+    for (size_t k = count.size(); k > 3; k -= 3) count.insert(k - 3, ",");
+    bool said = lost == 0;
+    for (const auto& w : a["warnings"])
+        if (w.get<std::string>().rfind(count + " WQEs of directly driven queues", 0) == 0) said = true;
+    EXPECT_TRUE(said) << "no warning gives the " << lost << " lost WQEs: " << a["warnings"];
+}
+
 TEST_F(GpuAcceptance, BfsLevelLoopShowsItsBarrierSpreadAndTheLatePe) {
     constexpr int kLevels = 8, kDelayMs = 20, kLate = 2;
     ASSERT_EQ(record("gpu_bfs_levels", "--levels 8 --delay-ms 20 --late 2"), 0) << slurp(work_ / "run.log");

@@ -402,25 +402,27 @@ TEST(WatcherCq, OneEntryCqReportsTheLatestCompletionWhateverItsOwnerBit) {
 // A producer batching its doorbells (guard 4 here, 128 for UCX GDAKI) fills its ring between two sweeps: the guard
 // alone would count its 4 oldest WQEs lost, since the producer may be writing the next lap over them. But it reuses
 // a slot only after the WQE in it completed, and its CQ (collapsed or 1-entry, its own) says how far that is:
-// only the completed WQEs among those 4 are lost. A completion of another QP, or none yet, bounds nothing; and a
-// slot whose WQE did complete and was overwritten during the copy is still not decoded.
+// only the completed WQEs among those 4 are lost, none while the CQ is as initialised. A completion of another QP,
+// or a slot invalidated after a completion was seen (written back by the application), bounds nothing; and a slot
+// whose WQE did complete and was overwritten during the copy is still not decoded.
 TEST(WatcherCq, UncompletedWqesOfAFullRingAreDecodedDespiteTheGuard) {
     struct Case {
         const char* what;
         int completed;        // the CQE's WQE index, -1: none written
         uint32_t cqe_qpn;
         bool tear_slot_0;     // the producer writes WQE 16 into slot 0 while the watcher copies
+        bool written_back;    // a completion was seen, then the slot was invalidated
         size_t lost;
     };
-    for (const Case& k : {Case{"WQE 1 completed", 1, 0x55, false, 2}, Case{"no completion yet", -1, 0x55, false, 4},
-                          Case{"another QP's completion", 1, 0x66, false, 4}, Case{"WQE 0 completed, slot 0 torn", 0, 0x55, true, 1}}) {
+    for (const Case& k : {Case{"WQE 1 completed", 1, 0x55, false, false, 2}, Case{"no completion yet", -1, 0x55, false, false, 0},
+                          Case{"another QP's completion", 1, 0x66, false, false, 4},
+                          Case{"WQE 0 completed, slot 0 torn", 0, 0x55, true, false, 1},
+                          Case{"slot written back", -1, 0x55, false, true, 4}}) {
         SCOPED_TRACE(k.what);
         TraceCapture trace;
         FakeProducer prod(16, 0x55);
-        for (uint64_t i = 0; i < 16; ++i) prod.post_write(i);
         alignas(64) uint8_t cqe[64];
         std::memset(cqe, 0xff, sizeof cqe);
-        if (k.completed >= 0) write_cqe(cqe, mlx5::cqe_op::REQ, false, static_cast<uint16_t>(k.completed), k.cqe_qpn, 64, 10);
         QueueRegistry reg;
         auto q = prod.queue();
         q.cqn = 0x77;
@@ -428,12 +430,18 @@ TEST(WatcherCq, UncompletedWqesOfAFullRingAreDecodedDespiteTheGuard) {
         CompletionQueue cq = collapsed_cq(cqe);
         cq.collapsed = false;  // UCX GDAKI's 1-entry CQ
         reg.add_completion_queue(cq);
-        InterferingReader mem([&] {
-            if (k.tear_slot_0) prod.post_write(16, /*ring_doorbell=*/false);
-        });
+        InterferingReader mem;
         WatcherConfig cfg;
         cfg.guard_wqebbs = 4;
         Watcher w(reg, mem, cfg);
+        if (k.written_back) {
+            write_cqe(cqe, mlx5::cqe_op::REQ, false, 0xffff, 0x55, 64, 10);  // the last lap's
+            w.sweep_once();
+            std::memset(cqe, 0xff, sizeof cqe);
+        }
+        for (uint64_t i = 0; i < 16; ++i) prod.post_write(i);
+        if (k.completed >= 0) write_cqe(cqe, mlx5::cqe_op::REQ, false, static_cast<uint16_t>(k.completed), k.cqe_qpn, 64, 10);
+        if (k.tear_slot_0) mem.arm([&] { prod.post_write(16, /*ring_doorbell=*/false); });
         w.sweep_once();
         const auto wqes = trace.wqes();
         EXPECT_EQ(trace.lost_total(), k.lost);
