@@ -339,6 +339,23 @@ CompletionQueue collapsed_cq(uint8_t* cqe) {
     return cq;
 }
 
+// A send queue of `slots` WQEBBs (QPN 0x55) whose CQ is a one-slot CQ over `cqe` (0xff-filled: INVALID, as
+// NVSHMEM and UCX initialise it), collapsed or 1-entry, both registered.
+struct QueueWithOneSlotCq {
+    FakeProducer prod;
+    alignas(64) uint8_t cqe[64];
+    QueueRegistry reg;
+    QueueWithOneSlotCq(uint32_t slots, bool collapsed) : prod(slots, 0x55) {
+        std::memset(cqe, 0xff, sizeof cqe);
+        auto q = prod.queue();
+        q.cqn = 0x77;
+        reg.add_send_queue(q);
+        CompletionQueue cq = collapsed_cq(cqe);
+        cq.collapsed = collapsed;
+        reg.add_completion_queue(cq);
+    }
+};
+
 TEST(WatcherCq, CollapsedCqReportsEachNewCompletionOnce) {
     TraceCapture trace;
     alignas(64) uint8_t cqe[64];
@@ -420,20 +437,13 @@ TEST(WatcherCq, UncompletedWqesOfAFullRingAreDecodedDespiteTheGuard) {
                           Case{"slot written back", -1, 0x55, false, true, 4}}) {
         SCOPED_TRACE(k.what);
         TraceCapture trace;
-        FakeProducer prod(16, 0x55);
-        alignas(64) uint8_t cqe[64];
-        std::memset(cqe, 0xff, sizeof cqe);
-        QueueRegistry reg;
-        auto q = prod.queue();
-        q.cqn = 0x77;
-        reg.add_send_queue(q);
-        CompletionQueue cq = collapsed_cq(cqe);
-        cq.collapsed = false;  // UCX GDAKI's 1-entry CQ
-        reg.add_completion_queue(cq);
+        QueueWithOneSlotCq sq(16, /*collapsed=*/false);  // UCX GDAKI's 1-entry CQ
+        auto& prod = sq.prod;
+        auto& cqe = sq.cqe;
         InterferingReader mem;
         WatcherConfig cfg;
         cfg.guard_wqebbs = 4;
-        Watcher w(reg, mem, cfg);
+        Watcher w(sq.reg, mem, cfg);
         if (k.written_back) {
             write_cqe(cqe, mlx5::cqe_op::REQ, false, 0xffff, 0x55, 64, 10);  // the last lap's
             w.sweep_once();
@@ -456,14 +466,10 @@ TEST(WatcherCq, ACompletionNeverPrecedesTheWqesItCompletes) {
     // The CQE must not reach the trace before WQEs 1..40: the analyzer would match it to nothing and leave every
     // WQE of the QP in flight. Then a CQE naming a WQE the producer never published is still emitted, at once.
     TraceCapture trace;
-    FakeProducer prod(64, 0x55);
-    alignas(64) uint8_t cqe[64];
-    std::memset(cqe, 0xff, sizeof cqe);
-    QueueRegistry reg;
-    auto q = prod.queue();
-    q.cqn = 0x77;
-    reg.add_send_queue(q);
-    reg.add_completion_queue(collapsed_cq(cqe));
+    QueueWithOneSlotCq sq(64, /*collapsed=*/true);
+    auto& prod = sq.prod;
+    auto& cqe = sq.cqe;
+    auto& reg = sq.reg;
     test::ActBeforeReadOf mem(reinterpret_cast<uint64_t>(cqe), [&] {
         for (uint64_t i = 1; i <= 40; ++i) prod.post_write(i);
         write_cqe(cqe, mlx5::cqe_op::REQ, false, 40, 0x55, 64, 1000);
