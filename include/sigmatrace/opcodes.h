@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 namespace sigmatrace {
@@ -118,6 +119,21 @@ inline int wr_opcode_from_mlx5(uint8_t op) {
     case mlx5op::TSO: return 10;
     default: return -1;
     }
+}
+
+// mlx5 PRM qpc.state (QUERY_QP's answer; mlx5_ifc.h MLX5_QPC_STATE_*) against enum ibv_qp_state (RESET 0, INIT 1,
+// RTR 2, RTS 3, SQD 4, SQE 5, ERR 6): the one table, used by the software fabric (its QUERY_QP answer) and the
+// analyzer (gpu_qp_query). Index: qpc.state 0 RST .. 7 SQD; 4 SQER is SQE; 5 has no verbs name.
+inline constexpr int32_t kIbvQpStateOfQpc[] = {0, 1, 2, 3, 5, -1, 6, 4};
+// The enum ibv_qp_state of a qpc.state, or -1 (SUSPENDED and the others with no verbs name).
+inline constexpr int32_t ibv_qp_state_from_qpc(uint64_t qpc) {
+    return qpc < std::size(kIbvQpStateOfQpc) ? kIbvQpStateOfQpc[qpc] : -1;
+}
+// The qpc.state of an enum ibv_qp_state (ERR for a value with no qpc state).
+inline constexpr uint32_t qpc_state_from_ibv(int32_t state) {
+    for (uint32_t q = 0; q < std::size(kIbvQpStateOfQpc); ++q)
+        if (kIbvQpStateOfQpc[q] == state) return q;
+    return 6;
 }
 
 // mlx5 CQE error syndromes (the PRM's table) to enum ibv_wc_status, as the verbs provider reports them: what the

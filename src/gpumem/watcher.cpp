@@ -187,7 +187,7 @@ void Watcher::sync_locked() {
         // not at the CQ's own destroy, when the trace no longer knows the QP's number.
         link_send_queues();
         for (auto& c : cqs_)
-            if (c.q.cqn == it->q.cqn && c.q.ctx == it->q.ctx) sweep_completion_queue(c);
+            if (completes(c, it->q)) sweep_completion_queue(c);
         it = sqs_.erase(it);
     }
     link_send_queues();  // the CQs' indices into sqs_ before their final sweeps below use them
@@ -236,7 +236,7 @@ void Watcher::link_send_queues() {
     for (auto& c : cqs_) {
         c.sqs.clear();
         for (size_t i = 0; i < sqs_.size(); ++i)
-            if (sqs_[i].q.cqn == c.q.cqn && sqs_[i].q.ctx == c.q.ctx) c.sqs.push_back(i);
+            if (completes(c, sqs_[i].q)) c.sqs.push_back(i);
     }
 }
 
@@ -384,25 +384,38 @@ size_t Watcher::sweep_send_queue(SqState& s, Backlog& backlog, bool final) {
     return decoded;
 }
 
+bool Watcher::completes(const CqState& c, const SendQueue& q) { return c.q.cqn == q.cqn && c.q.ctx == q.ctx; }
+
+bool Watcher::one_slot(const CqState& c) { return c.q.collapsed || c.q.ncqe == 1; }
+
+Watcher::Slot Watcher::read_slot(const CqState& c, mlx5::Cqe64& cqe) {
+    const uint32_t cqe_size = c.q.cqe_size == 128 ? 128 : 64;  // a 64-byte CQE is the last 64 bytes of a 128-byte one
+    uint8_t raw[128];
+    if (!memory_.read(raw, c.q.ring_addr, cqe_size, c.q.ring_mem)) return Slot::unreadable;
+    std::memcpy(&cqe, raw + (cqe_size - 64), sizeof cqe);
+    static constexpr uint8_t kZero[64] = {};
+    // INVALID as the application initialised it, or zero-filled: the NIC has not written it.
+    if (cqe.opcode() == cqe_op::INVALID || std::memcmp(&cqe, kZero, sizeof kZero) == 0) return Slot::unwritten;
+    return Slot::written;
+}
+
 bool Watcher::completion_bound(const SqState& s, uint64_t c, uint64_t start, uint64_t end, uint64_t& done) {
     const CqState* cq = nullptr;
     for (const CqState& x : cqs_)
-        if (x.q.cqn == s.q.cqn && x.q.ctx == s.q.ctx) cq = &x;
+        if (completes(x, s.q)) cq = &x;
     // A CQ shared by several send queues may show another queue's completion in its one slot; a ring CQ's newest
     // entry needs a walk that may meet entries the application consumed and invalidated. Neither bounds this one.
-    if (!cq || !(cq->q.collapsed || cq->q.ncqe == 1) || cq->sqs.size() != 1 || cq->q.compressed || c == 0) return false;
-    const uint32_t cqe_size = cq->q.cqe_size == 128 ? 128 : 64;
-    uint8_t raw[128];
-    if (!memory_.read(raw, cq->q.ring_addr, cqe_size, cq->q.ring_mem)) return false;
+    if (!cq || !one_slot(*cq) || cq->sqs.size() != 1 || cq->q.compressed || c == 0) return false;
     mlx5::Cqe64 cqe;
-    std::memcpy(&cqe, raw + (cqe_size - 64), sizeof cqe);
-    static constexpr uint8_t kZero[64] = {};
-    if (cqe.opcode() == mlx5::cqe_op::INVALID || std::memcmp(raw + (cqe_size - 64), kZero, 64) == 0) {
+    switch (read_slot(*cq, cqe)) {
+    case Slot::unreadable: return false;
+    case Slot::unwritten:
         // As initialised, and no completion ever seen in it: nothing has completed, no slot was reused (a burst's
         // first sweep). Once one was seen, an invalid slot is one the application wrote back: no bound.
         if (cq->have_last) return false;
         done = start;
         return true;
+    case Slot::written: break;
     }
     if (cqe.qpn() != s.q.qpn) return false;
     // The completed WQE's index, extended: the newest index <= c - 1 with these low 16 bits.
@@ -520,25 +533,19 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
     release_held(c, batch, final);
     size_t seen = 0;
 
-    if (c.q.collapsed || c.q.ncqe == 1) {
+    if (one_slot(c)) {
         // One slot the NIC rewrites in place: a sweep sees only the latest completion. A 1-entry CQ is one too
         // (UCX GDAKI's, overrun ignored): its owner bit flips with each write, consumed or not, so it cannot be
         // followed by owner bit like a ring -- after an even number of writes it would look unwritten.
-        if (!memory_.read(cq_scratch_.data(), c.q.ring_addr, cqe_size, c.q.ring_mem)) {
-            ++stats_.read_failures;
-            return 0;
-        }
-        const uint8_t* e = cq_scratch_.data() + tail;
         Cqe64 cqe;
-        std::memcpy(&cqe, e, sizeof cqe);
-        if (cqe.opcode() == cqe_op::INVALID) return 0;
-        static constexpr uint8_t kZero[64] = {};
-        if (std::memcmp(e, kZero, 64) == 0) return 0;  // a zero-filled slot the NIC has not written yet
+        const Slot slot = read_slot(c, cqe);
+        if (slot == Slot::unreadable) ++stats_.read_failures;
+        if (slot != Slot::written) return 0;
         // Compared without the owner bit: on a collapsed CQ it flips with every write and means nothing here
         // (NVSHMEM ignores it). A writer that stores it after the rest (the fabric) is read once with the old bit
         // and once with the new: one completion, which must not be traced twice.
         uint8_t seen_key[64];
-        std::memcpy(seen_key, e, 64);
+        std::memcpy(seen_key, &cqe, 64);
         seen_key[63] &= 0xfe;
         if (c.have_last && std::memcmp(c.last, seen_key, 64) == 0) return 0;
         std::memcpy(c.last, seen_key, 64);

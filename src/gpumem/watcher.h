@@ -139,6 +139,13 @@ private:
     void emit_cqe(CqState& c, const mlx5::Cqe64& e, uint64_t addr, CqeBatch& batch);
     void release_held(CqState& c, CqeBatch& batch, bool all);
     bool copy_ring(const SqState& s, uint64_t from, uint64_t to);
+    // The CQ that completes send queue `q`.
+    static bool completes(const CqState& c, const SendQueue& q);
+    // A collapsed or 1-entry CQ: one slot the NIC rewrites in place.
+    static bool one_slot(const CqState& c);
+    enum class Slot { unreadable, unwritten, written };
+    // Reads the one slot of such a CQ into `cqe` (its 64-byte CQE).
+    Slot read_slot(const CqState& c, mlx5::Cqe64& cqe);
     // One past the newest WQE of `s` its CQ shows completed now (extended, at most `c`), read after the ring copy:
     // a WQE not completed cannot have had its slot reused. False when the CQ cannot bound it (not watched, not a
     // collapsed or 1-entry CQ of this queue alone, its slot invalidated after a completion was seen).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <sigmatrace/opcodes.h>
+
 #include "analyzer/analyses/data_link.h"
 #include "analyzer/outputs/report_builder.h"
 #include "analyzer/decode/schema_table.h"
@@ -126,17 +128,11 @@ void Analysis::on_element(const DataElement& e) {
 
 void Analysis::on_gpu_qp_query(const DecodedEvent& ev, ProcId p) {
     if (ev.i64(F::gpu_qp_query::err) != 0) return;
-    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_qp_query::qpn));
-    QpId q = topo_.find_gpu_qp(p, qpn);
-    if (q == kNoId) q = topo_.find_qp_for_completion(p, 0, qpn);  // a verbs QP queried through DevX
+    const QpId q = topo_.find_devx_command_qp(p, static_cast<uint32_t>(ev.u(F::gpu_qp_query::qpn)));
     if (q == kNoId) return;
-    // PRM qpc.state to enum ibv_qp_state (RESET 0 .. RTS 3, SQD 4, SQE 5, ERR 6; SQER is SQE, and SUSPENDED
-    // and the rest have no verbs name).
-    static constexpr int32_t kIbvState[] = {0, 1, 2, 3, 5, -1, 6, 4};
-    const auto prm = ev.u(F::gpu_qp_query::state);
     NicQuery n;
     n.ts = ev.ts_ns;
-    n.state = prm < std::size(kIbvState) ? kIbvState[prm] : -1;
+    n.state = ibv_qp_state_from_qpc(ev.u(F::gpu_qp_query::state));
     n.consumed_index = static_cast<uint32_t>(ev.u(F::gpu_qp_query::hw_sq_wqebb_counter));
     n.producer_index = static_cast<uint32_t>(ev.u(F::gpu_qp_query::sw_sq_wqebb_counter));
     progress_.on_query(q, n);

@@ -219,14 +219,7 @@ QpId Topology::on_gpu_qp_create(const DecodedEvent& ev, ProcId p) {
 
 void Topology::on_gpu_qp_modify(const DecodedEvent& ev, ProcId p) {
     if (ev.i64(F::gpu_qp_modify::err) != 0) return;
-    const auto qpn = static_cast<uint32_t>(ev.u(F::gpu_qp_modify::qpn));
-    QpId id = find_gpu_qp(p, qpn);
-    if (id == kNoId) {
-        // A verbs QP moved through mlx5dv_devx_qp_modify before (or without) its rings were exported: UCX's DevX
-        // md brings its DCIs and UD QPs up this way.
-        const auto& verbs = procs_[p]->qp_by_num;
-        if (auto it = verbs.find(qpn); it != verbs.end()) id = it->second;
-    }
+    const QpId id = find_devx_command_qp(p, static_cast<uint32_t>(ev.u(F::gpu_qp_modify::qpn)));
     if (id == kNoId) {
         ++anomalies_.unknown_qp;
         return;
@@ -359,6 +352,13 @@ QpId Topology::find_gpu_qp(ProcId p, uint32_t qpn) const {
     const auto& m = procs_[p]->gpu_qp_by_num;
     auto it = m.find(qpn);
     return it == m.end() ? kNoId : it->second;
+}
+
+QpId Topology::find_devx_command_qp(ProcId p, uint32_t qpn) const {
+    if (const QpId q = find_gpu_qp(p, qpn); q != kNoId) return q;
+    // A verbs QP driven through mlx5dv_devx_qp_modify/_query before (or without) its rings were exported: UCX's DevX
+    // md brings its DCIs and UD QPs up this way.
+    return find_qp_for_completion(p, 0, qpn);
 }
 
 QpId Topology::find_gpu_qp_or_gone(ProcId p, uint32_t qpn) const {

@@ -176,6 +176,8 @@ public:
     // Completion routing: the QP that `qp_num` names for a CQ of process p.
     QpId find_qp_for_completion(ProcId p, uint64_t cq, uint32_t qp_num) const;
     QpId find_gpu_qp(ProcId p, uint32_t qpn) const;
+    // The QP a DevX command (gpu_qp_modify, gpu_qp_query) names: the learned QP of that number, else the verbs one.
+    QpId find_devx_command_qp(ProcId p, uint32_t qpn) const;
     // The live learned QP of that number, else the last destroyed one (records read after its destroy).
     QpId find_gpu_qp_or_gone(ProcId p, uint32_t qpn) const;
 

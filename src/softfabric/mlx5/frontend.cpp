@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <sigmatrace/opcodes.h>
+
 #include "core/clock.h"
 #include "mlx5_format/mlx5_layout.h"
 #include "mlx5_format/prm_commands.h"
@@ -148,20 +150,6 @@ uint32_t access_of(const prm::ModifyQp& m) {
            (m.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) | (m.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
 }
 constexpr uint32_t kOptParamAccess = (1u << 1) | (1u << 2) | (1u << 3);
-
-// qpc.state's encoding of a QP state.
-uint32_t prm_state(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return 0;
-    case IBV_QPS_INIT: return 1;
-    case IBV_QPS_RTR: return 2;
-    case IBV_QPS_RTS: return 3;
-    case IBV_QPS_SQE: return 4;
-    case IBV_QPS_ERR: return 6;
-    case IBV_QPS_SQD: return 7;
-    default: return 6;
-    }
-}
 
 // Fills a command output: status 0 and, for creates, the object number.
 void write_out(void* out, size_t outlen, uint32_t number) {
@@ -321,7 +309,7 @@ public:
         if (it == objects_.end() || it->second->kind != DevxObject::Kind::Qp) return EINVAL;
         const DirectQp& dq = *it->second->qp;
         std::memset(out, 0, outlen);
-        prm::set_field(out, outlen, prm::f::qpc_state, prm_state(it->second->qp->engine().state()));
+        prm::set_field(out, outlen, prm::f::qpc_state, sigmatrace::qpc_state_from_ibv(it->second->qp->engine().state()));
         prm::set_field(out, outlen, prm::f::qpc_hw_sq_wqebb_counter, dq.consumed_index());
         prm::set_field(out, outlen, prm::f::qpc_sw_sq_wqebb_counter, dq.accepted_index());
         return 0;
