@@ -8,7 +8,8 @@
 #       compares: exit statuses and output (iteration counts; timing figures aside), what the fabric executed in
 #       both runs (`sigmatrace fabric --stats --json`), the analyzer's per-opcode counts and bytes, per-process
 #       counts and node matrix (`sigmatrace-analyze --json`) against the fabric and against EXPECT, and that the
-#       analysis has no warning or error finding.
+#       analysis has no warning or error finding. A recorded run whose analysis says the watcher counted WQEs
+#       overwritten before it read them (starved of CPU on a loaded host) is recorded once more; that run decides.
 #   ucx_recorded_test.sh SIGMATRACE CHECKER mpi PROGRAM TLS NP
 #       `sigmatrace record -- mpirun --mca pml ucx` with UCX_TLS=TLS,self, NP ranks on NP fabric nodes running
 #       PROGRAM (programs/mpi_pingpong_collectives.cpp): the program's checks pass and the trace holds exactly the
@@ -61,13 +62,28 @@ perftest)
     echo "=== $name: UCX_TLS=$tls ucx_perftest ${args[*]}"
     perftest_pair "$dir/plain" "$tls" "${args[@]}"
     "$sigmatrace" fabric --stats --json >"$dir/plain/stats.json"
-    "$sigmatrace" record -o "$dir/trace" -- bash -c 'perftest_pair "$@"' _ "$dir/recorded" "$tls" "${args[@]}" \
-      >"$dir/record.log" 2>&1
-    echo "$?" >"$dir/record.rc"
-    "$sigmatrace" fabric --stats --json >"$dir/recorded/stats.json"
-    "$analyze" "$dir/trace" --json "$dir/analysis.json" >"$dir/analysis.txt" 2>&1
-    echo "$?" >"$dir/analyze.rc"
-    python3 "$checker" perftest "$dir" "$iters" "$expect" || status=1
+    for attempt in 1 2; do
+      rm -rf "$dir/trace"
+      "$sigmatrace" record -o "$dir/trace" -- bash -c 'perftest_pair "$@"' _ "$dir/recorded" "$tls" "${args[@]}" \
+        >"$dir/record.log" 2>&1
+      echo "$?" >"$dir/record.rc"
+      "$sigmatrace" fabric --stats --json >"$dir/recorded/stats.json"
+      "$analyze" "$dir/trace" --json "$dir/analysis.json" >"$dir/analysis.txt" 2>&1
+      echo "$?" >"$dir/analyze.rc"
+      checked=$(python3 "$checker" perftest "$dir" "$iters" "$expect" 2>&1)
+      rc=$?
+      # WQEs the watcher counted as overwritten before it read them: a watcher starved of CPU for longer than
+      # the producer takes to lap its ring (a loaded CI host), not a wrong decode. The trace says so; the case
+      # is recorded once more, and that run must pass every check.
+      if ((rc != 0 && attempt == 1)) && grep -q "were overwritten in their ring" "$dir/analysis.json" 2>/dev/null; then
+        echo "  note: $name: the watcher counted WQEs lost (starved of CPU); recording the case again. First run:"
+        sed 's/^/    /' <<<"$checked"
+        continue
+      fi
+      [[ -n $checked ]] && echo "$checked"
+      ((rc == 0)) || status=1
+      break
+    done
   done
   ;;
 mpi)
