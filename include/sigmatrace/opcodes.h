@@ -75,6 +75,10 @@ inline std::string_view wc_status_name(uint32_t st) {
     return st < std::size(names) ? names[st] : std::string_view("UNKNOWN");
 }
 
+// gpu_qp_create.st of a DC target created with DevX CREATE_DCT (outside the PRM's QP service types, which a DCT
+// is not): the event makes its DCT number known on its device, so that DCI WQEs naming it resolve to its process.
+inline constexpr uint32_t kGpuQpStDct = 0x100;
+
 // mlx5 send WQE opcodes (ctrl segment bits [7:0]; providers/mlx5/mlx5dv.h MLX5_OPCODE_*): the one table of them,
 // used by the GPU watcher's decoder (src/mlx5_format/mlx5_layout.h names it mlx5::op), the software fabric and the
 // analyzer.

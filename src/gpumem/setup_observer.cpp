@@ -3,6 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include <sigmatrace/opcodes.h>
+
 #include "mlx5_format/mlx5_layout.h"
 #include "mlx5_format/prm_commands.h"
 #include "gpumem/watcher.h"
@@ -138,6 +140,16 @@ void SetupObserver::devx_created(uint64_t ctx, uint64_t obj, const void* in, siz
     }
     if (opcode == prm::cmd::CREATE_QP) created_qp(ctx, obj, in, inlen, number);
     else if (opcode == prm::cmd::CREATE_CQ) created_cq(ctx, obj, in, inlen, number);
+    else created_dct(ctx, number);
+}
+
+// A DCT has nothing to watch (no send queue); the event tells the analysis which process a DCT number on this
+// device belongs to, the peer of every DCI WQE that names it.
+void SetupObserver::created_dct(uint64_t ctx, uint32_t dctn) {
+    if (ST_TRACE_ENABLED(gpu_qp_create)) {
+        st_gpu_qp_create_rec rec{ctx, dctn, kGpuQpStDct, 0, 0, 0, 0, 0, 0, 0, static_cast<uint32_t>(QueueSource::Devx)};
+        ST_TRACE_EMIT(gpu_qp_create, &rec);
+    }
 }
 
 void SetupObserver::created_qp(uint64_t ctx, uint64_t obj, const void* in, size_t inlen, uint32_t qpn) {
@@ -303,7 +315,7 @@ void SetupObserver::devx_destroying(uint64_t obj) {
     }
     // The final sweep first: what it decodes belongs before the destroy in the trace.
     retire(obj);
-    if (o.kind == ObjKind::Qp && ST_TRACE_ENABLED(gpu_qp_destroy)) {
+    if ((o.kind == ObjKind::Qp || o.kind == ObjKind::Dct) && ST_TRACE_ENABLED(gpu_qp_destroy)) {
         st_gpu_qp_destroy_rec rec{o.ctx, o.number};
         ST_TRACE_EMIT(gpu_qp_destroy, &rec);
     }

@@ -91,6 +91,7 @@ private:
     void problem(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
     void created_qp(uint64_t ctx, uint64_t obj, const void* in, size_t inlen, uint32_t qpn);
     void created_cq(uint64_t ctx, uint64_t obj, const void* in, size_t inlen, uint32_t cqn);
+    void created_dct(uint64_t ctx, uint32_t dctn);
     void retire(uint64_t key);
 
     QueueRegistry& registry_;

@@ -107,6 +107,21 @@ bool parse_create_cq(const Mailbox& in, CreateCq& out, ParseError& err) {
     return true;
 }
 
+bool parse_create_dct(const Mailbox& in, CreateDct& out, ParseError& err) {
+    out = CreateDct{};
+    if (!check_command(in, cmd::CREATE_DCT, f::dctc_port, err)) return false;
+    out.cqn = get32(in, f::dctc_cqn);
+    out.remote_read = get32(in, f::dctc_rre) != 0;
+    out.remote_write = get32(in, f::dctc_rwe) != 0;
+    out.remote_atomic = get32(in, f::dctc_rae) != 0;
+    out.srqn = get32(in, f::dctc_srqn);
+    out.pd = get32(in, f::dctc_pd);
+    out.dc_access_key = in.get_or(f::dctc_dc_access_key, 0);
+    out.mtu = get32(in, f::dctc_mtu);
+    out.port = get32(in, f::dctc_port);
+    return true;
+}
+
 bool parse_modify_qp(const Mailbox& in, ModifyQp& out, ParseError& err) {
     out = ModifyQp{};
     if (!in.has(f::obj_number)) return fail(err, "QP modify command too short for its qpn", 12, in.size());

@@ -120,6 +120,18 @@ inline constexpr Field cqc_dbr_addr{kCqc + 0x1C0, 64};
 inline constexpr Field cq_umem_offset{0x280, 64};
 inline constexpr Field cq_umem_id{0x2C0, 32};
 inline constexpr Field cq_umem_valid{0x2E0, 1};
+
+// dctc, as embedded at bit 0x80 of create_dct_in
+inline constexpr uint32_t kDctc = 0x80;
+inline constexpr Field dctc_cqn{kDctc + 0x48, 24};
+inline constexpr Field dctc_rre{kDctc + 0x6C, 1};
+inline constexpr Field dctc_rwe{kDctc + 0x6D, 1};
+inline constexpr Field dctc_rae{kDctc + 0x6E, 1};
+inline constexpr Field dctc_srqn{kDctc + 0xA8, 24};
+inline constexpr Field dctc_pd{kDctc + 0xC8, 24};
+inline constexpr Field dctc_dc_access_key{kDctc + 0x100, 64};
+inline constexpr Field dctc_mtu{kDctc + 0x145, 3};
+inline constexpr Field dctc_port{kDctc + 0x148, 8};
 }  // namespace f
 
 // ------------------------------------------------------------------------------------------ decoded commands
@@ -175,6 +187,15 @@ struct CreateCq {
     uint32_t ncqe() const { return 1u << log_cq_size; }
 };
 bool parse_create_cq(const Mailbox& in, CreateCq& out, ParseError& err);
+
+// A DC target (CREATE_DCT): where its responder completions go, what remote access it allows, the key a DCI's
+// address vector must carry to reach it.
+struct CreateDct {
+    uint32_t cqn = 0, srqn = 0, pd = 0, mtu = 0, port = 0;
+    bool remote_read = false, remote_write = false, remote_atomic = false;
+    uint64_t dc_access_key = 0;
+};
+bool parse_create_dct(const Mailbox& in, CreateDct& out, ParseError& err);
 
 // RST2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, INIT2INIT, SQD_RTS (shared layout) and 2ERR / 2RST.
 struct ModifyQp {

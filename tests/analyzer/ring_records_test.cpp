@@ -134,6 +134,16 @@ struct World {
         g.source = 1;
         feed.emit(t++, vpid(rank), g);
     }
+    // A queue created with DevX (gpu_qp_create source 0): `st` the PRM service type, or kGpuQpStDct for a DCT.
+    void devx(int rank, uint32_t qpn, uint32_t st, uint32_t sq_wqebb) {
+        st_gpu_qp_create_rec g{};
+        g.ctx = 0xc0;
+        g.qpn = qpn;
+        g.st = st;
+        g.sq_wqebb = sq_wqebb;
+        g.source = 0;
+        feed.emit(t++, vpid(rank), g);
+    }
     void two_nodes() {
         process(0, "nodeA");
         process(1, "nodeB");
@@ -448,6 +458,35 @@ TEST(RingRecords, DcAndUdWqesResolveTheirPeerThroughTheirAddressVector) {
     EXPECT_FALSE(w.ops.ops[1].peer.known());
     EXPECT_EQ(matrix_bytes(doc, "nodeA", "nodeB"), 65536u);
     EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["bytes"], 65536 + 4096);
+}
+
+// NVSHMEM's DC transport: a DevX DCI (st 0x5) and, in the peer, a DevX DCT (CREATE_DCT: st kGpuQpStDct). The DCT's
+// event is what names the peer process of every WQE addressing it; without it only the node would be known.
+TEST(RingRecords, DevxDciWqesResolveTheDevxDctTheyNameToItsProcess) {
+    World w;
+    w.process(0, "nodeA");
+    w.process(1, "nodeB");
+    w.devx(0, 300, 0x5, 256);
+    w.devx(1, 401, kGpuQpStDct, 0);
+    records::RingWqeEntry a = write_wqe(0, 4096, true), b = write_wqe(2, 8, true);
+    for (records::RingWqeEntry* e : {&a, &b}) {
+        e->dest_qpn = 401;
+        e->dgid_prefix = kPrefix;
+        e->dgid_iid = World::gid_iid(1);
+    }
+    b.dest_qpn = 402;  // no DCT of that number: the node is still known
+    w.carrier(0, {ring_post(0x3000, 300, Poster::gpu, {a, b})}, w.t += 1'000);
+    w.carrier(0, {ring_completions({cqe(0, 300), cqe(2, 300)})}, w.t += 2'000);
+    const json doc = w.finish();
+    ASSERT_EQ(w.ops.ops.size(), 2u);
+    const Topology& topo = w.analysis.topology();
+    ASSERT_NE(w.ops.ops[0].peer.proc, kNoId);
+    EXPECT_EQ(topo.proc(w.ops.ops[0].peer.proc).rank, 1);
+    EXPECT_EQ(topo.qp(w.ops.ops[0].peer.qp).qp_num, 401u);
+    EXPECT_EQ(w.ops.ops[1].peer.proc, kNoId);
+    ASSERT_NE(w.ops.ops[1].peer.node, kNoId);
+    EXPECT_EQ(topo.node(w.ops.ops[1].peer.node).name, "nodeB");
+    EXPECT_EQ(matrix_bytes(doc, "nodeA", "nodeB"), 4096u + 8u);
 }
 
 // A WQE of a ring whose memory set-up classified as GPU-reachable is GPU-posted; the report says so per opcode and

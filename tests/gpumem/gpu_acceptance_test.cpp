@@ -236,6 +236,40 @@ TEST_F(GpuAcceptance, MoriStyleDevxQpWithItsReceiveQueueFirstTraceHoldsEveryWqe)
     expect_ops_match_truth(analyze(), total);
 }
 
+// NVSHMEM's DC transport: per PE one DCT (CREATE_DCT) and two DCIs (CREATE_QP st 0x5) shared by every peer, each
+// WQE naming its destination DCT in a 48-byte address vector. Every WQE is traced as posted, and every operation's
+// peer resolves to the process owning the DCT its address vector names (the DCT's gpu_qp_create).
+TEST_F(GpuAcceptance, IbgdaPutOverDcTraceHoldsEveryWqeAndItsPeer) {
+    ASSERT_EQ(record("gpu_ibgda_put", "--iters 32 --threads 2 --transport dc --dcis 2"), 0) << slurp(work_ / "run.log");
+    const size_t total = expect_trace_equals_truth(kPes * 3, kPes * 2);   // learned: 2 DCIs and a DCT per PE
+    constexpr uint64_t kPerPair = 32 * 2 * 2;                              // iters x threads x (write, signal)
+    EXPECT_EQ(total, size_t{kPes} * kPes * kPerPair);
+    const nlohmann::json a = analyze();
+    expect_ops_match_truth(a, total);
+    ASSERT_TRUE(a.is_object());
+    EXPECT_EQ(a["traffic"]["unresolved_ops"].get<uint64_t>(), 0u);
+    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> matrix;
+    for (const auto& m : a["traffic"]["node_matrix"])
+        matrix[{m["src"].get<std::string>(), m["dst"].get<std::string>()}] = {m["ops"].get<uint64_t>(), m["bytes"].get<uint64_t>()};
+    EXPECT_EQ(matrix.size(), size_t{kPes} * kPes);
+    for (const auto& [pair, v] : matrix) {
+        EXPECT_EQ(v.first, kPerPair) << pair.first << " -> " << pair.second;
+        EXPECT_EQ(v.second, kPerPair / 2 * (4096 + 8)) << pair.first << " -> " << pair.second;
+    }
+    // Per operation, the peer is the DCT owner's rank: each rank is the target of every PE's puts to it.
+    const fs::path timeline = work_ / "timeline.json";
+    ASSERT_EQ(std::system((kBin + "/sigmatrace-analyze " + (work_ / "trace").string() + " --quiet --window off --perfetto " +
+                           timeline.string()).c_str()), 0);
+    std::ifstream in(timeline);
+    const nlohmann::json p = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(p.is_object() && p.contains("traceEvents"));
+    std::map<std::string, uint64_t> by_peer;
+    for (const auto& e : p["traceEvents"])
+        if (e.contains("args") && e["args"].contains("peer")) ++by_peer[e["args"]["peer"].get<std::string>()];
+    EXPECT_EQ(by_peer.size(), size_t{kPes});
+    for (int r = 0; r < kPes; ++r) EXPECT_EQ(by_peer["rank " + std::to_string(r)], kPes * kPerPair) << "rank " << r;
+}
+
 TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
     ASSERT_EQ(record("gpu_rocshmem_verbs", "--iters 16 --threads 2"), 0) << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * kPes, kPes * kPes);

@@ -141,6 +141,30 @@ TEST(PrmCreateCq, CollapsedAndNormal) {
     EXPECT_EQ(err.need, 96u);  // through cq_umem_valid (bit 0x2E0)
 }
 
+TEST(PrmCreateDct, NvshmemStyleDctAndTooShortMailbox) {
+    test::CreateDctSpec spec;
+    spec.rre = false;
+    const auto in = test::build_create_dct(spec);
+    CreateDct d;
+    ParseError err;
+    ASSERT_TRUE(parse_create_dct(Mailbox(in.data(), in.size()), d, err)) << err.what;
+    EXPECT_EQ(d.pd, 0x12u);
+    EXPECT_EQ(d.cqn, 0x345u);
+    EXPECT_EQ(d.srqn, 0u);
+    EXPECT_EQ(d.dc_access_key, 0x5623CEAFu);
+    EXPECT_FALSE(d.remote_read);
+    EXPECT_TRUE(d.remote_write);
+    EXPECT_TRUE(d.remote_atomic);
+    EXPECT_EQ(d.mtu, 5u);
+    EXPECT_EQ(d.port, 1u);
+
+    EXPECT_FALSE(parse_create_dct(Mailbox(in.data(), 40), d, err));
+    EXPECT_EQ(err.need, 60u);  // through dctc.port (bits 0x1C8..0x1CF), in whole 32-bit words
+    const auto cq = test::build_create_cq({});
+    EXPECT_FALSE(parse_create_dct(Mailbox(cq.data(), cq.size()), d, err));
+    EXPECT_STREQ(err.what, "unexpected command opcode");
+}
+
 TEST(PrmModifyQp, Init2RtrCarriesThePeer) {
     const uint8_t gid[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55};
     const auto in = test::build_init2rtr(0x1234, 0x5678, 0x42, gid);

@@ -93,6 +93,27 @@ inline std::vector<uint8_t> build_create_cq(const CreateCqSpec& s, size_t len = 
     return in;
 }
 
+// CREATE_DCT as NVSHMEM's ibgda_create_dct_shared_objects builds it: PD, CQ, remote access, access key, MTU, port.
+struct CreateDctSpec {
+    uint32_t pd = 0x12, cqn = 0x345, srqn = 0;
+    uint64_t key = 0x5623CEAF;
+    bool rre = true, rwe = true, rae = true;
+};
+inline std::vector<uint8_t> build_create_dct(const CreateDctSpec& s, size_t len = 0x110) {
+    std::vector<uint8_t> in(len, 0);
+    set_bits(in, 0x00, 16, 0x710);
+    set_bits(in, 0xC8, 24, s.cqn);           // dctc (bit 0x80) + 0x48
+    set_bits(in, 0xEC, 1, s.rre ? 1 : 0);
+    set_bits(in, 0xED, 1, s.rwe ? 1 : 0);
+    set_bits(in, 0xEE, 1, s.rae ? 1 : 0);
+    set_bits(in, 0x128, 24, s.srqn);
+    set_bits(in, 0x148, 24, s.pd);
+    set_bits(in, 0x180, 64, s.key);
+    set_bits(in, 0x1C5, 3, 5);                // mtu 4096
+    set_bits(in, 0x1C8, 8, 1);                // port
+    return in;
+}
+
 // INIT2RTR with the peer's QPN, LID and GID.
 inline std::vector<uint8_t> build_init2rtr(uint32_t qpn, uint32_t remote_qpn, uint32_t rlid, const uint8_t (&rgid)[16],
                                            size_t len = 0x110) {

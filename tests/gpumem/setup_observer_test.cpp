@@ -197,6 +197,26 @@ TEST_F(SetupTest, NvshmemStyleDevxSetupIsLearnedAndWatched) {
     EXPECT_EQ(trace.destroys().size(), 1u);  // CQs have no destroy event
 }
 
+// NVSHMEM's DC target: nothing to watch, but its number must reach the trace (st 0x100), and its destroy too.
+TEST_F(SetupTest, DevxDctIsReportedWithItsNumberAndNotWatched) {
+    register_nvshmem_memory();
+    const auto in = test::build_create_dct({});
+    const auto out = test::build_create_out(0x5d1);
+    constexpr uint64_t kDctObj = 0x3000;
+    obs.devx_created(kCtx, kDctObj, in.data(), in.size(), out.data(), out.size());
+    ASSERT_EQ(trace.qps().size(), 1u);
+    EXPECT_EQ(trace.qps()[0].ctx, kCtx);
+    EXPECT_EQ(trace.qps()[0].qpn, 0x5d1u);
+    EXPECT_EQ(trace.qps()[0].st, kGpuQpStDct);
+    EXPECT_EQ(trace.qps()[0].sq_wqebb, 0u);
+    EXPECT_EQ(trace.qps()[0].source, 0u);   // DevX
+    EXPECT_FALSE(reg.find_send_queue(kDctObj));
+    EXPECT_EQ(obs.problems(), 0u);   // not watching it is no problem: it has no send queue
+    obs.devx_destroying(kDctObj);
+    ASSERT_EQ(trace.destroys().size(), 1u);
+    EXPECT_EQ(trace.destroys()[0].qpn, 0x5d1u);
+}
+
 TEST_F(SetupTest, MoriStyleReceiveQueueComesFirstInTheWorkQueueBuffer) {
     register_nvshmem_memory();
     test::CreateQpSpec mori;

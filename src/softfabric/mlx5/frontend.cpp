@@ -76,10 +76,11 @@ struct Allocation {
 };
 
 struct DevxObject {
-    enum class Kind { Qp, Cq } kind;
+    enum class Kind { Qp, Cq, Dct } kind;
     ibv_context* ctx = nullptr;
     std::unique_ptr<CqeRing> cq;        // Kind::Cq
     std::unique_ptr<DirectQp> qp;       // Kind::Qp
+    std::unique_ptr<engine::QueuePair> dct;  // Kind::Dct: a DC target, nothing posted to it
     uint64_t recv_cq_offset = 0, recv_cq_bytes = 0;
     Runtime* rt = nullptr;
     Uar* uar = nullptr;                 // Kind::Qp, DBR-less: the page its doorbells are read from
@@ -228,6 +229,7 @@ public:
         const uint16_t opcode = prm::command_opcode(box);
         if (opcode == prm::cmd::CREATE_CQ) return create_cq(ctx, box, out, outlen);
         if (opcode == prm::cmd::CREATE_QP) return create_qp(ctx, box, out, outlen);
+        if (opcode == prm::cmd::CREATE_DCT) return create_dct(ctx, box, out, outlen);
         say_once("DevX command not emulated on fabric devices; it fails with EOPNOTSUPP", opcode);
         errno = EOPNOTSUPP;
         return nullptr;
@@ -257,6 +259,11 @@ public:
         case prm::cmd::INIT2RTR_QP: {
             if (m.opt_param_mask & kOptParamAccess)  // UCX sets the remote access bits here (RST2INIT: write only)
                 qp.shared().access_flags.store(access_of(m), std::memory_order_release);
+            if (qp.config().dc_role == DcRole::Initiator) {  // a DCI has no path: each WQE names its destination
+                if (m.mtu >= 1 && m.mtu <= 5) qp.transport().path_mtu = 128u << m.mtu;
+                qp.set_state(IBV_QPS_RTR);
+                break;
+            }
             ibv_gid gid;
             std::memcpy(gid.raw, m.rgid, sizeof gid.raw);
             const std::optional<NicId> dest = m.grh ? nic_from_gid(gid) : nic_from_lid(static_cast<uint16_t>(m.rlid));
@@ -591,12 +598,13 @@ private:
             errno = EINVAL;
             return nullptr;
         }
-        if (c.st != prm::st::RC || c.send_dbr_mode > prm::kSendDbrModeNoDbr) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: only RC QPs are emulated, with a doorbell record or "
-                                 "DBR-less (st %u, send_dbr_mode %u)\n", c.st, c.send_dbr_mode);
+        if ((c.st != prm::st::RC && c.st != prm::st::DCI) || c.send_dbr_mode > prm::kSendDbrModeNoDbr) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: only RC QPs and DCIs are emulated, with a doorbell "
+                                 "record or DBR-less (st %u, send_dbr_mode %u)\n", c.st, c.send_dbr_mode);
             errno = EOPNOTSUPP;
             return nullptr;
         }
+        const bool dci = c.st == prm::st::DCI;
         // On an SRQ, or with automatic receives whatever other receive queue the qpc describes.
         const bool on_srq = c.rq_type == kRqTypeSrq;
         const bool dbr_less = c.send_dbr_mode == prm::kSendDbrModeNoDbr;
@@ -621,7 +629,8 @@ private:
         ExportedSrq* srq = on_srq ? exported_srq_by_number(c.srqn) : nullptr;
         ExportedCq* verbs_scq = exported_cq_by_number(c.cqn_snd);
         ExportedCq* verbs_rcq = exported_cq_by_number(c.cqn_rcv);
-        if (!why && on_srq && !srq)
+        if (!why && dci && on_srq) why = "a DCI has no receive queue (its rq_type names an SRQ)";
+        else if (!why && on_srq && !srq)
             why = "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)";
         else if (!why && on_srq && dbr_less) why = "a QP on an SRQ needs a doorbell record in a UMEM";
         else if (!why && on_srq && !verbs_rcq)
@@ -637,6 +646,7 @@ private:
         o->ctx = ctx;
         o->rt = &rt;
         if (on_srq) return create_srq_qp(ctx, c, *wq, *dbr, pd->second, *srq, verbs_scq, *verbs_rcq, std::move(o), out, outlen);
+        if (dci) return create_dci(ctx, c, *wq, dbr, uar, pd->second, verbs_scq, std::move(o), out, outlen);
         // A receive CQ for the automatic receives (their completions become responder CQEs).
         o->recv_cq_bytes = SharedCq::bytes_for(kAutoReceiveDepth * 2);
         o->recv_cq_offset = rt.arena().allocate(o->recv_cq_bytes);
@@ -693,6 +703,106 @@ private:
         if (auto it = devx_cqs_.find(c.cqn_rcv); it != devx_cqs_.end()) recv_ring = it->second;
         o->qp->enable_auto_receive(rcq, recv_ring);
         return add_direct_qp_locked(std::move(o), out, outlen);
+    }
+
+    // A DC initiator (NVSHMEM's DCIs, st 0x5): no receive side; each WQE names its DCT in an address vector.
+    mlx5dv_devx_obj* create_dci(ibv_context* ctx, const prm::CreateQp& c, const Umem& wq, const Umem* dbr, Uar* uar,
+                                uint64_t pd_id, ExportedCq* verbs_scq, std::unique_ptr<DevxObject> o, void* out,
+                                size_t outlen) {
+        provider::ContextImpl& cimpl = provider::context_of(ctx);
+        engine::QueuePairConfig cfg;
+        cfg.type = IBV_QPT_DRIVER;
+        cfg.dc_role = DcRole::Initiator;
+        cfg.nic = cimpl.nic;
+        cfg.pd_id = pd_id;
+        cfg.sq_depth = c.sq_wqebbs();
+        cfg.max_send_sge = kMaxSendSge;
+        cfg.max_inline = kMaxInline;
+        cfg.rq_depth = 0;
+        std::unique_ptr<engine::QueuePair> qp;
+        try {
+            qp = std::make_unique<engine::QueuePair>(*cimpl.rt, cfg);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", e.what());
+            errno = ENOMEM;
+            return nullptr;
+        }
+        DirectQp::Geometry g;
+        g.sq = reinterpret_cast<uint8_t*>(wq.addr + c.sq_umem_offset());
+        g.wqebbs = c.sq_wqebbs();
+        g.transport = gm::Transport::Dci;
+        if (c.send_dbr_mode == prm::kSendDbrModeNoDbr) {
+            g.doorbell = reinterpret_cast<uint64_t*>(static_cast<char*>(uar->page) + kDbrLessDoorbellOffset);
+            ++uar->users;
+            o->uar = uar;
+        } else {
+            g.send_dbr = reinterpret_cast<uint32_t*>(dbr->addr + c.send_dbr_umem_offset());
+        }
+        engine::QueuePair& ref = *qp;
+        o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
+        if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);
+        else if (verbs_scq) o->qp->set_send_cq(verbs_scq->cq.get());
+        return add_direct_qp_locked(std::move(o), out, outlen);
+    }
+
+    // A DC target (NVSHMEM's DCT, CREATE_DCT): active once created, it executes the RDMA WRITEs, READs and atomics
+    // DCIs send it with its access key (the low 32 bits, as verbs DCTs). It has no receive queue: SENDs and WRITEs
+    // with immediate to it fail at the sender, and a DCT naming an SRQ (UCX's) is refused.
+    mlx5dv_devx_obj* create_dct(ibv_context* ctx, const prm::Mailbox& in, void* out, size_t outlen) {
+        prm::CreateDct d;
+        prm::ParseError err;
+        if (!prm::parse_create_dct(in, d, err)) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s (need %zu bytes, have %zu)\n", err.what, err.need, err.have);
+            errno = EINVAL;
+            return nullptr;
+        }
+        if (d.srqn != 0) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: a DCT receiving into an SRQ (srqn 0x%x) is not "
+                                 "emulated; DCTs without one take RDMA WRITE, READ and atomics\n", d.srqn);
+            errno = EOPNOTSUPP;
+            return nullptr;
+        }
+        provider::ContextImpl& cimpl = provider::context_of(ctx);
+        std::lock_guard lk(mu_);
+        auto pd = pdns_.find(d.pd);
+        if (pd == pdns_.end()) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: its pd %u is not a pdn returned by "
+                                 "mlx5dv_init_obj(MLX5DV_OBJ_PD)\n", d.pd);
+            errno = EINVAL;
+            return nullptr;
+        }
+        engine::QueuePairConfig cfg;
+        cfg.type = IBV_QPT_DRIVER;
+        cfg.dc_role = DcRole::Target;
+        cfg.nic = cimpl.nic;
+        cfg.pd_id = pd->second;
+        cfg.sq_depth = 1;  // nothing is ever posted to a DCT
+        cfg.rq_depth = 0;
+        auto o = std::make_unique<DevxObject>();
+        o->kind = DevxObject::Kind::Dct;
+        o->ctx = ctx;
+        o->rt = cimpl.rt;
+        try {
+            o->dct = std::make_unique<engine::QueuePair>(*cimpl.rt, cfg);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s\n", e.what());
+            errno = ENOMEM;
+            return nullptr;
+        }
+        engine::QueuePair& q = *o->dct;
+        q.shared().qkey.store(static_cast<uint32_t>(d.dc_access_key));
+        q.shared().access_flags.store(IBV_ACCESS_LOCAL_WRITE | (d.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
+                                          (d.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) |
+                                          (d.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0),
+                                      std::memory_order_release);
+        if (d.mtu >= 1 && d.mtu <= 5) q.transport().path_mtu = 128u << d.mtu;
+        q.set_state(IBV_QPS_INIT);
+        q.set_state(IBV_QPS_RTR);
+        const uint32_t dctn = q.qpn();
+        auto* handle = reinterpret_cast<mlx5dv_devx_obj*>(o.get());
+        objects_[handle] = std::move(o);
+        write_out(out, outlen, dctn);
+        return handle;
     }
 
     // A DevX QP the executor runs from now on: owned by objects_, its QP number written in the command's output.

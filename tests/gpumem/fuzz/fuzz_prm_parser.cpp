@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint8_t> box(data + 1, data + size);
     const Mailbox m(box.data(), box.size());
     ParseError err;
-    switch (selector % 6) {
+    switch (selector % 7) {
     case 0: {
         CreateQp q;
         if (parse_create_qp(m, q, err)) {
@@ -55,6 +55,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (auto v = m.get(f); v && f.width < 64 && (*v >> f.width) != 0) std::abort();  // value wider than field
             (void)m.bytes(f.bit_offset, f.width);
         }
+        break;
+    }
+    case 6: {
+        CreateDct d;
+        if (parse_create_dct(m, d, err)) (void)(d.dc_access_key ^ d.cqn);
+        else if (!err.what) std::abort();
         break;
     }
     default: {

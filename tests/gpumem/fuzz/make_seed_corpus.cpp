@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     p(3, build_create_out(0x1234));
     p(4, build_create_qp({}));
     p(5, build_create_cq({}));
+    p(6, build_create_dct({}));
     std::printf("wrote %d PRM seeds\n", n);
     return 0;
 }

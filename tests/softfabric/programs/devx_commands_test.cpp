@@ -209,6 +209,43 @@ TEST_F(DevxCommands, ModifyOfAnotherQpOrNoTransitionIsInvalid) {
     EXPECT_EQ(mlx5dv_devx_qp_query(qp_, qin.b.data(), qin.b.size(), qout.b.data(), qout.b.size()), EOPNOTSUPP);
 }
 
+// NVSHMEM's CREATE_DCT: a DC target of the PD mlx5dv_init_obj numbered; its number comes back in `out`. One naming
+// an SRQ (UCX's) is refused with EOPNOTSUPP, one with an unknown pd with EINVAL; nothing is created then.
+TEST_F(DevxCommands, DctIsCreatedAndOneOnAnSrqOrAnUnknownPdIsRefused) {
+    mlx5dv_pd dvpd{};
+    mlx5dv_obj obj{};
+    obj.pd.in = pd_;
+    obj.pd.out = &dvpd;
+    ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD), 0);
+    constexpr uint32_t kDctc = 0x80;
+    auto create_dct = [&](uint32_t pdn, uint32_t srqn) {
+        Box in(0x110);
+        in.set(0x00, 16, 0x710);
+        in.set(kDctc + 0x6C, 1, 1);   // rre
+        in.set(kDctc + 0x6D, 1, 1);   // rwe
+        in.set(kDctc + 0xA8, 24, srqn);
+        in.set(kDctc + 0xC8, 24, pdn);
+        in.set(kDctc + 0x120, 32, 0x5623CEAF);   // dc_access_key, low half
+        in.set(kDctc + 0x145, 3, 5);
+        in.set(kDctc + 0x148, 8, 1);
+        Box out(16);
+        errno = 0;
+        mlx5dv_devx_obj* o = mlx5dv_devx_obj_create(ctx_, in.b.data(), in.b.size(), out.b.data(), out.b.size());
+        return std::pair{o, out.get(0x48, 24)};
+    };
+    auto [dct, dctn] = create_dct(dvpd.pdn, 0);
+    ASSERT_NE(dct, nullptr) << std::strerror(errno);
+    EXPECT_NE(dctn, 0u);
+    EXPECT_NE(dctn, qp_->qp_num);   // QP numbers and DCT numbers come from one space
+    auto [on_srq, n1] = create_dct(dvpd.pdn, 0x100);
+    EXPECT_EQ(on_srq, nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    auto [bad_pd, n2] = create_dct(dvpd.pdn + 1000, 0);
+    EXPECT_EQ(bad_pd, nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(mlx5dv_devx_obj_destroy(dct), 0);
+}
+
 TEST_F(DevxCommands, EventChannelsAreQuiet) {
     mlx5dv_devx_event_channel* ch =
         mlx5dv_devx_create_event_channel(ctx_, MLX5DV_DEVX_CREATE_EVENT_CHANNEL_FLAGS_OMIT_EV_DATA);

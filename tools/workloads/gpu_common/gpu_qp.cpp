@@ -73,7 +73,7 @@ uint64_t GpuQp::reserve(uint32_t n) {
         }
         // Completed through `counter` (inclusive, 16-bit): extend against what we have posted.
         const uint64_t ready = ready_head.load(std::memory_order_acquire);
-        const uint64_t done = ready - static_cast<uint16_t>(static_cast<uint16_t>(ready) - p.counter - 1);
+        const uint64_t done = ready - static_cast<uint16_t>(static_cast<uint16_t>(ready) - p.counter - wqe_wqebbs);
         uint64_t cur = cons_idx.load(std::memory_order_relaxed);
         while (done > cur && done <= ready && !cons_idx.compare_exchange_weak(cur, done)) {}
         std::this_thread::yield();
@@ -139,6 +139,36 @@ void GpuQp::write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_
     store_segment(w + 32, s);
     store_data_segment(w + 48, 8, lkey, laddr);
     write_ctrl(w, idx, mlx5::op::ATOMIC_FA, 0, 4, signaled, 0);
+    record(idx, mlx5::op::ATOMIC_FA, 0, 8, raddr, rkey, 0, add, signaled);
+}
+
+void GpuQp::store_av(uint64_t idx, const DcTarget& to) {
+    // struct mlx5_wqe_av, extended (48 bytes), LID-routed: no GRH bit in grh_gid_fl.
+    uint8_t av[48] = {};
+    mlx5::store_be64(av, to.key);
+    mlx5::store_be32(av + 8, to.dctn | mlx5::kExtendedAvFlag);
+    mlx5::store_be16(av + 14, to.lid);
+    for (uint32_t k = 0; k < 3; ++k) store_segment(segment(idx, 1 + k), av + 16 * k);
+}
+
+void GpuQp::write_dc_rdma_write(uint64_t idx, const DcTarget& to, uint64_t laddr, uint32_t lkey, uint64_t raddr,
+                                uint32_t rkey, uint32_t bytes, bool signaled) {
+    store_av(idx, to);
+    store_raddr_segment(segment(idx, 4), raddr, rkey);
+    store_data_segment(segment(idx, 5), bytes, lkey, laddr);
+    write_ctrl(slot(idx), idx, mlx5::op::RDMA_WRITE, 0, 6, signaled, 0);
+    record(idx, mlx5::op::RDMA_WRITE, 0, bytes, raddr, rkey, 0, 0, signaled);
+}
+
+void GpuQp::write_dc_fetch_add(uint64_t idx, const DcTarget& to, uint64_t laddr, uint32_t lkey, uint64_t raddr,
+                               uint32_t rkey, uint64_t add, bool signaled) {
+    store_av(idx, to);
+    store_raddr_segment(segment(idx, 4), raddr, rkey);
+    uint8_t s[16] = {};
+    mlx5::store_be64(s, add);
+    store_segment(segment(idx, 5), s);
+    store_data_segment(segment(idx, 6), 8, lkey, laddr);
+    write_ctrl(slot(idx), idx, mlx5::op::ATOMIC_FA, 0, 7, signaled, 0);
     record(idx, mlx5::op::ATOMIC_FA, 0, 8, raddr, rkey, 0, add, signaled);
 }
 
@@ -245,13 +275,13 @@ GpuQp::Polled GpuQp::poll() const {
 }
 
 void GpuQp::quiet(uint64_t idx) {
-    // Every WQE before idx is complete once the collapsed CQE shows idx - 1 or later (modulo 2^16): the last
-    // WQE of every submission is signalled.
+    // Every WQE before idx is complete once the collapsed CQE shows the last WQE's index (idx - wqe_wqebbs) or
+    // later (modulo 2^16): the last WQE of every submission is signalled.
     flush();
     while (idx != 0) {
         const Polled p = poll();
         abort_on_error(p, qpn);
-        if (p.kind == Cqe::Ok && static_cast<uint16_t>(p.counter - static_cast<uint16_t>(idx - 1)) < 0x8000) break;
+        if (p.kind == Cqe::Ok && static_cast<uint16_t>(p.counter - static_cast<uint16_t>(idx - wqe_wqebbs)) < 0x8000) break;
         std::this_thread::yield();
     }
     uint64_t cur = cons_idx.load(std::memory_order_relaxed);

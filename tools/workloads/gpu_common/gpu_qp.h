@@ -49,6 +49,13 @@ private:
     std::vector<TruthRecord> records_;
 };
 
+// A DC target as a DCI WQE's address vector names it (NVSHMEM's ibgda_get_dct: a 48-byte mlx5_wqe_av).
+struct DcTarget {
+    uint32_t dctn = 0;
+    uint16_t lid = 0;
+    uint64_t key = 0;
+};
+
 struct GpuQp {
     uint32_t qpn = 0;
     uint8_t* wqe = nullptr;        // the send ring
@@ -78,6 +85,9 @@ struct GpuQp {
     // UCX GDAKI (gdaki.cuh): a submission rings only when the producer index crosses a multiple of ring_every
     // WQEBBs (0: every submission rings); flush() rings for the rest (the doorbell record lags until then).
     uint32_t ring_every = 0;
+    // WQEBBs of every WQE this producer posts (DCI WQEs carry an address vector: 2), for the completion index a
+    // CQE's wqe_counter (the first WQEBB of the completed WQE) stands for.
+    uint32_t wqe_wqebbs = 1;
 
     // mvars: shared by the posting threads.
     std::atomic<uint64_t> resv_head{0};   // WQEBBs reserved
@@ -94,6 +104,13 @@ struct GpuQp {
     void write_fetch_add(uint64_t idx, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
                          bool signaled);
     void write_nop(uint64_t idx, bool signaled);
+    // DCI WQEs (ibgda_write_rdma_write_wqe / ibgda_write_amo_* with a DCI): ctrl, the 48-byte address vector of
+    // `to`, then the segments of the RC form; two WQEBBs each, at extended indices idx and idx + 1.
+    static constexpr uint32_t kDcWqebbs = 2;
+    void write_dc_rdma_write(uint64_t idx, const DcTarget& to, uint64_t laddr, uint32_t lkey, uint64_t raddr,
+                             uint32_t rkey, uint32_t bytes, bool signaled);
+    void write_dc_fetch_add(uint64_t idx, const DcTarget& to, uint64_t laddr, uint32_t lkey, uint64_t raddr,
+                            uint32_t rkey, uint64_t add, bool signaled);
     // Publishes [base, base + n) once every earlier reservation is published: doorbell record, then doorbell
     // (with cpu_db: the producer index, for the proxy).
     void submit(uint64_t base, uint32_t n);
@@ -123,6 +140,9 @@ private:
     mutable uint16_t last_counter_ = 0;
     mutable bool any_completion_ = false;
     uint8_t* slot(uint64_t idx) const { return wqe + ((idx & (nwqes - 1)) << 6); }
+    // The 16-byte segment `n` of the WQE at idx (segments past the first WQEBB follow the ring's wrap).
+    uint8_t* segment(uint64_t idx, uint32_t n) const { return slot(idx + n / 4) + (n % 4) * 16; }
+    void store_av(uint64_t idx, const DcTarget& to);
     void write_ctrl(uint8_t* seg, uint64_t idx, uint8_t opcode, uint8_t opmod, uint32_t ds, bool signaled, uint32_t imm);
     void write_rdma(uint64_t idx, uint8_t opcode, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
                     uint32_t bytes, bool signaled);

@@ -35,6 +35,7 @@ void set(std::vector<uint8_t>& cmd, prm::Field fld, uint64_t v) { prm::set_field
 IbgdaTransport::~IbgdaTransport() {
     for (auto* o : qp_objs_)
         if (o) mlx5dv_devx_obj_destroy(o);
+    if (dct_obj_) mlx5dv_devx_obj_destroy(dct_obj_);
     for (auto* o : cq_objs_)
         if (o) mlx5dv_devx_obj_destroy(o);
     if (recv_cq_obj_) mlx5dv_devx_obj_destroy(recv_cq_obj_);
@@ -55,7 +56,7 @@ IbgdaTransport::~IbgdaTransport() {
 }
 
 size_t IbgdaTransport::recv_cq_offset() const {
-    return round_up(static_cast<size_t>(npes_) * send_cq_bytes(), 4096);
+    return round_up(queues() * send_cq_bytes(), 4096);
 }
 
 bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32_t log_sq_size, size_t heap_bytes,
@@ -102,7 +103,7 @@ bool IbgdaTransport::open(const std::string& device, int npes, int my_pe, uint32
     if (!heap_mr_) return error = errno_text("heap ibv_reg_mr"), false;
 
     // ibgda_nic_control_alloc + ibgda_mobject_nic_map: one UMEM per kind of buffer.
-    wq_bytes_ = round_up(static_cast<size_t>(npes) * wq_stride(), kGpuPage);
+    wq_bytes_ = round_up(queues() * wq_stride(), kGpuPage);
     dbr_bytes_ = kGpuPage;
     cq_bytes_ = round_up(recv_cq_offset() + kRecvCqes * 64, kGpuPage);
     if (flavor_.one_umem) {
@@ -165,14 +166,32 @@ bool IbgdaTransport::create_qps(std::string& error) {
     };
     // One normal CQ for the responder completions (RDMA WRITE with immediate), like NVSHMEM's recv CQ.
     uint32_t recv_cqn = 0;
-    recv_cq_obj_ = create_cq(recv_cq_offset(), size_t{2} * static_cast<size_t>(npes_) * 8, false, false, 10, recv_cqn);
+    const size_t nq = queues();
+    recv_cq_obj_ = create_cq(recv_cq_offset(), size_t{2} * nq * 8, false, false, 10, recv_cqn);
     if (!recv_cq_obj_) return error = errno_text("CREATE_CQ (receive)"), false;
+    if (flavor_.dcis) {
+        // ibgda_create_dct_shared_objects: one DCT, its responder completions on the receive CQ.
+        std::vector<uint8_t> in(kCmdBytes, 0);
+        uint8_t out[16] = {};
+        set(in, f::opcode, prm::cmd::CREATE_DCT);
+        set(in, f::dctc_pd, pdn_);
+        set(in, f::dctc_cqn, recv_cqn);
+        set(in, f::dctc_rre, 1);
+        set(in, f::dctc_rwe, 1);
+        set(in, f::dctc_rae, 1);
+        set(in, f::dctc_dc_access_key, kDcAccessKey);
+        set(in, f::dctc_mtu, 5);
+        set(in, f::dctc_port, 1);
+        dct_obj_ = mlx5dv_devx_obj_create(ctx_, in.data(), in.size(), out, sizeof out);
+        if (!dct_obj_) return error = errno_text("CREATE_DCT"), false;
+        dctn_ = static_cast<uint32_t>(prm::Mailbox(out, sizeof out).get_or(f::obj_number, 0));
+    }
 
     const uint32_t nwqes = 1u << log_sq_size_;
-    for (int pe = 0; pe < npes_; ++pe) {
+    for (size_t pe = 0; pe < nq; ++pe) {
         uint32_t cqn = 0;
-        const uint64_t cq_offset = uint64_t{static_cast<uint32_t>(pe)} * send_cq_bytes();
-        const uint64_t cq_dbr = uint64_t{static_cast<uint32_t>(npes_ + pe)} * 8;
+        const uint64_t cq_offset = uint64_t{pe} * send_cq_bytes();
+        const uint64_t cq_dbr = uint64_t{nq + pe} * 8;
         mlx5dv_devx_obj* cq = flavor_.cq_per_wqe     ? create_cq(cq_offset, cq_dbr, false, false, log_sq_size_, cqn)
                               : flavor_.cq_one_entry ? create_cq(cq_offset, cq_dbr, false, true, 0, cqn)
                                                      : create_cq(cq_offset, cq_dbr, true, true, 0, cqn);
@@ -189,7 +208,7 @@ bool IbgdaTransport::create_qps(std::string& error) {
         std::vector<uint8_t> in(kCmdBytes, 0);
         uint8_t out[16] = {};
         set(in, f::opcode, prm::cmd::CREATE_QP);
-        set(in, f::qpc_st, prm::st::RC);
+        set(in, f::qpc_st, flavor_.dcis ? prm::st::DCI : prm::st::RC);
         set(in, f::qpc_pd, pdn_);
         set(in, f::qpc_uar_page, qp_uar->page_id);
         if (flavor_.rq_log) {   // MORI: a regular RQ of 64-byte WQEs (log stride 2: 2^(2+4) bytes)
@@ -207,9 +226,9 @@ bool IbgdaTransport::create_qps(std::string& error) {
         set(in, f::qpc_send_dbr_mode, flavor_.dbr_less ? prm::kSendDbrModeNoDbr : 0);
         set(in, f::qpc_dbr_umem_valid, 1);  // the receive side's record (DOCA sets it for DBR-less QPs too)
         set(in, f::qpc_dbr_umem_id, dbr_umem_->umem_id);
-        set(in, f::qpc_dbr_addr, dbr_base_ + uint64_t{static_cast<uint32_t>(pe)} * 8);
+        set(in, f::qpc_dbr_addr, dbr_base_ + uint64_t{pe} * 8);
         set(in, f::qp_wq_umem_id, wq_umem_->umem_id);
-        set(in, f::qp_wq_umem_offset, uint64_t{static_cast<uint32_t>(pe)} * wq_stride());
+        set(in, f::qp_wq_umem_offset, uint64_t{pe} * wq_stride());
         set(in, f::qp_wq_umem_valid, 1);
         mlx5dv_devx_obj* qp = mlx5dv_devx_obj_create(ctx_, in.data(), in.size(), out, sizeof out);
         if (!qp) return error = errno_text("CREATE_QP"), false;
@@ -217,9 +236,9 @@ bool IbgdaTransport::create_qps(std::string& error) {
 
         auto g = std::make_unique<GpuQp>();
         g->qpn = static_cast<uint32_t>(prm::Mailbox(out, sizeof out).get_or(f::obj_number, 0));
-        g->wqe = wq_buf_ + size_t{static_cast<uint32_t>(pe)} * wq_stride() + rq_bytes();
+        g->wqe = wq_buf_ + pe * wq_stride() + rq_bytes();
         g->nwqes = nwqes;
-        g->dbrec = reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{static_cast<uint32_t>(pe)} * 8 + 4);  // DBR[1]
+        g->dbrec = reinterpret_cast<uint32_t*>(dbr_buf_ + pe * 8 + 4);  // DBR[1]
         g->dbr_less = flavor_.dbr_less;
         // DOCA_VERBS_UAR_DBR_LESS_DB_OFFSET: producers of DBR-less QPs ring at UAR base + 0x600.
         g->bf = flavor_.dbr_less ? reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(qp_uar->base_addr) + 0x600)
@@ -265,7 +284,30 @@ bool IbgdaTransport::query(int pe, QpQuery& q, std::string& error) {
     return true;
 }
 
+bool IbgdaTransport::bring_up_dcis(std::string& error) {
+    for (size_t i = 0; i < qps_.size(); ++i) {
+        std::vector<uint8_t> in(kCmdBytes, 0);
+        set(in, f::opcode, prm::cmd::RST2INIT_QP);
+        set(in, f::obj_number, qps_[i]->qpn);
+        if (!modify(qp_objs_[i], in, error, "RST2INIT_QP (DCI)")) return false;
+        std::fill(in.begin(), in.end(), 0);
+        set(in, f::opcode, prm::cmd::INIT2RTR_QP);
+        set(in, f::obj_number, qps_[i]->qpn);
+        set(in, f::qpc_mtu, 5);
+        if (!modify(qp_objs_[i], in, error, "INIT2RTR_QP (DCI)")) return false;
+        std::fill(in.begin(), in.end(), 0);
+        set(in, f::opcode, prm::cmd::RTR2RTS_QP);
+        set(in, f::obj_number, qps_[i]->qpn);
+        set(in, f::qpc_path_ack_timeout, 14);
+        set(in, f::qpc_retry_count, 7);
+        set(in, f::qpc_rnr_retry, 7);
+        if (!modify(qp_objs_[i], in, error, "RTR2RTS_QP (DCI)")) return false;
+    }
+    return true;
+}
+
 bool IbgdaTransport::connect(int pe, const PeInfo& peer, std::string& error) {
+    if (flavor_.dcis) return pe == 0 ? bring_up_dcis(error) : true;
     mlx5dv_devx_obj* qp = qp_objs_.at(static_cast<size_t>(pe));
     const uint32_t qpn = qps_[static_cast<size_t>(pe)]->qpn;
     std::vector<uint8_t> in(kCmdBytes, 0);
@@ -294,6 +336,7 @@ bool IbgdaTransport::connect(int pe, const PeInfo& peer, std::string& error) {
 PeInfo IbgdaTransport::local_info() const {
     PeInfo i;
     i.lid = lid_;
+    i.dctn = dctn_;
     for (size_t pe = 0; pe < qps_.size(); ++pe) i.qpn[pe] = qps_[pe]->qpn;
     i.heap_addr = reinterpret_cast<uint64_t>(heap_);
     i.heap_rkey = heap_mr_->rkey;
@@ -328,7 +371,7 @@ std::vector<uint32_t> IbgdaTransport::drain_receive_completions() {
         ++recv_cq_ci_;
     }
     // The consumer index, as a GPU (or rocSHMEM) consumer publishes it.
-    __atomic_store_n(reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{2} * static_cast<size_t>(npes_) * 8),
+    __atomic_store_n(reinterpret_cast<uint32_t*>(dbr_buf_ + size_t{2} * queues() * 8),
                      __builtin_bswap32(recv_cq_ci_ & 0xffffff), __ATOMIC_RELEASE);
     return imms;
 }

@@ -21,7 +21,8 @@ namespace sigmatrace::workloads {
 struct PeInfo {
     static constexpr int kMaxPes = 64;
     uint32_t lid = 0;
-    uint32_t qpn[kMaxPes] = {};  // our QP connected to PE i
+    uint32_t qpn[kMaxPes] = {};  // our QP connected to PE i (RC)
+    uint32_t dctn = 0;           // our DC target (DC: every peer's DCIs address it)
     uint64_t heap_addr = 0;
     uint32_t heap_rkey = 0;
 };
@@ -40,7 +41,13 @@ struct QpFlavor {
     // it (0: a zero-size RQ, NVSHMEM's).
     uint32_t rq_log = 0;
     bool blueflame = false;   // a BlueFlame UAR (DOCA's GPU_SM_BF) instead of a non-cached one
+    // NVSHMEM's DC transport (NVSHMEM_IBGDA_DC): this many DCIs (CREATE_QP st 0x5) shared by every peer, each WQE
+    // naming its destination DCT in an address vector, and one DCT per PE (CREATE_DCT). 0: RC QPs, one per peer.
+    uint32_t dcis = 0;
 };
+
+// NVSHMEM's DC access key (IBGDA_DC_ACCESS_KEY): every DCT is created with it and every DCI WQE carries it.
+inline constexpr uint64_t kDcAccessKey = 0x5623CEAF;
 
 class IbgdaTransport {
 public:
@@ -53,9 +60,11 @@ public:
     // of 2^log_sq_size WQEBBs. False with a message in `error`.
     bool open(const std::string& device, int npes, int my_pe, uint32_t log_sq_size, size_t heap_bytes,
               std::string& error, const QpFlavor& flavor = {});
-    // Creates, per peer (including itself: a loopback QP), a send CQ and an RC QP of the flavor given to open().
+    // Creates, per peer (including itself: a loopback QP), a send CQ and an RC QP of the flavor given to open();
+    // DC: a DCT, and a send CQ and a DCI per DCI asked for.
     bool create_qps(std::string& error);
-    // Connects our QP for `pe` to the peer's QP for us.
+    // Connects our QP for `pe` to the peer's QP for us. DC: a DCI connects to nobody; the call for PE 0 moves
+    // every DCI to RTS (RST2INIT, INIT2RTR without a path, RTR2RTS), the others do nothing.
     bool connect(int pe, const PeInfo& peer, std::string& error);
     PeInfo local_info() const;
     // QUERY_QP of our QP for `pe` (DOCA's doca_verbs_qp_query): qpc.state and the send counters.
@@ -66,7 +75,8 @@ public:
     };
     bool query(int pe, QpQuery& q, std::string& error);
 
-    GpuQp& qp(int pe) { return *qps_[pe]; }
+    GpuQp& qp(int pe) { return *qps_[pe]; }   // RC: our QP to `pe`; DC: DCI number `pe`
+    size_t qp_count() const { return qps_.size(); }
     uint8_t* heap() { return heap_; }
     uint32_t heap_lkey() const { return heap_mr_->lkey; }
     // A normal (not collapsed) CQ that receives the responder completions of RDMA WRITE with immediate.
@@ -87,6 +97,9 @@ private:
     bool modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what);
     // CQ buffer layout: per-QP send CQs first, then (page-aligned) the receive CQ.
     size_t send_cq_bytes() const { return flavor_.cq_per_wqe ? (size_t{1} << log_sq_size_) * 64 : 64; }
+    // Send queues: one per peer (RC) or one per DCI.
+    size_t queues() const { return flavor_.dcis ? flavor_.dcis : static_cast<size_t>(npes_); }
+    bool bring_up_dcis(std::string& error);
     size_t recv_cq_offset() const;
     // Where the CQ buffer and the doorbell records start in their UMEMs (one_umem: after the send rings).
     size_t cq_base_ = 0, dbr_base_ = 0;
@@ -116,6 +129,8 @@ private:
     std::vector<mlx5dv_devx_uar*> qp_uars_;  // DBR-less flavor: one doorbell page per QP
     std::vector<mlx5dv_devx_obj*> cq_objs_, qp_objs_;
     mlx5dv_devx_obj* recv_cq_obj_ = nullptr;
+    mlx5dv_devx_obj* dct_obj_ = nullptr;
+    uint32_t dctn_ = 0;
     uint32_t recv_cq_ci_ = 0;
     static constexpr uint32_t kRecvCqes = 1024;
     std::vector<std::unique_ptr<GpuQp>> qps_;

@@ -13,9 +13,13 @@
 // their producer index in host memory, and a CPU proxy thread writes the doorbell records and rings.
 // --rq-log L gives each QP a receive queue of 2^L entries before its send queue in the WQ buffer, as MORI creates
 // its QPs (the send queue then starts past the QP's wq_umem_offset).
+// --transport dc: NVSHMEM's DC transport: each PE creates one DCT (CREATE_DCT with NVSHMEM's access key) and
+// --dcis D DCIs (CREATE_QP st 0x5, default 2) that every thread shares (thread t posts on DCI t mod D); each WQE
+// names its destination PE's DCT in a 48-byte address vector (two WQEBBs per WQE). No immediates: the DCT has no
+// receive queue.
 //
 //   mpirun -np 4 sigmatrace fabric --node rank -- gpu_ibgda_put [--iters N] [--threads T] [--bytes B] [--rq-log L]
-//       [--nic-handler gpu|cpu]
+//       [--nic-handler gpu|cpu] [--transport rc|dc] [--dcis D]
 #include <mpi.h>
 
 #include <chrono>
@@ -60,7 +64,8 @@ int main(int argc, char** argv) {
     size_t iters = 64, threads = 4, bytes = 4096;
     uint32_t log_sq = 10;  // NVSHMEM_QP_DEPTH default: 1024 WQEBBs
     QpFlavor flavor;
-    std::string handler = "gpu";
+    std::string handler = "gpu", transport = "rc";
+    uint32_t dcis = 2;
     const CommonOptions common = WorkloadOptions("gpu_ibgda_put")
                                      .add("--nic-handler", "gpu|cpu", handler)
                                      .add("--iters", "N", iters)
@@ -68,13 +73,22 @@ int main(int argc, char** argv) {
                                      .add("--bytes", "B", bytes)
                                      .add("--log-sq", "L", log_sq)
                                      .add("--rq-log", "L", flavor.rq_log)
+                                     .add("--transport", "rc|dc", transport)
+                                     .add("--dcis", "D", dcis)
                                      .parse(argc, argv);
     if (handler != "gpu" && handler != "cpu") die("gpu_ibgda_put: --nic-handler is gpu or cpu, not '" + handler + "'");
+    if (transport != "rc" && transport != "dc") die("gpu_ibgda_put: --transport is rc or dc, not '" + transport + "'");
+    const bool dc = transport == "dc";
+    if (dc && (dcis == 0 || dcis > static_cast<uint32_t>(PeInfo::kMaxPes)))
+        die("gpu_ibgda_put: --dcis is 1 to " + std::to_string(PeInfo::kMaxPes));
+    if (dc) flavor.dcis = dcis;
     const Layout lay{bytes, static_cast<size_t>(npes), threads};
     IbgdaTransport t;
     TruthLog truth;
     std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total(), flavor);
     t.set_truth(&truth);
+    if (dc)
+        for (size_t i = 0; i < t.qp_count(); ++i) t.qp(static_cast<int>(i)).wqe_wqebbs = GpuQp::kDcWqebbs;
     uint8_t* heap = t.heap();
     for (size_t i = 0; i < bytes; ++i) heap[lay.send() + i] = pattern(static_cast<size_t>(me), i);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -82,7 +96,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<CpuProxy> proxy;
     if (handler == "cpu") {
         std::vector<GpuQp*> qps;
-        for (int pe = 0; pe < npes; ++pe) qps.push_back(&t.qp(pe));
+        for (size_t i = 0; i < t.qp_count(); ++i) qps.push_back(&t.qp(static_cast<int>(i)));
         proxy = std::make_unique<CpuProxy>(std::move(qps));
     }
 
@@ -93,8 +107,21 @@ int main(int argc, char** argv) {
             for (size_t it = 0; it < iters; ++it) {
                 for (int k = 0; k < npes; ++k) {
                     const int pe = (me + 1 + k + static_cast<int>(th)) % npes;
-                    GpuQp& q = t.qp(pe);
                     const PeInfo& p = peers[static_cast<size_t>(pe)];
+                    if (dc) {
+                        GpuQp& q = t.qp(static_cast<int>(th % dcis));
+                        const DcTarget to{p.dctn, static_cast<uint16_t>(p.lid), kDcAccessKey};
+                        const uint64_t base = q.reserve(2 * GpuQp::kDcWqebbs);
+                        q.write_dc_rdma_write(base, to, reinterpret_cast<uint64_t>(heap + lay.send()), t.heap_lkey(),
+                                              p.heap_addr + lay.recv(static_cast<size_t>(me)), p.heap_rkey,
+                                              static_cast<uint32_t>(bytes), true);
+                        q.write_dc_fetch_add(base + GpuQp::kDcWqebbs, to, reinterpret_cast<uint64_t>(heap + lay.fetch(th)),
+                                             t.heap_lkey(), p.heap_addr + lay.signal(static_cast<size_t>(me)), p.heap_rkey,
+                                             1, true);
+                        q.submit(base, 2 * GpuQp::kDcWqebbs);
+                        continue;
+                    }
+                    GpuQp& q = t.qp(pe);
                     const uint64_t base = q.reserve(2);
                     q.write_rdma_write(base, reinterpret_cast<uint64_t>(heap + lay.send()), t.heap_lkey(),
                                        p.heap_addr + lay.recv(static_cast<size_t>(me)), p.heap_rkey,
@@ -113,7 +140,10 @@ int main(int argc, char** argv) {
         });
     }
     for (auto& w : warps) w.join();
-    for (int pe = 0; pe < npes; ++pe) t.qp(pe).quiet(t.qp(pe).ready_head.load());  // nvshmem_quiet
+    for (size_t i = 0; i < t.qp_count(); ++i) {  // nvshmem_quiet
+        GpuQp& q = t.qp(static_cast<int>(i));
+        q.quiet(q.ready_head.load());
+    }
     MPI_Barrier(MPI_COMM_WORLD);  // every PE's puts are complete everywhere
     proxy.reset();
 
@@ -135,7 +165,7 @@ int main(int argc, char** argv) {
     }
     std::set<uint32_t> expected;
     for (int src = 0; src < npes; ++src)
-        for (size_t th = 0; th < threads; ++th)
+        for (size_t th = 0; th < threads && !dc; ++th)
             for (size_t it = 7; it < iters; it += 8) expected.insert(imm_of(src, th, it));
     // The responder completions may trail the requesters' (a receiver polls until it has what it waits for).
     std::vector<uint32_t> imms;
@@ -151,7 +181,7 @@ int main(int argc, char** argv) {
         ++bad;
     }
     write_truth(common, truth, me);
-    std::printf("gpu_ibgda_put PE %d: %zu WQEs posted on %d QPs; signals, data and %zu immediates %s\n", me,
-                truth.size(), npes, imms.size(), bad ? "WRONG" : "correct");
+    std::printf("gpu_ibgda_put PE %d: %zu WQEs posted on %zu %s; signals, data and %zu immediates %s\n", me,
+                truth.size(), t.qp_count(), dc ? "DCIs" : "QPs", imms.size(), bad ? "WRONG" : "correct");
     return job_exit_status(bad);
 }
