@@ -237,10 +237,16 @@ TEST_F(GpuAcceptance, MoriStyleDevxQpWithItsReceiveQueueFirstTraceHoldsEveryWqe)
 }
 
 // NVSHMEM's DC transport: per PE one DCT (CREATE_DCT) and two DCIs (CREATE_QP st 0x5) shared by every peer, each
-// WQE naming its destination DCT in a 48-byte address vector. Every WQE is traced as posted, and every operation's
-// peer resolves to the process owning the DCT its address vector names (the DCT's gpu_qp_create).
-TEST_F(GpuAcceptance, IbgdaPutOverDcTraceHoldsEveryWqeAndItsPeer) {
-    ASSERT_EQ(record("gpu_ibgda_put", "--iters 32 --threads 2 --transport dc --dcis 2"), 0) << slurp(work_ / "run.log");
+// WQE naming its destination DCT in a 48-byte address vector, with the GPU NIC handler and the CPU one (a CPU
+// thread rings for the "GPU"). Every WQE is traced as posted, and every operation's peer resolves to the process
+// owning the DCT its address vector names (the DCT's gpu_qp_create).
+class DcNicHandler : public GpuAcceptance, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(DcNicHandler, IbgdaPutTraceHoldsEveryWqeAndItsPeer) {
+    ASSERT_EQ(record("gpu_ibgda_put", std::string("--iters 32 --threads 2 --transport dc --dcis 2 --nic-handler ") +
+                                          GetParam()),
+              0)
+        << slurp(work_ / "run.log");
     const size_t total = expect_trace_equals_truth(kPes * 3, kPes * 2);   // learned: 2 DCIs and a DCT per PE
     constexpr uint64_t kPerPair = 32 * 2 * 2;                              // iters x threads x (write, signal)
     EXPECT_EQ(total, size_t{kPes} * kPes * kPerPair);
@@ -269,6 +275,8 @@ TEST_F(GpuAcceptance, IbgdaPutOverDcTraceHoldsEveryWqeAndItsPeer) {
     EXPECT_EQ(by_peer.size(), size_t{kPes});
     for (int r = 0; r < kPes; ++r) EXPECT_EQ(by_peer["rank " + std::to_string(r)], kPes * kPerPair) << "rank " << r;
 }
+
+INSTANTIATE_TEST_SUITE_P(GpuAcceptance, DcNicHandler, ::testing::Values("gpu", "cpu"));
 
 TEST_F(GpuAcceptance, RocshmemVerbsTraceHoldsEveryWqe) {
     ASSERT_EQ(record("gpu_rocshmem_verbs", "--iters 16 --threads 2"), 0) << slurp(work_ / "run.log");
