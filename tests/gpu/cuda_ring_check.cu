@@ -11,10 +11,17 @@
 //   *-dbrless-*     the four above with a DBR-less queue (DOCA GPU_SM_NO_DBR: no doorbell record, read by index
 //                   scanning, src/gpumem/index_scanner.h): checks on hardware that real GPU stores never make the
 //                   two-read rule commit a torn WQE, and that loss is accounted exactly under overrun
+//   cost-device / cost-mapped   the watcher's cost on the kernel: 256 GPU threads posting 51 200 WQEs as fast as
+//                   they can into a ring that never wraps, timed with CUDA events, alone and watched, interleaved
+//                   (7 rounds, medians); the watched runs must decode every WQE. The ratio is reported, not judged.
+//
+// What the watcher decodes is read as the analyzer reads it: its ring_post records, out of the deferred_records
+// events it emits (include/sigmatrace/deferred_records_wire.h).
 //
 // Prints one line per check: "CHECK <name> PASS|FAIL <details>". Exit 0 when all pass, 1 otherwise, 77 without a GPU.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -28,10 +35,11 @@
 #include "gpumem/cuda_driver.h"
 #include "gpumem/memory_classifier.h"
 #include "gpumem/watcher.h"
-#include "provider/trace_callback.h"
+#include "ring_capture.h"
 
 using namespace sigmatrace;
 using namespace sigmatrace::gpumem;
+using sigmatrace::gpu_check::Captured;
 
 namespace {
 
@@ -45,32 +53,6 @@ __global__ void post_kernel(gpu::DeviceQp q, uint64_t per_thread, unsigned spin_
         gpu::write_rdma_write(q, b, 0x2000 + b, 0x77, kRaddrBase + b * 64, rkey_for(b), bytes_for(b));
         gpu::submit(q, b, 1);
         if (spin_ns) __nanosleep(spin_ns);
-    }
-}
-
-struct Captured {
-    std::mutex mu;
-    std::vector<uint64_t> raddr;
-    std::vector<uint16_t> index;
-    std::vector<uint32_t> rkey, bytes;
-    uint64_t lost = 0, malformed = 0;
-};
-Captured* g_cap = nullptr;
-
-void on_event(EventId id, const void* rec, void*) {
-    std::lock_guard lk(g_cap->mu);
-    if (id == EventId::gpu_wqe) {
-        const auto* r = static_cast<const st_gpu_wqe_rec*>(rec);
-        for (uint32_t i = 0; i < r->n; ++i) {
-            g_cap->raddr.push_back(r->raddr[i]);
-            g_cap->index.push_back(r->wqe_index[i]);
-            g_cap->rkey.push_back(r->rkey[i]);
-            g_cap->bytes.push_back(r->bytes[i]);
-        }
-    } else if (id == EventId::gpu_watch_stats) {
-        const auto* r = static_cast<const st_gpu_watch_stats_rec*>(rec);
-        g_cap->lost += r->lost_wqes;
-        g_cap->malformed += r->malformed_wqes;
     }
 }
 
@@ -137,8 +119,7 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
     cfg.guard_wqebbs = blocks * threads;
     Watcher w(reg, mem, cfg);
     Captured cap;
-    g_cap = &cap;
-    set_trace_callback(&on_event, nullptr);
+    gpu_check::start_capture(cap);
     if (!w.start()) return report(name, false, "cannot start the watcher thread");
 
     gpu::DeviceQp dq{0x1234, ring_dev, wqebbs, dbr_less ? nullptr : dbr_dev + 1, nullptr, mvars, mvars + 1,
@@ -149,7 +130,7 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
     CUDA_OK(cudaDeviceSynchronize());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     w.stop();  // final sweep
-    set_trace_callback(nullptr, nullptr);
+    gpu_check::stop_capture();
 
     const uint64_t posted = uint64_t{static_cast<uint32_t>(blocks * threads)} * per_thread;
     const WatcherStats st = w.stats();
@@ -178,6 +159,96 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
                   static_cast<unsigned long long>(CudaDriver::if_loaded() ? CudaDriver::if_loaded()->copies() : 0),
                   static_cast<unsigned long long>(st.sweeps));
     report(name, why.empty(), detail);
+    if (device_memory) {
+        cudaFree(ring_dev);
+        cudaFree(dbr_dev);
+    } else {
+        cudaFreeHost(ring_host);
+        cudaFreeHost(dbr_host);
+    }
+    cudaFree(mvars);
+}
+
+// The kernel's time with and without the watcher reading its ring (device or host-mapped memory).
+void watcher_cost(const char* name, bool device_memory) {
+    constexpr uint32_t kWqebbs = 65536;   // never wraps: the kernel waits on nothing
+    constexpr int kBlocks = 8, kThreads = 32;
+    constexpr uint64_t kPerThread = 200;
+    constexpr uint64_t kPosted = uint64_t{kBlocks} * kThreads * kPerThread;
+    constexpr int kRounds = 7;
+    const size_t ring_bytes = size_t{kWqebbs} * 64;
+    uint8_t *ring_host = nullptr, *ring_dev = nullptr;
+    uint32_t *dbr_host = nullptr, *dbr_dev = nullptr;
+    if (device_memory) {
+        CUDA_OK(cudaMalloc(&ring_dev, ring_bytes));
+        CUDA_OK(cudaMalloc(&dbr_dev, 64));
+        ring_host = ring_dev;
+        dbr_host = dbr_dev;
+    } else {
+        CUDA_OK(cudaHostAlloc(&ring_host, ring_bytes, cudaHostAllocMapped));
+        CUDA_OK(cudaHostAlloc(&dbr_host, 64, cudaHostAllocMapped));
+        CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ring_dev), ring_host, 0));
+        CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dbr_dev), dbr_host, 0));
+    }
+    unsigned long long* mvars = nullptr;
+    CUDA_OK(cudaMalloc(&mvars, 64));
+    cudaEvent_t begin, end;
+    CUDA_OK(cudaEventCreate(&begin));
+    CUDA_OK(cudaEventCreate(&end));
+    std::vector<float> alone_ms, watched_ms;
+    std::string why;
+    for (int round = 0; round < 2 * kRounds + 1 && why.empty(); ++round) {
+        const bool watched = round % 2 == 1;   // round 0 warms up (not timed)
+        CUDA_OK(cudaMemset(ring_dev, 0, ring_bytes));
+        CUDA_OK(cudaMemset(dbr_dev, 0, 64));
+        CUDA_OK(cudaMemset(mvars, 0, 64));
+        CUDA_OK(cudaDeviceSynchronize());
+        QueueRegistry reg;
+        SendQueue q;
+        q.key = 1;
+        q.qpn = 0x1234;
+        q.ring_addr = reinterpret_cast<uint64_t>(ring_host);
+        q.wqebbs = kWqebbs;
+        q.ring_mem = device_memory ? MemType::Device : MemType::HostMapped;
+        q.dbr_addr = reinterpret_cast<uint64_t>(dbr_host + 1);
+        q.dbr_mem = q.ring_mem;
+        reg.add_send_queue(q);
+        ProcessMemoryReader mem;
+        WatcherConfig cfg;
+        cfg.guard_wqebbs = kBlocks * kThreads;
+        Watcher w(reg, mem, cfg);
+        Captured cap;
+        gpu_check::start_capture(cap);
+        if (watched && !w.start()) why = "cannot start the watcher thread";
+        gpu::DeviceQp dq{0x1234, ring_dev, kWqebbs, dbr_dev + 1, nullptr, mvars, mvars + 1, reinterpret_cast<int*>(mvars + 2)};
+        CUDA_OK(cudaEventRecord(begin));
+        post_kernel<<<kBlocks, kThreads>>>(dq, kPerThread, 0);
+        CUDA_OK(cudaEventRecord(end));
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaEventSynchronize(end));
+        float ms = 0;
+        CUDA_OK(cudaEventElapsedTime(&ms, begin, end));
+        if (watched) w.stop();   // final sweep
+        gpu_check::stop_capture();
+        if (round == 0) continue;
+        (watched ? watched_ms : alone_ms).push_back(ms);
+        if (watched && cap.raddr.size() + cap.lost != kPosted)
+            why = "decoded " + std::to_string(cap.raddr.size()) + " + lost " + std::to_string(cap.lost) + " of " +
+                  std::to_string(kPosted);
+    }
+    auto median = [](std::vector<float> v) {
+        if (v.empty()) return 0.0f;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    const float a = median(alone_ms), b = median(watched_ms);
+    char detail[256];
+    std::snprintf(detail, sizeof detail, "%s(%llu WQEs: kernel %.3f ms alone, %.3f ms watched, %+.1f%%; medians of %d)",
+                  why.empty() ? "" : (why + " ").c_str(), static_cast<unsigned long long>(kPosted), a, b,
+                  a > 0 ? (b / a - 1) * 100 : 0.0, kRounds);
+    report(name, why.empty(), detail);
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
     if (device_memory) {
         cudaFree(ring_dev);
         cudaFree(dbr_dev);
@@ -219,5 +290,7 @@ int main() {
     ring_check("device-dbrless-overrun", true, 256, 8, 32, 2000, 0, false, true);
     ring_check("mapped-dbrless-exact", false, 4096, 1, 32, 64, 200'000, true, true);
     ring_check("mapped-dbrless-overrun", false, 256, 8, 32, 2000, 0, false, true);
+    watcher_cost("cost-device", true);
+    watcher_cost("cost-mapped", false);
     return failures ? 1 : 0;
 }

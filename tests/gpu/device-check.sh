@@ -10,8 +10,10 @@
 #                workloads (real kernels posting WQEs) on the software fabric; default: ./build if it has them
 #
 # Checks: cuda_ring_check (tests/gpu/cuda_ring_check.cu: memory classification; the watcher reading rings that a
-# kernel writes in GPU memory, through the CUDA copy path, and in host-mapped memory, exact and under overrun),
-# and, with a build tree, gpu_ibgda_put_cuda / gpu_bfs_levels_cuda on the fabric. Exit 0 when nothing FAILed.
+# kernel writes in GPU memory, through the CUDA copy path, and in host-mapped memory, exact and under overrun; the
+# watcher's cost on the kernel's time), and, with a build tree, gpu_ibgda_put_cuda / gpu_bfs_levels_cuda on the
+# fabric, recorded with `sigmatrace record` where LTTng is installed: the analysis must count exactly the WQEs the
+# kernels wrote. Exit 0 when nothing FAILed.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dry_run=0
@@ -56,7 +58,7 @@ else
   for src in src/mlx5_format/wqe_decoder.cpp src/mlx5_format/prm_commands.cpp src/gpumem/queue_registry.cpp \
              src/gpumem/memory_reader.cpp src/gpumem/cuda_driver.cpp src/gpumem/memory_classifier.cpp \
              src/gpumem/watcher_config.cpp src/gpumem/index_scanner.cpp src/gpumem/watcher.cpp \
-             src/provider/trace_callback.cpp; do
+             src/provider/trace_callback.cpp tests/gpu/ring_capture.cpp; do
     o=$work/$(basename "$src" .cpp).o
     if ! g++ -std=c++20 -O2 -I"$here/include" -I"$here/src" -c "$here/$src" -o "$o" \
          2>>"$work/build.log"; then ok=0; break; fi
@@ -97,16 +99,44 @@ elif [[ -z $gpu && $dry_run == 0 ]]; then
 else
   root=()
   [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
+  # Recorded with the real tracer when LTTng's session daemon is installed: the analysis must hold exactly the
+  # WQEs the kernels wrote (their ground truth, --truth), every one GPU-posted, none lost.
+  record=()
+  if command -v lttng-sessiond >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then record=(--lttng); fi
   for w in gpu_ibgda_put_cuda gpu_bfs_levels_cuda; do
-    args=()
-    [[ $w == gpu_bfs_levels_cuda ]] && args=(--levels 4 --delay-ms 10)
-    out=$(timeout 120 "$here/tests/support/sandbox.sh" mpirun "${root[@]}" --oversubscribe -np 2 --mca btl self,vader \
-          --mca pml ob1 "$stage/bin/sigmatrace" fabric --node rank -- "$stage/libexec/sigmatrace/$w" "${args[@]}" 2>&1)
+    args=(--truth "$work/truth-$w")
+    mkdir -p "$work/truth-$w"
+    [[ $w == gpu_bfs_levels_cuda ]] && args+=(--levels 4 --delay-ms 10)
+    run=(mpirun "${root[@]}" --oversubscribe -np 2 --mca btl self,vader --mca pml ob1 "$stage/bin/sigmatrace" fabric
+         --node rank -- "$stage/libexec/sigmatrace/$w" "${args[@]}")
+    [[ ${#record[@]} -gt 0 ]] && run=("$stage/bin/sigmatrace" record -o "$work/trace-$w" -- "${run[@]}")
+    out=$(timeout 180 "$here/tests/support/sandbox.sh" "${record[@]}" "${run[@]}" 2>&1)
     rc=$?
     if [[ $rc == 0 ]]; then add "$w" PASS "$(grep -m1 'PE 0' <<<"$out")"
-    elif grep -q 'SKIP' <<<"$out"; then add "$w" SKIP "$(grep -m1 SKIP <<<"$out")"
-    else add "$w" FAIL "exit $rc: $(grep -v '^-*$' <<<"$out" | tail -3 | tr '\n' ' ')"
+    elif grep -q 'SKIP' <<<"$out"; then add "$w" SKIP "$(grep -m1 SKIP <<<"$out")"; continue
+    else add "$w" FAIL "exit $rc: $(grep -v '^-*$' <<<"$out" | tail -3 | tr '\n' ' ')"; continue
     fi
+    if [[ ${#record[@]} -eq 0 ]]; then
+      add "${w%_cuda}-traced" SKIP "lttng-sessiond or python3 not installed: ran untraced"
+      continue
+    fi
+    if ! "$stage/bin/sigmatrace-analyze" "$work/trace-$w" --quiet --json "$work/analysis-$w.json" >"$work/analyze-$w.log" 2>&1; then
+      add "${w%_cuda}-traced" FAIL "sigmatrace-analyze failed: $(tail -2 "$work/analyze-$w.log" | tr '\n' ' ')"
+      continue
+    fi
+    verdict=$(python3 - "$work/analysis-$w.json" "$work/truth-$w" <<'PY'
+import json, pathlib, sys
+a = json.load(open(sys.argv[1]))
+posted = sum(1 for f in pathlib.Path(sys.argv[2]).glob("truth-*.txt")
+             for line in f.read_text().splitlines() if line and not line.startswith("#"))
+ops = a["ops"]
+lost = sum(1 for w in a.get("warnings", []) if "overwritten in their ring" in w)
+ok = posted > 0 and ops["total"] == posted and ops.get("gpu", 0) == posted and ops["errors"] == 0 and not lost
+print(("PASS" if ok else "FAIL") + f" traced {ops['total']} operations ({ops.get('gpu', 0)} GPU-posted) of {posted} "
+      f"WQEs the kernels wrote; errors {ops['errors']}; {'loss reported' if lost else 'no loss'}")
+PY
+)
+    add "${w%_cuda}-traced" "${verdict%% *}" "${verdict#* }"
   done
 fi
 
