@@ -605,8 +605,9 @@ private:
             return nullptr;
         }
         const bool dci = c.st == prm::st::DCI;
-        // On an SRQ, or with automatic receives whatever other receive queue the qpc describes.
-        const bool on_srq = c.rq_type == kRqTypeSrq;
+        // On an SRQ, or with automatic receives whatever other receive queue the qpc describes. A DCI has no receive
+        // side whatever its qpc says (UCX names its SRQ there).
+        const bool on_srq = !dci && c.rq_type == kRqTypeSrq;
         const bool dbr_less = c.send_dbr_mode == prm::kSendDbrModeNoDbr;
         provider::ContextImpl& cimpl = provider::context_of(ctx);
         std::lock_guard lk(mu_);
@@ -629,8 +630,7 @@ private:
         ExportedSrq* srq = on_srq ? exported_srq_by_number(c.srqn) : nullptr;
         ExportedCq* verbs_scq = exported_cq_by_number(c.cqn_snd);
         ExportedCq* verbs_rcq = exported_cq_by_number(c.cqn_rcv);
-        if (!why && dci && on_srq) why = "a DCI has no receive queue (its rq_type names an SRQ)";
-        else if (!why && on_srq && !srq)
+        if (!why && on_srq && !srq)
             why = "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)";
         else if (!why && on_srq && dbr_less) why = "a QP on an SRQ needs a doorbell record in a UMEM";
         else if (!why && on_srq && !verbs_rcq)
