@@ -310,7 +310,12 @@ public:
             say_once("DevX query command not emulated on fabric devices", prm::command_opcode(cmd));
             return EOPNOTSUPP;
         }
-        if (!out || outlen < prm::f::qpc_sw_sq_wqebb_counter.bytes_needed()) return EINVAL;
+        if (!out || outlen < prm::f::qpc_sw_sq_wqebb_counter.bytes_needed()) {
+            std::fprintf(stderr, "softfabric mlx5: QUERY_QP: the output (%zu bytes) must hold the qpc through its send "
+                                 "counters (%zu bytes)\n", out ? outlen : size_t{0},
+                         static_cast<size_t>(prm::f::qpc_sw_sq_wqebb_counter.bytes_needed()));
+            return EINVAL;
+        }
         std::lock_guard lk(mu_);  // the executor holds it while it pumps: the counters are still
         auto it = objects_.find(handle);
         if (it == objects_.end() || it->second->kind != DevxObject::Kind::Qp) return EINVAL;
