@@ -72,44 +72,70 @@ void report(const char* name, bool ok, const std::string& detail) {
         }                                                                                                      \
     } while (0)
 
+// A send ring and its doorbell record, in GPU memory (the watcher reads them through CUDA copies) or in host memory
+// mapped into the GPU (NVSHMEM hostmem); zeroed.
+struct GpuRing {
+    uint8_t* host = nullptr;  // what the watcher reads
+    uint8_t* dev = nullptr;   // what the kernel writes
+    uint32_t* dbr_host = nullptr;
+    uint32_t* dbr_dev = nullptr;
+    size_t bytes;
+    bool device_memory;
+    GpuRing(bool device, size_t ring_bytes) : bytes(ring_bytes), device_memory(device) {
+        if (device_memory) {
+            CUDA_OK(cudaMalloc(&dev, bytes));
+            CUDA_OK(cudaMalloc(&dbr_dev, 64));
+            host = dev;
+            dbr_host = dbr_dev;
+        } else {
+            CUDA_OK(cudaHostAlloc(&host, bytes, cudaHostAllocMapped));
+            CUDA_OK(cudaHostAlloc(&dbr_host, 64, cudaHostAllocMapped));
+            CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0));
+            CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dbr_dev), dbr_host, 0));
+        }
+        clear();
+    }
+    ~GpuRing() {
+        if (device_memory) {
+            cudaFree(dev);
+            cudaFree(dbr_dev);
+        } else {
+            cudaFreeHost(host);
+            cudaFreeHost(dbr_host);
+        }
+    }
+    GpuRing(const GpuRing&) = delete;
+    GpuRing& operator=(const GpuRing&) = delete;
+    void clear() {
+        CUDA_OK(cudaMemset(dev, 0, bytes));
+        CUDA_OK(cudaMemset(dbr_dev, 0, 64));
+        CUDA_OK(cudaDeviceSynchronize());
+    }
+    // The queue as the set-up observer would have learned it.
+    SendQueue queue(uint32_t wqebbs, bool dbr_less) const {
+        SendQueue q;
+        q.key = 1;
+        q.qpn = 0x1234;
+        q.ring_addr = reinterpret_cast<uint64_t>(host);
+        q.wqebbs = wqebbs;
+        q.ring_mem = device_memory ? MemType::Device : MemType::HostMapped;
+        q.dbr_addr = dbr_less ? 0 : reinterpret_cast<uint64_t>(dbr_host + 1);
+        q.dbr_mem = q.ring_mem;
+        q.dbr_less = dbr_less;
+        return q;
+    }
+};
+
 // One ring, one kernel, one watcher thread; returns true when the capture is consistent.
 void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int blocks, int threads, uint64_t per_thread,
                 unsigned spin_ns, bool expect_no_loss, bool dbr_less = false) {
-    const size_t ring_bytes = size_t{wqebbs} * 64;
-    uint8_t* ring_host = nullptr;  // what the watcher reads
-    uint8_t* ring_dev = nullptr;   // what the kernel writes
-    uint32_t* dbr_host = nullptr;
-    uint32_t* dbr_dev = nullptr;
-    if (device_memory) {
-        CUDA_OK(cudaMalloc(&ring_dev, ring_bytes));
-        CUDA_OK(cudaMalloc(&dbr_dev, 64));
-        CUDA_OK(cudaMemset(ring_dev, 0, ring_bytes));
-        CUDA_OK(cudaMemset(dbr_dev, 0, 64));
-        ring_host = ring_dev;
-        dbr_host = dbr_dev;
-    } else {
-        CUDA_OK(cudaHostAlloc(&ring_host, ring_bytes, cudaHostAllocMapped));
-        CUDA_OK(cudaHostAlloc(&dbr_host, 64, cudaHostAllocMapped));
-        std::memset(ring_host, 0, ring_bytes);
-        std::memset(dbr_host, 0, 64);
-        CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ring_dev), ring_host, 0));
-        CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dbr_dev), dbr_host, 0));
-    }
+    GpuRing ring(device_memory, size_t{wqebbs} * 64);
     unsigned long long* mvars = nullptr;
     CUDA_OK(cudaMalloc(&mvars, 64));
     CUDA_OK(cudaMemset(mvars, 0, 64));
 
     QueueRegistry reg;
-    SendQueue q;
-    q.key = 1;
-    q.qpn = 0x1234;
-    q.ring_addr = reinterpret_cast<uint64_t>(ring_host);
-    q.wqebbs = wqebbs;
-    q.ring_mem = device_memory ? MemType::Device : MemType::HostMapped;
-    q.dbr_addr = dbr_less ? 0 : reinterpret_cast<uint64_t>(dbr_host + 1);
-    q.dbr_mem = q.ring_mem;
-    q.dbr_less = dbr_less;
-    reg.add_send_queue(q);
+    reg.add_send_queue(ring.queue(wqebbs, dbr_less));
     ProcessMemoryReader mem;
     WatcherConfig cfg;
     cfg.min_period_ns = 2'000;
@@ -122,7 +148,7 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
     gpu_check::start_capture(cap);
     if (!w.start()) return report(name, false, "cannot start the watcher thread");
 
-    gpu::DeviceQp dq{0x1234, ring_dev, wqebbs, dbr_less ? nullptr : dbr_dev + 1, nullptr, mvars, mvars + 1,
+    gpu::DeviceQp dq{0x1234, ring.dev, wqebbs, dbr_less ? nullptr : ring.dbr_dev + 1, nullptr, mvars, mvars + 1,
                      reinterpret_cast<int*>(mvars + 2)};
     const auto t0 = std::chrono::steady_clock::now();
     post_kernel<<<blocks, threads>>>(dq, per_thread, spin_ns);
@@ -159,13 +185,6 @@ void ring_check(const char* name, bool device_memory, uint32_t wqebbs, int block
                   static_cast<unsigned long long>(CudaDriver::if_loaded() ? CudaDriver::if_loaded()->copies() : 0),
                   static_cast<unsigned long long>(st.sweeps));
     report(name, why.empty(), detail);
-    if (device_memory) {
-        cudaFree(ring_dev);
-        cudaFree(dbr_dev);
-    } else {
-        cudaFreeHost(ring_host);
-        cudaFreeHost(dbr_host);
-    }
     cudaFree(mvars);
 }
 
@@ -176,20 +195,7 @@ void watcher_cost(const char* name, bool device_memory) {
     constexpr uint64_t kPerThread = 200;
     constexpr uint64_t kPosted = uint64_t{kBlocks} * kThreads * kPerThread;
     constexpr int kRounds = 7;
-    const size_t ring_bytes = size_t{kWqebbs} * 64;
-    uint8_t *ring_host = nullptr, *ring_dev = nullptr;
-    uint32_t *dbr_host = nullptr, *dbr_dev = nullptr;
-    if (device_memory) {
-        CUDA_OK(cudaMalloc(&ring_dev, ring_bytes));
-        CUDA_OK(cudaMalloc(&dbr_dev, 64));
-        ring_host = ring_dev;
-        dbr_host = dbr_dev;
-    } else {
-        CUDA_OK(cudaHostAlloc(&ring_host, ring_bytes, cudaHostAllocMapped));
-        CUDA_OK(cudaHostAlloc(&dbr_host, 64, cudaHostAllocMapped));
-        CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ring_dev), ring_host, 0));
-        CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dbr_dev), dbr_host, 0));
-    }
+    GpuRing ring(device_memory, size_t{kWqebbs} * 64);
     unsigned long long* mvars = nullptr;
     CUDA_OK(cudaMalloc(&mvars, 64));
     cudaEvent_t begin, end;
@@ -199,20 +205,11 @@ void watcher_cost(const char* name, bool device_memory) {
     std::string why;
     for (int round = 0; round < 2 * kRounds + 1 && why.empty(); ++round) {
         const bool watched = round % 2 == 1;   // round 0 warms up (not timed)
-        CUDA_OK(cudaMemset(ring_dev, 0, ring_bytes));
-        CUDA_OK(cudaMemset(dbr_dev, 0, 64));
+        ring.clear();
         CUDA_OK(cudaMemset(mvars, 0, 64));
         CUDA_OK(cudaDeviceSynchronize());
         QueueRegistry reg;
-        SendQueue q;
-        q.key = 1;
-        q.qpn = 0x1234;
-        q.ring_addr = reinterpret_cast<uint64_t>(ring_host);
-        q.wqebbs = kWqebbs;
-        q.ring_mem = device_memory ? MemType::Device : MemType::HostMapped;
-        q.dbr_addr = reinterpret_cast<uint64_t>(dbr_host + 1);
-        q.dbr_mem = q.ring_mem;
-        reg.add_send_queue(q);
+        reg.add_send_queue(ring.queue(kWqebbs, false));
         ProcessMemoryReader mem;
         WatcherConfig cfg;
         cfg.guard_wqebbs = kBlocks * kThreads;
@@ -220,7 +217,7 @@ void watcher_cost(const char* name, bool device_memory) {
         Captured cap;
         gpu_check::start_capture(cap);
         if (watched && !w.start()) why = "cannot start the watcher thread";
-        gpu::DeviceQp dq{0x1234, ring_dev, kWqebbs, dbr_dev + 1, nullptr, mvars, mvars + 1, reinterpret_cast<int*>(mvars + 2)};
+        gpu::DeviceQp dq{0x1234, ring.dev, kWqebbs, ring.dbr_dev + 1, nullptr, mvars, mvars + 1, reinterpret_cast<int*>(mvars + 2)};
         CUDA_OK(cudaEventRecord(begin));
         post_kernel<<<kBlocks, kThreads>>>(dq, kPerThread, 0);
         CUDA_OK(cudaEventRecord(end));
@@ -249,13 +246,6 @@ void watcher_cost(const char* name, bool device_memory) {
     report(name, why.empty(), detail);
     cudaEventDestroy(begin);
     cudaEventDestroy(end);
-    if (device_memory) {
-        cudaFree(ring_dev);
-        cudaFree(dbr_dev);
-    } else {
-        cudaFreeHost(ring_host);
-        cudaFreeHost(dbr_host);
-    }
     cudaFree(mvars);
 }
 

@@ -672,38 +672,16 @@ private:
         rcq->overflow.store(0);
         for (uint32_t i = 0; i < rcq->capacity; ++i) rcq->slot(i)->seq.store(0);
 
-        engine::QueuePairConfig cfg;
+        engine::QueuePairConfig cfg = devx_qp_config(cimpl, c, pd->second);
         cfg.type = IBV_QPT_RC;
-        cfg.nic = cimpl.nic;
-        cfg.pd_id = pd->second;
-        cfg.sq_depth = wqebbs;
-        cfg.max_send_sge = kMaxSendSge;
-        cfg.max_inline = kMaxInline;
         cfg.rq_depth = kAutoReceiveDepth;
         cfg.recv_cq_offset = o->recv_cq_offset;
-        std::unique_ptr<engine::QueuePair> qp;
-        try {
-            qp = std::make_unique<engine::QueuePair>(rt, cfg);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", e.what());
+        std::unique_ptr<engine::QueuePair> qp = make_engine_qp(rt, cfg, "CREATE_QP");
+        if (!qp) {
             rt.arena().release(o->recv_cq_offset, o->recv_cq_bytes);
-            errno = ENOMEM;
             return nullptr;
         }
-        DirectQp::Geometry g;
-        g.sq = reinterpret_cast<uint8_t*>(wq->addr + c.sq_umem_offset());
-        g.wqebbs = wqebbs;
-        if (dbr_less) {
-            g.doorbell = reinterpret_cast<uint64_t*>(static_cast<char*>(uar->page) + kDbrLessDoorbellOffset);
-            ++uar->users;
-            o->uar = uar;
-        } else {
-            g.send_dbr = reinterpret_cast<uint32_t*>(dbr->addr + c.send_dbr_umem_offset());
-        }
-        engine::QueuePair& ref = *qp;
-        o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
-        if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);
-        else if (verbs_scq) o->qp->set_send_cq(verbs_scq->cq.get());
+        attach_direct_qp(*o, std::move(qp), send_geometry(c, *wq, dbr, uar, *o), c.cqn_snd, verbs_scq);
         CqeRing* recv_ring = nullptr;
         if (auto it = devx_cqs_.find(c.cqn_rcv); it != devx_cqs_.end()) recv_ring = it->second;
         o->qp->enable_auto_receive(rcq, recv_ring);
@@ -715,38 +693,14 @@ private:
                                 uint64_t pd_id, ExportedCq* verbs_scq, std::unique_ptr<DevxObject> o, void* out,
                                 size_t outlen) {
         provider::ContextImpl& cimpl = provider::context_of(ctx);
-        engine::QueuePairConfig cfg;
+        engine::QueuePairConfig cfg = devx_qp_config(cimpl, c, pd_id);
         cfg.type = IBV_QPT_DRIVER;
         cfg.dc_role = DcRole::Initiator;
-        cfg.nic = cimpl.nic;
-        cfg.pd_id = pd_id;
-        cfg.sq_depth = c.sq_wqebbs();
-        cfg.max_send_sge = kMaxSendSge;
-        cfg.max_inline = kMaxInline;
-        cfg.rq_depth = 0;
-        std::unique_ptr<engine::QueuePair> qp;
-        try {
-            qp = std::make_unique<engine::QueuePair>(*cimpl.rt, cfg);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", e.what());
-            errno = ENOMEM;
-            return nullptr;
-        }
-        DirectQp::Geometry g;
-        g.sq = reinterpret_cast<uint8_t*>(wq.addr + c.sq_umem_offset());
-        g.wqebbs = c.sq_wqebbs();
+        std::unique_ptr<engine::QueuePair> qp = make_engine_qp(*cimpl.rt, cfg, "CREATE_QP");
+        if (!qp) return nullptr;
+        DirectQp::Geometry g = send_geometry(c, wq, dbr, uar, *o);
         g.transport = gm::Transport::Dci;
-        if (c.send_dbr_mode == prm::kSendDbrModeNoDbr) {
-            g.doorbell = reinterpret_cast<uint64_t*>(static_cast<char*>(uar->page) + kDbrLessDoorbellOffset);
-            ++uar->users;
-            o->uar = uar;
-        } else {
-            g.send_dbr = reinterpret_cast<uint32_t*>(dbr->addr + c.send_dbr_umem_offset());
-        }
-        engine::QueuePair& ref = *qp;
-        o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
-        if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);
-        else if (verbs_scq) o->qp->set_send_cq(verbs_scq->cq.get());
+        attach_direct_qp(*o, std::move(qp), g, c.cqn_snd, verbs_scq);
         return add_direct_qp_locked(std::move(o), out, outlen);
     }
 
@@ -787,13 +741,8 @@ private:
         o->kind = DevxObject::Kind::Dct;
         o->ctx = ctx;
         o->rt = cimpl.rt;
-        try {
-            o->dct = std::make_unique<engine::QueuePair>(*cimpl.rt, cfg);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s\n", e.what());
-            errno = ENOMEM;
-            return nullptr;
-        }
+        o->dct = make_engine_qp(*cimpl.rt, cfg, "CREATE_DCT");
+        if (!o->dct) return nullptr;
         engine::QueuePair& q = *o->dct;
         q.shared().qkey.store(static_cast<uint32_t>(d.dc_access_key));
         q.shared().access_flags.store(IBV_ACCESS_LOCAL_WRITE | (d.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
@@ -808,6 +757,55 @@ private:
         objects_[handle] = std::move(o);
         write_out(out, outlen, dctn);
         return handle;
+    }
+
+    // What every DevX QP's engine QP shares: its NIC and PD, a send queue of the CREATE_QP's size, no receive queue
+    // of its own (callers add what their kind has).
+    static engine::QueuePairConfig devx_qp_config(const provider::ContextImpl& cimpl, const prm::CreateQp& c,
+                                                  uint64_t pd_id) {
+        engine::QueuePairConfig cfg;
+        cfg.nic = cimpl.nic;
+        cfg.pd_id = pd_id;
+        cfg.sq_depth = c.sq_wqebbs();
+        cfg.max_send_sge = kMaxSendSge;
+        cfg.max_inline = kMaxInline;
+        cfg.rq_depth = 0;
+        return cfg;
+    }
+    // The engine QP of a DevX object; null, with errno ENOMEM and the reason on stderr, when the fabric has no room.
+    static std::unique_ptr<engine::QueuePair> make_engine_qp(Runtime& rt, const engine::QueuePairConfig& cfg,
+                                                             const char* command) {
+        try {
+            return std::make_unique<engine::QueuePair>(rt, cfg);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "softfabric mlx5: %s: %s\n", command, e.what());
+            errno = ENOMEM;
+            return nullptr;
+        }
+    }
+    // Where the executor reads the send queue: the ring in its UMEM, and the doorbell record in its UMEM or, for a
+    // DBR-less QP, the doorbell register of its UAR page (which then counts the QP as a user).
+    static DirectQp::Geometry send_geometry(const prm::CreateQp& c, const Umem& wq, const Umem* dbr, Uar* uar,
+                                            DevxObject& o) {
+        DirectQp::Geometry g;
+        g.sq = reinterpret_cast<uint8_t*>(wq.addr + c.sq_umem_offset());
+        g.wqebbs = c.sq_wqebbs();
+        if (c.send_dbr_mode == prm::kSendDbrModeNoDbr) {
+            g.doorbell = reinterpret_cast<uint64_t*>(static_cast<char*>(uar->page) + kDbrLessDoorbellOffset);
+            ++uar->users;
+            o.uar = uar;
+        } else {
+            g.send_dbr = reinterpret_cast<uint32_t*>(dbr->addr + c.send_dbr_umem_offset());
+        }
+        return g;
+    }
+    // The object's DirectQp, completing into the send CQ `cqn_snd` names: a DevX CQ, else the exported verbs CQ.
+    void attach_direct_qp(DevxObject& o, std::unique_ptr<engine::QueuePair> qp, const DirectQp::Geometry& g,
+                          uint32_t cqn_snd, ExportedCq* verbs_scq) {
+        engine::QueuePair& ref = *qp;
+        o.qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
+        if (auto it = devx_cqs_.find(cqn_snd); it != devx_cqs_.end()) o.qp->set_send_cq(it->second);
+        else if (verbs_scq) o.qp->set_send_cq(verbs_scq->cq.get());
     }
 
     // A DevX QP the executor runs from now on: owned by objects_, its QP number written in the command's output.
@@ -842,32 +840,13 @@ private:
         provider::ContextImpl& cimpl = provider::context_of(ctx);
         provider::SrqImpl& simpl = provider::srq_of(srq.handle);
         provider::CqImpl& rcq = provider::cq_of(verbs_rcq.handle);
-        engine::QueuePairConfig cfg;
+        engine::QueuePairConfig cfg = devx_qp_config(cimpl, c, pd_id);
         cfg.type = IBV_QPT_RC;
-        cfg.nic = cimpl.nic;
-        cfg.pd_id = pd_id;
-        cfg.sq_depth = c.sq_wqebbs();
-        cfg.max_send_sge = kMaxSendSge;
-        cfg.max_inline = kMaxInline;
-        cfg.rq_depth = 0;
         cfg.srq_offset = simpl.offset;
         cfg.recv_cq_offset = rcq.offset;
-        std::unique_ptr<engine::QueuePair> qp;
-        try {
-            qp = std::make_unique<engine::QueuePair>(*cimpl.rt, cfg);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", e.what());
-            errno = ENOMEM;
-            return nullptr;
-        }
-        DirectQp::Geometry g;
-        g.sq = reinterpret_cast<uint8_t*>(wq.addr + c.sq_umem_offset());
-        g.wqebbs = c.sq_wqebbs();
-        g.send_dbr = reinterpret_cast<uint32_t*>(dbr.addr + c.send_dbr_umem_offset());
-        engine::QueuePair& ref = *qp;
-        o->qp = std::make_unique<DirectQp>(ref, std::move(qp), g);
-        if (auto it = devx_cqs_.find(c.cqn_snd); it != devx_cqs_.end()) o->qp->set_send_cq(it->second);
-        else if (verbs_scq) o->qp->set_send_cq(verbs_scq->cq.get());
+        std::unique_ptr<engine::QueuePair> qp = make_engine_qp(*cimpl.rt, cfg, "CREATE_QP");
+        if (!qp) return nullptr;
+        attach_direct_qp(*o, std::move(qp), send_geometry(c, wq, &dbr, nullptr, *o), c.cqn_snd, verbs_scq);
         {
             std::lock_guard lock(simpl.post_lock);
             ++simpl.attached_qps;
