@@ -125,25 +125,19 @@ struct World {
         feed.emit(t++, vpid(rank), m);
     }
     // mlx5dv_init_obj on the verbs QP: the watcher learns its ring.
-    void exported(int rank, uint32_t qpn, uint32_t type) {
-        st_gpu_qp_create_rec g{};
-        g.ctx = 0xc0;
-        g.qpn = qpn;
-        g.st = type;
-        g.sq_wqebb = 64;
-        g.source = 1;
-        feed.emit(t++, vpid(rank), g);
-    }
-    // A queue created with DevX (gpu_qp_create source 0): `st` the PRM service type, or kGpuQpStDct for a DCT.
-    void devx(int rank, uint32_t qpn, uint32_t st, uint32_t sq_wqebb) {
+    // A learned queue (gpu_qp_create): `source` 1 for mlx5dv_init_obj on a verbs QP (`st` its ibv_qp_type), 0 for
+    // DevX (`st` the PRM service type, or kGpuQpStDct for a DCT).
+    void learned(int rank, uint32_t qpn, uint32_t st, uint32_t sq_wqebb, uint32_t source) {
         st_gpu_qp_create_rec g{};
         g.ctx = 0xc0;
         g.qpn = qpn;
         g.st = st;
         g.sq_wqebb = sq_wqebb;
-        g.source = 0;
+        g.source = source;
         feed.emit(t++, vpid(rank), g);
     }
+    void exported(int rank, uint32_t qpn, uint32_t type) { learned(rank, qpn, type, 64, 1); }
+    void devx(int rank, uint32_t qpn, uint32_t st, uint32_t sq_wqebb) { learned(rank, qpn, st, sq_wqebb, 0); }
     void two_nodes() {
         process(0, "nodeA");
         process(1, "nodeB");
