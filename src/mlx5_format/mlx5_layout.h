@@ -192,7 +192,11 @@ inline constexpr uint32_t kCqConsumerMask = 0xffffff;
 // ------------------------------------------------------------------------------------------ completion queue entry
 // struct mlx5_cqe64: the last 32 bytes hold everything a requester completion carries.
 struct Cqe64 {
-    uint8_t rsvd0[32];
+    uint8_t rsvd0[22];
+    uint8_t slid[2];          // responder: the sender's LID
+    uint8_t flags_rqpn[4];    // responder: [29:28] where the GRH is (1 = in the receive buffer), [27:24] SL,
+                              // [23:0] the sender's QPN
+    uint8_t rsvd28[4];
     uint8_t srqn_uidx[4];
     uint8_t imm_inval_pkey[4];
     uint8_t app;
@@ -218,7 +222,8 @@ struct Cqe64 {
     uint8_t vendor_syndrome() const { return timestamp[6]; }
     uint8_t syndrome() const { return timestamp[7]; }
 };
-static_assert(sizeof(Cqe64) == 64 && offsetof(Cqe64, srqn_uidx) == 32 && offsetof(Cqe64, byte_cnt) == 44 &&
+static_assert(sizeof(Cqe64) == 64 && offsetof(Cqe64, slid) == 22 && offsetof(Cqe64, flags_rqpn) == 24 &&
+              offsetof(Cqe64, srqn_uidx) == 32 && offsetof(Cqe64, byte_cnt) == 44 &&
               offsetof(Cqe64, timestamp) == 48 && offsetof(Cqe64, sop_drop_qpn) == 56 &&
               offsetof(Cqe64, wqe_counter) == 60 && offsetof(Cqe64, op_own) == 63);
 

@@ -1,5 +1,6 @@
 #include "mlx5/cqe_ring.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "mlx5_format/mlx5_layout.h"
@@ -84,9 +85,9 @@ void CqeRing::responder(const Responder& r) {
     uint8_t* cqe = next_slot(owner);
     uint8_t staged[64] = {};
     const bool error = r.status != IBV_WC_SUCCESS;
-    layout::store_be16(staged + 24, r.slid);
-    // flags_rqpn: [29:28] where the GRH is (1 = in the receive buffer), [27:24] SL, [23:0] source QPN.
-    layout::store_be32(staged + 28, (r.grh ? 1u << 28 : 0u) | (uint32_t{r.sl & 0xfu} << 24) | (r.src_qpn & 0xffffff));
+    layout::store_be16(staged + offsetof(layout::Cqe64, slid), r.slid);
+    layout::store_be32(staged + offsetof(layout::Cqe64, flags_rqpn),
+                       (r.grh ? 1u << 28 : 0u) | (uint32_t{r.sl & 0xfu} << 24) | (r.src_qpn & 0xffffff));
     if (r.with_imm) std::memcpy(staged + 36, &r.imm_raw, 4);
     layout::store_be32(staged + 44, r.byte_cnt);
     if (error) staged[55] = syndrome_of(r.status);
