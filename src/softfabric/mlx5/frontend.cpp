@@ -144,9 +144,9 @@ void say_once(const char* what, uint32_t code) {
     std::fprintf(stderr, "softfabric mlx5: %s (0x%x)\n", what, code);
 }
 
-// The remote access a QP transition's qpc grants (rre, rwe, rae), and the optional-parameter bits that say an
-// INIT2RTR or RTR2RTS carries them (RRE, RAE, RWE).
-uint32_t access_of(const prm::ModifyQp& m) {
+// The remote access a QP transition's qpc or a CREATE_DCT's dctc grants (rre, rwe, rae: prm::ModifyQp,
+// prm::CreateDct), and the optional-parameter bits that say an INIT2RTR or RTR2RTS carries them (RRE, RAE, RWE).
+template <class Command> uint32_t access_of(const Command& m) {
     return IBV_ACCESS_LOCAL_WRITE | (m.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
            (m.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) | (m.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
 }
@@ -745,10 +745,7 @@ private:
         if (!o->dct) return nullptr;
         engine::QueuePair& q = *o->dct;
         q.shared().qkey.store(static_cast<uint32_t>(d.dc_access_key));
-        q.shared().access_flags.store(IBV_ACCESS_LOCAL_WRITE | (d.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
-                                          (d.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) |
-                                          (d.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0),
-                                      std::memory_order_release);
+        q.shared().access_flags.store(access_of(d), std::memory_order_release);
         if (d.mtu >= 1 && d.mtu <= 5) q.transport().path_mtu = 128u << d.mtu;
         q.set_state(IBV_QPS_INIT);
         q.set_state(IBV_QPS_RTR);
