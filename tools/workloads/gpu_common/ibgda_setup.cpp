@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "mlx5_format/mlx5_layout.h"
 #include "mlx5_format/prm_commands.h"
@@ -29,6 +31,28 @@ uint8_t* nic_alloc(size_t bytes) {
 std::string errno_text(const char* what) { return std::string(what) + " failed: " + std::strerror(errno); }
 
 void set(std::vector<uint8_t>& cmd, prm::Field fld, uint64_t v) { prm::set_field(cmd.data(), cmd.size(), fld, v); }
+
+// A state transition of the QP `qp` numbered `qpn` (DevX MODIFY): `opcode` with the qpc fields given.
+bool transition(mlx5dv_devx_obj* qp, uint32_t qpn, uint16_t opcode,
+                std::initializer_list<std::pair<prm::Field, uint64_t>> qpc, std::string& error) {
+    std::vector<uint8_t> in(kCmdBytes, 0);
+    set(in, f::opcode, opcode);
+    set(in, f::obj_number, qpn);
+    for (const auto& [field, value] : qpc) set(in, field, value);
+    uint8_t out[16] = {};
+    if (int err = mlx5dv_devx_obj_modify(qp, in.data(), in.size(), out, sizeof out)) {
+        errno = err;
+        error = errno_text(prm::command_name(opcode));
+        return false;
+    }
+    return true;
+}
+
+// RTR2RTS with NVSHMEM's retry policy.
+bool to_rts(mlx5dv_devx_obj* qp, uint32_t qpn, std::string& error) {
+    return transition(qp, qpn, prm::cmd::RTR2RTS_QP,
+                      {{f::qpc_path_ack_timeout, 14}, {f::qpc_retry_count, 7}, {f::qpc_rnr_retry, 7}}, error);
+}
 
 }  // namespace
 
@@ -245,21 +269,12 @@ bool IbgdaTransport::create_qps(std::string& error) {
                                  : static_cast<uint64_t*>(qp_uar->reg_addr);
         g->cqe = cq_buf_ + cq_offset;
         g->blueflame = flavor_.blueflame;
+        if (flavor_.dcis) g->wqe_wqebbs = GpuQp::kDcWqebbs;
         if (flavor_.cq_per_wqe) {
             g->cq_ncqe = nwqes;
             g->cq_invalidate = false;
         }
         qps_.push_back(std::move(g));
-    }
-    return true;
-}
-
-bool IbgdaTransport::modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what) {
-    uint8_t out[16] = {};
-    if (int err = mlx5dv_devx_obj_modify(qp, cmd.data(), cmd.size(), out, sizeof out)) {
-        errno = err;
-        error = errno_text(what);
-        return false;
     }
     return true;
 }
@@ -285,23 +300,13 @@ bool IbgdaTransport::query(int pe, QpQuery& q, std::string& error) {
 }
 
 bool IbgdaTransport::bring_up_dcis(std::string& error) {
+    // A DCI has no path: INIT2RTR carries only the MTU.
     for (size_t i = 0; i < qps_.size(); ++i) {
-        std::vector<uint8_t> in(kCmdBytes, 0);
-        set(in, f::opcode, prm::cmd::RST2INIT_QP);
-        set(in, f::obj_number, qps_[i]->qpn);
-        if (!modify(qp_objs_[i], in, error, "RST2INIT_QP (DCI)")) return false;
-        std::fill(in.begin(), in.end(), 0);
-        set(in, f::opcode, prm::cmd::INIT2RTR_QP);
-        set(in, f::obj_number, qps_[i]->qpn);
-        set(in, f::qpc_mtu, 5);
-        if (!modify(qp_objs_[i], in, error, "INIT2RTR_QP (DCI)")) return false;
-        std::fill(in.begin(), in.end(), 0);
-        set(in, f::opcode, prm::cmd::RTR2RTS_QP);
-        set(in, f::obj_number, qps_[i]->qpn);
-        set(in, f::qpc_path_ack_timeout, 14);
-        set(in, f::qpc_retry_count, 7);
-        set(in, f::qpc_rnr_retry, 7);
-        if (!modify(qp_objs_[i], in, error, "RTR2RTS_QP (DCI)")) return false;
+        mlx5dv_devx_obj* qp = qp_objs_[i];
+        const uint32_t qpn = qps_[i]->qpn;
+        if (!transition(qp, qpn, prm::cmd::RST2INIT_QP, {}, error) ||
+            !transition(qp, qpn, prm::cmd::INIT2RTR_QP, {{f::qpc_mtu, 5}}, error) || !to_rts(qp, qpn, error))
+            return false;
     }
     return true;
 }
@@ -310,27 +315,11 @@ bool IbgdaTransport::connect(int pe, const PeInfo& peer, std::string& error) {
     if (flavor_.dcis) return pe == 0 ? bring_up_dcis(error) : true;
     mlx5dv_devx_obj* qp = qp_objs_.at(static_cast<size_t>(pe));
     const uint32_t qpn = qps_[static_cast<size_t>(pe)]->qpn;
-    std::vector<uint8_t> in(kCmdBytes, 0);
-    set(in, f::opcode, prm::cmd::RST2INIT_QP);
-    set(in, f::obj_number, qpn);
-    set(in, f::qpc_rre, 1);
-    set(in, f::qpc_rwe, 1);
-    set(in, f::qpc_rae, 1);
-    if (!modify(qp, in, error, "RST2INIT_QP")) return false;
-    std::fill(in.begin(), in.end(), 0);
-    set(in, f::opcode, prm::cmd::INIT2RTR_QP);
-    set(in, f::obj_number, qpn);
-    set(in, f::qpc_mtu, 5);  // 4096
-    set(in, f::qpc_remote_qpn, peer.qpn[me_]);
-    set(in, f::qpc_path_rlid, peer.lid);
-    if (!modify(qp, in, error, "INIT2RTR_QP")) return false;
-    std::fill(in.begin(), in.end(), 0);
-    set(in, f::opcode, prm::cmd::RTR2RTS_QP);
-    set(in, f::obj_number, qpn);
-    set(in, f::qpc_path_ack_timeout, 14);
-    set(in, f::qpc_retry_count, 7);
-    set(in, f::qpc_rnr_retry, 7);
-    return modify(qp, in, error, "RTR2RTS_QP");
+    return transition(qp, qpn, prm::cmd::RST2INIT_QP, {{f::qpc_rre, 1}, {f::qpc_rwe, 1}, {f::qpc_rae, 1}}, error) &&
+           transition(qp, qpn, prm::cmd::INIT2RTR_QP,
+                      {{f::qpc_mtu, 5 /* 4096 */}, {f::qpc_remote_qpn, peer.qpn[me_]}, {f::qpc_path_rlid, peer.lid}},
+                      error) &&
+           to_rts(qp, qpn, error);
 }
 
 PeInfo IbgdaTransport::local_info() const {

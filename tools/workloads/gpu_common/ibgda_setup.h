@@ -94,7 +94,6 @@ public:
     Region doorbell_page() const;
 
 private:
-    bool modify(mlx5dv_devx_obj* qp, const std::vector<uint8_t>& cmd, std::string& error, const char* what);
     // CQ buffer layout: per-QP send CQs first, then (page-aligned) the receive CQ.
     size_t send_cq_bytes() const { return flavor_.cq_per_wqe ? (size_t{1} << log_sq_size_) * 64 : 64; }
     // Send queues: one per peer (RC) or one per DCI.

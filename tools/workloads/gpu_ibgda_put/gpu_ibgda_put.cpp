@@ -87,8 +87,6 @@ int main(int argc, char** argv) {
     TruthLog truth;
     std::vector<PeInfo> peers = connect_all(t, common.device, npes, me, log_sq, lay.total(), flavor);
     t.set_truth(&truth);
-    if (dc)
-        for (size_t i = 0; i < t.qp_count(); ++i) t.qp(static_cast<int>(i)).wqe_wqebbs = GpuQp::kDcWqebbs;
     uint8_t* heap = t.heap();
     for (size_t i = 0; i < bytes; ++i) heap[lay.send() + i] = pattern(static_cast<size_t>(me), i);
     MPI_Barrier(MPI_COMM_WORLD);
