@@ -30,7 +30,7 @@ packages=(
   libboost-dev nlohmann-json3-dev libsqlite3-dev clang-14 libclang-rt-14-dev time
   libprotobuf-dev protobuf-compiler python3-protobuf
   openmpi-bin libopenmpi-dev
-  util-linux procps python3 jq
+  util-linux procps iproute2 python3 jq
   ucx-utils qperf python3-pyverbs
   chromium
 )

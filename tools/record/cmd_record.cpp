@@ -31,6 +31,7 @@
 
 #include "common/install_layout.h"
 #include "record/crash_recovery.h"
+#include "record/job_session.h"
 #include "record/lttng_control.h"
 #include "record/process_report.h"
 #include "record/rank_forwarding.h"
@@ -50,6 +51,12 @@ constexpr int kUsageError = 2;
 
 void error(const std::string& msg) {
     fmt::print(stderr, "sigmatrace record: error: {}\n", msg);
+}
+
+std::string host_name() {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0 || name[0] == 0) return "localhost";
+    return name;
 }
 
 std::string default_output_dir() {
@@ -204,21 +211,30 @@ int cmd_record(Args args) {
               " (it is installed beside bin/sigmatrace, in lib/; reinstall SigmaTrace)");
         return kUsageError;
     }
-    std::string output;
-    bool output_existed = false;
-    if (opt.relay_url.empty()) {
-        if (std::string e = prepare_output(opt.output, &output, &output_existed); !e.empty()) {
-            error(e);
-            return kUsageError;
-        }
-    }
-
     std::string daemon_error;
     std::unique_ptr<SessionDaemon> daemon = SessionDaemon::acquire(&daemon_error);
     if (!daemon) {
         error(daemon_error + "; the command was not run");
         return kUsageError;
     }
+    // A rank of a job records into its host's shared session (job_session.h); with a private daemon, which no
+    // other rank sees, it records alone.
+    const std::optional<std::string> job = daemon->is_private() ? std::nullopt : job_key(current_environment());
+    std::string output;
+    bool output_existed = false;
+    auto prepare = [&]() -> bool {
+        if (!opt.relay_url.empty()) return true;
+        std::string requested = opt.output;
+        // Every host's ranks write a trace of their own: DIR/HOST, as lttng-relayd files them.
+        if (job) requested = (fs::path(requested.empty() ? default_output_dir() : requested) / host_name()).string();
+        if (std::string e = prepare_output(requested, &output, &output_existed); !e.empty()) {
+            error(e);
+            return false;
+        }
+        return true;
+    };
+    if (!job && !prepare()) return kUsageError;
+
     // Where traced processes say whether their events reach the session (process_report.h).
     const ReportFile report_file;
     const TmpfsDir salvage_dir("sigmatrace-rings");
@@ -227,19 +243,47 @@ int cmd_record(Args args) {
                    report_file.error());
     int status = 0;
     bool traced_something = true;
+    bool last_of_job = true;   // this process closes the session (always, outside a job)
+    size_t job_others = 0;     // ranks still recording into the job's session when this one left
     std::optional<RecordingSession::Loss> loss;
     std::string loss_error;
     std::string spawn_error;  // the command could not be started at all
     {
-        RecordingSession session(*daemon);
+        RecordingSession session(*daemon, job ? "sigmatrace-" + *job : std::string());
         ChannelSettings channel;
         channel.subbuffer_size = subbuffer_size(opt.channel_size);
         channel.subbuffers = kSubBuffers;
         channel.blocking = opt.blocking;
-        // The ring buffers as files, for recovery (crash_recovery.h): a local trace only (a relay's trace is on
-        // another machine), and only on tmpfs (on a disk every event would be written twice).
-        const TmpfsDir buffers_dir("sigmatrace-buffers", opt.relay_url.empty() ? TmpfsDir::tmpfs_only : TmpfsDir::none);
-        if (std::string e = session.start(output, opt.relay_url, channel, buffers_dir.path()); !e.empty()) {
+        // The ring buffers as files, for recovery (crash_recovery.h): a local trace of one recording only (a
+        // relay's trace is on another machine; a job's session outlives this process), and only on tmpfs (on a
+        // disk every event would be written twice).
+        const TmpfsDir buffers_dir("sigmatrace-buffers",
+                                   opt.relay_url.empty() && !job ? TmpfsDir::tmpfs_only : TmpfsDir::none);
+        if (job) {
+            std::string e;
+            std::optional<LockedJobFile> file = LockedJobFile::open(daemon->run_dir(), *job, &e);
+            if (!file) {
+                error(e + "; the command was not run");
+                return kUsageError;
+            }
+            JobMembers members = file->read();
+            members.prune(process_alive);
+            if (!session.exists()) {
+                if (!prepare()) return kUsageError;
+                if (std::string e2 = session.start(output, opt.relay_url, channel); !e2.empty()) {
+                    error(e2 + "; the command was not run");
+                    return kUsageError;
+                }
+                members.session = session.name();
+                members.output = output;
+                members.members.clear();
+            } else {
+                output = members.output;
+                output_existed = true;  // another rank made it
+            }
+            members.members.push_back(getpid());
+            if (std::string e2 = file->write(members); !e2.empty()) error(e2);
+        } else if (std::string e = session.start(output, opt.relay_url, channel, buffers_dir.path()); !e.empty()) {
             error(e + "; the command was not run");
             return kUsageError;
         }
@@ -269,40 +313,76 @@ int cmd_record(Args args) {
                 error(said);
         });
         if (!spawn_error.empty()) error(spawn_error);
+        if (!opt.relay_url.empty())
+            if (std::string why = relay_unreachable(opt.relay_url); !why.empty())
+                error("lttng-relayd at " + opt.relay_url + " went away during the recording (" + why +
+                      "): what it received before stays in its output, events recorded after are NOT in the trace "
+                      "(LTTng drops what it cannot send)");
 
-        // Stopped before the salvage, so that what LTTng cannot deliver is known (and recovered) first, and the
-        // salvaged records go to the CPUs whose buffers still take events.
-        if (std::string e = session.stop(); !e.empty()) error(e);
-        Recovery recovery;
-        if (!buffers_dir.path().empty()) {
-            timespec now{};
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            const uint64_t stop_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-            recovery = recover_undelivered(buffers_dir.path(), output, stop_ns, daemon->tool_environment());
-            if (!recovery.error.empty())
-                error("cannot recover what LTTng left undelivered in its buffers: " + recovery.error);
-            if (!recovery.where.empty()) {
-                fmt::print(stderr,
-                           "sigmatrace record: recovered {} packet(s), {} bytes, that LTTng could not deliver (a "
-                           "process killed while writing an event stalls its CPU's buffer): {}\n",
-                           recovery.packets, recovery.bytes, recovery.where);
-                session.destroy_without_waiting();
-                daemon->expect_stuck();
-            }
+        // The job's other ranks on this host may still record: then only what this rank's processes left in
+        // their rings is added, and the session goes on.
+        std::optional<LockedJobFile> file;
+        if (job) {
+            std::string e;
+            file = LockedJobFile::open(daemon->run_dir(), *job, &e);
+            if (!file) error(e + "; this rank leaves the session as if it were the last");
+            JobMembers members = file ? file->read() : JobMembers{};
+            std::erase(members.members, getpid());
+            members.prune(process_alive);
+            job_others = members.members.size();
+            last_of_job = job_others == 0;
+            if (file)
+                if (std::string e2 = file->write(members); !e2.empty()) error(e2);
+            if (last_of_job)
+                session.adopt();
+            else
+                session.release();
         }
-        if (rings_left(salvage_dir)) {
-            if (std::string e = session.restart(); !e.empty()) {
-                error(e + "; the records ended processes left unemitted are not in the trace");
-            } else {
-                salvage_rings(salvage_dir, env, recovery.stalled_cpus);
-                if (std::string e2 = session.stop(); !e2.empty()) error(e2);
+        if (!last_of_job) {
+            if (rings_left(salvage_dir)) salvage_rings(salvage_dir, env, {});
+        } else {
+            // Stopped before the salvage, so that what LTTng cannot deliver is known (and recovered) first, and the
+            // salvaged records go to the CPUs whose buffers still take events.
+            if (std::string e = session.stop(); !e.empty()) error(e);
+            Recovery recovery;
+            if (!buffers_dir.path().empty()) {
+                timespec now{};
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                const uint64_t stop_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+                recovery = recover_undelivered(buffers_dir.path(), output, stop_ns, daemon->tool_environment());
+                if (!recovery.error.empty())
+                    error("cannot recover what LTTng left undelivered in its buffers: " + recovery.error);
+                if (!recovery.where.empty()) {
+                    fmt::print(stderr,
+                               "sigmatrace record: recovered {} packet(s), {} bytes, that LTTng could not deliver (a "
+                               "process killed while writing an event stalls its CPU's buffer): {}\n",
+                               recovery.packets, recovery.bytes, recovery.where);
+                    session.destroy_without_waiting();
+                    daemon->expect_stuck();
+                }
             }
+            if (rings_left(salvage_dir)) {
+                if (std::string e = session.restart(); !e.empty()) {
+                    error(e + "; the records ended processes left unemitted are not in the trace");
+                } else {
+                    salvage_rings(salvage_dir, env, recovery.stalled_cpus);
+                    if (std::string e2 = session.stop(); !e2.empty()) error(e2);
+                }
+            }
+            loss = session.loss(&loss_error);
+            // Destroyed while the job file is locked: a rank arriving now creates a new session instead of
+            // joining one that goes away.
+            session.destroy();
         }
-        loss = session.loss(&loss_error);
-    }  // the session is destroyed here; the trace is complete on disk
+    }  // the session is destroyed here (when this process closes it); the trace is then complete
 
     bool output_removed = false;
-    if (opt.relay_url.empty()) {
+    if (!last_of_job) {
+        fmt::print(stderr,
+                   "sigmatrace record: this rank's events are in the host's session sigmatrace-{} ({} other rank(s) "
+                   "still recording; the last one closes it and reports the trace)\n",
+                   *job, job_others);
+    } else if (opt.relay_url.empty()) {
         traced_something = trace_has_data(output);
         // A command that never started leaves a directory with no trace in it: if this recording created it,
         // it goes (a directory the user made stays: it may be a mount point or carry permissions they chose).
@@ -315,7 +395,9 @@ int cmd_record(Args args) {
     } else {
         fmt::print(stderr, "sigmatrace record: trace sent to the relay at {}\n", opt.relay_url);
     }
-    if (loss) {
+    if (!last_of_job) {
+        // The session's loss is known once it stops: its last rank reports it.
+    } else if (loss) {
         fmt::print(stderr, "sigmatrace record: discarded events: {}\n", loss->discarded_events);
         if (loss->discarded_events != 0 || loss->lost_packets != 0)
             fmt::print(stderr,
@@ -332,7 +414,9 @@ int cmd_record(Args args) {
     if (!report_file.path().empty()) fmt::print(stderr, "sigmatrace record: traced processes: {}\n", traced);
     for (const std::string& p : report.not_traced) error("a process used RDMA but is NOT in the trace: " + p);
     for (const std::string& p : report.partial) error("a process's trace may be INCOMPLETE: " + p);
-    if (!traced_something && traced > 0)
+    if (!last_of_job) {
+        // Whether the host's trace holds anything is for its last rank to say.
+    } else if (!traced_something && traced > 0)
         error(std::to_string(traced) + " process(es) started tracing, but the trace is empty");
     else if (!traced_something && !spawn_error.empty())
         fmt::print(stderr, "sigmatrace record: note: the trace is empty: the command did not start{}\n",

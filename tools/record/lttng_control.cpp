@@ -1,6 +1,9 @@
 #include "record/lttng_control.h"
 
+#include <netdb.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -133,15 +136,27 @@ SessionDaemon::~SessionDaemon() {
     }
 }
 
+std::string SessionDaemon::run_dir() const {
+    if (geteuid() == 0) return kRootRunDir;
+    const char* home = std::getenv("LTTNG_HOME");
+    if (home == nullptr || *home == 0) home = std::getenv("HOME");
+    return std::string(home != nullptr ? home : "") + "/.lttng";
+}
+
 Environment SessionDaemon::tool_environment() const {
     return without(current_environment(), "LD_PRELOAD");
 }
 
-RecordingSession::RecordingSession(const SessionDaemon& daemon)
-    : env_(daemon.tool_environment()), name_("sigmatrace-" + std::to_string(getpid())) {}
+RecordingSession::RecordingSession(const SessionDaemon& daemon, std::string name)
+    : env_(daemon.tool_environment()), name_(name.empty() ? "sigmatrace-" + std::to_string(getpid()) : std::move(name)) {}
 
 RecordingSession::~RecordingSession() {
+    destroy();
+}
+
+void RecordingSession::destroy() {
     if (!created_) return;
+    created_ = false;
     // Bounded: stop() already waited until every event was in the trace, but destroy waits again for the data
     // of every stream, and a stream whose process was killed in the middle of writing an event never finishes
     // (crash_recovery.h). The daemon goes on destroying the session alone.
@@ -153,6 +168,10 @@ RecordingSession::~RecordingSession() {
         fmt::print(stderr, "sigmatrace record: 'lttng destroy {}' did not finish within {} s (a traced process killed "
                            "while writing an event leaves a stream LTTng waits for); the trace written stands\n",
                    name_, kDestroyLimit);
+}
+
+bool RecordingSession::exists() {
+    return lttng({"list", name_}).status == 0;
 }
 
 Captured RecordingSession::lttng(std::vector<std::string> args) {
@@ -190,6 +209,13 @@ std::string RecordingSession::start(const std::string& output_dir, const std::st
     for (size_t i = 0; i < steps.size(); ++i) {
         const Captured c = lttng(steps[i]);
         if (i == 0 && c.status == 0) created_ = true;
+        // The session connects to the relay with its first channel.
+        if (c.status != 0 && !relay_url.empty())
+            if (const std::string why = relay_unreachable(relay_url); !why.empty())
+                return "Cannot reach lttng-relayd at " + relay_url + " (" + why +
+                       "; its control and data ports are 5342 and 5343 unless the URL names others): start it on "
+                       "that host, e.g. `lttng-relayd --daemonize --output=DIR`, and let this host reach those ports "
+                       "(lttng said: " + c.trimmed_output() + ")";
         if (std::string e = check(c, steps[i]); !e.empty()) return e;
     }
     return "";
@@ -225,6 +251,55 @@ std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error)
         return std::nullopt;
     }
     return Loss{sum_tag(c.output, "discarded_events"), sum_tag(c.output, "lost_packets")};
+}
+
+std::string relay_unreachable(const std::string& url) {
+    std::string rest;
+    for (const char* scheme : {"net://", "net6://", "tcp://", "tcp6://"})
+        if (url.rfind(scheme, 0) == 0) rest = url.substr(std::strlen(scheme));
+    if (rest.empty()) return "";  // not a network URL: nothing to ask
+    std::string host, port = "5342";
+    if (rest.front() == '[') {
+        const size_t close = rest.find(']');
+        if (close == std::string::npos) return "";
+        host = rest.substr(1, close - 1);
+        rest = rest.substr(close + 1);
+    } else {
+        const size_t colon = rest.find_first_of(":/");
+        host = rest.substr(0, colon);
+        rest = colon == std::string::npos ? "" : rest.substr(colon);
+    }
+    if (!rest.empty() && rest.front() == ':') {
+        const size_t end = rest.find_first_of(":/", 1);
+        port = rest.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+    }
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
+        return "cannot resolve " + host + ": " + gai_strerror(rc);
+    std::string why = "no address of " + host + " accepts a connection on port " + port;
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        bool ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        if (!ok && errno == EINPROGRESS) {
+            pollfd p{fd, POLLOUT, 0};
+            int err = 0;
+            socklen_t len = sizeof err;
+            ok = poll(&p, 1, 2000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+            if (!ok && err != 0) why = "port " + port + " of " + host + ": " + std::strerror(err);
+        } else if (!ok) {
+            why = "port " + port + " of " + host + ": " + std::strerror(errno);
+        }
+        close(fd);
+        if (ok) {
+            freeaddrinfo(found);
+            return "";
+        }
+    }
+    freeaddrinfo(found);
+    return why;
 }
 
 }  // namespace sigmatrace::record

@@ -34,6 +34,8 @@ public:
     // The environment the lttng tools run with (ours, minus LD_PRELOAD: the tools are neither traced nor
     // sanitized).
     Environment tool_environment() const;
+    // Where the daemon keeps its sockets and pid file: local to this host (LTTng requires it).
+    std::string run_dir() const;
 
 private:
     SessionDaemon() = default;
@@ -48,10 +50,11 @@ struct ChannelSettings {
     bool blocking = false;
 };
 
-// One recording session: created on construction (create()), destroyed in the destructor.
+// One recording session, named `name` (default: sigmatrace-PID): created by start() or taken over with adopt(),
+// destroyed by destroy() or the destructor.
 class RecordingSession {
 public:
-    explicit RecordingSession(const SessionDaemon& daemon);
+    explicit RecordingSession(const SessionDaemon& daemon, std::string name = "");
     ~RecordingSession();
     RecordingSession(const RecordingSession&) = delete;
     RecordingSession& operator=(const RecordingSession&) = delete;
@@ -81,6 +84,14 @@ public:
     std::optional<Loss> loss(std::string* error);
 
     const std::string& name() const { return name_; }
+    // Whether the daemon has a session of this name.
+    bool exists();
+    // This object destroys the session (created by another process: job_session.h) as if it had created it.
+    void adopt() { created_ = true; }
+    // The opposite: the session outlives this object (another process destroys it).
+    void release() { created_ = false; }
+    // Destroys the session now, when this object created or adopted it; the trace is then complete.
+    void destroy();
 
     // The destructor's `lttng destroy` returns at once (--no-wait) instead of waiting for every stream: for a
     // session with a stream that will never be delivered (crash_recovery.h), once what it held is recovered.
@@ -95,6 +106,11 @@ private:
     bool created_ = false;
     bool no_wait_ = false;
 };
+
+// Whether lttng-relayd answers at `url` (net://HOST[:CTRL[:DATA]], net6://[ADDR][:CTRL[:DATA]]): a TCP
+// connection to its control port within 2 s. Returns "" when it does, else why not. LTTng itself says nothing
+// when a relay goes away during a recording (the consumer drops what it cannot send), so record asks.
+std::string relay_unreachable(const std::string& url);
 
 // Channel name in the session, and the event pattern enabled.
 inline constexpr const char* kChannelName = "sigmatrace";

@@ -35,6 +35,7 @@ ProcId Topology::new_process(const ElementOrigin& o) {
     p->pid = static_cast<int32_t>(o.vpid);
     p->procname = std::string(o.procname);
     p->node = node_id(o.trace_hostname);
+    p->host = std::string(o.trace_hostname);
     p->first_ts = p->last_ts = o.event_ns;
     const auto id = static_cast<ProcId>(procs_.size());
     procs_.push_back(std::move(p));

@@ -96,6 +96,7 @@ struct Process {
     int32_t world_size = -1;
     NodeId node = kNoId;
     std::string procname;
+    std::string host;           // the machine whose trace holds it (the trace's hostname)
     std::string job_id;
     uint32_t schema_version = 0;
     uint32_t schema_minor = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "analyzer/analyses/analysis.h"
@@ -164,6 +165,7 @@ json ReportBuilder::processes_section() const {
         const Process& pr = a_.topo_.proc(p);
         json j = proc_ref(p);
         j["procname"] = pr.procname;
+        j["host"] = pr.host;
         j["job_id"] = pr.job_id;
         j["events"] = pr.events;
         j["schema_version"] = pr.schema_version;
@@ -839,6 +841,35 @@ json ReportBuilder::warnings() const {
                                   "analysis (a larger --incast-window covers them)",
                                   format_bytes(a_.incast_result_.clipped_bytes), IncastDetector::kSlackWindows));
     for (const std::string& p : a_.read_problems_) out.push_back(p);
+    for (const std::string& m : missing_ranks()) out.push_back(m);
+    return out;
+}
+
+std::vector<std::string> ReportBuilder::missing_ranks() const {
+    // Per job, the ranks its processes said they belong to (process_info) against the job's size.
+    std::map<std::string, std::pair<int32_t, std::set<int32_t>>> jobs;
+    for (ProcId p : active_processes()) {
+        const Process& pr = a_.topo_.proc(p);
+        if (pr.rank < 0 || pr.world_size <= 0) continue;
+        auto& [size, ranks] = jobs[pr.job_id];
+        size = std::max(size, pr.world_size);
+        ranks.insert(pr.rank);
+    }
+    std::vector<std::string> out;
+    for (const auto& [job, entry] : jobs) {
+        const auto& [size, ranks] = entry;
+        if (static_cast<int32_t>(ranks.size()) >= size) continue;
+        std::string list;
+        int listed = 0;
+        for (int32_t r = 0; r < size && listed < 16; ++r)
+            if (!ranks.contains(r)) list += fmt::format("{}{}", listed++ ? ", " : "", r);
+        const int32_t missing = size - static_cast<int32_t>(ranks.size());
+        if (missing > listed) list += ", ...";
+        out.push_back(fmt::format("{}{} of {} ranks are not in the trace (ranks {}): a host's trace is missing, or they "
+                                  "never used RDMA; their traffic shows as unresolved and analyses across ranks "
+                                  "(barriers, skew) see only the others",
+                                  job.empty() ? "" : "job " + job + ": ", missing, size, list));
+    }
     return out;
 }
 

@@ -89,6 +89,8 @@ private:
 
     // Processes that did anything RDMA (see Topology::rdma_active), in id order.
     std::vector<ProcId> active_processes() const;
+    // One warning per job whose traced ranks are fewer than its size.
+    std::vector<std::string> missing_ranks() const;
     // The nodes of the trace: those of its RDMA processes and those its transfers reach, by name.
     std::vector<NodeId> trace_nodes() const;
 
