@@ -76,5 +76,32 @@ TEST(Config, ErrorsNameFileAndLine) {
     EXPECT_THROW(load_config_file("/nonexistent/fabric.conf"), ConfigError);
 }
 
+TEST(Config, ClockSkewsAreSignedPerNodeAndTheLastStatementForANodeWins) {
+    const FabricConfig c = parse_config("clock node2 offset 2ms drift 50ppm\n"
+                                        "clock node5 offset -1500us\n"
+                                        "clock 6 drift -20.5ppm\n"
+                                        "clock node5 offset +3ms drift 1ppm\n",
+                                        "skew.conf");
+    ASSERT_EQ(c.clocks.size(), 3u);
+    ASSERT_NE(c.clock_of(2), nullptr);
+    EXPECT_EQ(c.clock_of(2)->offset_ns, 2'000'000);
+    EXPECT_DOUBLE_EQ(c.clock_of(2)->drift_ppm, 50.0);
+    EXPECT_EQ(c.clock_of(5)->offset_ns, 3'000'000);
+    EXPECT_DOUBLE_EQ(c.clock_of(5)->drift_ppm, 1.0);
+    EXPECT_EQ(c.clock_of(6)->offset_ns, 0);
+    EXPECT_DOUBLE_EQ(c.clock_of(6)->drift_ppm, -20.5);
+    EXPECT_EQ(c.clock_of(0), nullptr);
+    try {
+        parse_config("clock node1/0 offset 1ms\n", "skew.conf");
+        FAIL() << "a clock belongs to a node, not a NIC";
+    } catch (const ConfigError& e) {
+        EXPECT_STREQ(e.what(), "skew.conf:1: 'clock' takes one node (nodeN): a clock belongs to a host, not to a NIC");
+    }
+    EXPECT_THROW(parse_config("clock node1\n", "f"), ConfigError);
+    EXPECT_THROW(parse_config("clock node1 drift 50\n", "f"), ConfigError);
+    EXPECT_THROW(parse_config("clock node1 offset 2\n", "f"), ConfigError);
+    EXPECT_THROW(parse_config("clock * offset 2ms\n", "f"), ConfigError);
+}
+
 }  // namespace
 }  // namespace softfabric

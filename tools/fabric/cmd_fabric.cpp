@@ -148,6 +148,18 @@ int cmd_fabric(Args args) {
         setenv("SOFTFABRIC_NODE", softfabric::node_name(node).c_str(), 1);
         setenv("SOFTFABRIC_NODE_INDEX", std::to_string(node).c_str(), 1);
         setenv("SOFTFABRIC_RAILS", std::to_string(o.rails).c_str(), 1);
+        // A node whose clock the configuration skews: its processes' trace clock runs off by that much
+        // (src/softfabric/clock/skewed_clock_plugin.cpp), counted from the fabric's start like the faults.
+        if (const softfabric::ClockSkew* skew = config.clock_of(node)) {
+            const auto plugin = layout.fabric_dir() / "libsoftfabric-clock.so";
+            if (!std::filesystem::exists(plugin))
+                throw std::runtime_error(fmt::format("The configuration skews node{}'s clock, but the clock plugin is "
+                                                     "missing: expected {}", node, plugin.string()));
+            setenv("LTTNG_UST_CLOCK_PLUGIN", plugin.c_str(), 1);
+            setenv("SOFTFABRIC_CLOCK_OFFSET_NS", std::to_string(skew->offset_ns).c_str(), 1);
+            setenv("SOFTFABRIC_CLOCK_DRIFT_PPM", fmt::format("{}", skew->drift_ppm).c_str(), 1);
+            setenv("SOFTFABRIC_CLOCK_EPOCH_NS", std::to_string(fab->region().start_ns).c_str(), 1);
+        }
         // mlx5 DevX / direct verbs on fabric devices: the libmlx5 stand-in comes first in the library path
         // (src/softfabric/mlx5/; it forwards every other device to the system's libmlx5).
         if (auto mlx5 = layout.fabric_dir() / "mlx5"; std::filesystem::exists(mlx5 / "libmlx5.so.1")) {

@@ -16,6 +16,20 @@ namespace {
 uint64_t g_base_ticks = 0;
 uint64_t g_base_ns = 0;
 double g_first_ns_per_tick = 1.0;
+// The trace clock when it is not CLOCK_MONOTONIC (use_trace_clock): set once at the provider's load, before
+// any record is converted, read-only afterwards.
+uint64_t (*g_trace_clock)() = nullptr;
+
+uint64_t trace_ns() noexcept {
+    return g_trace_clock != nullptr ? g_trace_clock() : monotonic_ns();
+}
+
+uint64_t raw_ticks() noexcept {
+#if defined(__x86_64__)
+    if (detail::g_use_tsc) return __rdtsc();
+#endif
+    return monotonic_ns();
+}
 
 bool invariant_tsc() noexcept {
 #if defined(__x86_64__)
@@ -28,24 +42,31 @@ bool invariant_tsc() noexcept {
 #endif
 }
 
-// One (ticks, ns) pair: the ns read bracketed by two TSC reads, ticks at their midpoint; retried when a
-// preemption or interrupt widened the bracket.
+// One (ticks, ns) pair: the trace-clock read bracketed by two tick reads, ticks at their midpoint; retried when
+// a preemption or interrupt widened the bracket.
 void read_pair(uint64_t& ticks, uint64_t& ns) noexcept {
-#if defined(__x86_64__)
     uint64_t best_width = UINT64_MAX;
     for (int i = 0; i < 8; ++i) {
-        const uint64_t t0 = __rdtsc();
-        const uint64_t n = monotonic_ns();
-        const uint64_t t1 = __rdtsc();
+        const uint64_t t0 = raw_ticks();
+        const uint64_t n = trace_ns();
+        const uint64_t t1 = raw_ticks();
         if (t1 - t0 < best_width) {
             best_width = t1 - t0;
             ticks = t0 + (t1 - t0) / 2;
             ns = n;
         }
     }
-#else
-    ticks = ns = monotonic_ns();
-#endif
+}
+
+// The base pair and the first rate, against the current trace clock.
+void take_base() noexcept {
+    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0;
+    read_pair(t0, n0);
+    do read_pair(t1, n1);
+    while (n1 - n0 < 50000);  // 50 µs: the first rate within ~0.1%, used only for bounds until drains refine it
+    g_first_ns_per_tick = static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0);
+    g_base_ticks = t0;
+    g_base_ns = n0;
 }
 
 }  // namespace
@@ -57,18 +78,17 @@ void calibrate() noexcept {
         g_base_ticks = g_base_ns = monotonic_ns();
         return;
     }
-    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0;
-    read_pair(t0, n0);
-    do read_pair(t1, n1);
-    while (n1 - n0 < 50000);  // 50 µs: the first rate within ~0.1%, used only for bounds until drains refine it
-    g_first_ns_per_tick = static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0);
-    g_base_ticks = t0;
-    g_base_ns = n0;
+    take_base();
+}
+
+void use_trace_clock(uint64_t (*read)()) noexcept {
+    g_trace_clock = read;
+    take_base();
 }
 
 Anchor anchor_now() noexcept {
     Anchor a;
-    if (!detail::g_use_tsc) {
+    if (!detail::g_use_tsc && g_trace_clock == nullptr) {
         a.ticks = a.ns = monotonic_ns();
         return a;
     }

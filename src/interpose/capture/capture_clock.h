@@ -58,6 +58,12 @@ inline bool now_ticks_without_call(uint64_t& ticks) noexcept {
 // (~50 µs of measuring). Safe to call again (a forked child keeps its parent's calibration).
 void calibrate() noexcept;
 
+// The trace clock is not CLOCK_MONOTONIC: lttng-ust loaded a clock plugin (LTTNG_UST_CLOCK_PLUGIN), whose
+// `read` stamps the events, so records must be converted to the same clock. Called once, when the provider is
+// loaded and before tracing starts; calibrates again against `read` (~50 µs). Without an invariant TSC, ticks
+// stay CLOCK_MONOTONIC ns and are converted through anchors like TSC ticks.
+void use_trace_clock(uint64_t (*read)()) noexcept;
+
 // A conversion point, taken by a consumer before it emits a run of records.
 struct Anchor {
     uint64_t ticks = 0;

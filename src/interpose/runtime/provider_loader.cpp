@@ -10,9 +10,12 @@
 #include <dlfcn.h>
 #include <limits.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "interpose/capture/capture_clock.h"
 #include "interpose/runtime/activation.h"
 #include "interpose/runtime/config.h"
 #include "interpose/runtime/real_symbol.h"
@@ -70,6 +73,14 @@ ProviderLoad load_lttng_provider() {
     find(handle, "lttng_ust_safe_closefrom_fd", &g_fd_guard.safe_closefrom);
     if (g_fd_guard.safe_close != nullptr && g_fd_guard.safe_fclose != nullptr && g_fd_guard.safe_closefrom != nullptr)
         set_lttng_fd_guard(&g_fd_guard);
+    // A clock plugin stamps the events with its clock: the records' capture times follow it.
+    if (const char* plugin = std::getenv("LTTNG_UST_CLOCK_PLUGIN"); plugin != nullptr && *plugin != '\0') {
+        using Read64 = uint64_t (*)();
+        int (*get_read64)(Read64*) = nullptr;
+        find(handle, "lttng_ust_trace_clock_get_read64_cb", &get_read64);
+        Read64 read64 = nullptr;
+        if (get_read64 != nullptr && get_read64(&read64) == 0 && read64 != nullptr) capture_clock::use_trace_clock(read64);
+    }
     r.loaded = true;
     return r;
 }

@@ -167,8 +167,41 @@ void parse_statement(const std::vector<std::string_view>& words, FabricConfig& c
         config.faults.push_back(fault);
         return;
     }
+    if (keyword == "clock") {
+        if (i >= words.size()) throw ConfigError("'clock' needs a node: clock nodeN offset TIME drift Nppm");
+        const NicSelector nic = parse_nic(words[i++]);
+        if (nic.node == NicSelector::kAny || nic.rail != NicSelector::kAny)
+            throw ConfigError("'clock' takes one node (nodeN): a clock belongs to a host, not to a NIC");
+        ClockSkew skew;
+        skew.node = static_cast<uint32_t>(nic.node);
+        bool any = false;
+        while (i < words.size()) {
+            if (words[i] == "offset") {
+                std::string_view v = value_after(words, i);
+                const bool negative = v.starts_with('-');
+                if (negative || v.starts_with('+')) v.remove_prefix(1);
+                const auto ns = static_cast<int64_t>(parse_duration_ns(v));
+                skew.offset_ns = negative ? -ns : ns;
+            } else if (words[i] == "drift") {
+                std::string_view v = value_after(words, i);
+                if (!v.ends_with("ppm")) throw ConfigError(fmt::format("invalid drift '{}': expected e.g. 50ppm or -20ppm", v));
+                v.remove_suffix(3);
+                if (v.starts_with('+')) v.remove_prefix(1);
+                skew.drift_ppm = parse_plain_number(v, "drift");
+                if (!(skew.drift_ppm > -1e5 && skew.drift_ppm < 1e5))
+                    throw ConfigError("the drift must be within +-100000ppm");
+            } else {
+                throw ConfigError(fmt::format("unexpected '{}': expected 'offset TIME' or 'drift Nppm'", words[i]));
+            }
+            any = true;
+        }
+        if (!any) throw ConfigError("'clock' needs 'offset TIME' and/or 'drift Nppm'");
+        std::erase_if(config.clocks, [&](const ClockSkew& c) { return c.node == skew.node; });
+        config.clocks.push_back(skew);
+        return;
+    }
     throw ConfigError(fmt::format(
-        "unknown statement '{}': expected bandwidth, latency, mtu, seed, link, slow, loss or down", keyword));
+        "unknown statement '{}': expected bandwidth, latency, mtu, seed, link, slow, loss, down or clock", keyword));
 }
 
 }  // namespace

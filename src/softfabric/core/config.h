@@ -62,12 +62,29 @@ struct Fault {
     uint64_t to_ns = kNeverEnds;
 };
 
+// The trace clock of a node's processes, made to run off like a host's clock: offset plus drift since the
+// fabric's start (`clock nodeN offset T drift Dppm`). Applied by `sigmatrace fabric` through an LTTng-UST clock
+// plugin; the fabric's own timing is untouched.
+struct ClockSkew {
+    uint32_t node = 0;
+    int64_t offset_ns = 0;
+    double drift_ppm = 0;
+};
+
 struct FabricConfig {
     LinkParams defaults;
     uint32_t mtu = 4096;
     uint64_t loss_seed = 1;
     std::vector<LinkOverride> overrides;
     std::vector<Fault> faults;
+    std::vector<ClockSkew> clocks;   // at most one per node (a later statement for a node replaces it)
+
+    // The skew of `node`'s clock, nullptr when it runs true.
+    const ClockSkew* clock_of(uint32_t node) const {
+        for (const ClockSkew& c : clocks)
+            if (c.node == node) return &c;
+        return nullptr;
+    }
 };
 
 class ConfigError : public std::runtime_error {

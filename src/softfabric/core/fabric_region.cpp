@@ -69,6 +69,11 @@ uint64_t config_digest(const FabricConfig& config) {
         d.add(f.from_ns);
         d.add(f.to_ns);
     }
+    for (const auto& c : config.clocks) {
+        d.add(c.node);
+        d.add(c.offset_ns);
+        d.add(c.drift_ppm);
+    }
     return d.h;
 }
 
