@@ -5,6 +5,11 @@
 # with h1 +2 ms (+50 ppm), h2 -2 ms (-50 ppm), h3 -3 ms. True clocks: spread 4 ms, straggler rank 7. Skewed,
 # as recorded: every rank's arrival moves by its host's offset, so the spread is 5 ms (h1's +2 against h3's -3)
 # and the straggler is a rank of h1 — what an analysis without clock alignment reports.
+# The alltoall uses only one-sided operations, which order nothing across hosts: clock.hosts[] must say every host
+# but the reference is unconstrained rather than guess. Then ib_send_lat between h0 (node0) and h1 (node2, +2 ms,
+# +50 ppm): its messages bound the skew both ways, and clock.hosts[] must give h1's offset at the trace's start
+# (2 ms + 50 ppm x the time since the plugin's epoch, the fabric's start) within 5 us, inside
+# its stated uncertainty, and its drift within 2 ppm.
 # Runs inside tests/support/sandbox.sh, as root; exits 77 (skip) when what it needs is missing.
 set -uo pipefail
 sigmatrace=$(realpath "$1")
@@ -16,7 +21,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [[ $(id -u) -eq 0 && ${SIGMATRACE_SANDBOXED:-0} == 1 ]] || skip "needs root inside tests/support/sandbox.sh (namespaces)"
-for tool in ip nsenter unshare mpirun lttng-sessiond python3; do
+for tool in ip nsenter unshare mpirun lttng-sessiond python3 ib_send_lat; do
   command -v "$tool" >/dev/null || skip "$tool is not installed"
 done
 [[ -x $alltoall ]] || skip "st-alltoall is not built (no MPI development files)"
@@ -63,9 +68,50 @@ if straggler(skewed) not in (2, 3): bad.append(f"skewed clocks: straggler {strag
 for name, d in (("true", true), ("skewed", skewed)):
     if d["trace"]["discarded_events"] != 0 or d["trace"]["read_problems"]:
         bad.append(f"{name}: the trace is not clean: {d['trace']['read_problems']}")
+for h in skewed["clock"]["hosts"]:
+    want = "reference" if h["host"] == skewed["clock"]["reference"] else "unconstrained"
+    if h["status"] != want or (want == "unconstrained" and h["offset_ns"] is not None):
+        bad.append(f"one-sided traffic only, yet host {h['host']}: {h}")
 for b in bad: print(b, file=sys.stderr)
 print(f"true clocks: spread p50 {spread(true) / 1e6:.2f} ms, straggler rank {straggler(true)}; "
       f"skewed as recorded: {spread(skewed) / 1e6:.2f} ms, rank {straggler(skewed)}")
+sys.exit(1 if bad else 0)
+PY
+# Messages both ways: the skew is recovered.
+printf 'clock node2 offset 2ms drift 50ppm\n' >"$work/lat.conf"
+host_run h1 "$sigmatrace" record -o "$work/lat/h1" -- "$sigmatrace" fabric --node 2 --config "$work/lat.conf" -- \
+  bash -c "echo \$SOFTFABRIC_CLOCK_EPOCH_NS >$work/epoch; exec timeout 60 ib_send_lat -d sfab_0 -n 20000" \
+  >"$work/lat.h1.out" 2>&1 &
+server=$!
+# Ready once it listens on perftest's port (18515 = 0x4853; state 0A = LISTEN). A probe connection would be taken
+# for its client.
+for _ in $(seq 200); do
+  host_run h1 cat /proc/net/tcp | grep -q ":4853 00000000:0000 0A" && break
+  sleep 0.05
+done
+host_run h0 "$sigmatrace" record -o "$work/lat/h0" -- "$sigmatrace" fabric --node 0 --config "$work/lat.conf" -- \
+  timeout 60 ib_send_lat -d sfab_0 -n 20000 10.231.0.2 >"$work/lat.h0.out" 2>&1 || fail "ib_send_lat client: $(cat "$work/lat.h0.out")"
+wait "$server" || fail "ib_send_lat server: $(cat "$work/lat.h1.out")"
+# The plugin's epoch (the fabric's start, CLOCK_MONOTONIC), as h1's process got it: the injected drift counts from it.
+real_minus_mono=$(python3 -c "import time; print(time.time_ns() - time.monotonic_ns())")
+"$analyze" "$work/lat" --json "$work/lat.json" >"$work/lat.txt" 2>&1 || fail "analysis of ib_send_lat: $(cat "$work/lat.txt")"
+python3 - "$work/lat.json" "$(cat "$work/epoch")" "$real_minus_mono" <<'PY' || fail "the skew is not recovered: $(grep -A4 ^Clocks "$work/lat.txt")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+epoch = int(sys.argv[2])
+t0 = doc["clock"]["at_ns"] - int(sys.argv[3])
+want = 2e6 + 50e-6 * (t0 - epoch)
+hosts = {h["host"]: h for h in doc["clock"]["hosts"]}
+h1, bad = hosts["h1"], []
+if doc["clock"]["reference"] != "h0" or hosts["h0"]["status"] != "reference": bad.append(f"reference: {doc['clock']}")
+if h1["status"] != "estimated": bad.append(f"h1: {h1}")
+else:
+    err = h1["offset_ns"] - want
+    if abs(err) > 5000 or abs(err) > h1["uncertainty_ns"] + 1000:
+        bad.append(f"h1 offset {h1['offset_ns']} ns +- {h1['uncertainty_ns']}, injected {want:.0f}: off by {err:.0f} ns")
+    if abs(h1["drift_ppm"] - 50) > 2: bad.append(f"h1 drift {h1['drift_ppm']} ppm, injected 50")
+for b in bad: print(b, file=sys.stderr)
+print(f"h1 recovered: {h1['offset_ns']} ns +- {h1['uncertainty_ns']} (injected {want:.0f}), drift {h1['drift_ppm']} ppm")
 sys.exit(1 if bad else 0)
 PY
 echo "PASS: injected clocks move the barrier spread from ${late_ms} ms to $((late_ms + 1)) ms and the straggler off rank 7"

@@ -179,6 +179,7 @@ void Analysis::on_operation(const Operation& op) {
     }
     if (windows_.enabled()) outstanding_.add(op);
     progress_.add(op);
+    clocks_.add(op, topo_.qp(op.qp));
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
         ++errors_by_status_[op.wc_status];
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
@@ -192,6 +193,7 @@ nlohmann::json Analysis::finish() {
         // Peers are resolved now that every process's identity events have been read.
         for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
         traffic_.resolve(topo_);
+        clock_result_ = clocks_.solve(topo_, first_ts_);
         stats_.finish(topo_);
         gray_result_ = gray_.finish();
         incast_result_ = incast_.finish();

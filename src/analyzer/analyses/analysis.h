@@ -17,6 +17,7 @@
 #include "analyzer/decode/event_sink.h"
 #include "analyzer/analyses/gray_link_detector.h"
 #include "analyzer/analyses/incast_detector.h"
+#include "analyzer/analyses/clock_alignment.h"
 #include "analyzer/analyses/op_reconstruction.h"
 #include "analyzer/analyses/outstanding.h"
 #include "analyzer/analyses/phase_tracker.h"
@@ -112,6 +113,8 @@ private:
     PhaseTracker phases_;
     Outstanding outstanding_;
     QueueProgress progress_;
+    ClockConstraints clocks_;
+    ClockResult clock_result_;        // filled by finish()
     GrayLinkResult gray_result_;      // filled by finish()
     IncastResult incast_result_;
     std::vector<OpListener*> listeners_;

@@ -845,6 +845,22 @@ json ReportBuilder::warnings() const {
     return out;
 }
 
+json ReportBuilder::clock_section() const {
+    const ClockResult& c = a_.clock_result_;
+    json hosts = json::array();
+    for (const HostClock& h : c.hosts) {
+        json j{{"host", h.host}, {"status", status_name(h.status)}, {"bounds", h.bounds}};
+        const bool placed = h.status == HostClock::Status::reference || h.status == HostClock::Status::estimated ||
+                            h.status == HostClock::Status::contradictory;
+        j["relative_to"] = placed ? json(h.relative_to) : json(nullptr);
+        j["offset_ns"] = placed ? json(std::llround(h.offset_ns)) : json(nullptr);
+        j["drift_ppm"] = placed ? json(std::round(h.drift_ppm * 1000) / 1000) : json(nullptr);
+        j["uncertainty_ns"] = placed ? json(std::llround(h.uncertainty_ns)) : json(nullptr);
+        hosts.push_back(std::move(j));
+    }
+    return json{{"reference", c.reference}, {"at_ns", a_.first_ts_}, {"hosts", std::move(hosts)}};
+}
+
 std::vector<std::string> ReportBuilder::missing_ranks() const {
     // Per job, the ranks its processes said they belong to (process_info) against the job's size.
     std::map<std::string, std::pair<int32_t, std::set<int32_t>>> jobs;
@@ -887,6 +903,7 @@ json ReportBuilder::build() const {
     if (a_.counter_events_) doc["counters"] = counters_section();
     doc["links"] = links_section();
     if (a_.windows_.enabled()) doc["timeline"] = timeline_section();
+    if (!a_.clock_result_.hosts.empty()) doc["clock"] = clock_section();
     json findings = json::array();
     doc["barriers"] = barriers_section(findings);
     // After the barriers: their epochs delimit the phases.

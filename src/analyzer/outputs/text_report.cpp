@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -170,6 +171,27 @@ std::string render_text_report(const json& doc) {
         }
     } else {
         section(out, "Barriers: none detected");
+    }
+
+    if (doc.contains("clock")) {
+        const json& c = doc["clock"];
+        section(out, fmt::format("Clocks (each host's against {}'s, estimated from messages between them; the "
+                                 "analyses use the recorded times)", c["reference"].get<std::string>()));
+        for (const auto& h : c["hosts"]) {
+            const std::string status = h["status"].get<std::string>();
+            if (h["offset_ns"].is_null()) {
+                out += fmt::format("  {:<16} {}\n", h["host"].get<std::string>(),
+                                   status == "one_sided" ? "messages in one direction only: bounded on one side"
+                                                         : "no message with another host: unknown");
+                continue;
+            }
+            const double off = h["offset_ns"].get<double>();
+            out += fmt::format("  {:<16} {}{} +- {}, drift {:+.1f} ppm{}\n", h["host"].get<std::string>(),
+                               off < 0 ? "-" : "+", format_ns(std::abs(off)), format_ns(h["uncertainty_ns"].get<double>()),
+                               h["drift_ppm"].get<double>(),
+                               status == "reference" ? " (reference)"
+                               : status == "contradictory" ? " (its bounds CONTRADICT each other: a clock jump?)" : "");
+        }
     }
 
     if (doc.contains("phases") && !doc["phases"].empty()) {

@@ -1,0 +1,232 @@
+#include "analyzer/analyses/clock_alignment.h"
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace sigmatrace::analyzer {
+namespace {
+
+// The fit looks for drifts within this (1000 ppm: a quartz off by far more is broken, not drifting).
+constexpr double kMaxDrift = 1e-3;
+// Among drifts that leave (nearly) the same band, the smaller is preferred: without this, bounds clustered in
+// time (which cannot tell drift) would get an arbitrary one. A drift costs 1% of what it moves the skew by over
+// the bounds' time span, or over one second when they span less.
+constexpr double kDriftPenalty = 1e-2;
+constexpr double kMinPenaltySpanNs = 1e9;
+
+bool consumes_receive(uint8_t opcode) {
+    return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_SEND_WITH_INV ||
+           opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+}  // namespace
+
+const char* status_name(HostClock::Status s) {
+    switch (s) {
+        case HostClock::Status::reference: return "reference";
+        case HostClock::Status::estimated: return "estimated";
+        case HostClock::Status::one_sided: return "one_sided";
+        case HostClock::Status::unconstrained: return "unconstrained";
+        case HostClock::Status::contradictory: return "contradictory";
+    }
+    return "unconstrained";
+}
+
+PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector<SkewBound>& lower, double t0) {
+    PairFit fit;
+    if (upper.empty() || lower.empty()) return fit;
+    fit.two_sided = true;
+    double tmin = std::numeric_limits<double>::max(), tmax = std::numeric_limits<double>::lowest();
+    for (const auto* set : {&upper, &lower})
+        for (const SkewBound& b : *set) {
+            tmin = std::min(tmin, b.t - t0);
+            tmax = std::max(tmax, b.t - t0);
+        }
+    const double span = std::max(tmax - tmin, kMinPenaltySpanNs);
+    // The band the bounds leave at drift d: [lo, hi] for the offset. Its width is concave in d (a minimum of
+    // lines minus a maximum of lines), so a ternary search finds the widest.
+    auto band = [&](double d, double* lo, double* hi) {
+        *hi = std::numeric_limits<double>::max();
+        *lo = std::numeric_limits<double>::lowest();
+        for (const SkewBound& b : upper) *hi = std::min(*hi, b.value - d * (b.t - t0));
+        for (const SkewBound& b : lower) *lo = std::max(*lo, b.value - d * (b.t - t0));
+    };
+    auto score = [&](double d) {
+        double lo = 0, hi = 0;
+        band(d, &lo, &hi);
+        return (hi - lo) - kDriftPenalty * std::abs(d) * span;
+    };
+    double a = -kMaxDrift, b = kMaxDrift;
+    for (int i = 0; i < 200 && b - a > 1e-12; ++i) {
+        const double m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+        if (score(m1) < score(m2))
+            a = m1;
+        else
+            b = m2;
+    }
+    fit.drift = (a + b) / 2;
+    double lo = 0, hi = 0;
+    band(fit.drift, &lo, &hi);
+    fit.offset_ns = (lo + hi) / 2;
+    fit.half_width_ns = (hi - lo) / 2;
+    fit.consistent = hi >= lo;
+    return fit;
+}
+
+void ClockConstraints::Samples::add(int64_t ts) {
+    const uint64_t k = count++;
+    if (k % stride != 0) return;
+    if (kept.size() == kMaxSamplesPerQp) {
+        stride *= 2;
+        std::erase_if(kept, [&](const auto& s) { return s.first % stride != 0; });
+        if (k % stride != 0) return;
+    }
+    kept.emplace_back(k, ts);
+}
+
+void ClockConstraints::add(const Operation& op, const Qp& qp) {
+    if (qp.type != IBV_QPT_RC || op.qp == kNoId) return;
+    const bool recv = op.is_recv();
+    if (!recv && !consumes_receive(op.opcode)) return;
+    Samples& s = (recv ? recvs_ : sends_)[op.qp];
+    switch (op.outcome) {
+        case OpOutcome::Completed:
+            s.add(recv ? op.done_ts : op.post_ts);
+            break;
+        case OpOutcome::Failed:
+            s.broken = true;   // whether it consumed a receive is unknown: the count no longer matches
+            break;
+        default:
+            break;   // flushed, unconfirmed, in flight: at the end of the QP's life, after every counted one
+    }
+}
+
+ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
+    ClockResult result;
+    // Hosts of the processes that did RDMA, and the reference: the host of the lowest rank (else the first name).
+    std::set<std::string> hosts;
+    int32_t best_rank = std::numeric_limits<int32_t>::max();
+    for (ProcId p = 0; p < topo.process_count(); ++p) {
+        if (!topo.rdma_active(p)) continue;
+        const Process& pr = topo.proc(p);
+        hosts.insert(pr.host);
+        if (pr.rank >= 0 && pr.rank < best_rank) {
+            best_rank = pr.rank;
+            result.reference = pr.host;
+        }
+    }
+    if (hosts.size() < 2) return {};
+    if (result.reference.empty()) result.reference = *hosts.begin();
+
+    // Bounds per host pair (first < second): delta = skew(second) - skew(first).
+    struct Bounds {
+        std::vector<SkewBound> upper, lower;
+    };
+    std::map<std::pair<std::string, std::string>, Bounds> pairs;
+    for (const auto& [qa, sends] : sends_) {
+        if (sends.broken) continue;
+        const Qp& a = topo.qp(qa);
+        if (a.peer.qp == kNoId) continue;
+        const auto r = recvs_.find(a.peer.qp);
+        if (r == recvs_.end() || r->second.broken) continue;
+        const std::string& ha = topo.proc(a.proc).host;
+        const std::string& hb = topo.proc(topo.qp(a.peer.qp).proc).host;
+        if (ha == hb) continue;
+        const bool forward = ha < hb;
+        Bounds& bounds = pairs[forward ? std::make_pair(ha, hb) : std::make_pair(hb, ha)];
+        const auto& sk = sends.kept;
+        const auto& rk = r->second.kept;
+        for (size_t i = 0, j = 0; i < sk.size() && j < rk.size();) {
+            if (sk[i].first < rk[j].first) {
+                ++i;
+            } else if (rk[j].first < sk[i].first) {
+                ++j;
+            } else {
+                // Posted on A before completing on B: skew(B) - skew(A) < done_B - post_A.
+                const double value = static_cast<double>(rk[j].second - sk[i].second);
+                const double t = (static_cast<double>(sk[i].second) + static_cast<double>(rk[j].second)) / 2;
+                if (forward)
+                    bounds.upper.push_back({t, value});
+                else
+                    bounds.lower.push_back({t, -value});
+                ++i;
+                ++j;
+            }
+        }
+    }
+
+    // Fit every pair, then place hosts from the reference along the pairs of smallest accumulated uncertainty
+    // (consistent pairs first; a host reachable only through contradicting ones is placed through them, flagged).
+    struct Edge {
+        std::string to;
+        PairFit fit;
+        double sign;      // +1: fit is skew(to) - skew(from); -1: the reverse
+        uint64_t bounds;
+    };
+    std::map<std::string, std::vector<Edge>> edges;
+    std::map<std::string, uint64_t> one_sided;
+    for (const auto& [key, b] : pairs) {
+        const PairFit fit = fit_relative_skew(b.upper, b.lower, static_cast<double>(t0));
+        const uint64_t n = b.upper.size() + b.lower.size();
+        if (!fit.two_sided) {
+            one_sided[key.first] += n;
+            one_sided[key.second] += n;
+            continue;
+        }
+        edges[key.first].push_back({key.second, fit, +1, n});
+        edges[key.second].push_back({key.first, fit, -1, n});
+    }
+    std::map<std::string, HostClock> placed;
+    HostClock& ref = placed[result.reference];
+    ref.host = ref.relative_to = result.reference;
+    ref.status = HostClock::Status::reference;
+    for (bool allow_contradictions : {false, true}) {
+        for (;;) {
+            // The unplaced host reachable with the least accumulated uncertainty.
+            const Edge* best = nullptr;
+            const HostClock* from = nullptr;
+            double best_cost = std::numeric_limits<double>::max();
+            for (const auto& [name, clock] : placed)
+                for (const Edge& e : edges[name]) {
+                    if (placed.contains(e.to) || (!e.fit.consistent && !allow_contradictions)) continue;
+                    const double cost = clock.uncertainty_ns + std::abs(e.fit.half_width_ns);
+                    if (cost < best_cost) {
+                        best_cost = cost;
+                        best = &e;
+                        from = &clock;
+                    }
+                }
+            if (best == nullptr) break;
+            HostClock h;
+            h.host = best->to;
+            h.relative_to = from->host;
+            h.status = best->fit.consistent && from->status != HostClock::Status::contradictory
+                           ? HostClock::Status::estimated
+                           : HostClock::Status::contradictory;
+            h.offset_ns = from->offset_ns + best->sign * best->fit.offset_ns;
+            h.drift_ppm = from->drift_ppm + best->sign * best->fit.drift * 1e6;
+            h.uncertainty_ns = best_cost;
+            h.bounds = best->bounds;
+            placed[h.host] = h;
+        }
+    }
+    for (const std::string& name : hosts) {
+        if (const auto it = placed.find(name); it != placed.end()) {
+            result.hosts.push_back(it->second);
+            continue;
+        }
+        HostClock h;
+        h.host = name;
+        h.status = one_sided.contains(name) ? HostClock::Status::one_sided : HostClock::Status::unconstrained;
+        h.bounds = one_sided.contains(name) ? one_sided[name] : 0;
+        result.hosts.push_back(h);
+    }
+    return result;
+}
+
+}  // namespace sigmatrace::analyzer

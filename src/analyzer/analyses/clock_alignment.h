@@ -1,0 +1,82 @@
+// Clock alignment (docs/analyzer.md, "Clocks"): how far each host's trace clock is from a reference host's,
+// estimated from the traffic itself.
+//
+// Every message that crosses hosts orders two events: on an RC QP the k-th message-consuming operation (SEND,
+// SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE_WITH_IMM) posted on QP A is the k-th receive completed on its peer QP
+// B, and it was posted before it completed there. With each host's clock reading true time plus a skew s_h(t),
+// that gives  s_B - s_A < done_B - post_A : an upper bound on the relative skew of B against A from A->B
+// messages, a lower bound from B->A ones. The relative skew is modelled as offset + drift x (t - t0); the fit
+// keeps the (offset, drift) that leaves the widest band between the bounds (its half-width is the uncertainty:
+// the truth lies inside it when the model holds). Bounds that leave no band contradict each other (a clock that
+// jumped, or messages mismatched): that host pair is reported as such. Hosts are placed relative to the
+// reference host (the one of the lowest rank) along the best-constrained pairs.
+//
+// Memory is bounded per QP: the k-th operations are kept for a stride of k that doubles when a QP's samples
+// fill (both sides of a QP pair count the same messages, so they keep the same k).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analyzer/analyses/model.h"
+#include "analyzer/analyses/topology.h"
+
+namespace sigmatrace::analyzer {
+
+// A bound on the relative skew at local time t: delta(t) < value (upper) or delta(t) > value (lower).
+struct SkewBound {
+    double t = 0;
+    double value = 0;
+};
+
+// The fit of one host pair's relative skew delta(t) = offset + drift x (t - t0).
+struct PairFit {
+    bool two_sided = false;    // bounds on both sides: an estimate exists
+    bool consistent = false;   // the bounds leave a band (else they contradict each other)
+    double offset_ns = 0;      // at t0
+    double drift = 0;          // dimensionless (1e-6 = 1 ppm)
+    double half_width_ns = 0;  // uncertainty of offset_ns at the fitted drift (negative: by how much they contradict)
+};
+PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector<SkewBound>& lower, double t0);
+
+struct HostClock {
+    enum class Status { reference, estimated, one_sided, unconstrained, contradictory };
+    std::string host;
+    Status status = Status::unconstrained;
+    std::string relative_to;     // the host its estimate was derived from (the reference's: itself)
+    double offset_ns = 0;        // this host's clock minus the reference's, at the trace's start
+    double drift_ppm = 0;
+    double uncertainty_ns = 0;   // accumulated along the path from the reference
+    uint64_t bounds = 0;         // constraints on the pair it was derived from
+};
+const char* status_name(HostClock::Status s);
+
+struct ClockResult {
+    std::string reference;
+    std::vector<HostClock> hosts;   // sorted by host name; empty when the trace has one host
+};
+
+class ClockConstraints {
+public:
+    static constexpr std::size_t kMaxSamplesPerQp = 1024;
+
+    void add(const Operation& op, const Qp& qp);
+    // `t0`: the trace's start (offsets are given there). Needs resolved peers.
+    ClockResult solve(const Topology& topo, int64_t t0) const;
+
+private:
+    struct Samples {
+        uint64_t count = 0;
+        uint64_t stride = 1;
+        bool broken = false;   // an error made the count unreliable: not used
+        std::vector<std::pair<uint64_t, int64_t>> kept;   // (k, local time)
+        void add(int64_t ts);
+    };
+    std::unordered_map<QpId, Samples> sends_;   // post times of message-consuming operations
+    std::unordered_map<QpId, Samples> recvs_;   // completion times of receives
+};
+
+}  // namespace sigmatrace::analyzer

@@ -1,0 +1,81 @@
+// The relative-skew fit of clock alignment (src/analyzer/analyses/clock_alignment.h) on bounds made from a known
+// skew: messages both ways with known latencies.
+#include "analyzer/analyses/clock_alignment.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+using namespace sigmatrace::analyzer;
+
+// delta(t) = offset + drift * t; A->B messages of latency `there` give delta < delta(t) + there; B->A messages of
+// latency `back` give delta > delta(t) - back.
+struct Skew {
+    double offset, drift;
+    double at(double t) const { return offset + drift * t; }
+};
+
+void messages(const Skew& s, double t_begin, double t_end, int n, double there, double back,
+              std::vector<SkewBound>* upper, std::vector<SkewBound>* lower) {
+    for (int i = 0; i < n; ++i) {
+        const double t = t_begin + (t_end - t_begin) * i / (n - 1);
+        const double jitter = 100.0 * ((i * 7919) % 13);   // 0..1.2 us of extra delay
+        upper->push_back({t, s.at(t) + there + jitter});
+        lower->push_back({t + 1000, s.at(t + 1000) - back - jitter});
+    }
+}
+
+TEST(ClockAlignment, OffsetAndDriftAreRecoveredWithinTheLatencyBand) {
+    const Skew truth{2'000'000, 50e-6};
+    std::vector<SkewBound> upper, lower;
+    messages(truth, 0, 5e9, 400, 3000, 3000, &upper, &lower);
+    const PairFit fit = fit_relative_skew(upper, lower, 0);
+    ASSERT_TRUE(fit.two_sided);
+    ASSERT_TRUE(fit.consistent);
+    EXPECT_NEAR(fit.drift, 50e-6, 0.05e-6);
+    EXPECT_NEAR(fit.offset_ns, 2'000'000, 300);        // symmetric latencies: the band is centred on the truth
+    EXPECT_NEAR(fit.half_width_ns, 3000, 300);         // the one-way latency, less nothing
+    // The offset is given at t0: the same fit from t0 = 1 s is the skew there.
+    const PairFit later = fit_relative_skew(upper, lower, 1e9);
+    EXPECT_NEAR(later.offset_ns, truth.at(1e9), 300);
+}
+
+TEST(ClockAlignment, AsymmetricLatencyBiasesWithinTheStatedUncertainty) {
+    const Skew truth{-1'500'000, -20e-6};
+    std::vector<SkewBound> upper, lower;
+    messages(truth, 0, 2e9, 200, 1000, 9000, &upper, &lower);
+    const PairFit fit = fit_relative_skew(upper, lower, 0);
+    ASSERT_TRUE(fit.consistent);
+    EXPECT_LE(std::abs(fit.offset_ns - truth.offset), fit.half_width_ns);
+    EXPECT_NEAR(fit.drift, -20e-6, 0.1e-6);
+}
+
+TEST(ClockAlignment, BoundsClusteredInTimeDoNotInventDrift) {
+    std::vector<SkewBound> upper{{1e9, 5000}, {1e9 + 10, 5200}}, lower{{1e9 + 5, 3000}};
+    const PairFit fit = fit_relative_skew(upper, lower, 0);
+    ASSERT_TRUE(fit.consistent);
+    EXPECT_NEAR(fit.drift, 0, 1e-9);
+    EXPECT_NEAR(fit.offset_ns, 4000, 1);
+    EXPECT_NEAR(fit.half_width_ns, 1000, 1);
+}
+
+TEST(ClockAlignment, OneDirectionIsNoEstimateAndCrossingBoundsContradict) {
+    EXPECT_FALSE(fit_relative_skew({{0, 5000}}, {}, 0).two_sided);
+    EXPECT_FALSE(fit_relative_skew({}, {{0, 5000}}, 0).two_sided);
+    // A clock that jumped by 1 ms mid-trace: no line fits between the bounds.
+    std::vector<SkewBound> upper, lower;
+    for (int i = 0; i < 50; ++i) {
+        const double t = i * 1e7, step = i < 25 ? 0 : 1e6;
+        upper.push_back({t, step + 2000});
+        lower.push_back({t, step - 2000});
+    }
+    const PairFit fit = fit_relative_skew(upper, lower, 0);
+    ASSERT_TRUE(fit.two_sided);
+    EXPECT_FALSE(fit.consistent);
+    EXPECT_LT(fit.half_width_ns, 0);
+}
+
+}  // namespace
