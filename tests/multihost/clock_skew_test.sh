@@ -11,26 +11,8 @@
 # (2 ms + 50 ppm x the time since the plugin's epoch, the fabric's start) within 5 us, inside
 # its stated uncertainty, and its drift within 2 ppm.
 # Runs inside tests/support/sandbox.sh, as root; exits 77 (skip) when what it needs is missing.
-set -uo pipefail
-sigmatrace=$(realpath "$1")
-bindir=$(dirname "$sigmatrace")
-analyze=$bindir/sigmatrace-analyze
-alltoall=$(dirname "$bindir")/libexec/sigmatrace/st-alltoall
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[[ $(id -u) -eq 0 && ${SIGMATRACE_SANDBOXED:-0} == 1 ]] || skip "needs root inside tests/support/sandbox.sh (namespaces)"
-for tool in ip nsenter unshare mpirun lttng-sessiond python3 ib_send_lat; do
-  command -v "$tool" >/dev/null || skip "$tool is not installed"
-done
-[[ -x $alltoall ]] || skip "st-alltoall is not built (no MPI development files)"
-
-source "$here/../support/hosts.sh"
-work=$(mktemp -d /tmp/sigmatrace-clock-test.XXXXXX)
-trap 'hosts_down; rm -rf "$work"' EXIT
-trap 'exit 143' TERM INT
-hosts_up 4 || fail "cannot set up the hosts"
+tools="ib_send_lat"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 late_ms=4
 cat >"$work/skewed.conf" <<'CONF'

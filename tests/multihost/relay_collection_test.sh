@@ -8,26 +8,8 @@
 # message names the URL and what to start), a relay that goes away mid-run (said, the run's status kept), and a
 # host's trace missing (the analyzer names the missing ranks).
 # Runs inside tests/support/sandbox.sh, as root; exits 77 (skip) when what it needs is missing.
-set -uo pipefail
-sigmatrace=$(realpath "$1")
-bindir=$(dirname "$sigmatrace")
-analyze=$bindir/sigmatrace-analyze
-alltoall=$(dirname "$bindir")/libexec/sigmatrace/st-alltoall
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[[ $(id -u) -eq 0 && ${SIGMATRACE_SANDBOXED:-0} == 1 ]] || skip "needs root inside tests/support/sandbox.sh (namespaces)"
-for tool in ip nsenter unshare mpirun lttng-sessiond lttng-relayd python3; do
-  command -v "$tool" >/dev/null || skip "$tool is not installed"
-done
-[[ -x $alltoall ]] || skip "st-alltoall is not built (no MPI development files)"
-
-source "$here/../support/hosts.sh"
-work=$(mktemp -d /tmp/sigmatrace-relay-test.XXXXXX)
-trap 'hosts_down; rm -rf "$work"' EXIT
-trap 'exit 143' TERM INT   # ctest's timeout: the hosts' daemons still go
-hosts_up 4 || fail "cannot set up the hosts"
+tools="lttng-relayd"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 relay_out=$(hosts_relay_output)
 
 iters=12 epochs=6
