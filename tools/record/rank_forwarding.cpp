@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 constexpr const char* kEnvListVar = "OMPI_MCA_mca_base_env_list";
 constexpr std::string_view kEnvListParam = "mca_base_env_list";
 
-std::string value_of(const Environment& env, const std::string& name) {
-    const std::string* e = find_variable(env, name);
-    return e != nullptr ? e->substr(name.size() + 1) : std::string();
-}
-
 std::vector<std::string> split(std::string_view list, char separator) {
     std::vector<std::string> out;
     size_t start = 0;

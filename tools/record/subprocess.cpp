@@ -110,6 +110,11 @@ const std::string* find_variable(const Environment& env, const std::string& name
     return nullptr;
 }
 
+std::string value_of(const Environment& env, const std::string& name) {
+    const std::string* e = find_variable(env, name);
+    return e != nullptr ? e->substr(name.size() + 1) : std::string();
+}
+
 void set_variable(Environment& env, const std::string& name, const std::string& value) {
     env = without(std::move(env), name);
     env.push_back(name + "=" + value);

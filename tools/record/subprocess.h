@@ -15,6 +15,8 @@ Environment current_environment();
 Environment without(Environment env, const std::string& name);
 // The value of NAME in env, or nullptr.
 const std::string* find_variable(const Environment& env, const std::string& name);
+// The value of NAME in env, "" when it is not set.
+std::string value_of(const Environment& env, const std::string& name);
 // Sets NAME=value in env (replacing any previous value).
 void set_variable(Environment& env, const std::string& name, const std::string& value);
 

@@ -6,11 +6,6 @@
 namespace sigmatrace::record {
 namespace {
 
-std::string value_of(const Environment& env, const std::string& name) {
-    const std::string* e = find_variable(env, name);
-    return e != nullptr ? e->substr(name.size() + 1) : std::string();
-}
-
 void set_default(Environment& env, const std::string& name, const std::string& value) {
     if (find_variable(env, name) == nullptr) set_variable(env, name, value);
 }
