@@ -26,19 +26,18 @@ TEST(JobKey, EachLauncherNamesItsJobAndANonRankHasNone) {
 }
 
 TEST(JobMembers, TextRoundTripsAndDamagedTextIsEmpty) {
-    JobMembers m{"sigmatrace-ompi-7", "/traces/run/h0", {101, 205, 309}};
+    JobMembers m{"/traces/run/h0", {101, 205, 309}};
     const JobMembers back = JobMembers::parse(m.text());
-    EXPECT_EQ(back.session, "sigmatrace-ompi-7");
     EXPECT_EQ(back.output, "/traces/run/h0");
     EXPECT_EQ(back.members, (std::vector<pid_t>{101, 205, 309}));
-    EXPECT_EQ(JobMembers::parse("s\n\n12 x4\n").members, std::vector<pid_t>{});
-    EXPECT_EQ(JobMembers::parse("s\n\n-4\n").session, "");
-    EXPECT_EQ(JobMembers::parse("only one line").session, "");
+    EXPECT_EQ(JobMembers::parse("/o\n12 x4\n").members, std::vector<pid_t>{});
+    EXPECT_EQ(JobMembers::parse("/o\n-4\n").output, "");
+    EXPECT_EQ(JobMembers::parse("only one line").output, "");
     EXPECT_EQ(JobMembers::parse("").members.size(), 0u);
 }
 
 TEST(JobMembers, PruneDropsOnlyTheDead) {
-    JobMembers m{"s", "", {10, 11, 12, 13}};
+    JobMembers m{"", {10, 11, 12, 13}};
     m.prune([](pid_t p) { return p % 2 == 1; });
     EXPECT_EQ(m.members, (std::vector<pid_t>{11, 13}));
     EXPECT_TRUE(process_alive(getpid()));
@@ -61,13 +60,13 @@ TEST_F(JobFileTest, MembersPersistAndTheLastLeaverRemovesTheFile) {
         auto f = LockedJobFile::open(dir_, "ompi-1", &error);
         ASSERT_TRUE(f) << error;
         EXPECT_TRUE(f->read().members.empty());
-        EXPECT_EQ(f->write(JobMembers{"sigmatrace-ompi-1", "", {getpid(), 42}}), "");
+        EXPECT_EQ(f->write(JobMembers{"/traces/h0", {getpid(), 42}}), "");
     }
     {
         auto f = LockedJobFile::open(dir_, "ompi-1", &error);
         ASSERT_TRUE(f) << error;
         JobMembers m = f->read();
-        EXPECT_EQ(m.session, "sigmatrace-ompi-1");
+        EXPECT_EQ(m.output, "/traces/h0");
         EXPECT_EQ(m.members, (std::vector<pid_t>{getpid(), 42}));
         m.members.clear();
         EXPECT_EQ(f->write(m), "");
@@ -90,10 +89,7 @@ TEST_F(JobFileTest, ConcurrentJoinsSeeOneCreatorAndEveryMember) {
                 auto f = LockedJobFile::open(dir_, "race", &error);
                 ASSERT_TRUE(f) << error;
                 JobMembers m = f->read();
-                if (m.members.empty()) {
-                    ++creators;
-                    m.session = "s";
-                }
+                if (m.members.empty()) ++creators;
                 m.members.push_back(1000 + r);
                 ASSERT_EQ(f->write(m), "");
             });

@@ -274,7 +274,6 @@ int cmd_record(Args args) {
                     error(e2 + "; the command was not run");
                     return kUsageError;
                 }
-                members.session = session.name();
                 members.output = output;
                 members.members.clear();
             } else {

@@ -14,11 +14,6 @@
 namespace sigmatrace::record {
 namespace {
 
-std::string value_of(const Environment& env, const char* name) {
-    const std::string* e = find_variable(env, name);
-    return e != nullptr ? e->substr(std::strlen(name) + 1) : std::string();
-}
-
 std::string sanitized(std::string s) {
     for (char& c : s)
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) c = '_';
@@ -44,7 +39,7 @@ JobMembers JobMembers::parse(const std::string& text) {
     JobMembers m;
     std::istringstream in(text);
     std::string line;
-    if (!std::getline(in, m.session) || !std::getline(in, m.output) || !std::getline(in, line)) return {};
+    if (!std::getline(in, m.output) || !std::getline(in, line)) return {};
     std::istringstream pids(line);
     std::string word;
     while (pids >> word) {
@@ -57,7 +52,7 @@ JobMembers JobMembers::parse(const std::string& text) {
 }
 
 std::string JobMembers::text() const {
-    std::string out = session + "\n" + output + "\n";
+    std::string out = output + "\n";
     for (size_t i = 0; i < members.size(); ++i) out += (i ? " " : "") + std::to_string(members[i]);
     return out + "\n";
 }

@@ -34,11 +34,10 @@ std::optional<std::string> job_key(const Environment& env);
 
 // What the job file holds.
 struct JobMembers {
-    std::string session;          // the session's name ("" before the first rank created it)
-    std::string output;           // its local trace directory ("" when it streams to a relay)
+    std::string output;           // the session's local trace directory ("" when it streams to a relay)
     std::vector<pid_t> members;   // ranks recording into it, in arrival order
 
-    // Parses the file's text (three lines: the session, its output, the members); empty or damaged text is an empty state.
+    // Parses the file's text (two lines: the output, the members); empty or damaged text is an empty state.
     static JobMembers parse(const std::string& text);
     std::string text() const;
     // Drops members `alive` says are gone.
