@@ -49,9 +49,14 @@ std::string enter_private_run_dir() {
     return "";
 }
 
+// The run directory of the daemon that LTTNG_HOME=home reaches: the root daemon's is fixed.
+std::string run_dir_of(const std::string& home) {
+    if (geteuid() == 0) return kRootRunDir;
+    return home + "/.lttng";
+}
+
 std::string pid_file(const std::string& home) {
-    if (geteuid() == 0) return std::string(kRootRunDir) + "/lttng-sessiond.pid";
-    return home + "/.lttng/lttng-sessiond.pid";
+    return run_dir_of(home) + "/lttng-sessiond.pid";
 }
 
 // The first "<tag>N</tag>" values in `xml`, summed (one per channel; we have one channel).
@@ -137,10 +142,10 @@ SessionDaemon::~SessionDaemon() {
 }
 
 std::string SessionDaemon::run_dir() const {
-    if (geteuid() == 0) return kRootRunDir;
+    // A private daemon's LTTNG_HOME is set in this process's environment (acquire()).
     const char* home = std::getenv("LTTNG_HOME");
     if (home == nullptr || *home == 0) home = std::getenv("HOME");
-    return std::string(home != nullptr ? home : "") + "/.lttng";
+    return run_dir_of(home != nullptr ? home : "");
 }
 
 Environment SessionDaemon::tool_environment() const {
