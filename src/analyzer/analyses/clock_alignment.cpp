@@ -93,7 +93,9 @@ void ClockConstraints::add(const Operation& op, const Qp& qp) {
     if (qp.type != IBV_QPT_RC || op.qp == kNoId) return;
     const bool recv = op.is_recv();
     if (!recv && !consumes_receive(op.opcode)) return;
-    Samples& s = (recv ? recvs_ : sends_)[op.qp];
+    std::vector<Samples>& side = recv ? recvs_ : sends_;
+    if (side.size() <= op.qp) side.resize(op.qp + 1);
+    Samples& s = side[op.qp];
     switch (op.outcome) {
         case OpOutcome::Completed:
             s.add(recv ? op.done_ts : op.post_ts);
@@ -128,19 +130,20 @@ ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
         std::vector<SkewBound> upper, lower;
     };
     std::map<std::pair<std::string, std::string>, Bounds> pairs;
-    for (const auto& [qa, sends] : sends_) {
-        if (sends.broken) continue;
+    for (QpId qa = 0; qa < sends_.size(); ++qa) {
+        const Samples& sends = sends_[qa];
+        if (sends.broken || sends.kept.empty()) continue;
         const Qp& a = topo.qp(qa);
-        if (a.peer.qp == kNoId) continue;
-        const auto r = recvs_.find(a.peer.qp);
-        if (r == recvs_.end() || r->second.broken) continue;
+        if (a.peer.qp == kNoId || a.peer.qp >= recvs_.size()) continue;
+        const Samples& recvs = recvs_[a.peer.qp];
+        if (recvs.broken) continue;
         const std::string& ha = topo.proc(a.proc).host;
         const std::string& hb = topo.proc(topo.qp(a.peer.qp).proc).host;
         if (ha == hb) continue;
         const bool forward = ha < hb;
         Bounds& bounds = pairs[forward ? std::make_pair(ha, hb) : std::make_pair(hb, ha)];
         const auto& sk = sends.kept;
-        const auto& rk = r->second.kept;
+        const auto& rk = recvs.kept;
         for (size_t i = 0, j = 0; i < sk.size() && j < rk.size();) {
             if (sk[i].first < rk[j].first) {
                 ++i;

@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -75,8 +74,9 @@ private:
         std::vector<std::pair<uint64_t, int64_t>> kept;   // (k, local time)
         void add(int64_t ts);
     };
-    std::unordered_map<QpId, Samples> sends_;   // post times of message-consuming operations
-    std::unordered_map<QpId, Samples> recvs_;   // completion times of receives
+    // By QP id (dense): post times of message-consuming operations, completion times of receives.
+    std::vector<Samples> sends_;
+    std::vector<Samples> recvs_;
 };
 
 }  // namespace sigmatrace::analyzer
