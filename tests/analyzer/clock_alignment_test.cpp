@@ -62,6 +62,49 @@ TEST(ClockAlignment, BoundsClusteredInTimeDoNotInventDrift) {
     EXPECT_NEAR(fit.half_width_ns, 1000, 1);
 }
 
+// Loose bounds over a short stretch whose delays grow (receivers falling behind as a burst goes on): a tilt fits
+// them a little better, but a drift that small a stretch cannot show is not one; the offset is the band's middle.
+TEST(ClockAlignment, ABriefStretchOfLooseBoundsFitsNoDrift) {
+    std::vector<SkewBound> upper, lower;
+    for (int i = 0; i < 48; ++i) {
+        const double t = 2e8 + i * 1.2e6;            // 57 ms, 200 ms after t0
+        const double lag = 40'000 + i * 1'000.0;     // 40 to 87 us late, growing
+        upper.push_back({t, 1'000'000 + lag});
+        lower.push_back({t + 500, 1'000'000 - 40'000 - (47 - i) * 1'000.0});
+    }
+    const PairFit fit = fit_relative_skew(upper, lower, 0);
+    ASSERT_TRUE(fit.consistent);
+    EXPECT_EQ(fit.drift, 0);
+    EXPECT_NEAR(fit.offset_ns, 1'000'000, 1);
+    EXPECT_NEAR(fit.half_width_ns, 40'000, 1);
+}
+
+// What the readers apply: estimated hosts only, local - (offset + drift x (local - t0)).
+TEST(ClockAlignment, TheCorrectionMovesEstimatedHostsOnly) {
+    ClockResult r;
+    r.reference = "h0";
+    r.at_ns = 1'000'000'000;
+    const auto host = [](const char* name, HostClock::Status s, double offset, double ppm) {
+        HostClock h;
+        h.host = name;
+        h.status = s;
+        h.offset_ns = offset;
+        h.drift_ppm = ppm;
+        return h;
+    };
+    r.hosts = {host("h0", HostClock::Status::reference, 0, 0), host("h1", HostClock::Status::estimated, 2e6, 50),
+               host("h2", HostClock::Status::contradictory, 5e6, 0), host("h3", HostClock::Status::one_sided, 0, 0)};
+    const ClockCorrection c(r);
+    EXPECT_EQ(c.find("h0"), nullptr);
+    EXPECT_EQ(c.find("h2"), nullptr);
+    EXPECT_EQ(c.find("h3"), nullptr);
+    const ClockShift* h1 = c.find("h1");
+    ASSERT_NE(h1, nullptr);
+    EXPECT_EQ(h1->to_reference(1'000'000'000), 1'000'000'000 - 2'000'000);
+    EXPECT_EQ(h1->to_reference(3'000'000'000), 3'000'000'000 - 2'000'000 - 100'000);   // 50 ppm of 2 s
+    EXPECT_LT(h1->to_reference(3'000'000'000), h1->to_reference(3'000'000'001));
+}
+
 TEST(ClockAlignment, OneDirectionIsNoEstimateAndCrossingBoundsContradict) {
     EXPECT_FALSE(fit_relative_skew({{0, 5000}}, {}, 0).two_sided);
     EXPECT_FALSE(fit_relative_skew({}, {{0, 5000}}, 0).two_sided);

@@ -123,3 +123,55 @@ TEST(LttngStreamReader, RefusesADamagedStreamBeforeHandingOverAnything) {
     EXPECT_EQ(b.finish()["trace"]["events"].get<uint64_t>(), sum->events - sum->foreign_events);
     fs::remove_all(dir);
 }
+
+// Clock alignment's shift (clock_alignment.h, ClockCorrection): both readers move every time of a trace whose host
+// was estimated, event timestamps and the records' capture times alike, by offset + drift x (t - t0); times
+// within the host keep their differences (up to the drift's share).
+TEST(ClockShift, BothReadersMoveEveryTimeOfTheEstimatedHost) {
+    for (const char* reader : {"direct", "babeltrace"}) {
+        SCOPED_TRACE(reader);
+        ASSERT_EQ(::setenv("SIGMATRACE_ANALYZE_READER", reader, 1), 0);
+        Analysis plain;
+        ASSERT_FALSE(read_traces(kRecords, plain).fatal);
+        const nlohmann::json p = plain.finish();
+        const int64_t start = p["trace"]["start_ns"].get<int64_t>();
+        const int64_t duration = p["trace"]["duration_ns"].get<int64_t>();
+
+        ClockResult estimate;
+        estimate.reference = "h0";
+        estimate.at_ns = start;
+        estimate.applied = true;
+        HostClock vm;
+        vm.host = "vm";
+        vm.status = HostClock::Status::estimated;
+        vm.offset_ns = 1'500'000;
+        vm.drift_ppm = 200;
+        estimate.hosts = {vm};
+        AnalysisOptions options;
+        options.clock.applied = estimate;
+        Analysis shifted(options);
+        ASSERT_NE(shifted.clock_correction(), nullptr);
+        ASSERT_FALSE(read_traces(kRecords, shifted).fatal);
+        const nlohmann::json s = shifted.finish();
+
+        // The earliest time is a capture time (records): moved by the offset alone (the drift counts from it).
+        EXPECT_EQ(s["trace"]["start_ns"].get<int64_t>(), start - 1'500'000);
+        // The trace's length, 1.47 s, shrinks by 200 ppm of itself.
+        EXPECT_NEAR(static_cast<double>(s["trace"]["duration_ns"].get<int64_t>()), duration * (1 - 200e-6), 2.0);
+        EXPECT_EQ(s["ops"]["total"], p["ops"]["total"]);
+        EXPECT_EQ(s["ops"]["completed_bytes"], p["ops"]["completed_bytes"]);
+        const auto p50 = [](const nlohmann::json& d) { return d["qps"][1]["latency_ns"]["p50"].get<double>(); };
+        EXPECT_NEAR(p50(s), p50(p), 1 + p50(p) * 300e-6);
+        EXPECT_TRUE(s["clock"]["aligned"].get<bool>());
+        EXPECT_EQ(s["clock"]["at_ns"].get<int64_t>(), start);
+
+        // A host the estimate could not place keeps its recorded times.
+        estimate.hosts[0].status = HostClock::Status::contradictory;
+        options.clock.applied = estimate;
+        Analysis kept(options);
+        EXPECT_EQ(kept.clock_correction(), nullptr);
+        ASSERT_FALSE(read_traces(kRecords, kept).fatal);
+        EXPECT_EQ(kept.finish()["trace"]["start_ns"].get<int64_t>(), start);
+    }
+    ::unsetenv("SIGMATRACE_ANALYZE_READER");
+}

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,18 @@ analysis:
                                DEV is a device (mlx5_0) or node/device; repeatable (default: each port's observed peak)
   --phase-efficiency F         phase_inefficiency below F of the lower bound (default 0.5)
   --phase-min-bytes B          phase_inefficiency for phases that moved at least B (default 1MiB)
+  --clock-align auto|off       traces of several hosts: estimate each host's clock from the traffic and move its
+                               times onto the reference host's before analysis (auto, the default: a first,
+                               lighter read of the trace), or analyze the recorded times (off; still estimated)
 )";
+
+// Distinct hosts among the readable traces (their metadata's hostname).
+std::size_t planned_hosts(const PlannedRead& planned) {
+    std::set<std::string> hosts;
+    for (const TracePlan& t : planned.plan.traces)
+        if (t.readable && !t.hostname.empty()) hosts.insert(t.hostname);
+    return hosts.size();
+}
 
 struct CliOptions {
     std::string dir;
@@ -302,6 +314,9 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
                 if (o.analysis.windows.window_ns < 1000 || o.analysis.windows.window_ns > kMaxWindowNs)
                     return "--window must be between 1us and 1h";
             }
+        } else if (a == "--clock-align") {
+            if (!value(v) || (v != "auto" && v != "off")) return "--clock-align needs auto or off";
+            o.analysis.clock.align = v == "auto";
         } else if (a == "--window-qps") {
             uint64_t n = 0;
             if (!value(v) || !parse_u64(v, n) || n > 1000000) return "--window-qps needs a number (0 to 1000000)";
@@ -419,7 +434,22 @@ int analyze_main(std::span<char* const> args) {
     // The read and everything after it: in a guarded child (read_guard.h) unless SIGMATRACE_ANALYZE_STALL_S=0.
     PlannedRead planned = plan_read(o.dir);
     const auto analyze = [&](ReadProgress* progress) -> int {
-        Analysis analysis(o.analysis);
+        // Several hosts: their clocks are estimated by a first read and the second moves their times by it.
+        AnalysisOptions options = o.analysis;
+        if (options.clock.align && planned_hosts(planned) >= 2) {
+            AnalysisOptions first = options;
+            first.clock.constraints_only = true;
+            Analysis clocks(first);
+            const ReadSummary read = read_planned(o.dir, planned, clocks, nullptr, progress);
+            if (read.retry) return kExitOk;
+            if (read.fatal) {
+                for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
+                return kExitUsage;
+            }
+            options.clock.applied = clocks.finish_clocks();
+            options.clock.applied->applied = !ClockCorrection(*options.clock.applied).empty();
+        }
+        Analysis analysis(options);
         std::unique_ptr<PerfettoWriter> perfetto;
         std::unique_ptr<PerfettoProtoWriter> perfetto_proto;
         if (o.perfetto_out) {

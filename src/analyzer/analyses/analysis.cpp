@@ -19,7 +19,9 @@ Analysis::Analysis(AnalysisOptions options)
       incast_(options_.incast, topo_),
       windows_(options_.windows),
       phases_(options_.phases),
-      outstanding_(&windows_) {}
+      outstanding_(&windows_) {
+    if (options_.clock.applied) correction_ = ClockCorrection(*options_.clock.applied);
+}
 
 void Analysis::on_event(const DecodedEvent& ev) {
     if (ev.id >= EventId::count_) {
@@ -164,6 +166,10 @@ void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {
 void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
 
 void Analysis::on_operation(const Operation& op) {
+    if (options_.clock.constraints_only) {
+        clocks_.add(op, topo_.qp(op.qp));
+        return;
+    }
     stats_.add(op);
     traffic_.add(op);
     barriers_.add(op, topo_.qp(op.qp));
@@ -179,12 +185,19 @@ void Analysis::on_operation(const Operation& op) {
     }
     if (windows_.enabled()) outstanding_.add(op);
     progress_.add(op);
-    clocks_.add(op, topo_.qp(op.qp));
+    if (!options_.clock.applied) clocks_.add(op, topo_.qp(op.qp));
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
         ++errors_by_status_[op.wc_status];
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
     }
     for (OpListener* l : listeners_) l->on_operation(op);
+}
+
+ClockResult Analysis::finish_clocks() {
+    recon_.finish();
+    for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
+    finished_ = true;
+    return clocks_.solve(topo_, first_ts_);
 }
 
 nlohmann::json Analysis::finish() {
@@ -193,7 +206,7 @@ nlohmann::json Analysis::finish() {
         // Peers are resolved now that every process's identity events have been read.
         for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
         traffic_.resolve(topo_);
-        clock_result_ = clocks_.solve(topo_, first_ts_);
+        clock_result_ = options_.clock.applied ? *options_.clock.applied : clocks_.solve(topo_, first_ts_);
         stats_.finish(topo_);
         gray_result_ = gray_.finish();
         incast_result_ = incast_.finish();

@@ -40,6 +40,7 @@ struct AnalysisOptions {
     IncastOptions incast;                  // incast (incast_detector.h)
     WindowOptions windows;                 // timeline windows and outstanding work (time_windows.h, outstanding.h)
     PhaseOptions phases;                   // communication phases (phase_tracker.h)
+    ClockOptions clock;                    // clock alignment (clock_alignment.h)
 };
 
 // A loss reported by the trace itself (lttng ring buffer full): events or whole packets discarded.
@@ -86,6 +87,10 @@ public:
 
     // Finishes reconstruction (in-flight WRs) and builds the document. Call once.
     nlohmann::json finish();
+    // The first read's end (options.clock.constraints_only): finishes reconstruction and estimates the clocks.
+    ClockResult finish_clocks();
+    // What the readers apply to each trace's times (by its hostname): null when nothing is to be moved.
+    const ClockCorrection* clock_correction() const { return correction_.empty() ? nullptr : &correction_; }
 
     // OpListener
     void on_operation(const Operation& op) override;
@@ -115,6 +120,7 @@ private:
     QueueProgress progress_;
     ClockConstraints clocks_;
     ClockResult clock_result_;        // filled by finish()
+    ClockCorrection correction_;      // from options_.clock.applied
     GrayLinkResult gray_result_;      // filled by finish()
     IncastResult incast_result_;
     std::vector<OpListener*> listeners_;

@@ -13,11 +13,13 @@ namespace {
 
 // The fit looks for drifts within this (1000 ppm: a quartz off by far more is broken, not drifting).
 constexpr double kMaxDrift = 1e-3;
-// Among drifts that leave (nearly) the same band, the smaller is preferred: without this, bounds clustered in
-// time (which cannot tell drift) would get an arbitrary one. A drift costs 1% of what it moves the skew by over
-// the bounds' time span, or over one second when they span less.
-constexpr double kDriftPenalty = 1e-2;
-constexpr double kMinPenaltySpanNs = 1e9;
+// A drift is fitted only when it widens the band by more than this fraction over no drift: bounds clustered in
+// time, or loose ones, cannot tell a drift, and any tilt that happens to fit their noise a little better would
+// move every time far from them.
+constexpr double kDriftGain = 0.1;
+// And only when the bounds span long enough for a drift of this size (a quartz far off) to move the skew by more
+// than the band's half-width: over a short stretch, delays that grow (queues filling) look like a drift.
+constexpr double kPlausibleDrift = 100e-6;
 
 bool consumes_receive(uint8_t opcode) {
     return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_SEND_WITH_INV ||
@@ -44,10 +46,9 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
     double tmin = std::numeric_limits<double>::max(), tmax = std::numeric_limits<double>::lowest();
     for (const auto* set : {&upper, &lower})
         for (const SkewBound& b : *set) {
-            tmin = std::min(tmin, b.t - t0);
-            tmax = std::max(tmax, b.t - t0);
+            tmin = std::min(tmin, b.t);
+            tmax = std::max(tmax, b.t);
         }
-    const double span = std::max(tmax - tmin, kMinPenaltySpanNs);
     // The band the bounds leave at drift d: [lo, hi] for the offset. Its width is concave in d (a minimum of
     // lines minus a maximum of lines), so a ternary search finds the widest.
     auto band = [&](double d, double* lo, double* hi) {
@@ -56,20 +57,23 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
         for (const SkewBound& b : upper) *hi = std::min(*hi, b.value - d * (b.t - t0));
         for (const SkewBound& b : lower) *lo = std::max(*lo, b.value - d * (b.t - t0));
     };
-    auto score = [&](double d) {
+    auto width = [&](double d) {
         double lo = 0, hi = 0;
         band(d, &lo, &hi);
-        return (hi - lo) - kDriftPenalty * std::abs(d) * span;
+        return hi - lo;
     };
     double a = -kMaxDrift, b = kMaxDrift;
     for (int i = 0; i < 200 && b - a > 1e-12; ++i) {
         const double m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
-        if (score(m1) < score(m2))
+        if (width(m1) < width(m2))
             a = m1;
         else
             b = m2;
     }
     fit.drift = (a + b) / 2;
+    const double best = width(fit.drift), flat = width(0);
+    if (best > 0 && (flat >= (1 - kDriftGain) * best || (flat > 0 && (tmax - tmin) * kPlausibleDrift < flat / 2)))
+        fit.drift = 0;
     double lo = 0, hi = 0;
     band(fit.drift, &lo, &hi);
     fit.offset_ns = (lo + hi) / 2;
@@ -108,8 +112,15 @@ void ClockConstraints::add(const Operation& op, const Qp& qp) {
     }
 }
 
+ClockCorrection::ClockCorrection(const ClockResult& r) {
+    for (const HostClock& h : r.hosts)
+        if (h.status == HostClock::Status::estimated && (h.offset_ns != 0 || h.drift_ppm != 0))
+            shifts_.emplace(h.host, ClockShift{h.offset_ns, h.drift_ppm * 1e-6, r.at_ns});
+}
+
 ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
     ClockResult result;
+    result.at_ns = t0;
     // Hosts of the processes that did RDMA, and the reference: the host of the lowest rank (else the first name).
     std::set<std::string> hosts;
     int32_t best_rank = std::numeric_limits<int32_t>::max();

@@ -7,16 +7,24 @@
 // that gives  s_B - s_A < done_B - post_A : an upper bound on the relative skew of B against A from A->B
 // messages, a lower bound from B->A ones. The relative skew is modelled as offset + drift x (t - t0); the fit
 // keeps the (offset, drift) that leaves the widest band between the bounds (its half-width is the uncertainty:
-// the truth lies inside it when the model holds). Bounds that leave no band contradict each other (a clock that
+// the truth lies inside it when the model holds), with no drift unless the bounds clearly show one. Bounds that leave no band contradict each other (a clock that
 // jumped, or messages mismatched): that host pair is reported as such. Hosts are placed relative to the
 // reference host (the one of the lowest rank) along the best-constrained pairs.
+//
+// The analyzer moves each estimated host's times by its estimate before analysing (ClockCorrection, applied by
+// the readers on a second read of the trace: analyze_main.cpp).
 //
 // Memory is bounded per QP: the k-th operations are kept for a stride of k that doubles when a QP's samples
 // fill (both sides of a QP pair count the same messages, so they keep the same k).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,7 +63,47 @@ const char* status_name(HostClock::Status s);
 
 struct ClockResult {
     std::string reference;
+    int64_t at_ns = 0;              // the time the offsets are given at (the trace's start, as recorded)
     std::vector<HostClock> hosts;   // sorted by host name; empty when the trace has one host
+    bool applied = false;           // the readers moved every estimated host's times onto the reference's
+};
+
+// One host's times moved onto the reference host's clock: local - (offset + drift x (local - t0)). Monotonic
+// (|drift| < 1), so a stream's order is kept.
+struct ClockShift {
+    double offset_ns = 0;
+    double drift = 0;
+    int64_t t0 = 0;
+    int64_t to_reference(int64_t local) const {
+        return local - std::llround(offset_ns + drift * static_cast<double>(local - t0));
+    }
+};
+
+// How the analysis treats hosts' clocks (docs/analyzer.md, "Clocks").
+struct ClockOptions {
+    bool align = true;   // --clock-align off: the analyses use the recorded times (the estimate is still reported)
+    // The first read of a trace of several hosts: operations are reconstructed for the clock constraints only.
+    bool constraints_only = false;
+    // The second read: the first read's estimate. The readers move each estimated host's times by it
+    // (Analysis::clock_correction), and the report gives it.
+    std::optional<ClockResult> applied;
+};
+
+// The shifts the readers apply, by the trace's hostname: the hosts a ClockResult estimated (its reference and
+// hosts it could not place keep their recorded times).
+class ClockCorrection {
+public:
+    ClockCorrection() = default;
+    explicit ClockCorrection(const ClockResult& r);
+    // Null: that host's times stay as recorded.
+    const ClockShift* find(std::string_view host) const {
+        const auto it = shifts_.find(host);
+        return it == shifts_.end() ? nullptr : &it->second;
+    }
+    bool empty() const { return shifts_.empty(); }
+
+private:
+    std::map<std::string, ClockShift, std::less<>> shifts_;
 };
 
 class ClockConstraints {

@@ -61,11 +61,12 @@ BtMessageConsumer::~BtMessageConsumer() {
     for (auto& [tr, info] : traces_) bt_trace_put_ref(tr);
 }
 
-const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event_class* ec) {
+const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event_class* ec, const TraceInfo& ti) {
     if (ec == last_class_) return *last_info_;
     auto it = classes_.find(ec);
     if (it == classes_.end()) {
         ClassInfo info;
+        info.shift = ti.shift;
         info.member.fill(-1);
         info.kind.fill(Kind::Absent);
         const char* name = bt_event_class_get_name(ec);
@@ -142,6 +143,7 @@ const BtMessageConsumer::TraceInfo& BtMessageConsumer::trace_info(const bt_trace
         if (host && bt_value_is_string(host)) info.hostname = bt_value_string_get(host);
         const char* name = bt_trace_get_name(trace);
         info.name = name ? name : info.hostname;
+        if (const ClockCorrection* c = analysis_.clock_correction()) info.shift = c->find(info.hostname);
         bt_trace_get_ref(trace);
         it = traces_.emplace(trace, std::move(info)).first;
     }
@@ -153,12 +155,12 @@ const BtMessageConsumer::TraceInfo& BtMessageConsumer::trace_info(const bt_trace
 void BtMessageConsumer::on_event(const bt_message* msg) {
     ++events_read_;
     const bt_event* event = bt_message_event_borrow_event_const(msg);
-    const ClassInfo& ci = class_info(bt_event_borrow_class_const(event));
+    const TraceInfo& ti = trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(event)));
+    const ClassInfo& ci = class_info(bt_event_borrow_class_const(event), ti);
     if (ci.schema == nullptr) {
         ++foreign_events_;
         return;
     }
-    const TraceInfo& ti = trace_info(bt_stream_borrow_trace_const(bt_event_borrow_stream_const(event)));
 
     DecodedEvent& ev = ev_;
     ev.id = ci.schema->id;
@@ -169,7 +171,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         int64_t ns = 0;
         if (bt_clock_snapshot_get_ns_from_origin(bt_message_event_borrow_default_clock_snapshot_const(msg), &ns) ==
             BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-            ev.ts_ns = ns;
+            ev.ts_ns = ti.to_analysis(ns);
     }
     last_ts_ = std::max(last_ts_, ev.ts_ns);
     ev.vpid = ev.vtid = -1;
@@ -257,6 +259,7 @@ uint64_t BtMessageConsumer::capture_time_ns(const ClassInfo& ci, uint64_t cycles
     else if (ci.clock == nullptr || bt_clock_class_cycles_to_ns_from_origin(ci.clock, cycles, &ns) !=
                                         BT_CLOCK_CLASS_CYCLES_TO_NS_FROM_ORIGIN_STATUS_OK)
         ns = 0;
+    if (ns > 0 && ci.shift) ns = ci.shift->to_reference(ns);
     // ns 0 or before the origin cannot be told from "no capture time": the event's timestamp is as good.
     return ns > 0 ? static_cast<uint64_t>(ns) : 0;
 }
@@ -285,6 +288,8 @@ void BtMessageConsumer::on_discarded(const bt_message* msg, bool packets) {
                                              : bt_message_discarded_events_borrow_end_default_clock_snapshot_const(msg);
         (void)bt_clock_snapshot_get_ns_from_origin(b, &d.begin_ns);
         (void)bt_clock_snapshot_get_ns_from_origin(e, &d.end_ns);
+        d.begin_ns = ti.to_analysis(d.begin_ns);
+        d.end_ns = ti.to_analysis(d.end_ns);
     }
     analysis_.on_discarded(d);
 }
@@ -302,7 +307,7 @@ void BtMessageConsumer::consume(const bt_message* msg) {
         if (bt_stream_class_packets_have_end_default_clock_snapshot(sc) &&
             bt_clock_snapshot_get_ns_from_origin(bt_message_packet_end_borrow_default_clock_snapshot_const(msg), &ns) ==
                 BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK)
-            analysis_.on_recorded_until(ns);
+            analysis_.on_recorded_until(trace_info(bt_stream_borrow_trace_const(bt_packet_borrow_stream_const(pkt))).to_analysis(ns));
         break;
     }
     default: break;

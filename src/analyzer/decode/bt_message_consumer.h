@@ -61,14 +61,20 @@ private:
         const bt_clock_class* clock = nullptr; // borrowed: the class is kept referenced
         int64_t clock_origin_ns = 0;           // ns from origin of cycle 0
         bool clock_is_ns = false;              // 1 GHz: ns from origin = clock_origin_ns + cycles
+        const ClockShift* shift = nullptr;     // its trace's (TraceInfo::shift)
     };
     struct TraceInfo {
         uint32_t index = 0;
         std::string hostname;
         std::string name;
+        // Its host's times moved onto the reference host's clock (Analysis::clock_correction); null: as
+        // recorded. Applied after the muxer, which ordered events by their recorded times.
+        const ClockShift* shift = nullptr;
+        int64_t to_analysis(int64_t ns) const { return shift ? shift->to_reference(ns) : ns; }
     };
 
-    const ClassInfo& class_info(const bt_event_class* ec);
+    // `ti`: the trace of the class's events (src.ctf.fs gives every trace its own classes).
+    const ClassInfo& class_info(const bt_event_class* ec, const TraceInfo& ti);
     const TraceInfo& trace_info(const bt_trace* trace);
     void on_event(const bt_message* msg);
     void on_discarded(const bt_message* msg, bool packets);

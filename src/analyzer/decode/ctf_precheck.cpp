@@ -296,6 +296,15 @@ MetadataCheck check_metadata(const uint8_t* data, std::size_t size) {
         std::memcpy(m.uuid, text_uuid, 16);
         m.has_uuid = true;
     }
+    // env { ... hostname = "NAME"; ... }: the analyzer counts hosts before reading (clock alignment).
+    if (const auto env = norm.find("env { "); env != std::string::npos) {
+        const auto at = norm.find(" hostname = \"", env);
+        const auto close = norm.find('}', env);
+        if (at != std::string::npos && at < close) {
+            const auto begin = at + 13;
+            if (const auto end = norm.find('"', begin); end != std::string::npos) m.hostname = norm.substr(begin, end - begin);
+        }
+    }
     m.big_endian = norm.find("byte_order = be;") != std::string::npos;
     m.lttng_layout = norm.find("byte_order = le;") != std::string::npos || m.big_endian;
     for (const char* decl : kLttngLayout) m.lttng_layout = m.lttng_layout && norm.find(decl) != std::string::npos;
@@ -462,6 +471,7 @@ ReadPlan precheck_traces(const std::vector<fs::path>& dirs) {
             plan.traces.push_back(std::move(t));
             continue;
         }
+        t.hostname = meta.hostname;
         std::error_code ec;
         std::vector<fs::path> files;
         for (const auto& e : fs::directory_iterator(dir, ec))

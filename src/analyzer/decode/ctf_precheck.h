@@ -46,6 +46,7 @@ struct TracePlan {
     std::vector<StreamPlan> streams;    // every regular file of `dir` but metadata
     bool drop_index = false;            // index/ disagrees with the streams (or a stream was trimmed)
     std::filesystem::path materialized; // the directory Babeltrace opens (dir itself when nothing was skipped)
+    std::string hostname;               // the metadata's env hostname ("" when absent or unreadable)
     bool needs_copy() const;
 };
 
@@ -87,6 +88,7 @@ struct MetadataCheck {
     uint8_t uuid[16] = {};
     bool has_uuid = false;
     std::vector<uint64_t> stream_ids;
+    std::string hostname;      // env's hostname ("" when absent): which host recorded it
 };
 MetadataCheck check_metadata(const uint8_t* data, std::size_t size);
 

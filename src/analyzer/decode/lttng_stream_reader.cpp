@@ -170,13 +170,21 @@ bool clock_ns(int64_t origin, uint64_t v, int64_t& ns) {
     return !__builtin_add_overflow(origin, static_cast<int64_t>(v), &ns);
 }
 
+// A trace's clock as the analysis sees it: ns from origin, moved onto the reference host's clock when the
+// analysis aligns clocks (Analysis::clock_correction).
+struct TraceClock {
+    int64_t origin = 0;                 // ns from origin of cycle 0
+    const ClockShift* shift = nullptr;  // null: times as recorded
+};
+
 // A capture time (the tracer's CLOCK_MONOTONIC ns = clock cycles) as ns from origin, as BtMessageConsumer
 // converts it: 0 stays 0, what cannot be converted or lands at or before the origin becomes 0.
 uint64_t capture_ns(const void* ctx, uint64_t cycles) {
-    const int64_t origin = *static_cast<const int64_t*>(ctx);
+    const TraceClock& c = *static_cast<const TraceClock*>(ctx);
     if (cycles == 0) return 0;
     int64_t ns = 0;
-    if (cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(origin, 0))) ns = origin + static_cast<int64_t>(cycles);
+    if (cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(c.origin, 0))) ns = c.origin + static_cast<int64_t>(cycles);
+    if (ns > 0 && c.shift) ns = c.shift->to_reference(ns);
     return ns > 0 ? static_cast<uint64_t>(ns) : 0;
 }
 
@@ -198,6 +206,7 @@ struct Trace {
     std::vector<EventMap> events;       // parallel to layout.events
     int64_t vpid = -1, vtid = -1, procname = -1;   // per stream class would be exact; lttng-ust has one
     int64_t index = -1;                 // assigned when its first event or discard is delivered
+    TraceClock clock;
 };
 
 struct Message {
@@ -245,7 +254,7 @@ int64_t to_ns(const Trace& t, uint64_t cycles, const char* what) {
     int64_t ns = 0;
     if (!clock_ns(t.layout.clock_origin_ns, cycles, ns))
         refuse(fmt::format("a {} clock value {} that overflows ns from origin", what, cycles));
-    return ns;
+    return t.clock.shift ? t.clock.shift->to_reference(ns) : ns;
 }
 
 // Moves `s` to its next message (event or discard) in `s.next`; Message::None at its end. Refuses what it
@@ -436,6 +445,8 @@ public:
             if (!layout) refuse(fmt::format("metadata of {}: {}", tp.dir.string(), why));
             t->layout = std::move(*layout);
             t->name = t->layout.hostname;
+            t->clock.origin = t->layout.clock_origin_ns;
+            if (const ClockCorrection* c = analysis_.clock_correction()) t->clock.shift = c->find(t->layout.hostname);
             for (const auto& o : traces_)
                 if (std::memcmp(o->layout.uuid, t->layout.uuid, 16) == 0) refuse("two trace directories with one UUID");
             if (t->layout.streams.size() != 1) refuse("a trace with more than one stream class");
@@ -627,7 +638,7 @@ private:
                     for (uint32_t k = 0; k < len; ++k) buf[k] = read_int(sl.p + std::size_t{k} * bytes, f.type);
                 }
                 if (static_cast<int>(i) == em.ts_field)
-                    for (uint32_t k = 0; k < len; ++k) buf[k] = capture_ns(&t.layout.clock_origin_ns, buf[k]);
+                    for (uint32_t k = 0; k < len; ++k) buf[k] = capture_ns(&t.clock, buf[k]);
                 v.seq = buf.data();
                 v.seq_len = len;
                 break;
@@ -643,7 +654,7 @@ private:
         if (em.schema->id == EventId::deferred_records) {
             adopt_salvaged_origin(ev);
             ev.capture_to_ns = capture_ns;
-            ev.capture_ctx = &t.layout.clock_origin_ns;
+            ev.capture_ctx = &t.clock;
         } else {
             ev.capture_to_ns = nullptr;
             ev.capture_ctx = nullptr;

@@ -842,6 +842,7 @@ json ReportBuilder::warnings() const {
                                   format_bytes(a_.incast_result_.clipped_bytes), IncastDetector::kSlackWindows));
     for (const std::string& p : a_.read_problems_) out.push_back(p);
     for (const std::string& m : missing_ranks()) out.push_back(m);
+    if (const std::string m = unaligned_hosts(); !m.empty()) out.push_back(m);
     return out;
 }
 
@@ -858,7 +859,21 @@ json ReportBuilder::clock_section() const {
         j["uncertainty_ns"] = placed ? json(std::llround(h.uncertainty_ns)) : json(nullptr);
         hosts.push_back(std::move(j));
     }
-    return json{{"reference", c.reference}, {"at_ns", a_.first_ts_}, {"hosts", std::move(hosts)}};
+    return json{{"reference", c.reference}, {"at_ns", c.at_ns}, {"aligned", c.applied}, {"hosts", std::move(hosts)}};
+}
+
+// Hosts whose times could not be moved onto the reference's: what compares times across hosts carries their offset.
+std::string ReportBuilder::unaligned_hosts() const {
+    const ClockResult& c = a_.clock_result_;
+    std::string list;
+    for (const HostClock& h : c.hosts) {
+        if (h.status == HostClock::Status::reference || h.status == HostClock::Status::estimated) continue;
+        list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", h.host, status_name(h.status));
+    }
+    if (list.empty()) return {};
+    return fmt::format("clock: hosts {} not aligned with {} (no messages both ways with an aligned host, or bounds that "
+                       "contradict each other): barrier spread, incast and timelines across hosts carry their clock offset",
+                       list, c.reference);
 }
 
 std::vector<std::string> ReportBuilder::missing_ranks() const {

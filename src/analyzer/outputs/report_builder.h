@@ -91,6 +91,7 @@ private:
     std::vector<ProcId> active_processes() const;
     // One warning per job whose traced ranks are fewer than its size.
     std::vector<std::string> missing_ranks() const;
+    std::string unaligned_hosts() const;
     // Clock estimates per host (traces of two or more hosts).
     nlohmann::json clock_section() const;
     // The nodes of the trace: those of its RDMA processes and those its transfers reach, by name.

@@ -175,8 +175,10 @@ std::string render_text_report(const json& doc) {
 
     if (doc.contains("clock")) {
         const json& c = doc["clock"];
-        section(out, fmt::format("Clocks (each host's against {}'s, estimated from messages between them; the "
-                                 "analyses use the recorded times)", c["reference"].get<std::string>()));
+        section(out, fmt::format("Clocks (each host's against {}'s, estimated from messages between them; {})",
+                                 c["reference"].get<std::string>(),
+                                 c.value("aligned", false) ? "the analyses use times moved onto it"
+                                                           : "the analyses use the recorded times"));
         for (const auto& h : c["hosts"]) {
             const std::string status = h["status"].get<std::string>();
             if (h["offset_ns"].is_null()) {

@@ -1,7 +1,10 @@
 // st-alltoall: the demo workload (`sigmatrace demo`), an MPI job of unmodified-looking verbs code with something
 // to see in its trace:
 //   1. an all-to-all of RDMA WRITEs with skewed destinations: every rank writes --iters rounds of --size bytes to
-//      every other rank, and --hot-factor times as many to rank --hot (an incast-like hot spot);
+//      every other rank, and --hot-factor times as many to rank --hot (an incast-like hot spot); with --imm 1 the
+//      last write of each round to each peer carries an immediate (RDMA_WRITE_WITH_IMM, as NCCL's IB transport
+//      signals its receiver), consuming a receive the peer posted: messages both ways between every pair of
+//      ranks, which is what orders events across hosts' clocks;
 //   2. --epochs rounds of an RDMA barrier: every rank adds 1 to a counter on rank 0 with ATOMIC_FETCH_AND_ADD
 //      (rank 0 through a QP connected to itself) and waits, polling the counter with 8-byte RDMA READs, until all
 //      ranks have arrived; rank --late sleeps --late-ms before arriving each time (a straggler).
@@ -11,6 +14,8 @@
 //   mpirun -np 4 --mca btl self,vader --mca pml ob1 sigmatrace fabric --node rank -- st-alltoall [options]
 #include <infiniband/verbs.h>
 #include <mpi.h>
+#include <arpa/inet.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -41,7 +46,11 @@ struct Options {
     int late = -1;          // default: the last rank
     uint32_t late_ms = 3;
     uint32_t signal_every = 8;
+    bool imm = false;
 };
+
+// Receives each QP holds for --imm (posted once, before the all-to-all: one per round).
+constexpr uint64_t kMaxImmReceives = 4096;
 
 // What each rank publishes with MPI_Allgather.
 struct Info {
@@ -80,6 +89,7 @@ bool parse(int argc, char** argv, Options& o) {
         else if (a == "--late") o.late = static_cast<int>(v);
         else if (a == "--late-ms") o.late_ms = static_cast<uint32_t>(v);
         else if (a == "--signal-every") o.signal_every = static_cast<uint32_t>(v ? v : 1);
+        else if (a == "--imm") o.imm = v != 0;
         else return false;
     }
     return argc % 2 == 1;
@@ -112,12 +122,14 @@ public:
             counter_mr_ = verbs::reg_mr(pd_.get(), counter_, 64, verbs::kFullAccess);
             scratch_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
             scratch_mr_ = verbs::reg_mr(pd_.get(), scratch_, 64, IBV_ACCESS_LOCAL_WRITE);
+            recv_scratch_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
+            recv_scratch_mr_ = verbs::reg_mr(pd_.get(), recv_scratch_, 64, IBV_ACCESS_LOCAL_WRITE);
             mine_.buf_addr = reinterpret_cast<uint64_t>(recv_.data());
             mine_.buf_rkey = recv_mr_->rkey;
             mine_.counter_addr = reinterpret_cast<uint64_t>(counter_);
             mine_.counter_rkey = counter_mr_->rkey;
             qps_.resize(static_cast<size_t>(size_));
-            const verbs::RcCaps caps{.send_wr = 256};
+            const verbs::RcCaps caps{.send_wr = 256, .recv_wr = o_.imm ? static_cast<uint32_t>(o_.iters) : 1};
             for (int p = 0; p < size_; ++p) {
                 if (p == rank_ && rank_ != 0) continue;
                 qps_[p] = verbs::create_rc_qp(pd_.get(), cq_.get(), cq_.get(), caps);
@@ -130,6 +142,10 @@ public:
             for (int p = 0; p < size_; ++p)
                 if (qps_[p]) connect(qps_[p].get(), p, p == rank_ ? self_peer_->qp_num : all_[p].qpn[rank_]);
             if (self_peer_) connect(self_peer_.get(), 0, qps_[0]->qp_num);
+            if (o_.imm)
+                for (int p = 0; p < size_; ++p)
+                    if (p != rank_)
+                        for (uint64_t i = 0; i < o_.iters; ++i) post_receive(qps_[p].get());
         } catch (const verbs::SetupError& e) {
             fail(rank_, e);
         }
@@ -151,7 +167,8 @@ public:
                     wr.wr_id = (round << 16) | static_cast<uint64_t>(p);
                     wr.sg_list = &sge;
                     wr.num_sge = 1;
-                    wr.opcode = IBV_WR_RDMA_WRITE;
+                    wr.opcode = o_.imm && last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+                    wr.imm_data = htonl(static_cast<uint32_t>(round << 8) | static_cast<uint32_t>(rank_));
                     wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
                     wr.wr.rdma.remote_addr = all_[p].buf_addr + static_cast<uint64_t>(rank_) * o_.size;
                     wr.wr.rdma.rkey = all_[p].buf_rkey;
@@ -161,6 +178,9 @@ public:
                 }
             }
         }
+        // Every peer's immediates: one per round each, from the last write of its round to this rank.
+        if (o_.imm)
+            while (received_ < static_cast<uint64_t>(size_ - 1) * o_.iters) wait_completions(0);
         MPI_Barrier(MPI_COMM_WORLD);  // every write has completed everywhere
     }
 
@@ -216,15 +236,28 @@ public:
         send_mr_.reset();
         counter_mr_.reset();
         scratch_mr_.reset();
+        recv_scratch_mr_.reset();
         cq_.reset();
         pd_.reset();
         ctx_.reset();
         std::free(counter_);
         std::free(scratch_);
+        std::free(recv_scratch_);
     }
 
 private:
     int late_rank() const { return o_.late >= 0 ? o_.late : size_ - 1; }
+
+    // A receive for a peer's immediate (its data goes to recv_, not here).
+    void post_receive(ibv_qp* q) {
+        ibv_sge sge{reinterpret_cast<uint64_t>(recv_scratch_), 8, recv_scratch_mr_->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = 0x1ecf0000u;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        if (ibv_post_recv(q, &wr, &bad)) fail(rank_, "ibv_post_recv");
+    }
 
     // One signaled 8-byte operation on rank 0's counter, into scratch_ (an add of 1, or a read), waited for.
     void on_root_counter(ibv_wr_opcode opcode, uint64_t wr_id) {
@@ -257,19 +290,26 @@ private:
         if (ibv_post_send(q, &wr, &bad)) fail(rank_, "ibv_post_send");
     }
 
+    // Waits for `n` send completions (0: polls once); receive completions (--imm) are counted on the way.
     void wait_completions(int n) {
         ibv_wc wc[16];
-        while (n > 0) {
+        do {
             const int got = ibv_poll_cq(cq_.get(), 16, wc);
             if (got < 0) fail(rank_, "ibv_poll_cq");
-            for (int i = 0; i < got; ++i)
+            // Ranks often outnumber cores here: a rank with nothing to do lets the others (and their receives) run.
+            if (got == 0) sched_yield();
+            for (int i = 0; i < got; ++i) {
                 if (wc[i].status != IBV_WC_SUCCESS) {
                     std::fprintf(stderr, "st-alltoall: rank %d: completion error %s\n", rank_,
                                  ibv_wc_status_str(wc[i].status));
                     MPI_Abort(MPI_COMM_WORLD, 1);
                 }
-            n -= got;
-        }
+                if (wc[i].opcode & IBV_WC_RECV)
+                    ++received_;
+                else
+                    --n;
+            }
+        } while (n > 0);
     }
 
     int rank_, size_;
@@ -280,13 +320,15 @@ private:
     std::vector<uint8_t> recv_, send_;
     uint64_t* counter_ = nullptr;
     uint64_t* scratch_ = nullptr;
-    verbs::Mr recv_mr_, send_mr_, counter_mr_, scratch_mr_;
+    uint64_t* recv_scratch_ = nullptr;
+    verbs::Mr recv_mr_, send_mr_, counter_mr_, scratch_mr_, recv_scratch_mr_;
     std::vector<verbs::Qp> qps_;
     verbs::Qp self_peer_;
     Info mine_{};
     std::vector<Info> all_;
     uint64_t posted_ = 0;
     uint64_t bytes_written_ = 0;
+    uint64_t received_ = 0;   // receive completions (--imm)
 };
 
 }  // namespace
@@ -297,11 +339,11 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     Options o;
-    if (!parse(argc, argv, o) || size < 2 || size > kMaxRanks) {
+    if (!parse(argc, argv, o) || size < 2 || size > kMaxRanks || (o.imm && o.iters > kMaxImmReceives)) {
         if (rank == 0)
             std::fprintf(stderr,
                          "usage: mpirun -np N (2..64) st-alltoall [--iters K] [--size BYTES] [--hot RANK] "
-                         "[--hot-factor F] [--epochs E] [--late RANK] [--late-ms MS] [--signal-every N]\n");
+                         "[--hot-factor F] [--epochs E] [--late RANK] [--late-ms MS] [--signal-every N] [--imm 0|1]\n");
         MPI_Finalize();
         return 2;
     }
