@@ -10,7 +10,7 @@
 #   - its hostname is its name (LTTng records it in the trace and lttng-relayd files the trace under it);
 #   - its own /var/run/lttng (a tmpfs) and LTTNG_HOME, with its own lttng-sessiond;
 #   - one address on a bridge that exists only in the test's network namespace: h<i> is 10.231.0.<i+1>, the
-#     relay host 10.231.0.100 (HOSTS_RELAY_ADDR), where lttng-relayd listens on its default ports and writes
+#     relay host 10.231.0.100 (HOSTS_RELAY_ADDR), where lttng-relayd listens on its default ports (live viewers too, on all addresses) and writes
 #     under $HOSTS_DIR/relay.
 # What hosts share: the process-ID space (the fabric checks its members' liveness by pid) and /dev/shm (the
 # fabric is shared memory, so fabric nodes on different hosts talk) and the file system.
@@ -78,7 +78,7 @@ hosts_up() {
   done
   _host_add relay "$HOSTS_RELAY_ADDR" || return 1
   mkdir -p "$HOSTS_DIR/relay/out"
-  host_run relay env -u LD_PRELOAD lttng-relayd --daemonize --output="$HOSTS_DIR/relay/out" >/dev/null 2>&1 \
+  host_run relay env -u LD_PRELOAD lttng-relayd --daemonize --output="$HOSTS_DIR/relay/out" --live-port=tcp://0.0.0.0:5344 >/dev/null 2>&1 \
     || { echo "hosts.sh: cannot start lttng-relayd" >&2; return 1; }
   # Every host reaches the relay daemon (its control port) before the caller goes on.
   for ((i = 0; i < n; i++)); do

@@ -5,7 +5,10 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <ctime>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +23,7 @@
 #include "analyzer/analyses/analysis.h"
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/event_dump.h"
+#include "analyzer/outputs/format_units.h"
 #include "analyzer/outputs/html_report.h"
 #include "analyzer/outputs/perfetto_proto_writer.h"
 #include "common/install_layout.h"
@@ -60,6 +64,14 @@ outputs:
   --events FILE|-        every SigmaTrace event as read, one line each, deferred records expanded into the
                          calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
+
+live (instead of DIR):
+  --live URL             follow a session while it records, through lttng-relayd's live port:
+                         net://RELAYD[:PORT]/host/HOST/SESSION, or net://RELAYD[:PORT]/host/HOST for the host's first
+                         session (waited for). Prints each finding as it becomes known (gray link, error storm),
+                         with the time of its cause and how long after it was reported; when the session ends (or
+                         on Ctrl-C), the usual outputs
+  --json-stream          live findings as one JSON object per line on stdout (no text report there)
 
 CI mode (exit 0 = analyzed and no rule failed, 1 = a rule failed, 2 = usage error or unreadable trace,
 3 = the trace holds no SigmaTrace event):
@@ -114,6 +126,8 @@ struct CliOptions {
     uint64_t perfetto_max_ops = kDefaultTimelineBudget;
     std::optional<std::string> perfetto_format;   // "proto" or "json"; unset: by the file name
     bool quiet = false;
+    std::optional<std::string> live_url;
+    bool json_stream = false;
     AnalysisOptions analysis;
 };
 
@@ -235,6 +249,11 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
         if (a == "-h" || a == "--help") {
             help = true;
             return "";
+        } else if (a == "--live") {
+            if (!value(v)) return "--live needs a URL: net://RELAYD/host/HOST[/SESSION]";
+            o.live_url = v;
+        } else if (a == "--json-stream") {
+            o.json_stream = true;
         } else if (a == "--json") {
             if (!value(v)) return "--json needs a FILE (or - for stdout)";
             o.json_out = v;
@@ -362,10 +381,60 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             return fmt::format("one trace directory expected, got '{}' and '{}'", o.dir, a);
         }
     }
-    if (o.dir.empty()) return "no trace directory given";
+    if (o.live_url && !o.dir.empty()) return fmt::format("--live reads a relay's session, not a directory ('{}')", o.dir);
+    if (o.json_stream && !o.live_url) return "--json-stream needs --live";
+    if (o.live_url && (o.json_stream || o.events_out == "-") && o.json_out == "-")
+        return "--json - and the live findings cannot both write to stdout";
+    if (o.dir.empty() && !o.live_url) return "no trace directory given";
     if (o.json_out == "-" && o.events_out == "-") return "--json and --events cannot both write to stdout";
     return "";
 }
+
+// Set by SIGINT during a live read: the read stops and the outputs are written. A signal handler can only reach
+// a global.
+std::atomic<bool> g_live_interrupted{false};
+
+// Prints the live findings of an analysis as they become known, at most every kLiveTickMs.
+class LiveReporter {
+public:
+    LiveReporter(Analysis& a, bool json) : a_(a), json_(json) {}
+    void poll(bool now = false) {
+        const int64_t t = wall_ns();
+        if (!now && t - last_ < int64_t{kLiveTickMs} * 1'000'000) return;
+        last_ = t;
+        for (const LiveFinding& f : a_.new_live_findings()) {
+            const int64_t latency = t - f.event_ns;
+            if (json_) {
+                nlohmann::json j = f.finding;
+                j["event_unix_ns"] = f.event_ns;
+                j["reported_unix_ns"] = t;
+                j["report_latency_ns"] = latency;
+                fmt::print("{}\n", j.dump());
+            } else {
+                fmt::print("[live] {} {} at {}, reported {} later: {}\n", f.finding["severity"].get<std::string>(),
+                           f.finding["kind"].get<std::string>(), utc_time(f.event_ns),
+                           format_ns(static_cast<double>(latency)), f.finding["summary"].get<std::string>());
+            }
+            std::fflush(stdout);
+        }
+    }
+
+private:
+    static int64_t wall_ns() {
+        timespec ts{};
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+    }
+    static std::string utc_time(int64_t ns) {
+        const time_t secs = static_cast<time_t>(ns / 1'000'000'000);
+        tm t{};
+        gmtime_r(&secs, &t);
+        return fmt::format("{:02}:{:02}:{:02}.{:03} UTC", t.tm_hour, t.tm_min, t.tm_sec, (ns / 1'000'000) % 1000);
+    }
+    Analysis& a_;
+    bool json_;
+    int64_t last_ = 0;
+};
 
 bool write_file(const std::string& path, const std::string& content, const char* what) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -432,11 +501,11 @@ int analyze_main(std::span<char* const> args) {
     }
 
     // The read and everything after it: in a guarded child (read_guard.h) unless SIGMATRACE_ANALYZE_STALL_S=0.
-    PlannedRead planned = plan_read(o.dir);
+    PlannedRead planned = o.live_url ? PlannedRead{} : plan_read(o.dir);
     const auto analyze = [&](ReadProgress* progress) -> int {
         // Several hosts: their clocks are estimated by a first read and the second moves their times by it.
         AnalysisOptions options = o.analysis;
-        if (options.clock.align && planned_hosts(planned) >= 2) {
+        if (!o.live_url && options.clock.align && planned_hosts(planned) >= 2) {
             AnalysisOptions first = options;
             first.clock.constraints_only = true;
             Analysis clocks(first);
@@ -498,7 +567,25 @@ int analyze_main(std::span<char* const> args) {
             }
         }
 
-        const ReadSummary read = read_planned(o.dir, planned, analysis, dump.get(), progress);
+        ReadSummary read;
+        if (o.live_url) {
+            LiveReporter reporter(analysis, o.json_stream);
+            LiveRead live;
+            live.url = *o.live_url;
+            live.tick = [&] {
+                reporter.poll();
+                return !g_live_interrupted.load(std::memory_order_relaxed);
+            };
+            struct sigaction sa{};
+            sa.sa_handler = [](int) { g_live_interrupted.store(true, std::memory_order_relaxed); };
+            sigaction(SIGINT, &sa, nullptr);
+            std::string session_url;
+            read = read_live(live, analysis, session_url);
+            reporter.poll(true);
+            if (!session_url.empty()) fmt::print(stderr, "sigmatrace-analyze: read live from {}\n", session_url);
+        } else {
+            read = read_planned(o.dir, planned, analysis, dump.get(), progress);
+        }
         if (read.retry) return kExitOk;  // the guard reads again without the packet at fault
         for (const std::string& p : read.notes) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
         for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
@@ -551,18 +638,19 @@ int analyze_main(std::span<char* const> args) {
         }
         if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc, load_charting_library(InstallLayout::from_self().data_dir())), "HTML report");
         const bool json_to_stdout = o.json_out && *o.json_out == "-";
+        const bool live_to_stdout = o.live_url.has_value();   // the live findings went there
         const bool events_to_stdout = o.events_out && *o.events_out == "-";
         if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
         if (json_to_stdout)
             fmt::print("{}\n", doc.dump(2));
-        else if (!o.quiet && !events_to_stdout)
+        else if (!o.quiet && !events_to_stdout && !(live_to_stdout && o.json_stream))
             fmt::print("{}", render_text_report(doc));
         if (!ok) return kExitUsage;
         if (no_events) return kExitNoSigmaTraceEvents;
         return status;
     };
     const double stall_s = stall_seconds_from_env();
-    if (stall_s <= 0 || planned.fatal) return analyze(nullptr);
+    if (stall_s <= 0 || planned.fatal || o.live_url) return analyze(nullptr);
     return run_guarded(o.dir, planned, stall_s, analyze);
 }
 

@@ -259,6 +259,7 @@ int cmd_record(Args args) {
         // disk every event would be written twice).
         const TmpfsDir buffers_dir("sigmatrace-buffers",
                                    opt.relay_url.empty() && !job ? TmpfsDir::tmpfs_only : TmpfsDir::none);
+        bool started_here = false;   // this process created the session (not another rank of its job)
         if (job) {
             std::string e;
             std::optional<LockedJobFile> file = LockedJobFile::open(daemon->run_dir(), *job, &e);
@@ -276,6 +277,7 @@ int cmd_record(Args args) {
                 }
                 members.output = output;
                 members.members.clear();
+                started_here = true;
             } else {
                 output = members.output;
                 output_existed = true;  // another rank made it
@@ -285,7 +287,12 @@ int cmd_record(Args args) {
         } else if (std::string e = session.start(output, opt.relay_url, channel, buffers_dir.path()); !e.empty()) {
             error(e + "; the command was not run");
             return kUsageError;
+        } else {
+            started_here = true;
         }
+        if (started_here && !opt.relay_url.empty())
+            fmt::print(stderr, "sigmatrace record: streaming session {} to {}; follow it live with `sigmatrace-analyze "
+                       "--live {}`\n", session.name(), opt.relay_url, live_url_of(opt.relay_url, session.name()));
 
         TraceSetup setup;
         setup.preload_library = library.string();

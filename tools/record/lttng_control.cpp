@@ -196,7 +196,9 @@ std::string RecordingSession::start(const std::string& output_dir, const std::st
                                     const ChannelSettings& channel, const std::string& buffers_dir) {
     std::vector<std::vector<std::string>> steps;
     if (!relay_url.empty())
-        steps.push_back({"create", name_, "--set-url=" + relay_url});
+        // Live: the relay serves the session while it records (sigmatrace-analyze --live), its streams flushed
+        // every kLiveTimerUs.
+        steps.push_back({"create", name_, "--set-url=" + relay_url, "--live=" + std::to_string(kLiveTimerUs)});
     else
         steps.push_back({"create", name_, "--output=" + output_dir});
     if (!buffers_dir.empty()) steps.back().push_back("--shm-path=" + buffers_dir);
@@ -305,6 +307,25 @@ std::string relay_unreachable(const std::string& url) {
     }
     freeaddrinfo(found);
     return why;
+}
+
+}  // namespace sigmatrace::record
+
+namespace sigmatrace::record {
+
+std::string live_url_of(const std::string& relay_url, const std::string& session) {
+    // net://HOST[:CTRL[:DATA]] or net6://[ADDR][:CTRL[:DATA]]: the host part, without the ports.
+    const auto scheme = relay_url.find("://");
+    std::string host = scheme == std::string::npos ? relay_url : relay_url.substr(scheme + 3);
+    if (host.starts_with("[")) {
+        host = host.substr(0, host.find(']') + 1);
+    } else {
+        host = host.substr(0, host.find_first_of(":/"));
+    }
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0) name[0] = '\0';
+    return (scheme == std::string::npos ? std::string("net") : relay_url.substr(0, scheme)) + "://" + host + "/host/" +
+           name + "/" + session;
 }
 
 }  // namespace sigmatrace::record

@@ -52,6 +52,9 @@ struct ChannelSettings {
 
 // One recording session, named `name` (default: sigmatrace-PID): created by start() or taken over with adopt(),
 // destroyed by destroy() or the destructor.
+// How often a session streaming to a relay flushes its buffers to it: the delay before a live reader sees an event.
+inline constexpr uint64_t kLiveTimerUs = 1'000'000;
+
 class RecordingSession {
 public:
     explicit RecordingSession(const SessionDaemon& daemon, std::string name = "");
@@ -111,6 +114,9 @@ private:
 // connection to its control port within 2 s. Returns "" when it does, else why not. LTTng itself says nothing
 // when a relay goes away during a recording (the consumer drops what it cannot send), so record asks.
 std::string relay_unreachable(const std::string& url);
+// The lttng-live URL of this host's session `session` on the relay of `relay_url` (its default live port):
+// net://RELAY/host/HOSTNAME/SESSION.
+std::string live_url_of(const std::string& relay_url, const std::string& session);
 
 // Channel name in the session, and the event pattern enabled.
 inline constexpr const char* kChannelName = "sigmatrace";

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/core.h>
+
 #include <sigmatrace/opcodes.h>
 
 #include "analyzer/analyses/data_link.h"
@@ -188,9 +190,37 @@ void Analysis::on_operation(const Operation& op) {
     if (!options_.clock.applied) clocks_.add(op, topo_.qp(op.qp));
     if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
         ++errors_by_status_[op.wc_status];
+        if (++errors_seen_ == options_.error_storm_threshold) storm_ts_ = op.done_ts;
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
     }
     for (OpListener* l : listeners_) l->on_operation(op);
+}
+
+std::vector<LiveFinding> Analysis::new_live_findings() {
+    std::vector<LiveFinding> out;
+    const ReportBuilder report(*this);
+    for (nlohmann::json& f : report.gray_link_findings(gray_.evaluate())) {
+        const nlohmann::json& episodes = f["evidence"]["episodes"];
+        std::size_t& reported = live_gray_reported_[f["evidence"]["link"].dump()];
+        if (episodes.size() <= reported) continue;
+        const int64_t start = first_ts_ + episodes[episodes.size() - 1]["start_ns"].get<int64_t>();
+        reported = episodes.size();
+        out.push_back({std::move(f), start});
+    }
+    if (storm_ts_ >= 0 && !live_storm_reported_) {
+        live_storm_reported_ = true;
+        const ErrorSample& e0 = first_errors_.front();
+        nlohmann::json by_status = nlohmann::json::object();
+        for (const auto& [status, n] : errors_by_status_) by_status[std::string(wc_status_name(status))] = n;
+        out.push_back({finding("error_storm", "error",
+                               fmt::format("{} error completions so far (threshold {}); first: {} on QP {}",
+                                           errors_seen_, options_.error_storm_threshold, wc_status_name(e0.status),
+                                           topo_.qp(e0.qp).qp_num),
+                               nlohmann::json{{"errors", errors_seen_}, {"by_status", by_status},
+                                              {"threshold", options_.error_storm_threshold}}),
+                       storm_ts_});
+    }
+    return out;
 }
 
 ClockResult Analysis::finish_clocks() {

@@ -54,6 +54,13 @@ struct DiscardRecord {
     int64_t end_ns = 0;
 };
 
+// A finding reported while the trace is still being read (--live): the report's finding object (kind,
+// severity, summary, evidence), and when what caused it happened.
+struct LiveFinding {
+    nlohmann::json finding;
+    int64_t event_ns = 0;   // trace clock, ns from origin
+};
+
 // Errors of the first error-status completions, kept as evidence.
 struct ErrorSample {
     int64_t ts = 0;
@@ -94,6 +101,10 @@ public:
 
     // OpListener
     void on_operation(const Operation& op) override;
+
+    // Live (--live): the findings that became known since the last call, each once: a gray link's episode (on
+    // the windows closed so far), an error storm (the error completion that reached the threshold).
+    std::vector<LiveFinding> new_live_findings();
 
     const Topology& topology() const { return topo_; }
     uint64_t events() const { return events_; }
@@ -143,6 +154,11 @@ private:
     bool have_times_ = false;
     bool finished_ = false;
     std::vector<ProcId> retired_scratch_;
+    // Live: episodes reported per link (by its finding's link evidence), the error storm's.
+    std::map<std::string, std::size_t> live_gray_reported_;
+    uint64_t errors_seen_ = 0;
+    int64_t storm_ts_ = -1;   // when the errors reached the threshold (-1: not yet)
+    bool live_storm_reported_ = false;
 };
 
 }  // namespace sigmatrace::analyzer

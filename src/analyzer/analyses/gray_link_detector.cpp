@@ -144,6 +144,10 @@ GrayLinkResult GrayLinkDetector::finish() {
         flush_batch(s);
         close_window(s);
     }
+    return evaluate();
+}
+
+GrayLinkResult GrayLinkDetector::evaluate() const {
     GrayLinkResult r;
     r.window_ns = window_ns_;
     const int64_t W = window_ns_;

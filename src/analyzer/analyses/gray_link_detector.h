@@ -13,7 +13,7 @@
 // depend on where batches fall. Operations arrive in completion order (the order the trace's poll events are
 // read in).
 //
-// Detection, at the end: windows of window_ns (absolute, multiples of window_ns since the epoch) are measured
+// Detection, at the end (or on the windows closed so far: evaluate()): windows of window_ns (absolute, multiples of window_ns since the epoch) are measured
 // when the link was measured busy for at least a quarter of the window, or moved kMinQueuedOps queued operations
 // in it. Each measured window is compared with (a) the link's own earlier
 // level: the median of its last 16 healthy measured windows (once it has 3), and (b) its peers: the median of
@@ -89,6 +89,9 @@ public:
 
     void add(const Operation& op, DataLink link);
     GrayLinkResult finish();
+    // The episodes in the windows closed so far (a window closes when its link completes past it), leaving the
+    // detector as it is: what a live analysis reports while the trace is still being read.
+    GrayLinkResult evaluate() const;
 
     const GrayLinkOptions& options() const { return o_; }
 

@@ -5,7 +5,9 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
@@ -537,6 +539,149 @@ bool probe_stream(const fs::path& dir, ReadProgress& progress) {
     const GraphRead g = run_graph(pl, groups, {0}, state, problems, BT_LOGGING_LEVEL_NONE);
     if (g.error) fmt::format_to_n(progress.error, sizeof progress.error - 1, "{}", g.error_text);
     return !g.error && !g.fatal;
+}
+
+}  // namespace sigmatrace::analyzer
+
+namespace sigmatrace::analyzer {
+namespace {
+
+// "net://RELAYD[:PORT]/host/HOST[/SESSION]" split: relay URL, host, session ("" when absent).
+bool split_live_url(const std::string& url, std::string& relay, std::string& host, std::string& session) {
+    const auto scheme = url.find("://");
+    if (scheme == std::string::npos || (url.compare(0, scheme, "net") != 0 && url.compare(0, scheme, "net6") != 0))
+        return false;
+    const auto path = url.find("/host/", scheme + 3);
+    if (path == std::string::npos || path == scheme + 3) return false;
+    relay = url.substr(0, path);
+    const std::string rest = url.substr(path + 6);
+    const auto slash = rest.find('/');
+    host = rest.substr(0, slash);
+    session = slash == std::string::npos ? std::string() : rest.substr(slash + 1);
+    return !host.empty() && session.find('/') == std::string::npos;
+}
+
+// The sessions the relay at `relay` has for `host` (the lttng-live `sessions` query). Empty with `why` set when
+// the relay cannot be asked.
+std::vector<std::string> relay_sessions(const bt_component_class_source* cls, const std::string& relay,
+                                        const std::string& host, std::string& why) {
+    std::vector<std::string> out;
+    ValueRef params{bt_value_map_create()};
+    bt_value_map_insert_string_entry(params.v, "url", relay.c_str());
+    bt_query_executor* q =
+        bt_query_executor_create(bt_component_class_source_as_component_class_const(cls), "sessions", params.v);
+    if (q == nullptr) {
+        why = take_error();
+        return out;
+    }
+    const bt_value* result = nullptr;
+    const auto st = bt_query_executor_query(q, &result);
+    bt_query_executor_put_ref(q);
+    if (st != BT_QUERY_EXECUTOR_QUERY_STATUS_OK) {
+        why = take_error();
+        return out;
+    }
+    for (uint64_t i = 0; bt_value_is_array(result) && i < bt_value_array_get_length(result); ++i) {
+        const bt_value* e = bt_value_array_borrow_element_by_index_const(result, i);
+        const bt_value* h = bt_value_map_borrow_entry_value_const(e, "target-hostname");
+        const bt_value* n = bt_value_map_borrow_entry_value_const(e, "session-name");
+        if (h && n && bt_value_is_string(h) && bt_value_is_string(n) && host == bt_value_string_get(h))
+            out.emplace_back(bt_value_string_get(n));
+    }
+    bt_value_put_ref(result);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::string& session_url) {
+    ReadSummary sum;
+    const auto fatal = [&](std::string why) {
+        sum.problems.push_back(std::move(why));
+        sum.fatal = true;
+        return sum;
+    };
+    std::string relay, host, session;
+    if (!split_live_url(live.url, relay, host, session))
+        return fatal(fmt::format("Malformed live URL: {}; expected net://RELAYD[:PORT]/host/HOST[/SESSION]", live.url));
+    PluginRef ctf{find_plugin("ctf")}, utils{find_plugin("utils")};
+    if (!ctf.p || !utils.p) return fatal("Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package");
+    const bt_component_class_source* live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "lttng-live");
+    const bt_component_class_filter* mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
+    if (!live_cls || !mux_cls) return fatal("The Babeltrace2 plugins lack source.ctf.lttng-live or filter.utils.muxer");
+
+    // The session: given, or the host's first one (waited for: the analysis may start before the job).
+    std::string why;
+    if (relay_sessions(live_cls, relay, host, why).empty() && !why.empty())
+        return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}; is it running, and listening for live viewers "
+                                 "beyond its own host (lttng-relayd --daemonize --live-port=tcp://0.0.0.0:5344: by "
+                                 "default only on localhost)?",
+                                 relay, why));
+    for (;;) {
+        const std::vector<std::string> found = relay_sessions(live_cls, relay, host, why);
+        if (session.empty() && !found.empty()) session = found.front();
+        if (!session.empty() && std::find(found.begin(), found.end(), session) != found.end()) break;
+        if (!why.empty()) return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}", relay, why));
+        if (live.tick && !live.tick()) return sum;
+        struct timespec ts{0, kLiveTickMs * 1'000'000L};
+        nanosleep(&ts, nullptr);
+    }
+    session_url = relay + "/host/" + host + "/" + session;
+
+    GraphRef graph{bt_graph_create(0)};
+    ValueRef params{bt_value_map_create()};
+    bt_value* inputs = nullptr;
+    bt_value_map_insert_empty_array_entry(params.v, "inputs", &inputs);
+    bt_value_array_append_string_element(inputs, session_url.c_str());
+    // The session is on the relay now: once it is gone (destroyed when its recording ended), the read ends.
+    bt_value_map_insert_string_entry(params.v, "session-not-found-action", "end");
+    const bt_component_source* src = nullptr;
+    const bt_component_filter* mux = nullptr;
+    const bt_component_sink* sink = nullptr;
+    BtMessageConsumer consumer(analysis);
+    SinkState state{&consumer, nullptr};
+    if (bt_graph_add_source_component(graph.g, live_cls, "live", params.v, BT_LOGGING_LEVEL_WARNING, &src) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
+        bt_graph_add_filter_component(graph.g, mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
+        bt_graph_add_simple_sink_component(graph.g, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK)
+        return fatal(fmt::format("Cannot build the live graph for {}: reason={}", session_url, take_error()));
+    for (uint64_t i = 0; i < bt_component_source_get_output_port_count(src); ++i) {
+        const std::string in_name = fmt::format("in{}", i);
+        if (bt_graph_connect_ports(graph.g, bt_component_source_borrow_output_port_by_index_const(src, i),
+                                   bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str()),
+                                   nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
+            return fatal(fmt::format("Cannot connect the live source: reason={}", take_error()));
+    }
+    if (bt_graph_connect_ports(graph.g, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
+                               bt_component_sink_borrow_input_port_by_index_const(sink, 0),
+                               nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
+        return fatal(fmt::format("Cannot connect the muxer to the analysis: reason={}", take_error()));
+
+    // One batch at a time, so that what the analysis found is reported between batches; lttng-live answers
+    // AGAIN while the relay has nothing new.
+    sum.traces_opened = 1;
+    for (;;) {
+        const bt_graph_run_once_status st = bt_graph_run_once(graph.g);
+        if (st == BT_GRAPH_RUN_ONCE_STATUS_END) break;
+        if (st != BT_GRAPH_RUN_ONCE_STATUS_OK && st != BT_GRAPH_RUN_ONCE_STATUS_AGAIN) {
+            sum.problems.push_back(fmt::format("Live read stopped: url={}, last event at {} ns, reason={}; results cover "
+                                               "the trace up to there",
+                                               session_url, consumer.last_ts(), take_error()));
+            break;
+        }
+        if (live.tick && !live.tick()) break;
+        if (st == BT_GRAPH_RUN_ONCE_STATUS_AGAIN) {
+            struct timespec ts{0, kLiveTickMs * 1'000'000L};
+            nanosleep(&ts, nullptr);
+        }
+    }
+    consumer.finish();
+    sum.events = consumer.events_read();
+    sum.foreign_events = consumer.foreign_events();
+    return sum;
 }
 
 }  // namespace sigmatrace::analyzer

@@ -520,8 +520,13 @@ json ReportBuilder::options_section() const {
                             {"window_ns", o.windows.window_ns > 0 ? json(o.windows.window_ns) : json("auto")}}}};
 }
 
-void ReportBuilder::add_gray_link_findings(json& findings) const {
-    const GrayLinkResult& g = a_.gray_result_;
+json ReportBuilder::gray_link_findings(const GrayLinkResult& g) const {
+    json findings = json::array();
+    add_gray_link_findings(findings, g);
+    return findings;
+}
+
+void ReportBuilder::add_gray_link_findings(json& findings, const GrayLinkResult& g) const {
     const GrayLinkOptions& o = a_.options_.gray;
     // One finding per link: its longest episode, every episode listed in the evidence.
     std::map<std::pair<std::string, std::string>, std::vector<const GrayEpisode*>> by_link;
@@ -781,7 +786,7 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
                  {"threshold", a_.options_.rail_imbalance_threshold}}));
     }
 
-    add_gray_link_findings(findings);
+    add_gray_link_findings(findings, a_.gray_result_);
     add_incast_findings(findings);
     add_stall_findings(findings, errors > 0 && errors >= a_.options_.error_storm_threshold);
 

@@ -15,6 +15,7 @@
 namespace sigmatrace::analyzer {
 
 class Analysis;
+struct GrayLinkResult;
 struct OpAggregate;
 struct Qp;
 
@@ -35,6 +36,8 @@ class ReportBuilder {
 public:
     explicit ReportBuilder(const Analysis& a) : a_(a) {}
     nlohmann::json build() const;
+    // The gray_link findings of `g` (the analysis's own at the end; a snapshot while a live trace is read).
+    nlohmann::json gray_link_findings(const GrayLinkResult& g) const;
 
 private:
     nlohmann::json trace_section() const;
@@ -61,7 +64,7 @@ private:
     nlohmann::json wqe_json(const Operation& op) const;
     nlohmann::json completion_error_json(const Operation& op) const;
     void add_stall_findings(nlohmann::json& findings, bool error_storm) const;
-    void add_gray_link_findings(nlohmann::json& findings) const;
+    void add_gray_link_findings(nlohmann::json& findings, const GrayLinkResult& g) const;
     void add_incast_findings(nlohmann::json& findings) const;
     void add_findings(nlohmann::json& doc, nlohmann::json& findings) const;
     nlohmann::json warnings() const;
