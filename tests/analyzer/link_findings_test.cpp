@@ -75,6 +75,37 @@ TEST(GrayLink, OneSlowedLinkAmongHealthyPeers) {
     for (const LinkThroughput& l : r.links) EXPECT_NEAR(l.p50_bytes_per_s, kRate, 0.01 * kRate);
 }
 
+// Live (evaluate(): the windows closed so far, the detector unchanged): nothing before the slowdown, the episode
+// once min_windows slow windows have closed (well before the slowdown ends), its start as finish() gives it.
+TEST(GrayLink, EvaluatedWhileStreamingTheEpisodeShowsOnceItsWindowsClose) {
+    std::vector<Timed> ops;
+    const DataLink slowed{0, 1}, b{1, 2};
+    stream(ops, slowed, 0, 2000 * kMs, 16, [](int64_t t) { return t >= 800 * kMs && t < 1400 * kMs ? kRate / 4 : kRate; });
+    stream(ops, b, 0, 2000 * kMs, 16, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    GrayLinkDetector g(GrayLinkOptions{});
+    int64_t first_seen = -1;
+    for (const Timed& t : ops) {
+        g.add(t.op, t.link);
+        const GrayLinkResult now = g.evaluate();
+        if (t.op.done_ts < kT0 + 800 * kMs) {
+            ASSERT_TRUE(now.episodes.empty()) << "an episode before the slowdown, at " << (t.op.done_ts - kT0) / kMs << " ms";
+        }
+        if (first_seen < 0 && !now.episodes.empty()) {
+            first_seen = t.op.done_ts - kT0;
+            EXPECT_EQ(now.episodes[0].link.key(), slowed.key());
+            EXPECT_NEAR(static_cast<double>(now.episodes[0].start_ns - kT0), 800.0 * kMs, 3.0 * kMs);
+            EXPECT_TRUE(now.episodes[0].until_end);   // no healthy window after it yet
+        }
+    }
+    // min_windows (3) windows of 50 ms past the onset, and the next completion closing the third.
+    EXPECT_GE(first_seen, 950 * kMs);
+    EXPECT_LE(first_seen, 1010 * kMs);
+    const GrayLinkResult end = g.finish();
+    ASSERT_EQ(end.episodes.size(), 1u);
+    EXPECT_FALSE(end.episodes[0].until_end);
+}
+
 // Without peers, the link's own earlier level is the reference; a slowdown lasting until the end is reported so.
 TEST(GrayLink, OwnEarlierLevelAloneAndUntilTheEnd) {
     std::vector<Timed> ops;
@@ -220,6 +251,34 @@ TEST_F(Incast, ManyToOneHasItsDegreeAndDuration) {
     EXPECT_NEAR(static_cast<double>(e.start_ns - kT0), 100.0 * kMs, 1.0 * kMs);
     EXPECT_NEAR(static_cast<double>(e.end_ns - kT0), 404.2 * kMs, 1.5 * kMs);
     EXPECT_EQ(r.clipped_bytes, 0.0);
+}
+
+// Live (evaluate()): the many-to-one phase shows as an episode once it has lasted min_duration and its windows are
+// final (kSlackWindows behind the completions), long before it ends; evaluate() leaves finish()'s result as it was.
+TEST_F(Incast, EvaluatedWhileStreamingTheEpisodeShowsBeforeItEnds) {
+    std::vector<Timed> ops;
+    for (int s = 0; s < 5; ++s) stream(ops, link(s, (s + 1) % 5), 0, 100 * kMs, 4, [](int64_t) { return kRate; });
+    for (int s = 1; s < 5; ++s) stream(ops, link(s, 0), 100 * kMs, 400 * kMs, 4, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    IncastDetector d(IncastOptions{}, topo_);
+    int64_t first_seen = -1;
+    for (const Timed& t : ops) {
+        d.add(t.op, t.link);
+        const IncastResult now = d.evaluate();
+        if (first_seen < 0 && !now.receivers.empty()) {
+            first_seen = t.op.done_ts - kT0;
+            ASSERT_EQ(now.receivers[0].receiver, nic_[0]);
+            ASSERT_EQ(now.receivers[0].kept.size(), 1u);
+            EXPECT_NEAR(static_cast<double>(now.receivers[0].kept[0].start_ns - kT0), 100.0 * kMs, 1.0 * kMs);
+        }
+    }
+    // Windows are final 100 windows (100 ms) behind the completions; the episode needs 2 ms of them.
+    EXPECT_GE(first_seen, 200 * kMs);
+    EXPECT_LE(first_seen, 210 * kMs);
+    const IncastResult r = d.finish();
+    ASSERT_EQ(r.receivers.size(), 1u);
+    EXPECT_EQ(r.receivers[0].episodes, 1u);
+    EXPECT_NEAR(static_cast<double>(r.receivers[0].kept[0].end_ns - kT0), 404.2 * kMs, 1.5 * kMs);
 }
 
 // A balanced all-to-all: every node receives from every other one, but each sender spreads its data evenly, so no

@@ -241,6 +241,42 @@ TEST(Reconstruction, ErrorStormAboveThreshold) {
     EXPECT_EQ(doc["findings"][0]["severity"], "error");
 }
 
+// Live (--live): each finding once, as soon as the analysis knows it: the error storm at the completion that
+// reached the threshold, a stalled queue once a later event shows nothing completed for --stall-after; nothing
+// again on the next call.
+TEST(LiveFindings, EachFindingOnceWhenItBecomesKnown) {
+    AnalysisOptions o;
+    o.error_storm_threshold = 3;
+    o.stall_after_ns = 1'000'000;
+    World w(o);
+    w.two_nodes();
+    EXPECT_TRUE(w.analysis.new_live_findings().empty());
+    w.post(0, {1, 2}, 0, 100, {true, true});
+    w.poll(0, {1, 2}, {12, 5}, 0);
+    EXPECT_TRUE(w.analysis.new_live_findings().empty()) << "2 errors, threshold 3";
+    w.post(0, {3}, 0, 100, {true});
+    const int64_t third = w.t;
+    w.poll(0, {3}, {5}, 0);
+    std::vector<LiveFinding> f = w.analysis.new_live_findings();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0].finding["kind"], "error_storm");
+    EXPECT_EQ(f[0].finding["evidence"]["errors"], 3);
+    EXPECT_GE(f[0].event_ns, third);
+    EXPECT_TRUE(w.analysis.new_live_findings().empty()) << "reported once";
+
+    // Rank 1 posts and nothing completes; 2 ms later (an event of its) the queue is stalled.
+    w.post(1, {7}, 0, 100, {true});
+    const int64_t posted = w.t;
+    EXPECT_TRUE(w.analysis.new_live_findings().empty());
+    w.t += 2'000'000;
+    w.post(1, {8}, 0, 100, {false});
+    f = w.analysis.new_live_findings();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0].finding["kind"], "stalled_queue");
+    EXPECT_NEAR(static_cast<double>(f[0].event_ns), static_cast<double>(posted + 1'000'000), 10.0);
+    EXPECT_TRUE(w.analysis.new_live_findings().empty()) << "reported once";
+}
+
 TEST(Reconstruction, PostErrorsPostNothingFromBadWrOn) {
     World w;
     w.two_nodes();

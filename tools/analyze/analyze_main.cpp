@@ -68,9 +68,9 @@ outputs:
 live (instead of DIR):
   --live URL             follow a session while it records, through lttng-relayd's live port:
                          net://RELAYD[:PORT]/host/HOST/SESSION, or net://RELAYD[:PORT]/host/HOST for the host's first
-                         session (waited for). Prints each finding as it becomes known (gray link, error storm),
-                         with the time of its cause and how long after it was reported; when the session ends (or
-                         on Ctrl-C), the usual outputs
+                         session (waited for). Prints each finding as it becomes known (gray link, incast,
+                         stalled queue, error storm) with the time of its cause and how long after it was
+                         reported; when the session ends (or on Ctrl-C), the usual outputs
   --json-stream          live findings as one JSON object per line on stdout (no text report there)
 
 CI mode (exit 0 = analyzed and no rule failed, 1 = a rule failed, 2 = usage error or unreadable trace,

@@ -207,6 +207,24 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
         reported = episodes.size();
         out.push_back({std::move(f), start});
     }
+    for (nlohmann::json& f : report.incast_findings(incast_.evaluate())) {
+        const nlohmann::json& e = f["evidence"];
+        std::size_t& reported = live_incast_reported_[e["receiver"].dump()];
+        if (e["episodes"].get<std::size_t>() <= reported || e["longest_episodes"].empty()) continue;
+        reported = e["episodes"].get<std::size_t>();
+        const int64_t start = first_ts_ + e["longest_episodes"].back()["start_ns"].get<int64_t>();
+        out.push_back({std::move(f), start});
+    }
+    // A queue is stalled once nothing completed for stall_after since its first unacknowledged post: the
+    // finding's moment is that, since + threshold.
+    for (nlohmann::json& f : report.stall_findings()) {
+        const nlohmann::json& e = f["evidence"];
+        const std::string key = fmt::format("{}/{}", e["pid"].dump(), e["qp_num"].dump());
+        const int64_t since = first_ts_ + e["since_ns"].get<int64_t>();
+        if (!live_stalls_reported_.emplace(key, since).second && live_stalls_reported_[key] == since) continue;
+        live_stalls_reported_[key] = since;
+        out.push_back({std::move(f), since + options_.stall_after_ns});
+    }
     if (storm_ts_ >= 0 && !live_storm_reported_) {
         live_storm_reported_ = true;
         const ErrorSample& e0 = first_errors_.front();

@@ -103,7 +103,8 @@ public:
     void on_operation(const Operation& op) override;
 
     // Live (--live): the findings that became known since the last call, each once: a gray link's episode (on
-    // the windows closed so far), an error storm (the error completion that reached the threshold).
+    // the windows closed so far), an incast episode once it lasts --incast-min-duration, a stalled queue once
+    // nothing completed on it for --stall-after, an error storm (the error completion that reached the threshold).
     std::vector<LiveFinding> new_live_findings();
 
     const Topology& topology() const { return topo_; }
@@ -156,6 +157,8 @@ private:
     std::vector<ProcId> retired_scratch_;
     // Live: episodes reported per link (by its finding's link evidence), the error storm's.
     std::map<std::string, std::size_t> live_gray_reported_;
+    std::map<std::string, std::size_t> live_incast_reported_;   // by receiver: episodes reported
+    std::map<std::string, int64_t> live_stalls_reported_;       // by QP: the stall's start reported
     uint64_t errors_seen_ = 0;
     int64_t storm_ts_ = -1;   // when the errors reached the threshold (-1: not yet)
     bool live_storm_reported_ = false;

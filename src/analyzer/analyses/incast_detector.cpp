@@ -108,11 +108,13 @@ void IncastDetector::evaluate(int64_t index, const Cells& cells) {
     }
 }
 
-void IncastDetector::end_run(DevId receiver, const Run& run) {
+void IncastDetector::end_run(DevId receiver, const Run& run) { record_run(receivers_, receiver, run); }
+
+void IncastDetector::record_run(std::map<DevId, IncastReceiver>& receivers, DevId receiver, const Run& run) const {
     const int64_t W = o_.window_ns;
     const int64_t dur = (run.last - run.first + 1) * W;
     if (dur < o_.min_duration_ns) return;
-    IncastReceiver& rcv = receivers_[receiver];
+    IncastReceiver& rcv = receivers[receiver];
     rcv.receiver = receiver;
     ++rcv.episodes;
     rcv.total_ns += dur;
@@ -133,6 +135,18 @@ void IncastDetector::end_run(DevId receiver, const Run& run) {
         });
         rcv.kept.erase(shortest);
     }
+}
+
+IncastResult IncastDetector::evaluate() const {
+    std::map<DevId, IncastReceiver> receivers = receivers_;
+    for (const auto& [r, run] : open_) record_run(receivers, r, run);
+    IncastResult out;
+    out.clipped_bytes = clipped_;
+    for (auto& [r, rcv] : receivers) {
+        std::sort(rcv.kept.begin(), rcv.kept.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+        out.receivers.push_back(std::move(rcv));
+    }
+    return out;
 }
 
 IncastResult IncastDetector::finish() {

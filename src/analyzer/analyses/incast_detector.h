@@ -71,6 +71,9 @@ public:
 
     void add(const Operation& op, DataLink link);
     IncastResult finish();
+    // The episodes of the windows final so far, and the runs still open that already last min_duration_ns (as
+    // if they ended with their last window), leaving the detector as it is: a live analysis's view.
+    IncastResult evaluate() const;
 
     const IncastOptions& options() const { return o_; }
 
@@ -88,6 +91,7 @@ private:
     void close_windows_before(int64_t index);
     void evaluate(int64_t index, const Cells& cells);
     void end_run(DevId receiver, const Run& run);
+    void record_run(std::map<DevId, IncastReceiver>& receivers, DevId receiver, const Run& run) const;
 
     IncastOptions o_;
     const Topology& topo_;

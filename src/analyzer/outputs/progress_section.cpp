@@ -104,6 +104,12 @@ json ReportBuilder::nic_query_json(const std::optional<NicQuery>& n) const {
                 {"producer_index", n->producer_index}};
 }
 
+json ReportBuilder::stall_findings() const {
+    json findings = json::array();
+    add_stall_findings(findings, false);
+    return findings;
+}
+
 void ReportBuilder::add_stall_findings(json& findings, bool error_storm) const {
     if (!a_.have_times_) return;
     const int64_t end = std::max(a_.last_ts_, a_.recorded_until_);

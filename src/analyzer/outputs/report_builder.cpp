@@ -581,9 +581,15 @@ void ReportBuilder::add_gray_link_findings(json& findings, const GrayLinkResult&
     }
 }
 
-void ReportBuilder::add_incast_findings(json& findings) const {
+json ReportBuilder::incast_findings(const IncastResult& result) const {
+    json findings = json::array();
+    add_incast_findings(findings, result);
+    return findings;
+}
+
+void ReportBuilder::add_incast_findings(json& findings, const IncastResult& result) const {
     const IncastOptions& o = a_.options_.incast;
-    for (const IncastReceiver& r : a_.incast_result_.receivers) {
+    for (const IncastReceiver& r : result.receivers) {
         if (r.kept.empty()) continue;
         const IncastEpisode& e = *std::max_element(r.kept.begin(), r.kept.end(), [](const auto& x, const auto& y) {
             return x.end_ns - x.start_ns < y.end_ns - y.start_ns;
@@ -787,7 +793,7 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
     }
 
     add_gray_link_findings(findings, a_.gray_result_);
-    add_incast_findings(findings);
+    add_incast_findings(findings, a_.incast_result_);
     add_stall_findings(findings, errors > 0 && errors >= a_.options_.error_storm_threshold);
 
     // Operations without completion on a QP that was still alive: a process that crashed or was killed, or a

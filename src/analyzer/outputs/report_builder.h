@@ -16,6 +16,7 @@ namespace sigmatrace::analyzer {
 
 class Analysis;
 struct GrayLinkResult;
+struct IncastResult;
 struct OpAggregate;
 struct Qp;
 
@@ -38,6 +39,8 @@ public:
     nlohmann::json build() const;
     // The gray_link findings of `g` (the analysis's own at the end; a snapshot while a live trace is read).
     nlohmann::json gray_link_findings(const GrayLinkResult& g) const;
+    nlohmann::json incast_findings(const IncastResult& r) const;   // likewise
+    nlohmann::json stall_findings() const;   // the stalled_queue findings up to the latest time read
 
 private:
     nlohmann::json trace_section() const;
@@ -65,7 +68,7 @@ private:
     nlohmann::json completion_error_json(const Operation& op) const;
     void add_stall_findings(nlohmann::json& findings, bool error_storm) const;
     void add_gray_link_findings(nlohmann::json& findings, const GrayLinkResult& g) const;
-    void add_incast_findings(nlohmann::json& findings) const;
+    void add_incast_findings(nlohmann::json& findings, const IncastResult& result) const;
     void add_findings(nlohmann::json& doc, nlohmann::json& findings) const;
     nlohmann::json warnings() const;
 
