@@ -7,8 +7,8 @@
 # h1's session and prints each finding as one JSON line. Expected: exactly one gray_link, on that link, its start
 # within 150 ms of the fault's, reported less than 5 s after it (report_latency_ns, the analyzer's wall clock
 # against the event's trace time: one clock on this machine); the session's end ends the read, and the final JSON
-# holds the same gray link. Then the bad inputs: a malformed URL, and no relay at the URL (exit 2, a message
-# naming it).
+# holds the same gray link. While the job runs, the relay's URL alone lists its sessions. Then the bad inputs: a
+# malformed URL, and no relay at the URL (exit 2, a message naming it).
 # Runs inside tests/support/sandbox.sh, as root; exits 77 (skip) when what it needs is missing.
 tools=""
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -27,7 +27,14 @@ host_run h1 "$sigmatrace" record --relay "net://$HOSTS_RELAY_ADDR" -- bash -c \
   "P=\$LD_PRELOAD; exec env -u LD_PRELOAD timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl self,vader \
    --mca pml ob1 env LD_PRELOAD=\"\$P\" $sigmatrace fabric --node rank --rails 2 --config $work/gray.conf -- \
    $linkload --start-at-fabric 1500 --phase ring:7000 --rails-used 1 --size 262144 --depth 8 --truth $work/truth.json" \
-  >"$work/run.log" 2>&1 || fail "the job failed: $(cat "$work/run.log")"
+  >"$work/run.log" 2>&1 &
+job=$!
+# While it records, the relay's URL alone lists its sessions as live URLs (exit 2: it names no session).
+for _ in $(seq 100); do grep -q "follow it live" "$work/run.log" && break; sleep 0.1; done
+host_run h0 "$analyze" --live "net://$HOSTS_RELAY_ADDR" >"$work/list.out" 2>&1; rc=$?
+[[ $rc -eq 2 ]] && grep -q "the relay has:" "$work/list.out" && grep -q "^  net://$HOSTS_RELAY_ADDR/host/h1/sigmatrace-" "$work/list.out" \
+  || fail "the relay's URL alone: exit $rc, $(cat "$work/list.out")"
+wait "$job" || fail "the job failed: $(cat "$work/run.log")"
 wait "$analyzer" || fail "the live analysis failed (exit $?): $(cat "$work/live.err")"
 grep -q "follow it live with \`sigmatrace-analyze --live net://$HOSTS_RELAY_ADDR/host/h1/" "$work/run.log" \
   || fail "record does not say how to follow its session live: $(cat "$work/run.log")"

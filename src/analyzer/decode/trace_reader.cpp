@@ -561,8 +561,8 @@ bool split_live_url(const std::string& url, std::string& relay, std::string& hos
     return !host.empty() && session.find('/') == std::string::npos;
 }
 
-// The sessions the relay at `relay` has for `host` (the lttng-live `sessions` query). Empty with `why` set when
-// the relay cannot be asked.
+// The sessions the relay at `relay` has for `host` (the lttng-live `sessions` query); for every host, as live
+// URLs, when `host` is empty. Empty with `why` set when the relay cannot be asked.
 std::vector<std::string> relay_sessions(const bt_component_class_source* cls, const std::string& relay,
                                         const std::string& host, std::string& why) {
     std::vector<std::string> out;
@@ -585,7 +585,10 @@ std::vector<std::string> relay_sessions(const bt_component_class_source* cls, co
         const bt_value* e = bt_value_array_borrow_element_by_index_const(result, i);
         const bt_value* h = bt_value_map_borrow_entry_value_const(e, "target-hostname");
         const bt_value* n = bt_value_map_borrow_entry_value_const(e, "session-name");
-        if (h && n && bt_value_is_string(h) && bt_value_is_string(n) && host == bt_value_string_get(h))
+        if (!h || !n || !bt_value_is_string(h) || !bt_value_is_string(n)) continue;
+        if (host.empty())
+            out.push_back(relay + "/host/" + bt_value_string_get(h) + "/" + bt_value_string_get(n));
+        else if (host == bt_value_string_get(h))
             out.emplace_back(bt_value_string_get(n));
     }
     bt_value_put_ref(result);
@@ -603,13 +606,20 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::string& ses
         return sum;
     };
     std::string relay, host, session;
-    if (!split_live_url(live.url, relay, host, session))
-        return fatal(fmt::format("Malformed live URL: {}; expected net://RELAYD[:PORT]/host/HOST[/SESSION]", live.url));
+    const bool well_formed = split_live_url(live.url, relay, host, session);
     PluginRef ctf{find_plugin("ctf")}, utils{find_plugin("utils")};
     if (!ctf.p || !utils.p) return fatal("Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package");
     const bt_component_class_source* live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "lttng-live");
     const bt_component_class_filter* mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
     if (!live_cls || !mux_cls) return fatal("The Babeltrace2 plugins lack source.ctf.lttng-live or filter.utils.muxer");
+    if (!well_formed) {
+        // A relay's URL alone (net://RELAYD): the sessions it has, to pick from.
+        std::string why, listed;
+        if (live.url.starts_with("net://") || live.url.starts_with("net6://"))
+            for (const std::string& u : relay_sessions(live_cls, live.url, "", why)) listed += "\n  " + u;
+        return fatal(fmt::format("Malformed live URL: {}; expected net://RELAYD[:PORT]/host/HOST[/SESSION]{}", live.url,
+                                 listed.empty() ? std::string() : "; the relay has:" + listed));
+    }
 
     // The session: given, or the host's first one (waited for: the analysis may start before the job).
     std::string why;
