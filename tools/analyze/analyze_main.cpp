@@ -66,7 +66,8 @@ outputs:
   --quiet                no text report
 
 live (instead of DIR):
-  --live URL             follow a session while it records, through lttng-relayd's live port:
+  --live URL             follow a session while it records, through lttng-relayd's live port (repeatable:
+                         several sessions, a job's hosts, as one analysis):
                          net://RELAYD[:PORT]/host/HOST/SESSION, or net://RELAYD[:PORT]/host/HOST for the host's first
                          session (waited for). Prints each finding as it becomes known (gray link, incast,
                          stalled queue, error storm) with the time of its cause and how long after it was
@@ -126,7 +127,7 @@ struct CliOptions {
     uint64_t perfetto_max_ops = kDefaultTimelineBudget;
     std::optional<std::string> perfetto_format;   // "proto" or "json"; unset: by the file name
     bool quiet = false;
-    std::optional<std::string> live_url;
+    std::vector<std::string> live_urls;
     bool json_stream = false;
     AnalysisOptions analysis;
 };
@@ -251,7 +252,7 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             return "";
         } else if (a == "--live") {
             if (!value(v)) return "--live needs a URL: net://RELAYD/host/HOST[/SESSION]";
-            o.live_url = v;
+            o.live_urls.push_back(v);
         } else if (a == "--json-stream") {
             o.json_stream = true;
         } else if (a == "--json") {
@@ -381,11 +382,12 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             return fmt::format("one trace directory expected, got '{}' and '{}'", o.dir, a);
         }
     }
-    if (o.live_url && !o.dir.empty()) return fmt::format("--live reads a relay's session, not a directory ('{}')", o.dir);
-    if (o.json_stream && !o.live_url) return "--json-stream needs --live";
-    if (o.live_url && (o.json_stream || o.events_out == "-") && o.json_out == "-")
+    const bool live = !o.live_urls.empty();
+    if (live && !o.dir.empty()) return fmt::format("--live reads a relay's session, not a directory ('{}')", o.dir);
+    if (o.json_stream && !live) return "--json-stream needs --live";
+    if (live && (o.json_stream || o.events_out == "-") && o.json_out == "-")
         return "--json - and the live findings cannot both write to stdout";
-    if (o.dir.empty() && !o.live_url) return "no trace directory given";
+    if (o.dir.empty() && !live) return "no trace directory given";
     if (o.json_out == "-" && o.events_out == "-") return "--json and --events cannot both write to stdout";
     return "";
 }
@@ -501,11 +503,12 @@ int analyze_main(std::span<char* const> args) {
     }
 
     // The read and everything after it: in a guarded child (read_guard.h) unless SIGMATRACE_ANALYZE_STALL_S=0.
-    PlannedRead planned = o.live_url ? PlannedRead{} : plan_read(o.dir);
+    const bool live = !o.live_urls.empty();
+    PlannedRead planned = live ? PlannedRead{} : plan_read(o.dir);
     const auto analyze = [&](ReadProgress* progress) -> int {
         // Several hosts: their clocks are estimated by a first read and the second moves their times by it.
         AnalysisOptions options = o.analysis;
-        if (!o.live_url && options.clock.align && planned_hosts(planned) >= 2) {
+        if (!live && options.clock.align && planned_hosts(planned) >= 2) {
             AnalysisOptions first = options;
             first.clock.constraints_only = true;
             Analysis clocks(first);
@@ -568,21 +571,21 @@ int analyze_main(std::span<char* const> args) {
         }
 
         ReadSummary read;
-        if (o.live_url) {
+        if (live) {
             LiveReporter reporter(analysis, o.json_stream);
-            LiveRead live;
-            live.url = *o.live_url;
-            live.tick = [&] {
+            LiveRead follow;
+            follow.urls = o.live_urls;
+            follow.tick = [&] {
                 reporter.poll();
                 return !g_live_interrupted.load(std::memory_order_relaxed);
             };
             struct sigaction sa{};
             sa.sa_handler = [](int) { g_live_interrupted.store(true, std::memory_order_relaxed); };
             sigaction(SIGINT, &sa, nullptr);
-            std::string session_url;
-            read = read_live(live, analysis, session_url);
+            std::vector<std::string> session_urls;
+            read = read_live(follow, analysis, session_urls);
             reporter.poll(true);
-            if (!session_url.empty()) fmt::print(stderr, "sigmatrace-analyze: read live from {}\n", session_url);
+            for (const std::string& u : session_urls) fmt::print(stderr, "sigmatrace-analyze: read live from {}\n", u);
         } else {
             read = read_planned(o.dir, planned, analysis, dump.get(), progress);
         }
@@ -638,7 +641,7 @@ int analyze_main(std::span<char* const> args) {
         }
         if (o.html_out) ok &= write_file(*o.html_out, render_html_report(doc, load_charting_library(InstallLayout::from_self().data_dir())), "HTML report");
         const bool json_to_stdout = o.json_out && *o.json_out == "-";
-        const bool live_to_stdout = o.live_url.has_value();   // the live findings went there
+        const bool live_to_stdout = live;   // the live findings went there
         const bool events_to_stdout = o.events_out && *o.events_out == "-";
         if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
         if (json_to_stdout)
@@ -650,7 +653,7 @@ int analyze_main(std::span<char* const> args) {
         return status;
     };
     const double stall_s = stall_seconds_from_env();
-    if (stall_s <= 0 || planned.fatal || o.live_url) return analyze(nullptr);
+    if (stall_s <= 0 || planned.fatal || live) return analyze(nullptr);
     return run_guarded(o.dir, planned, stall_s, analyze);
 }
 

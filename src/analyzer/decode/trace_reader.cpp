@@ -2,6 +2,7 @@
 
 #include <babeltrace2/babeltrace.h>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <stdlib.h>
 
@@ -598,72 +599,86 @@ std::vector<std::string> relay_sessions(const bt_component_class_source* cls, co
 
 }  // namespace
 
-ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::string& session_url) {
+ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std::string>& session_urls) {
     ReadSummary sum;
     const auto fatal = [&](std::string why) {
         sum.problems.push_back(std::move(why));
         sum.fatal = true;
         return sum;
     };
-    std::string relay, host, session;
-    const bool well_formed = split_live_url(live.url, relay, host, session);
     PluginRef ctf{find_plugin("ctf")}, utils{find_plugin("utils")};
     if (!ctf.p || !utils.p) return fatal("Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package");
     const bt_component_class_source* live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "lttng-live");
     const bt_component_class_filter* mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
     if (!live_cls || !mux_cls) return fatal("The Babeltrace2 plugins lack source.ctf.lttng-live or filter.utils.muxer");
-    if (!well_formed) {
-        // A relay's URL alone (net://RELAYD): the sessions it has, to pick from.
-        std::string why, listed;
-        if (live.url.starts_with("net://") || live.url.starts_with("net6://"))
-            for (const std::string& u : relay_sessions(live_cls, live.url, "", why)) listed += "\n  " + u;
-        return fatal(fmt::format("Malformed live URL: {}; expected net://RELAYD[:PORT]/host/HOST[/SESSION]{}", live.url,
-                                 listed.empty() ? std::string() : "; the relay has:" + listed));
+    struct Target {
+        std::string relay, host, session;
+    };
+    std::vector<Target> targets;
+    for (const std::string& url : live.urls) {
+        Target t;
+        if (!split_live_url(url, t.relay, t.host, t.session)) {
+            // A relay's URL alone (net://RELAYD): the sessions it has, to pick from.
+            std::string why, listed;
+            if (url.starts_with("net://") || url.starts_with("net6://"))
+                for (const std::string& u : relay_sessions(live_cls, url, "", why)) listed += "\n  " + u;
+            return fatal(fmt::format("Malformed live URL: {}; expected net://RELAYD[:PORT]/host/HOST[/SESSION]{}", url,
+                                     listed.empty() ? std::string() : "; the relay has:" + listed));
+        }
+        targets.push_back(std::move(t));
     }
 
-    // The session: given, or the host's first one (waited for: the analysis may start before the job).
-    std::string why;
-    if (relay_sessions(live_cls, relay, host, why).empty() && !why.empty())
-        return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}; is it running, and listening for live viewers "
-                                 "beyond its own host (lttng-relayd --daemonize --live-port=tcp://0.0.0.0:5344: by "
-                                 "default only on localhost)?",
-                                 relay, why));
-    for (;;) {
-        const std::vector<std::string> found = relay_sessions(live_cls, relay, host, why);
-        if (session.empty() && !found.empty()) session = found.front();
-        if (!session.empty() && std::find(found.begin(), found.end(), session) != found.end()) break;
-        if (!why.empty()) return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}", relay, why));
-        if (live.tick && !live.tick()) return sum;
-        struct timespec ts{0, kLiveTickMs * 1'000'000L};
-        nanosleep(&ts, nullptr);
+    // Each session: given, or the host's first one (waited for: the analysis may start before the job).
+    for (Target& t : targets) {
+        std::string why;
+        if (relay_sessions(live_cls, t.relay, t.host, why).empty() && !why.empty())
+            return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}; is it running, and listening for live viewers "
+                                     "beyond its own host (lttng-relayd --daemonize --live-port=tcp://0.0.0.0:5344: by "
+                                     "default only on localhost)?",
+                                     t.relay, why));
+        for (;;) {
+            const std::vector<std::string> found = relay_sessions(live_cls, t.relay, t.host, why);
+            if (t.session.empty() && !found.empty()) t.session = found.front();
+            if (!t.session.empty() && std::find(found.begin(), found.end(), t.session) != found.end()) break;
+            if (!why.empty()) return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}", t.relay, why));
+            if (live.tick && !live.tick()) return sum;
+            struct timespec ts{0, kLiveTickMs * 1'000'000L};
+            nanosleep(&ts, nullptr);
+        }
+        session_urls.push_back(t.relay + "/host/" + t.host + "/" + t.session);
     }
-    session_url = relay + "/host/" + host + "/" + session;
 
     GraphRef graph{bt_graph_create(0)};
-    ValueRef params{bt_value_map_create()};
-    bt_value* inputs = nullptr;
-    bt_value_map_insert_empty_array_entry(params.v, "inputs", &inputs);
-    bt_value_array_append_string_element(inputs, session_url.c_str());
-    // The session is on the relay now: once it is gone (destroyed when its recording ended), the read ends.
-    bt_value_map_insert_string_entry(params.v, "session-not-found-action", "end");
-    const bt_component_source* src = nullptr;
     const bt_component_filter* mux = nullptr;
     const bt_component_sink* sink = nullptr;
     BtMessageConsumer consumer(analysis);
     SinkState state{&consumer, nullptr};
-    if (bt_graph_add_source_component(graph.g, live_cls, "live", params.v, BT_LOGGING_LEVEL_WARNING, &src) !=
-            BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
-        bt_graph_add_filter_component(graph.g, mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=
+    if (bt_graph_add_filter_component(graph.g, mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=
             BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
         bt_graph_add_simple_sink_component(graph.g, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
             BT_GRAPH_ADD_COMPONENT_STATUS_OK)
-        return fatal(fmt::format("Cannot build the live graph for {}: reason={}", session_url, take_error()));
-    for (uint64_t i = 0; i < bt_component_source_get_output_port_count(src); ++i) {
-        const std::string in_name = fmt::format("in{}", i);
-        if (bt_graph_connect_ports(graph.g, bt_component_source_borrow_output_port_by_index_const(src, i),
-                                   bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str()),
-                                   nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
-            return fatal(fmt::format("Cannot connect the live source: reason={}", take_error()));
+        return fatal(fmt::format("Cannot build the live graph: reason={}", take_error()));
+    // One source per session, all into the muxer (one analysis of the sessions together).
+    uint64_t mux_port = 0;
+    for (std::size_t i = 0; i < session_urls.size(); ++i) {
+        ValueRef params{bt_value_map_create()};
+        bt_value* inputs = nullptr;
+        bt_value_map_insert_empty_array_entry(params.v, "inputs", &inputs);
+        bt_value_array_append_string_element(inputs, session_urls[i].c_str());
+        // The session is on the relay now: once it is gone (destroyed when its recording ended), its part ends.
+        bt_value_map_insert_string_entry(params.v, "session-not-found-action", "end");
+        const bt_component_source* src = nullptr;
+        const std::string name = fmt::format("live{}", i);
+        if (bt_graph_add_source_component(graph.g, live_cls, name.c_str(), params.v, BT_LOGGING_LEVEL_WARNING, &src) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK)
+            return fatal(fmt::format("Cannot build the live graph for {}: reason={}", session_urls[i], take_error()));
+        for (uint64_t p = 0; p < bt_component_source_get_output_port_count(src); ++p) {
+            const std::string in_name = fmt::format("in{}", mux_port++);
+            if (bt_graph_connect_ports(graph.g, bt_component_source_borrow_output_port_by_index_const(src, p),
+                                       bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str()),
+                                       nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
+                return fatal(fmt::format("Cannot connect the live source of {}: reason={}", session_urls[i], take_error()));
+        }
     }
     if (bt_graph_connect_ports(graph.g, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
                                bt_component_sink_borrow_input_port_by_index_const(sink, 0),
@@ -672,14 +687,14 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::string& ses
 
     // One batch at a time, so that what the analysis found is reported between batches; lttng-live answers
     // AGAIN while the relay has nothing new.
-    sum.traces_opened = 1;
+    sum.traces_opened = session_urls.size();
     for (;;) {
         const bt_graph_run_once_status st = bt_graph_run_once(graph.g);
         if (st == BT_GRAPH_RUN_ONCE_STATUS_END) break;
         if (st != BT_GRAPH_RUN_ONCE_STATUS_OK && st != BT_GRAPH_RUN_ONCE_STATUS_AGAIN) {
-            sum.problems.push_back(fmt::format("Live read stopped: url={}, last event at {} ns, reason={}; results cover "
+            sum.problems.push_back(fmt::format("Live read stopped: urls={}, last event at {} ns, reason={}; results cover "
                                                "the trace up to there",
-                                               session_url, consumer.last_ts(), take_error()));
+                                               fmt::join(session_urls, " "), consumer.last_ts(), take_error()));
             break;
         }
         if (live.tick && !live.tick()) break;

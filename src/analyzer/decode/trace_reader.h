@@ -56,17 +56,18 @@ ReadSummary read_planned(const std::filesystem::path& root, PlannedRead& planned
 // A live read (sigmatrace-analyze --live): a session's streams as lttng-relayd receives them, through
 // Babeltrace2's source.ctf.lttng-live, while the session records.
 struct LiveRead {
-    // net://RELAYD[:PORT]/host/HOST/SESSION, or net://RELAYD[:PORT]/host/HOST: the first session of HOST that the
-    // relay has (waited for).
-    std::string url;
+    // Each net://RELAYD[:PORT]/host/HOST/SESSION, or net://RELAYD[:PORT]/host/HOST: the first session of HOST that
+    // the relay has (waited for). Several: one analysis of their sessions together (a job's hosts).
+    std::vector<std::string> urls;
     // Called between batches of events, and every kLiveTickMs at most while no event comes: where the caller
     // reports what the analysis found so far. Returns false to stop reading (an interrupt).
     std::function<bool()> tick;
 };
 inline constexpr int kLiveTickMs = 100;
-// Reads until the session ends (it is destroyed once its recording ends) or `tick` says stop. `session_url`
-// gets the full URL read. Fatal (with a problem) when the relay cannot be reached or the URL is malformed.
-ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::string& session_url);
+// Reads until every session ends (one is destroyed once its recording ends) or `tick` says stop.
+// `session_urls` gets the full URLs read. Fatal (with a problem) when a relay cannot be reached or a URL is
+// malformed.
+ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std::string>& session_urls);
 
 // Reads a trace directory (the guard's: metadata and one stream file) into no analysis, counting its packets in
 // `progress`: how the guard finds the packet Babeltrace fails on. False when the read stopped on an error.
