@@ -17,6 +17,7 @@
 #include <babeltrace2/babeltrace.h>
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -37,6 +38,9 @@ public:
         tee_.set_tap(tap);
     }
     ~BtMessageConsumer();
+    // What the sources added to each host's clock classes (clock-class-offset-ns; trace_reader.cpp), by hostname:
+    // taken back out before that host's clock correction is applied.
+    void set_source_offsets(std::map<std::string, int64_t> offsets) { source_offsets_ = std::move(offsets); }
     BtMessageConsumer(const BtMessageConsumer&) = delete;
     BtMessageConsumer& operator=(const BtMessageConsumer&) = delete;
 
@@ -62,15 +66,17 @@ private:
         int64_t clock_origin_ns = 0;           // ns from origin of cycle 0
         bool clock_is_ns = false;              // 1 GHz: ns from origin = clock_origin_ns + cycles
         const ClockShift* shift = nullptr;     // its trace's (TraceInfo::shift)
+        int64_t source_offset_ns = 0;          // its trace's (TraceInfo::source_offset_ns)
     };
     struct TraceInfo {
         uint32_t index = 0;
         std::string hostname;
         std::string name;
         // Its host's times moved onto the reference host's clock (Analysis::clock_correction); null: as
-        // recorded. Applied after the muxer, which ordered events by their recorded times.
+        // recorded. The muxer ordered events by times its source had already moved by the constant part.
         const ClockShift* shift = nullptr;
-        int64_t to_analysis(int64_t ns) const { return shift ? shift->to_reference(ns) : ns; }
+        int64_t source_offset_ns = 0;   // what its source added to its times (set_source_offsets)
+        int64_t to_analysis(int64_t ns) const { return shift ? shift->to_reference(ns - source_offset_ns) : ns; }
     };
 
     // `ti`: the trace of the class's events (src.ctf.fs gives every trace its own classes).
@@ -98,6 +104,7 @@ private:
     uint64_t foreign_events_ = 0;
     int64_t last_ts_ = 0;
     std::vector<std::string> mismatches_reported_;
+    std::map<std::string, int64_t> source_offsets_;
 };
 
 }  // namespace sigmatrace::analyzer

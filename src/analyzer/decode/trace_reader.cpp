@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -249,6 +250,9 @@ struct Plugins {
 // One logical trace: the directories Babeltrace opens, and the user's directories they stand for.
 struct Group {
     std::vector<fs::path> dirs, original;
+    // Added to its clock classes by src.ctf.fs (clock-class-offset-ns): the constant part of its host's clock
+    // correction, so that the muxer orders events by aligned times (BtMessageConsumer applies the rest).
+    int64_t clock_offset_ns = 0;
 };
 
 struct GraphRead {
@@ -311,6 +315,8 @@ GraphRead run_graph(const Plugins& pl, std::vector<Group>& groups, const std::ve
             continue;
         }
         ValueRef params{inputs_param(members)};
+        if (groups[gi].clock_offset_ns != 0)
+            bt_value_map_insert_signed_integer_entry(params.v, "clock-class-offset-ns", groups[gi].clock_offset_ns);
         const bt_component_source* comp = nullptr;
         const std::string name = fmt::format("src{}", sources.size());
         if (bt_graph_add_source_component(graph.g, pl.fs_cls, name.c_str(), params.v, log, &comp) !=
@@ -475,12 +481,18 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
     }
     std::vector<Group> groups;
     std::vector<int32_t> group_trace;
+    std::map<std::string, int64_t> source_offsets;   // by hostname
     for (auto& [key, g] : by_key) {
+        const std::string& host = plan.traces[static_cast<std::size_t>(key_trace[key])].hostname;
+        if (const ClockCorrection* c = analysis.clock_correction(); c && !host.empty())
+            if (const ClockShift* shift = c->find(host)) g.clock_offset_ns = -std::llround(shift->offset_ns);
+        if (g.clock_offset_ns != 0) source_offsets[host] = g.clock_offset_ns;
         groups.push_back(std::move(g));
         group_trace.push_back(key_trace[key]);
     }
 
     BtMessageConsumer consumer(analysis, tap);
+    consumer.set_source_offsets(std::move(source_offsets));
     SinkState state{&consumer, progress};
     const GraphRead g = run_graph(pl, groups, group_trace, state, sum.problems);
     sum.traces_opened = g.sources;
