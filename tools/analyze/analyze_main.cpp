@@ -519,7 +519,6 @@ int analyze_main(std::span<char* const> args) {
                 return kExitUsage;
             }
             options.clock.applied = clocks.finish_clocks();
-            options.clock.applied->applied = !ClockCorrection(*options.clock.applied).empty();
         }
         Analysis analysis(options);
         std::unique_ptr<PerfettoWriter> perfetto;

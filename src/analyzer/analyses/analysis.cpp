@@ -221,8 +221,9 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
         const nlohmann::json& e = f["evidence"];
         const std::string key = fmt::format("{}/{}", e["pid"].dump(), e["qp_num"].dump());
         const int64_t since = first_ts_ + e["since_ns"].get<int64_t>();
-        if (!live_stalls_reported_.emplace(key, since).second && live_stalls_reported_[key] == since) continue;
-        live_stalls_reported_[key] = since;
+        const auto [it, fresh] = live_stalls_reported_.try_emplace(key, since);
+        if (!fresh && it->second == since) continue;
+        it->second = since;
         out.push_back({std::move(f), since + options_.stall_after_ns});
     }
     if (storm_ts_ >= 0 && !live_storm_reported_) {
@@ -241,20 +242,28 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
     return out;
 }
 
-ClockResult Analysis::finish_clocks() {
+void Analysis::finish_reconstruction() {
     recon_.finish();
+    // Peers are resolved now that every process's identity events have been read.
     for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
+}
+
+ClockResult Analysis::finish_clocks() {
+    finish_reconstruction();
     finished_ = true;
     return clocks_.solve(topo_, first_ts_);
 }
 
 nlohmann::json Analysis::finish() {
     if (!finished_) {
-        recon_.finish();
-        // Peers are resolved now that every process's identity events have been read.
-        for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
+        finish_reconstruction();
         traffic_.resolve(topo_);
-        clock_result_ = options_.clock.applied ? *options_.clock.applied : clocks_.solve(topo_, first_ts_);
+        if (options_.clock.applied) {
+            clock_result_ = *options_.clock.applied;
+            clock_result_.applied = !correction_.empty();
+        } else {
+            clock_result_ = clocks_.solve(topo_, first_ts_);
+        }
         stats_.finish(topo_);
         gray_result_ = gray_.finish();
         incast_result_ = incast_.finish();

@@ -117,6 +117,8 @@ private:
     void on_qp_counters(const DecodedEvent& ev, ProcId p);
     // The trace's time span: the earliest capture and the latest event.
     void note_time(int64_t begin, int64_t end);
+    // The end of the stream for reconstruction (in-flight WRs) and peers: what finish() and finish_clocks() share.
+    void finish_reconstruction();
 
     AnalysisOptions options_;
     Topology topo_;

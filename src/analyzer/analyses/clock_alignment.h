@@ -65,7 +65,7 @@ struct ClockResult {
     std::string reference;
     int64_t at_ns = 0;              // the time the offsets are given at (the trace's start, as recorded)
     std::vector<HostClock> hosts;   // sorted by host name; empty when the trace has one host
-    bool applied = false;           // the readers moved every estimated host's times onto the reference's
+    bool applied = false;           // the readers moved estimated hosts' times onto the reference's (Analysis sets it)
 };
 
 // One host's times moved onto the reference host's clock: local - (offset + drift x (local - t0)). Monotonic

@@ -66,8 +66,7 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
     auto it = classes_.find(ec);
     if (it == classes_.end()) {
         ClassInfo info;
-        info.shift = ti.shift;
-        info.source_offset_ns = ti.source_offset_ns;
+        info.trace = &ti;
         info.member.fill(-1);
         info.kind.fill(Kind::Absent);
         const char* name = bt_event_class_get_name(ec);
@@ -262,7 +261,7 @@ uint64_t BtMessageConsumer::capture_time_ns(const ClassInfo& ci, uint64_t cycles
     else if (ci.clock == nullptr || bt_clock_class_cycles_to_ns_from_origin(ci.clock, cycles, &ns) !=
                                         BT_CLOCK_CLASS_CYCLES_TO_NS_FROM_ORIGIN_STATUS_OK)
         ns = 0;
-    if (ns > 0 && ci.shift) ns = ci.shift->to_reference(ns - ci.source_offset_ns);
+    if (ns > 0) ns = ci.trace->to_analysis(ns);
     // ns 0 or before the origin cannot be told from "no capture time": the event's timestamp is as good.
     return ns > 0 ? static_cast<uint64_t>(ns) : 0;
 }

@@ -55,6 +55,16 @@ public:
 private:
     // SeqUnread: a sequence no analysis reads (unread_fields.h): its length only, its elements zeros.
     enum class Kind : uint8_t { Absent, Unsigned, Signed, String, SeqUnsigned, SeqSigned, SeqUnread, Mismatch };
+    struct TraceInfo {
+        uint32_t index = 0;
+        std::string hostname;
+        std::string name;
+        // Its host's times moved onto the reference host's clock (Analysis::clock_correction); null: as
+        // recorded. The muxer ordered events by times its source had already moved by the constant part.
+        const ClockShift* shift = nullptr;
+        int64_t source_offset_ns = 0;   // what its source added to its times (set_source_offsets)
+        int64_t to_analysis(int64_t ns) const { return shift ? shift->to_reference(ns - source_offset_ns) : ns; }
+    };
     struct ClassInfo {
         const EventSchema* schema = nullptr;   // nullptr: not a sigmatrace event
         std::array<int64_t, kMaxEventFields> member{};
@@ -65,18 +75,7 @@ private:
         const bt_clock_class* clock = nullptr; // borrowed: the class is kept referenced
         int64_t clock_origin_ns = 0;           // ns from origin of cycle 0
         bool clock_is_ns = false;              // 1 GHz: ns from origin = clock_origin_ns + cycles
-        const ClockShift* shift = nullptr;     // its trace's (TraceInfo::shift)
-        int64_t source_offset_ns = 0;          // its trace's (TraceInfo::source_offset_ns)
-    };
-    struct TraceInfo {
-        uint32_t index = 0;
-        std::string hostname;
-        std::string name;
-        // Its host's times moved onto the reference host's clock (Analysis::clock_correction); null: as
-        // recorded. The muxer ordered events by times its source had already moved by the constant part.
-        const ClockShift* shift = nullptr;
-        int64_t source_offset_ns = 0;   // what its source added to its times (set_source_offsets)
-        int64_t to_analysis(int64_t ns) const { return shift ? shift->to_reference(ns - source_offset_ns) : ns; }
+        const TraceInfo* trace = nullptr;      // its trace (classes are per trace): its clock correction
     };
 
     // `ti`: the trace of the class's events (src.ctf.fs gives every trace its own classes).

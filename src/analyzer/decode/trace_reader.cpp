@@ -237,15 +237,46 @@ struct Plugins {
     PluginRef ctf{find_plugin("ctf")}, utils{find_plugin("utils")};
     const bt_component_class_source* fs_cls = nullptr;
     const bt_component_class_filter* mux_cls = nullptr;
+    const bt_component_class_source* live_cls = nullptr;   // source.ctf.lttng-live, for read_live
     // "" when both classes were found.
     std::string load() {
         if (!ctf.p || !utils.p) return "Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package";
         fs_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "fs");
         mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
+        live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "lttng-live");
         if (!fs_cls || !mux_cls) return "The Babeltrace2 plugins lack source.ctf.fs or filter.utils.muxer";
         return {};
     }
 };
+
+// Adds the muxer and the sink of `state` to `graph`, and connects every output port of `sources` to the muxer and
+// the muxer to the sink. "" or what failed.
+std::string mux_into_sink(bt_graph* graph, const bt_component_class_filter* mux_cls,
+                          const std::vector<const bt_component_source*>& sources, SinkState& state, bt_logging_level log) {
+    const bt_component_filter* mux = nullptr;
+    const bt_component_sink* sink = nullptr;
+    if (bt_graph_add_filter_component(graph, mux_cls, "mux", nullptr, log, &mux) != BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
+        bt_graph_add_simple_sink_component(graph, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
+            BT_GRAPH_ADD_COMPONENT_STATUS_OK)
+        return fmt::format("Cannot build the trace graph: reason={}", take_error());
+    // The muxer starts with input port in0 and adds the next one each time one gets connected.
+    uint64_t mux_port = 0;
+    for (const bt_component_source* src : sources) {
+        const uint64_t nports = bt_component_source_get_output_port_count(src);
+        for (uint64_t i = 0; i < nports; ++i) {
+            const bt_port_output* o = bt_component_source_borrow_output_port_by_index_const(src, i);
+            const std::string in_name = fmt::format("in{}", mux_port++);
+            const bt_port_input* in = bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str());
+            if (!in || bt_graph_connect_ports(graph, o, in, nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
+                return fmt::format("Cannot connect a trace stream to the muxer: reason={}", take_error());
+        }
+    }
+    if (bt_graph_connect_ports(graph, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
+                               bt_component_sink_borrow_input_port_by_index_const(sink, 0),
+                               nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
+        return fmt::format("Cannot connect the muxer to the analysis: reason={}", take_error());
+    return {};
+}
 
 // One logical trace: the directories Babeltrace opens, and the user's directories they stand for.
 struct Group {
@@ -333,35 +364,8 @@ GraphRead run_graph(const Plugins& pl, std::vector<Group>& groups, const std::ve
         return out;
     }
 
-    const bt_component_filter* mux = nullptr;
-    const bt_component_sink* sink = nullptr;
-    if (bt_graph_add_filter_component(graph.g, pl.mux_cls, "mux", nullptr, log, &mux) !=
-            BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
-        bt_graph_add_simple_sink_component(graph.g, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
-            BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-        problems.push_back(fmt::format("Cannot build the trace graph: reason={}", take_error()));
-        out.fatal = true;
-        return out;
-    }
-    // The muxer starts with input port in0 and adds the next one each time one gets connected.
-    uint64_t mux_port = 0;
-    for (const bt_component_source* src : sources) {
-        const uint64_t nports = bt_component_source_get_output_port_count(src);
-        for (uint64_t i = 0; i < nports; ++i) {
-            const bt_port_output* o = bt_component_source_borrow_output_port_by_index_const(src, i);
-            const std::string in_name = fmt::format("in{}", mux_port++);
-            const bt_port_input* in = bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str());
-            if (!in || bt_graph_connect_ports(graph.g, o, in, nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-                problems.push_back(fmt::format("Cannot connect a trace stream to the muxer: reason={}", take_error()));
-                out.fatal = true;
-                return out;
-            }
-        }
-    }
-    if (bt_graph_connect_ports(graph.g, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
-                               bt_component_sink_borrow_input_port_by_index_const(sink, 0),
-                               nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-        problems.push_back(fmt::format("Cannot connect the muxer to the analysis: reason={}", take_error()));
+    if (std::string e = mux_into_sink(graph.g, pl.mux_cls, sources, state, log); !e.empty()) {
+        problems.push_back(std::move(e));
         out.fatal = true;
         return out;
     }
@@ -609,6 +613,11 @@ std::vector<std::string> relay_sessions(const bt_component_class_source* cls, co
     return out;
 }
 
+void sleep_tick() {
+    const timespec ts{0, kLiveTickMs * 1'000'000L};
+    nanosleep(&ts, nullptr);
+}
+
 }  // namespace
 
 ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std::string>& session_urls) {
@@ -618,11 +627,10 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std:
         sum.fatal = true;
         return sum;
     };
-    PluginRef ctf{find_plugin("ctf")}, utils{find_plugin("utils")};
-    if (!ctf.p || !utils.p) return fatal("Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package");
-    const bt_component_class_source* live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "lttng-live");
-    const bt_component_class_filter* mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
-    if (!live_cls || !mux_cls) return fatal("The Babeltrace2 plugins lack source.ctf.lttng-live or filter.utils.muxer");
+    Plugins pl;
+    if (std::string why = pl.load(); !why.empty()) return fatal(std::move(why));
+    if (!pl.live_cls) return fatal("The Babeltrace2 'ctf' plugin lacks source.ctf.lttng-live");
+    const bt_component_class_source* live_cls = pl.live_cls;
     struct Target {
         std::string relay, host, session;
     };
@@ -642,36 +650,25 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std:
 
     // Each session: given, or the host's first one (waited for: the analysis may start before the job).
     for (Target& t : targets) {
-        std::string why;
-        if (relay_sessions(live_cls, t.relay, t.host, why).empty() && !why.empty())
-            return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}; is it running, and listening for live viewers "
-                                     "beyond its own host (lttng-relayd --daemonize --live-port=tcp://0.0.0.0:5344: by "
-                                     "default only on localhost)?",
-                                     t.relay, why));
         for (;;) {
+            std::string why;
             const std::vector<std::string> found = relay_sessions(live_cls, t.relay, t.host, why);
+            if (!why.empty())
+                return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}; is it running, and listening for live "
+                                         "viewers beyond its own host (lttng-relayd --daemonize "
+                                         "--live-port=tcp://0.0.0.0:5344: by default only on localhost)?",
+                                         t.relay, why));
             if (t.session.empty() && !found.empty()) t.session = found.front();
             if (!t.session.empty() && std::find(found.begin(), found.end(), t.session) != found.end()) break;
-            if (!why.empty()) return fatal(fmt::format("Cannot reach lttng-relayd at {}: {}", t.relay, why));
             if (live.tick && !live.tick()) return sum;
-            struct timespec ts{0, kLiveTickMs * 1'000'000L};
-            nanosleep(&ts, nullptr);
+            sleep_tick();
         }
         session_urls.push_back(t.relay + "/host/" + t.host + "/" + t.session);
     }
 
-    GraphRef graph{bt_graph_create(0)};
-    const bt_component_filter* mux = nullptr;
-    const bt_component_sink* sink = nullptr;
-    BtMessageConsumer consumer(analysis);
-    SinkState state{&consumer, nullptr};
-    if (bt_graph_add_filter_component(graph.g, mux_cls, "mux", nullptr, BT_LOGGING_LEVEL_WARNING, &mux) !=
-            BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
-        bt_graph_add_simple_sink_component(graph.g, "sigmatrace", nullptr, sink_consume, nullptr, &state, &sink) !=
-            BT_GRAPH_ADD_COMPONENT_STATUS_OK)
-        return fatal(fmt::format("Cannot build the live graph: reason={}", take_error()));
     // One source per session, all into the muxer (one analysis of the sessions together).
-    uint64_t mux_port = 0;
+    GraphRef graph{bt_graph_create(0)};
+    std::vector<const bt_component_source*> sources;
     for (std::size_t i = 0; i < session_urls.size(); ++i) {
         ValueRef params{bt_value_map_create()};
         bt_value* inputs = nullptr;
@@ -684,18 +681,12 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std:
         if (bt_graph_add_source_component(graph.g, live_cls, name.c_str(), params.v, BT_LOGGING_LEVEL_WARNING, &src) !=
             BT_GRAPH_ADD_COMPONENT_STATUS_OK)
             return fatal(fmt::format("Cannot build the live graph for {}: reason={}", session_urls[i], take_error()));
-        for (uint64_t p = 0; p < bt_component_source_get_output_port_count(src); ++p) {
-            const std::string in_name = fmt::format("in{}", mux_port++);
-            if (bt_graph_connect_ports(graph.g, bt_component_source_borrow_output_port_by_index_const(src, p),
-                                       bt_component_filter_borrow_input_port_by_name_const(mux, in_name.c_str()),
-                                       nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
-                return fatal(fmt::format("Cannot connect the live source of {}: reason={}", session_urls[i], take_error()));
-        }
+        sources.push_back(src);
     }
-    if (bt_graph_connect_ports(graph.g, bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
-                               bt_component_sink_borrow_input_port_by_index_const(sink, 0),
-                               nullptr) != BT_GRAPH_CONNECT_PORTS_STATUS_OK)
-        return fatal(fmt::format("Cannot connect the muxer to the analysis: reason={}", take_error()));
+    BtMessageConsumer consumer(analysis);
+    SinkState state{&consumer, nullptr};
+    if (std::string e = mux_into_sink(graph.g, pl.mux_cls, sources, state, BT_LOGGING_LEVEL_WARNING); !e.empty())
+        return fatal(std::move(e));
 
     // One batch at a time, so that what the analysis found is reported between batches; lttng-live answers
     // AGAIN while the relay has nothing new.
@@ -710,10 +701,7 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std:
             break;
         }
         if (live.tick && !live.tick()) break;
-        if (st == BT_GRAPH_RUN_ONCE_STATUS_AGAIN) {
-            struct timespec ts{0, kLiveTickMs * 1'000'000L};
-            nanosleep(&ts, nullptr);
-        }
+        if (st == BT_GRAPH_RUN_ONCE_STATUS_AGAIN) sleep_tick();
     }
     consumer.finish();
     sum.events = consumer.events_read();
