@@ -290,9 +290,9 @@ int cmd_record(Args args) {
         } else {
             started_here = true;
         }
-        if (started_here && !opt.relay_url.empty())
+        if (const std::string live = live_url_of(opt.relay_url, host_name(), session.name()); started_here && !live.empty())
             fmt::print(stderr, "sigmatrace record: streaming session {} to {}; follow it live with `sigmatrace-analyze "
-                       "--live {}`\n", session.name(), opt.relay_url, live_url_of(opt.relay_url, session.name()));
+                       "--live {}`\n", session.name(), opt.relay_url, live);
 
         TraceSetup setup;
         setup.preload_library = library.string();

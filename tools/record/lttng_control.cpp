@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/core.h>
@@ -260,26 +261,56 @@ std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error)
     return Loss{sum_tag(c.output, "discarded_events"), sum_tag(c.output, "lost_packets")};
 }
 
-std::string relay_unreachable(const std::string& url) {
+namespace {
+
+// A relay URL's parts: net://HOST[:CTRL[:DATA]], net6://[ADDR][:CTRL[:DATA]] (tcp:// and tcp6:// alike).
+struct RelayAddress {
+    std::string scheme;   // "net", "net6", ...
+    std::string host;     // without the brackets of an IPv6 address
+    bool bracketed = false;
+    std::string control_port = "5342";
+};
+
+std::optional<RelayAddress> parse_relay_url(const std::string& url) {
+    RelayAddress r;
     std::string rest;
     for (const char* scheme : {"net://", "net6://", "tcp://", "tcp6://"})
-        if (url.rfind(scheme, 0) == 0) rest = url.substr(std::strlen(scheme));
-    if (rest.empty()) return "";  // not a network URL: nothing to ask
-    std::string host, port = "5342";
+        if (url.rfind(scheme, 0) == 0) {
+            r.scheme = std::string(scheme, std::strlen(scheme) - 3);
+            rest = url.substr(std::strlen(scheme));
+        }
+    if (rest.empty()) return std::nullopt;
     if (rest.front() == '[') {
         const size_t close = rest.find(']');
-        if (close == std::string::npos) return "";
-        host = rest.substr(1, close - 1);
+        if (close == std::string::npos) return std::nullopt;
+        r.host = rest.substr(1, close - 1);
+        r.bracketed = true;
         rest = rest.substr(close + 1);
     } else {
         const size_t colon = rest.find_first_of(":/");
-        host = rest.substr(0, colon);
+        r.host = rest.substr(0, colon);
         rest = colon == std::string::npos ? "" : rest.substr(colon);
     }
     if (!rest.empty() && rest.front() == ':') {
         const size_t end = rest.find_first_of(":/", 1);
-        port = rest.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+        r.control_port = rest.substr(1, end == std::string::npos ? std::string::npos : end - 1);
     }
+    return r;
+}
+
+}  // namespace
+
+std::string live_url_of(const std::string& relay_url, const std::string& host, const std::string& session) {
+    const std::optional<RelayAddress> r = parse_relay_url(relay_url);
+    if (!r) return "";
+    return r->scheme + "://" + (r->bracketed ? "[" + r->host + "]" : r->host) + "/host/" + host + "/" + session;
+}
+
+std::string relay_unreachable(const std::string& url) {
+    const std::optional<RelayAddress> r = parse_relay_url(url);
+    if (!r) return "";  // not a network URL: nothing to ask
+    const std::string& host = r->host;
+    const std::string& port = r->control_port;
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
@@ -307,25 +338,6 @@ std::string relay_unreachable(const std::string& url) {
     }
     freeaddrinfo(found);
     return why;
-}
-
-}  // namespace sigmatrace::record
-
-namespace sigmatrace::record {
-
-std::string live_url_of(const std::string& relay_url, const std::string& session) {
-    // net://HOST[:CTRL[:DATA]] or net6://[ADDR][:CTRL[:DATA]]: the host part, without the ports.
-    const auto scheme = relay_url.find("://");
-    std::string host = scheme == std::string::npos ? relay_url : relay_url.substr(scheme + 3);
-    if (host.starts_with("[")) {
-        host = host.substr(0, host.find(']') + 1);
-    } else {
-        host = host.substr(0, host.find_first_of(":/"));
-    }
-    char name[256] = {};
-    if (gethostname(name, sizeof name - 1) != 0) name[0] = '\0';
-    return (scheme == std::string::npos ? std::string("net") : relay_url.substr(0, scheme)) + "://" + host + "/host/" +
-           name + "/" + session;
 }
 
 }  // namespace sigmatrace::record

@@ -114,9 +114,9 @@ private:
 // connection to its control port within 2 s. Returns "" when it does, else why not. LTTng itself says nothing
 // when a relay goes away during a recording (the consumer drops what it cannot send), so record asks.
 std::string relay_unreachable(const std::string& url);
-// The lttng-live URL of this host's session `session` on the relay of `relay_url` (its default live port):
-// net://RELAY/host/HOSTNAME/SESSION.
-std::string live_url_of(const std::string& relay_url, const std::string& session);
+// The lttng-live URL of host `host`'s session `session` on the relay of `relay_url` (its default live port):
+// net://RELAY/host/HOST/SESSION; "" when `relay_url` is not a network URL.
+std::string live_url_of(const std::string& relay_url, const std::string& host, const std::string& session);
 
 // Channel name in the session, and the event pattern enabled.
 inline constexpr const char* kChannelName = "sigmatrace";
