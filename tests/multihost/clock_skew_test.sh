@@ -5,7 +5,7 @@
 # exchanges messages both ways for about a second) and its barrier with rank 7 (h3) late by 3 ms:
 #   - true clocks: the estimate finds no skew (within its uncertainty); spread ~3 ms, straggler rank 7;
 #   - h1 +2 ms +50 ppm, h2 -2 ms -50 ppm, h3 -2 ms +50 ppm: every host's offset at the trace's start is recovered
-#     within its stated uncertainty (a few us: capped at 25) of the injected one, its drift within 5 ppm; the
+#     within its stated uncertainty (a few us: capped at 25) of the injected one, its drift within 10 ppm; the
 #     barrier spread, per epoch from the same run's operations with the injected clocks taken out (the truth),
 #     matches the aligned analysis within 5%, and the straggler is rank 7. With --clock-align off the recorded
 #     times give h1's ranks as stragglers (seen 2 ms late) and a spread off by a third: what alignment removes;
@@ -80,7 +80,8 @@ for name, h in hosts(skewed).items():
     err = h["offset_ns"] - truth
     if abs(err) > h["uncertainty_ns"] + 1000 or h["uncertainty_ns"] > 25_000:
         bad.append(f"skewed: {name} recovered {h['offset_ns']} ns +- {h['uncertainty_ns']}, injected {truth:.0f}: off by {err:.0f} ns")
-    if abs(h["drift_ppm"] - drift * 1e6) > 5: bad.append(f"skewed: {name} drift {h['drift_ppm']} ppm, injected {drift * 1e6:.0f}")
+    # The drift resolves to about 2 x uncertainty / span: 7 ppm for +-3.7 us over the ~1 s of messages.
+    if abs(h["drift_ppm"] - drift * 1e6) > 10: bad.append(f"skewed: {name} drift {h['drift_ppm']} ppm, injected {drift * 1e6:.0f}")
 # The truth of this very run: its barrier signals (the k-th FETCH_AND_ADD of each rank is epoch k) as recorded,
 # minus each host's injected clock.
 db = sqlite3.connect(f"{work}/skewed.off.db")
