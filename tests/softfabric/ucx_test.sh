@@ -6,7 +6,8 @@
 #       domain.
 #   ucx_test.sh SIGMATRACE perftest TLS FROM:TO:MIN_BYTES -- PERFTEST ARGS...
 #       ucx_perftest server on node0 and client on node1 with UCX_TLS=TLS; both exit 0, both opened sfab_0 with
-#       UCX's DevX memory domain (and, over RC, connected DevX-created RC QPs), and the fabric counted at least
+#       UCX's DevX memory domain (and, over RC, connected DevX-created RC QPs; over DC, created DevX DCIs unless
+#       UCX_IB_MLX5_DEVX_OBJECTS leaves them out), and the fabric counted at least
 #       MIN_BYTES on link FROM -> TO (what the test moves: put data client -> server, get data the other way) and
 #       not ten times more.
 #   ucx_test.sh SIGMATRACE mpi PROGRAM TLS NP
@@ -72,6 +73,13 @@ perftest)
       grep -q "connected rc devx qp" "$work/$side.log" || { echo "FAILED: the $side's RC QP is not a DevX QP"; exit 1; }
     done
     echo "both sides: RC QPs created with DevX"
+  fi
+  # DC: DevX DCIs unless the caller chose UCX's DevX objects without them (then mlx5dv_create_qp's).
+  if [[ $tls == dc* && ${UCX_IB_MLX5_DEVX_OBJECTS-dci} == *dci* ]]; then
+    for side in server client; do
+      grep -q "created DevX DCI" "$work/$side.log" || { echo "FAILED: the $side's DCIs are not DevX QPs"; exit 1; }
+    done
+    echo "both sides: DCIs created with DevX"
   fi
   "$sigmatrace" fabric --stats
   bytes=$(stats_bytes "$from" "$to")

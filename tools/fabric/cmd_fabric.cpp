@@ -167,10 +167,10 @@ int cmd_fabric(Args args) {
             std::string path = mlx5.string();
             if (old && *old) path += std::string(":") + old;
             setenv("LD_LIBRARY_PATH", path.c_str(), 1);
-            // UCX opens fabric devices with its DevX memory domain, which by default creates RC QPs, DCTs, DCIs and
-            // cyclic SRQs as DevX objects and has no fallback per object; the fabric executes its DevX RC QPs only.
-            // Unless the user chose, the others are created through verbs (docs/softfabric.md, "UCX and Open MPI").
-            setenv("UCX_IB_MLX5_DEVX_OBJECTS", "rcqp", 0);
+            // UCX's DevX memory domain creates by default RC QPs, DCTs, DCIs and cyclic SRQs (RMPs) as DevX objects.
+            // The fabric has no RMP (log_max_rmp is 0), and UCX 1.13's rc_mlx5 then still picks the cyclic SRQ
+            // layout and asserts: unless the user chose, its SRQs are verbs ones (docs/softfabric.md).
+            setenv("UCX_IB_MLX5_DEVX_OBJECTS", "rcqp,dct,dci", 0);
         }
     } catch (const std::exception& e) {
         fmt::print(stderr, "sigmatrace fabric: {}\n", e.what());

@@ -57,22 +57,22 @@ void CqeRing::publish(uint8_t* cqe, uint8_t op_own) {
     __atomic_store_n(reinterpret_cast<uint64_t*>(cqe + 56), word, __ATOMIC_RELEASE);
 }
 
-void CqeRing::requester(uint16_t wqe_counter, uint8_t wqe_opcode, uint32_t qpn, uint32_t byte_cnt, uint64_t ts_ns,
-                        ibv_wc_status status, uint32_t vendor_err) {
+void CqeRing::requester(const Requester& r) {
     std::lock_guard lk(mu_);
     bool owner = false;
     uint8_t* cqe = next_slot(owner);
     uint8_t staged[64] = {};
-    const bool error = status != IBV_WC_SUCCESS;
-    layout::store_be32(staged + 44, error ? 0 : byte_cnt);
+    const bool error = r.status != IBV_WC_SUCCESS;
+    layout::store_be32(staged + offsetof(layout::Cqe64, srqn_uidx), r.user_index & 0xffffff);
+    layout::store_be32(staged + 44, error ? 0 : r.byte_cnt);
     if (error) {
-        staged[54] = static_cast<uint8_t>(vendor_err);  // struct mlx5_err_cqe: vendor_err_synd, syndrome
-        staged[55] = syndrome_of(status);
+        staged[54] = static_cast<uint8_t>(r.vendor_err);  // struct mlx5_err_cqe: vendor_err_synd, syndrome
+        staged[55] = syndrome_of(r.status);
     } else {
-        layout::store_be64(staged + 48, ts_ns);
+        layout::store_be64(staged + 48, r.ts_ns);
     }
-    layout::store_be32(staged + 56, (uint32_t{wqe_opcode} << 24) | (qpn & 0xffffff));
-    layout::store_be16(staged + 60, wqe_counter);
+    layout::store_be32(staged + 56, (uint32_t{r.wqe_opcode} << 24) | (r.qpn & 0xffffff));
+    layout::store_be16(staged + 60, r.wqe_counter);
     std::memcpy(cqe, staged, 56);
     std::memcpy(cqe + 56, staged + 56, 7);
     const uint8_t opcode = error ? layout::cqe_op::REQ_ERR : layout::cqe_op::REQ;
@@ -88,6 +88,7 @@ void CqeRing::responder(const Responder& r) {
     layout::store_be16(staged + offsetof(layout::Cqe64, slid), r.slid);
     layout::store_be32(staged + offsetof(layout::Cqe64, flags_rqpn),
                        (r.grh ? 1u << 28 : 0u) | (uint32_t{r.sl & 0xfu} << 24) | (r.src_qpn & 0xffffff));
+    layout::store_be32(staged + offsetof(layout::Cqe64, srqn_uidx), r.user_index & 0xffffff);
     if (r.with_imm) std::memcpy(staged + 36, &r.imm_raw, 4);
     layout::store_be32(staged + 44, r.byte_cnt);
     if (error) staged[55] = syndrome_of(r.status);

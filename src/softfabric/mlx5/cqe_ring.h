@@ -29,13 +29,25 @@ public:
 
     // A requester completion of the WQE with index `wqe_counter` (its mlx5 opcode goes into sop_drop_qpn);
     // status != SUCCESS writes an error CQE (REQ_ERR with the syndrome of that status).
-    void requester(uint16_t wqe_counter, uint8_t wqe_opcode, uint32_t qpn, uint32_t byte_cnt, uint64_t ts_ns,
-                   ibv_wc_status status, uint32_t vendor_err);
+    struct Requester {
+        uint16_t wqe_counter = 0;
+        uint8_t wqe_opcode = 0;
+        uint32_t qpn = 0;
+        // The QP's user index (a DevX CREATE_QP's qpc.user_index) in srqn_uidx, as a ConnectX with CQE version 1
+        // writes it: UCX finds the DCI a completion belongs to by it, not by the QPN.
+        uint32_t user_index = 0;
+        uint32_t byte_cnt = 0;
+        uint64_t ts_ns = 0;
+        ibv_wc_status status = IBV_WC_SUCCESS;
+        uint32_t vendor_err = 0;
+    };
+    void requester(const Requester& r);
     // A responder completion (receive consumed by a SEND or an RDMA WRITE with immediate).
     struct Responder {
         uint16_t wqe_counter = 0;  // the receive WQE: RQ counter, or SRQ slot
         ibv_wc_opcode opcode = IBV_WC_RECV;
         uint32_t qpn = 0;          // the receiving QP (sop_drop_qpn)
+        uint32_t user_index = 0;   // its user index (srqn_uidx), as for the requester
         uint32_t byte_cnt = 0;
         uint32_t imm_raw = 0;      // as the sender wrote it
         bool with_imm = false;

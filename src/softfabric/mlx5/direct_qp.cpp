@@ -138,8 +138,7 @@ bool DirectQp::submit_one(const gm::DecodedWqe& w, const gm::WqePayload& p, cons
     const bool signaled = (w.fm_ce_se & gm::mlx5::kCtrlCqUpdate) != 0;
     if (completes_locally(w.opcode)) {
         if (completed_ == submitted_) {
-            if (signaled && send_cq_)
-                send_cq_->requester(w.wqe_index, w.opcode, qpn_, 0, now_ns(), IBV_WC_SUCCESS, 0);
+            if (signaled) complete(w.wqe_index, w.opcode, 0, now_ns(), IBV_WC_SUCCESS, 0);
         } else {
             local_.push_back({submitted_, w.wqe_index, w.opcode, signaled});
         }
@@ -192,7 +191,20 @@ bool DirectQp::submit_one(const gm::DecodedWqe& w, const gm::WqePayload& p, cons
 void DirectQp::fail_locked(uint16_t index, uint8_t opcode) {
     failed_ = true;
     error_pending_ = true;  // set_state(ERROR) takes the send-queue lock: done by enter_error_if_failed()
-    if (send_cq_) send_cq_->requester(index, opcode, qpn_, 0, now_ns(), IBV_WC_LOC_QP_OP_ERR, 0);
+    complete(index, opcode, 0, now_ns(), IBV_WC_LOC_QP_OP_ERR, 0);
+}
+
+void DirectQp::complete(uint16_t index, uint8_t opcode, uint32_t byte_cnt, uint64_t ts_ns, ibv_wc_status status,
+                        uint32_t vendor_err) {
+    if (!send_cq_) return;
+    send_cq_->requester({.wqe_counter = index,
+                         .wqe_opcode = opcode,
+                         .qpn = qpn_,
+                         .user_index = g_.user_index,
+                         .byte_cnt = byte_cnt,
+                         .ts_ns = ts_ns,
+                         .status = status,
+                         .vendor_err = vendor_err});
 }
 
 void DirectQp::deliver(const engine::SendCompletion& c) {
@@ -200,12 +212,11 @@ void DirectQp::deliver(const engine::SendCompletion& c) {
     const auto opcode = static_cast<uint8_t>(c.id >> 32);
     const bool signaled = (c.id >> 31) & 1;
     ++completed_;
-    if (send_cq_ && (signaled || c.status != IBV_WC_SUCCESS))
-        send_cq_->requester(index, opcode, qpn_, c.byte_len, c.time_ns, c.status, c.vendor_err);
+    if (signaled || c.status != IBV_WC_SUCCESS) complete(index, opcode, c.byte_len, c.time_ns, c.status, c.vendor_err);
     while (!local_.empty() && local_.front().after <= completed_) {
         const LocalCompletion l = local_.front();
         local_.pop_front();
-        if (l.signaled && send_cq_) send_cq_->requester(l.index, l.opcode, qpn_, 0, c.time_ns, IBV_WC_SUCCESS, 0);
+        if (l.signaled) complete(l.index, l.opcode, 0, c.time_ns, IBV_WC_SUCCESS, 0);
     }
 }
 
@@ -221,6 +232,7 @@ bool DirectQp::pump_receives(uint64_t now) {
             r.wqe_counter = static_cast<uint16_t>(recv_done_);
             r.opcode = wc[i].opcode;
             r.qpn = qpn_;
+            r.user_index = g_.user_index;
             r.byte_cnt = wc[i].byte_len;
             r.imm_raw = wc[i].imm_data;
             r.with_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;

@@ -32,6 +32,7 @@ public:
         uint64_t* doorbell = nullptr; // DBR-less QPs: the doorbell register in the UAR page
         // Rc, Ud or Dci: what follows the control segment (UD and DCI WQEs name their destination there).
         sigmatrace::gpumem::Transport transport = sigmatrace::gpumem::Transport::Rc;
+        uint32_t user_index = 0;      // a DevX QP's qpc.user_index: written into each of its CQEs
     };
     // `owned` is null for a verbs QP (its engine QP belongs to the provider's QpImpl).
     DirectQp(engine::QueuePair& qp, std::unique_ptr<engine::QueuePair> owned, const Geometry& g);
@@ -79,6 +80,9 @@ private:
     // UAR page holds no doorbell of its own).
     bool published_index(uint16_t& index) const;
     void fail_locked(uint16_t index, uint8_t opcode);
+    // A requester CQE of this QP into its send CQ.
+    void complete(uint16_t index, uint8_t opcode, uint32_t byte_cnt, uint64_t ts_ns, ibv_wc_status status,
+                  uint32_t vendor_err);
 
     engine::QueuePair& qp_;
     std::unique_ptr<engine::QueuePair> owned_;

@@ -84,7 +84,7 @@ struct DevxObject {
     uint64_t recv_cq_offset = 0, recv_cq_bytes = 0;
     Runtime* rt = nullptr;
     Uar* uar = nullptr;                 // Kind::Qp, DBR-less: the page its doorbells are read from
-    // Kind::Qp on verbs objects (UCX's DevX RC QPs): counted as attached so that they outlive the QP.
+    // Kind::Qp or Dct on verbs objects (UCX's DevX RC QPs and DCTs): counted as attached so that they outlive it.
     provider::SrqImpl* srq = nullptr;
     provider::CqImpl* verbs_send_cq = nullptr;
     provider::CqImpl* verbs_recv_cq = nullptr;
@@ -341,6 +341,7 @@ public:
                     if (q->send_cq() == o->cq.get()) q->set_send_cq(nullptr);
         }
         if (o->qp) o->qp.reset();
+        o->dct.reset();   // leaves the runtime before its SRQ and CQ are released
         if (o->recv_cq_offset) o->rt->arena().release(o->recv_cq_offset, o->recv_cq_bytes);
         detach_verbs_objects(*o);
         if (o->uar) {
@@ -704,21 +705,17 @@ private:
         return add_direct_qp_locked(std::move(o), out, outlen);
     }
 
-    // A DC target (NVSHMEM's DCT, CREATE_DCT): active once created, it executes the RDMA WRITEs, READs and atomics
-    // DCIs send it with its access key (the low 32 bits, as verbs DCTs). It has no receive queue: SENDs and WRITEs
-    // with immediate to it fail at the sender, and a DCT naming an SRQ (UCX's) is refused.
+    // A DC target (CREATE_DCT), active once created: it executes the RDMA WRITEs, READs and atomics DCIs send it
+    // with its access key (the low 32 bits, as verbs DCTs). Without an SRQ (NVSHMEM's) it has no receive queue:
+    // SENDs and WRITEs with immediate to it fail at the sender. On a verbs SRQ exported with mlx5dv_init_obj (UCX's),
+    // it takes its receives from the SRQ's ring and completes them into the exported verbs CQ `cqn` names, as
+    // a DevX RC QP on an SRQ does.
     mlx5dv_devx_obj* create_dct(ibv_context* ctx, const prm::Mailbox& in, void* out, size_t outlen) {
         prm::CreateDct d;
         prm::ParseError err;
         if (!prm::parse_create_dct(in, d, err)) {
             std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s (need %zu bytes, have %zu)\n", err.what, err.need, err.have);
             errno = EINVAL;
-            return nullptr;
-        }
-        if (d.srqn != 0) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: a DCT receiving into an SRQ (srqn 0x%x) is not "
-                                 "emulated; DCTs without one take RDMA WRITE, READ and atomics\n", d.srqn);
-            errno = EOPNOTSUPP;
             return nullptr;
         }
         provider::ContextImpl& cimpl = provider::context_of(ctx);
@@ -730,6 +727,15 @@ private:
             errno = EINVAL;
             return nullptr;
         }
+        ExportedSrq* srq = d.srqn != 0 ? exported_srq_by_number(d.srqn) : nullptr;
+        ExportedCq* rcq = d.srqn != 0 ? exported_cq_by_number(d.cqn) : nullptr;
+        if (d.srqn != 0 && (!srq || !rcq)) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s\n",
+                         !srq ? "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)"
+                              : "a DCT on an SRQ completes its receives into a verbs CQ exported with mlx5dv_init_obj");
+            errno = EINVAL;
+            return nullptr;
+        }
         engine::QueuePairConfig cfg;
         cfg.type = IBV_QPT_DRIVER;
         cfg.dc_role = DcRole::Target;
@@ -737,12 +743,17 @@ private:
         cfg.pd_id = pd->second;
         cfg.sq_depth = 1;  // nothing is ever posted to a DCT
         cfg.rq_depth = 0;
+        if (srq) {
+            cfg.srq_offset = provider::srq_of(srq->handle).offset;
+            cfg.recv_cq_offset = provider::cq_of(rcq->handle).offset;
+        }
         auto o = std::make_unique<DevxObject>();
         o->kind = DevxObject::Kind::Dct;
         o->ctx = ctx;
         o->rt = cimpl.rt;
         o->dct = make_engine_qp(*cimpl.rt, cfg, "CREATE_DCT");
         if (!o->dct) return nullptr;
+        if (srq) attach_verbs_receive(*o, provider::srq_of(srq->handle), provider::cq_of(rcq->handle));
         engine::QueuePair& q = *o->dct;
         q.shared().qkey.store(static_cast<uint32_t>(d.dc_access_key));
         q.shared().access_flags.store(access_of(d), std::memory_order_release);
@@ -787,6 +798,7 @@ private:
         DirectQp::Geometry g;
         g.sq = reinterpret_cast<uint8_t*>(wq.addr + c.sq_umem_offset());
         g.wqebbs = c.sq_wqebbs();
+        g.user_index = c.user_index;
         if (c.send_dbr_mode == prm::kSendDbrModeNoDbr) {
             g.doorbell = reinterpret_cast<uint64_t*>(static_cast<char*>(uar->page) + kDbrLessDoorbellOffset);
             ++uar->users;
@@ -844,16 +856,7 @@ private:
         std::unique_ptr<engine::QueuePair> qp = make_engine_qp(*cimpl.rt, cfg, "CREATE_QP");
         if (!qp) return nullptr;
         attach_direct_qp(*o, std::move(qp), send_geometry(c, wq, &dbr, nullptr, *o), c.cqn_snd, verbs_scq);
-        {
-            std::lock_guard lock(simpl.post_lock);
-            ++simpl.attached_qps;
-        }
-        o->srq = &simpl;
-        {
-            std::lock_guard lock(rcq.poll_lock);
-            ++rcq.attached_qps;
-        }
-        o->verbs_recv_cq = &rcq;
+        attach_verbs_receive(*o, simpl, rcq);
         if (verbs_scq && verbs_scq != &verbs_rcq) {
             provider::CqImpl& scq = provider::cq_of(verbs_scq->handle);
             std::lock_guard lock(scq.poll_lock);
@@ -863,6 +866,20 @@ private:
         return add_direct_qp_locked(std::move(o), out, outlen);
     }
 
+    // A QP or DCT receiving from a verbs SRQ into a verbs CQ: both count it as attached, so that they outlive it
+    // (destroying them first fails with EBUSY); detach_verbs_objects undoes it.
+    static void attach_verbs_receive(DevxObject& o, provider::SrqImpl& srq, provider::CqImpl& cq) {
+        {
+            std::lock_guard lock(srq.post_lock);
+            ++srq.attached_qps;
+        }
+        o.srq = &srq;
+        {
+            std::lock_guard lock(cq.poll_lock);
+            ++cq.attached_qps;
+        }
+        o.verbs_recv_cq = &cq;
+    }
     static void detach_verbs_objects(DevxObject& o) {
         if (o.srq) {
             std::lock_guard lock(o.srq->post_lock);
@@ -1068,8 +1085,12 @@ private:
                          h = owner->rq_held.erase(h), ++owner->rq_next)
                         e.cq->responder(h->second);
                 } else {
-                    e.cq->requester(static_cast<uint16_t>(c.wr_id), 0, c.qp_num, c.byte_len, ts[i], c.status,
-                                    c.vendor_err);
+                    e.cq->requester({.wqe_counter = static_cast<uint16_t>(c.wr_id),
+                                     .qpn = c.qp_num,
+                                     .byte_cnt = c.byte_len,
+                                     .ts_ns = ts[i],
+                                     .status = c.status,
+                                     .vendor_err = c.vendor_err});
                 }
             }
         }

@@ -209,18 +209,20 @@ TEST_F(DevxCommands, ModifyOfAnotherQpOrNoTransitionIsInvalid) {
     EXPECT_EQ(mlx5dv_devx_qp_query(qp_, qin.b.data(), qin.b.size(), qout.b.data(), qout.b.size()), EOPNOTSUPP);
 }
 
-// NVSHMEM's CREATE_DCT: a DC target of the PD mlx5dv_init_obj numbered; its number comes back in `out`. One naming
-// an SRQ (UCX's) is refused with EOPNOTSUPP, one with an unknown pd with EINVAL; nothing is created then.
-TEST_F(DevxCommands, DctIsCreatedAndOneOnAnSrqOrAnUnknownPdIsRefused) {
+// CREATE_DCT: a DC target of the PD mlx5dv_init_obj numbered; its number comes back in `out`. NVSHMEM's has no
+// SRQ; UCX's receives into a verbs SRQ and completes into a verbs CQ, both exported with mlx5dv_init_obj. One
+// naming an SRQ or a CQ that was not exported, or an unknown pd, is refused with EINVAL; nothing is created then.
+TEST_F(DevxCommands, DctIsCreatedWithOrWithoutAnExportedSrqAndOtherwiseRefused) {
     mlx5dv_pd dvpd{};
     mlx5dv_obj obj{};
     obj.pd.in = pd_;
     obj.pd.out = &dvpd;
     ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD), 0);
     constexpr uint32_t kDctc = 0x80;
-    auto create_dct = [&](uint32_t pdn, uint32_t srqn) {
+    auto create_dct = [&](uint32_t pdn, uint32_t srqn, uint32_t cqn) {
         Box in(0x110);
         in.set(0x00, 16, 0x710);
+        in.set(kDctc + 0x48, 24, cqn);
         in.set(kDctc + 0x6C, 1, 1);   // rre
         in.set(kDctc + 0x6D, 1, 1);   // rwe
         in.set(kDctc + 0xA8, 24, srqn);
@@ -233,16 +235,41 @@ TEST_F(DevxCommands, DctIsCreatedAndOneOnAnSrqOrAnUnknownPdIsRefused) {
         mlx5dv_devx_obj* o = mlx5dv_devx_obj_create(ctx_, in.b.data(), in.b.size(), out.b.data(), out.b.size());
         return std::pair{o, out.get(0x48, 24)};
     };
-    auto [dct, dctn] = create_dct(dvpd.pdn, 0);
+    auto [dct, dctn] = create_dct(dvpd.pdn, 0, 0);
     ASSERT_NE(dct, nullptr) << std::strerror(errno);
     EXPECT_NE(dctn, 0u);
     EXPECT_NE(dctn, qp_->qp_num);   // QP numbers and DCT numbers come from one space
-    auto [on_srq, n1] = create_dct(dvpd.pdn, 0x100);
-    EXPECT_EQ(on_srq, nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
-    auto [bad_pd, n2] = create_dct(dvpd.pdn + 1000, 0);
+
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 16;
+    sa.attr.max_sge = 1;
+    ibv_srq* srq = ibv_create_srq(pd_, &sa);
+    ASSERT_NE(srq, nullptr);
+    mlx5dv_srq dvsrq{};
+    dvsrq.comp_mask = MLX5DV_SRQ_MASK_SRQN;
+    mlx5dv_cq dvcq{};
+    mlx5dv_obj o2{};
+    o2.srq.in = srq;
+    o2.srq.out = &dvsrq;
+    o2.cq.in = cq_;
+    o2.cq.out = &dvcq;
+    ASSERT_EQ(mlx5dv_init_obj(&o2, MLX5DV_OBJ_SRQ | MLX5DV_OBJ_CQ), 0);
+    auto [on_srq, n1] = create_dct(dvpd.pdn, dvsrq.srqn, dvcq.cqn);
+    ASSERT_NE(on_srq, nullptr) << std::strerror(errno);
+    EXPECT_NE(n1, dctn);
+    auto [unknown_srq, n2] = create_dct(dvpd.pdn, dvsrq.srqn + 1000, dvcq.cqn);
+    EXPECT_EQ(unknown_srq, nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    auto [unknown_cq, n3] = create_dct(dvpd.pdn, dvsrq.srqn, dvcq.cqn + 1000);
+    EXPECT_EQ(unknown_cq, nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    auto [bad_pd, n4] = create_dct(dvpd.pdn + 1000, 0, 0);
     EXPECT_EQ(bad_pd, nullptr);
     EXPECT_EQ(errno, EINVAL);
+    // The SRQ is held while a DCT receives into it.
+    EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
+    EXPECT_EQ(mlx5dv_devx_obj_destroy(on_srq), 0);
+    EXPECT_EQ(ibv_destroy_srq(srq), 0);
     EXPECT_EQ(mlx5dv_devx_obj_destroy(dct), 0);
 }
 
