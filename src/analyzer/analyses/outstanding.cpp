@@ -22,8 +22,9 @@ void Outstanding::Queue::push(Entry e) {
 }
 
 void Outstanding::sample_send(QpId q, State& s, int64_t ts) {
-    s.out.bytes.add(s.send.bytes);
-    if (windows_ != nullptr) windows_->sample_send(q, ts, static_cast<uint32_t>(s.send.size), s.send.bytes);
+    // A sample a window holds joins the QP's histogram at the end (finish), from the windows' cells.
+    if (windows_ == nullptr || !windows_->sample_send(q, ts, static_cast<uint32_t>(s.send.size), s.send.bytes))
+        s.out.bytes.add(s.send.bytes);
 }
 
 void Outstanding::drain_until(QpId q, State& s, int64_t ts) {
@@ -77,6 +78,10 @@ void Outstanding::finish() {
         drain_until(q, qps_[q], INT64_MAX);
         drain_recv_until(q, qps_[q], INT64_MAX - 1);   // the last consumptions; receives never consumed are none
     }
+    if (windows_ == nullptr) return;
+    for (const Window& w : windows_->windows())
+        for (const auto& [q, cell] : w.qps)
+            if (q < qps_.size()) qps_[q].out.bytes.merge(cell.bytes);
 }
 
 }  // namespace sigmatrace::analyzer

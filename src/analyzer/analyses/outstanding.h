@@ -39,7 +39,8 @@ public:
     explicit Outstanding(TimeWindows* windows = nullptr) : windows_(windows) {}
 
     void add(const Operation& op);
-    // Completes what is still queued (call once, at the end).
+    // Completes what is still queued, and gathers each QP's samples from the windows (call once, at the end,
+    // before the windows' finish).
     void finish();
     // nullptr when the QP had no operation.
     const QpOutstanding* of(QpId q) const {

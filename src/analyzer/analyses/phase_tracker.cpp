@@ -80,6 +80,7 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
         seg->end_ns = std::max(seg->end_ns, to);
     } else {
         // The segments this interval touches (same slot, within the gap) are merged into one.
+        tx_ = rx_ = nullptr;
         PhaseSegment merged{from, to, slot, 0, {}};
         auto it = segments_.upper_bound(to + gap_);
         while (it != segments_.begin()) {
@@ -94,13 +95,19 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
         seg = &last_->second;
     }
     if (count) ++seg->ops;
-    seg->ports[port_key(link.src, false)].add(bytes, from, to);
-    seg->ports[port_key(link.dst, true)].add(bytes, from, to);
+    if (tx_ == nullptr || tallies_link_ != link.key()) {
+        tx_ = &seg->ports[port_key(link.src, false)];
+        rx_ = &seg->ports[port_key(link.dst, true)];
+        tallies_link_ = link.key();
+    }
+    tx_->add(bytes, from, to);
+    rx_->add(bytes, from, to);
     if (segments_.size() > kMaxSegments) bound();
 }
 
 void PhaseTracker::bound() {
     have_last_ = false;
+    tx_ = rx_ = nullptr;
     while (segments_.size() > kMaxSegments) {
         gap_ *= 2;
         for (auto it = segments_.begin(); it != segments_.end();) {

@@ -89,6 +89,12 @@ private:
     // end (the hot path is then two hash lookups). Reset whenever segments are erased.
     std::map<int64_t, PhaseSegment>::iterator last_;
     bool have_last_ = false;
+    // The tallies of the previous operation's two ports in that segment: consecutive operations mostly share
+    // their link too. Tallies keep their address while their segment is neither merged nor erased, and the cache
+    // is dropped whenever segments are.
+    uint64_t tallies_link_ = 0;
+    PortTally* tx_ = nullptr;
+    PortTally* rx_ = nullptr;
     std::vector<int64_t> marks_;
     bool marks_dropped_ = false;
 };

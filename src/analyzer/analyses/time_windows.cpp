@@ -81,7 +81,7 @@ WindowLinkCell& TimeWindows::cell(int64_t w, uint64_t key) {
 void TimeWindows::double_width() {
     cached_cell_ = nullptr;
     latency_ = nullptr;
-    qp_cell_ = nullptr;
+    for (QpSeries& q : series_) q.cell = nullptr;
     if (!windows_.empty()) {
         // Pairs start at even indexes, so that the merged windows start at multiples of the doubled length.
         if (base_ % 2 != 0) {
@@ -101,17 +101,18 @@ void TimeWindows::double_width() {
     if (shift_ >= 0) ++shift_;
 }
 
-WindowQpCell* TimeWindows::qp_cell(QpId q, int64_t ts) {
+TimeWindows::QpSeries* TimeWindows::series_at(QpId q, int64_t ts) {
     constexpr int64_t kMax = int64_t{1} << 62;
     if (!o_.enabled || q >= o_.max_qps || ts < 0 || ts >= kMax) return nullptr;
     cover(ts, ts);
+    if (q >= series_.size()) series_.resize(q + 1);
+    QpSeries& s = series_[q];
     const int64_t w = index(ts);
-    if (qp_cell_ == nullptr || w != qp_window_ || q != qp_cached_) {
-        qp_cell_ = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
-        qp_window_ = w;
-        qp_cached_ = q;
+    if (s.cell == nullptr || w != s.window) {
+        s.cell = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
+        s.window = w;
     }
-    return qp_cell_;
+    return &s;
 }
 
 void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to) {
@@ -145,38 +146,40 @@ void TimeWindows::hold_recv(QpId q, const Level& l, int64_t to) {
     });
 }
 
-void TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
-    WindowQpCell* c = qp_cell(q, ts);
-    if (c == nullptr) return;
-    Level& l = level_of(send_levels_, q);
-    hold_send(q, l, ts, c);
-    l = {ts, wrs, bytes};
+bool TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
+    QpSeries* s = series_at(q, ts);
+    if (s == nullptr) return false;
+    WindowQpCell* c = s->cell;
+    hold_send(q, s->send, ts, c);
+    s->send = {ts, wrs, bytes};
     latest_ts_ = std::max(latest_ts_, ts);
     c->max_wrs = std::max(c->max_wrs, wrs);
     c->max_bytes = std::max(c->max_bytes, bytes);
     c->bytes.add(bytes);
+    return true;
 }
 
 void TimeWindows::sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed) {
-    WindowQpCell* c = qp_cell(q, ts);
-    if (c == nullptr) return;
-    Level& l = level_of(recv_levels_, q);
-    hold_recv(q, l, ts);
-    l = {ts, posted, 0};
+    QpSeries* s = series_at(q, ts);
+    if (s == nullptr) return;
+    WindowQpCell* c = s->cell;
+    hold_recv(q, s->recv, ts);
+    s->recv = {ts, posted, 0};
     latest_ts_ = std::max(latest_ts_, ts);
     c->recv_max_posted = std::max(c->recv_max_posted, posted);
     if (consumed) c->recv_min_posted = std::min(c->recv_min_posted, posted);
 }
 
 void TimeWindows::finish() {
-    for (QpId q = 0; q < send_levels_.size(); ++q) hold_send(q, send_levels_[q], latest_ts_, nullptr);
-    for (QpId q = 0; q < recv_levels_.size(); ++q) hold_recv(q, recv_levels_[q], latest_ts_ + 1);
-    send_levels_.clear();
-    recv_levels_.clear();
+    for (QpId q = 0; q < series_.size(); ++q) {
+        hold_send(q, series_[q].send, latest_ts_, nullptr);
+        hold_recv(q, series_[q].recv, latest_ts_ + 1);
+    }
+    series_.clear();
 }
 
 void TimeWindows::rnr(QpId q, int64_t ts) {
-    if (WindowQpCell* c = qp_cell(q, ts)) ++c->rnr_events;
+    if (QpSeries* s = series_at(q, ts)) ++s->cell->rnr_events;
 }
 
 template <class Put>

@@ -80,8 +80,9 @@ public:
 
     // Samples of a queue pair's outstanding work (outstanding.h) at time `ts`: the send queue after a post or a
     // completion, the receive queue after a post or (`consumed`) a consumption, an RNR failure. Samples outside
-    // [0, 2^62) ns are ignored, as operations with such times are.
-    void sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
+    // [0, 2^62) ns are ignored, as operations with such times are. sample_send says whether the sample went into
+    // a window (the QP has a series and the time is valid).
+    bool sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
     void sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed);
     void rnr(QpId q, int64_t ts);
     // After the last sample: each QP's last level holds until the latest time seen (an operation's completion or
@@ -103,9 +104,10 @@ private:
     // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
     // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
     WindowLinkCell& cell(int64_t w, uint64_t key);
-    // The cell of QP `q` at time `ts` (covering it first), through a one-entry cache; nullptr for a time no
-    // window may hold.
-    WindowQpCell* qp_cell(QpId q, int64_t ts);
+    struct QpSeries;
+    // The series of QP `q` with its cell at time `ts` (covering it first); nullptr for a QP without a series or
+    // a time no window may hold.
+    QpSeries* series_at(QpId q, int64_t ts);
     int64_t index(int64_t ts) const { return shift_ >= 0 ? ts >> shift_ : ts / width_; }
     // Calls put(window index, share of [from, to), ns) for each window [from, to) spans.
     template <class Put>
@@ -127,9 +129,6 @@ private:
     int64_t latency_window_ = -1;
     uint8_t latency_opcode_ = 0;
     IntHistogram* latency_ = nullptr;
-    int64_t qp_window_ = -1;
-    QpId qp_cached_ = kNoId;
-    WindowQpCell* qp_cell_ = nullptr;
     // The span the windows cover, in ns: most operations fall inside it (no window arithmetic).
     int64_t covered_lo_ = 0, covered_hi_ = -1;
     // Each QP's level since its latest sample (QPs with a series): held until the next sample, it is integrated
@@ -139,12 +138,15 @@ private:
         uint32_t wrs = 0;     // send queue: WRs; receive queue: the posted depth
         uint64_t bytes = 0;
     };
-    std::vector<Level> send_levels_, recv_levels_;
+    // A QP's levels and the cell of its latest sample's window (kept per QP: the queues of one process
+    // alternate). Cells keep their address until windows merge, which drops them.
+    struct QpSeries {
+        Level send, recv;
+        int64_t window = -1;
+        WindowQpCell* cell = nullptr;
+    };
+    std::vector<QpSeries> series_;   // by QpId, below max_qps
     int64_t latest_ts_ = 0;   // where the levels held at the end stop
-    static Level& level_of(std::vector<Level>& levels, QpId q) {
-        if (q >= levels.size()) levels.resize(q + 1);
-        return levels[q];
-    }
     // Holds `l` from its sample to `to`; `at_to` is the QP's cell of the window holding `to` (when known).
     void hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to);
     void hold_send_across(QpId q, const Level& l, int64_t to);   // over several windows
