@@ -64,7 +64,9 @@ if not true["clock"]["aligned"] and any(h["status"] == "estimated" and h["offset
 for h in true["clock"]["hosts"]:
     if h["status"] not in ("reference", "estimated"): bad.append(f"true clocks: host {h}")
     elif abs(h["offset_ns"]) > h["uncertainty_ns"] + 1000: bad.append(f"true clocks: a skew that is not there: {h}")
-if abs(spread(true) - late_ns) > 0.10 * late_ns: bad.append(f"true clocks: spread {spread(true)} ns, expected ~{late_ns:.0f}")
+# The late rank sleeps late_ms, and on a loaded host may be descheduled longer: the spread is never much shorter.
+if not 0.9 * late_ns <= spread(true) <= 1.5 * late_ns:
+    bad.append(f"true clocks: spread {spread(true)} ns, expected {late_ns:.0f} or somewhat more")
 if straggler(true) != 7: bad.append(f"true clocks: straggler {straggler(true)}, expected 7")
 
 # Skewed clocks: each host's offset at the trace's start within its stated uncertainty of the injected one, that
