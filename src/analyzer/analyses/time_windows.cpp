@@ -101,32 +101,6 @@ void TimeWindows::double_width() {
     if (shift_ >= 0) ++shift_;
 }
 
-TimeWindows::QpSeries* TimeWindows::series_at(QpId q, int64_t ts) {
-    constexpr int64_t kMax = int64_t{1} << 62;
-    if (!o_.enabled || q >= o_.max_qps || ts < 0 || ts >= kMax) return nullptr;
-    cover(ts, ts);
-    if (q >= series_.size()) series_.resize(q + 1);
-    QpSeries& s = series_[q];
-    const int64_t w = index(ts);
-    if (s.cell == nullptr || w != s.window) {
-        s.cell = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
-        s.window = w;
-    }
-    return &s;
-}
-
-void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to) {
-    if (l.since < 0 || to <= l.since || (l.wrs == 0 && l.bytes == 0)) return;
-    const auto wrs = static_cast<double>(l.wrs), bytes = static_cast<double>(l.bytes);
-    if (at_to != nullptr && index(l.since) == index(to)) {   // the common case: both samples in one window
-        const auto ns = static_cast<double>(to - l.since);
-        at_to->wrs_ns += wrs * ns;
-        at_to->bytes_ns += bytes * ns;
-        return;
-    }
-    hold_send_across(q, l, to);
-}
-
 void TimeWindows::hold_send_across(QpId q, const Level& l, int64_t to) {
     const auto wrs = static_cast<double>(l.wrs), bytes = static_cast<double>(l.bytes);
     spread(l.since, to, [&](int64_t w, double, int64_t ns) {
@@ -144,19 +118,6 @@ void TimeWindows::hold_recv(QpId q, const Level& l, int64_t to) {
         WindowQpCell& c = windows_[static_cast<std::size_t>(w - base_)].qps[q];
         c.recv_max_posted = std::max(c.recv_max_posted, l.wrs);
     });
-}
-
-bool TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
-    QpSeries* s = series_at(q, ts);
-    if (s == nullptr) return false;
-    WindowQpCell* c = s->cell;
-    hold_send(q, s->send, ts, c);
-    s->send = {ts, wrs, bytes};
-    latest_ts_ = std::max(latest_ts_, ts);
-    c->max_wrs = std::max(c->max_wrs, wrs);
-    c->max_bytes = std::max(c->max_bytes, bytes);
-    c->bytes.add(bytes);
-    return true;
 }
 
 void TimeWindows::sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed) {
