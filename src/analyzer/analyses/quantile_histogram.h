@@ -42,6 +42,7 @@ public:
     };
     Binned bin(double v) const;
     void add(const Binned& b);  // same binning as the histogram that made `b`
+    void add(const Binned& b, uint64_t n);   // n times
 
     uint64_t count() const { return count_; }
     double min() const { return count_ ? min_ : 0.0; }

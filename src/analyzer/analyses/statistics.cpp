@@ -58,9 +58,20 @@ void OpAggregate::add(const Operation& op, const Bins& bins) {
     }
     if (op.moved_data()) {
         bytes += op.bytes;
-        size_bytes.add(bins.size);
+        if (size_run_count_ != 0 && bins.size.value == size_run_.value) {
+            ++size_run_count_;
+        } else {
+            flush_sizes();
+            size_run_ = bins.size;
+            size_run_count_ = 1;
+        }
     }
     if (QuantileHistogram* h = time_histogram(*this, op)) h->add(bins.latency);
+}
+
+void OpAggregate::flush_sizes() {
+    size_bytes.add(size_run_, size_run_count_);
+    size_run_count_ = 0;
 }
 
 void OpAggregate::merge(const OpAggregate& o) {
@@ -98,6 +109,9 @@ void Statistics::add(const Operation& op) {
 }
 
 void Statistics::finish(Topology& topo) {
+    for (auto& [code, agg] : opcode_.m) agg.flush_sizes();
+    for (auto* m : {&sends_by_qp_.m, &recvs_by_qp_.m})
+        for (auto& [q, agg] : *m) agg.flush_sizes();
     by_opcode_ = std::move(opcode_.m);
     for (const auto& [code, agg] : by_opcode_) total_.merge(agg);
     for (const auto& [q, agg] : recvs_by_qp_.m) {

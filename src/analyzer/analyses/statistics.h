@@ -54,9 +54,17 @@ struct OpAggregate {
     // repeats, as a benchmark's does: the same bin the logarithm would give, without it.
     Bins bins_of(const Operation& op, QuantileHistogram::Binned& last_size) const;
 
+    // add() keeps a run of equal sizes out of size_bytes until the size changes (most traffic repeats its
+    // size): flush_sizes() adds it, and must come before size_bytes is read or the aggregate merged
+    // (Statistics::finish does it for every aggregate it built).
     void add(const Operation& op, const Bins& bins);
+    void flush_sizes();
     void merge(const OpAggregate& other);
     uint64_t errors() const { return failed + flushed; }
+
+private:
+    QuantileHistogram::Binned size_run_{-1.0, 0};
+    uint64_t size_run_count_ = 0;
 };
 
 // Aggregates of every operation by opcode, QP, process and process pair, and in total. Streaming adds only
