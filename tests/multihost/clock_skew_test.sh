@@ -4,7 +4,7 @@
 # 4 hosts x 2 fabric nodes run st-alltoall with immediates (1500 rounds of 64-byte writes: every pair of ranks
 # exchanges messages both ways for about a second) and its barrier with rank 7 (h3) late by 3 ms:
 #   - true clocks: the estimate finds no skew (within its uncertainty); spread ~3 ms, straggler rank 7;
-#   - h1 +2 ms +50 ppm, h2 -2 ms -50 ppm, h3 -2 ms +50 ppm: every host's offset at the trace's start is recovered
+#   - h1 +2 ms +50 ppm, h2 -2 ms -50 ppm, h3 -2 ms +50 ppm: every host's offset at clock.at_ns is recovered
 #     within its stated uncertainty (a few us: capped at 25) of the injected one, its drift within 10 ppm; the
 #     barrier spread, per epoch from the same run's operations with the injected clocks taken out (the truth),
 #     matches the aligned analysis within 5%, and the straggler is rank 7. With --clock-align off the recorded
@@ -12,7 +12,7 @@
 #   - h3 running 9% fast (90000 ppm, far past any quartz's drift the fit allows): its bounds contradict each other, it
 #     is reported `contradictory` and left as recorded, with a warning, and nothing else of the analysis changes.
 # Then ib_send_lat between h0 (node0) and h1 (node2, +2 ms, +50 ppm) over a second or more: the messages bound the
-# skew both ways often enough that the drift shows too: h1's offset at the trace's start (2 ms + 50 ppm x the time
+# skew both ways often enough that the drift shows too: h1's offset at clock.at_ns (2 ms + 50 ppm x the time
 # since the plugin's epoch, the fabric's start) within 5 us and inside its stated uncertainty, its drift within
 # 2 ppm.
 # Runs inside tests/support/sandbox.sh, as root; exits 77 (skip) when what it needs is missing.
@@ -69,8 +69,9 @@ if not 0.9 * late_ns <= spread(true) <= 1.5 * late_ns:
     bad.append(f"true clocks: spread {spread(true)} ns, expected {late_ns:.0f} or somewhat more")
 if straggler(true) != 7: bad.append(f"true clocks: straggler {straggler(true)}, expected 7")
 
-# Skewed clocks: each host's offset at the trace's start within its stated uncertainty of the injected one, that
-# uncertainty a few us (the one-way latency of a 64-byte message, when receivers poll promptly), the drift too.
+# Skewed clocks: each host's offset at at_ns (the middle of the messages) within its stated uncertainty of the
+# injected one, that uncertainty a few us (the one-way latency of a 64-byte message, when receivers poll
+# promptly), the drift too.
 if skewed["clock"]["reference"] != "h0" or not skewed["clock"]["aligned"]: bad.append(f"skewed: {skewed['clock']}")
 t0 = mono(skewed["clock"]["at_ns"])
 for name, h in hosts(skewed).items():

@@ -174,6 +174,21 @@ ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
         }
     }
 
+    // The offsets are given at the middle of the bounds' time span: where they are known best. Given at a time
+    // far from the messages (the trace's start, seconds before a job's traffic), a drift's error of a few ppm
+    // would move them by far more than the band's width.
+    double tmin = std::numeric_limits<double>::max(), tmax = std::numeric_limits<double>::lowest();
+    for (const auto& [key, b] : pairs)
+        for (const auto* set : {&b.upper, &b.lower})
+            for (const SkewBound& sb : *set) {
+                tmin = std::min(tmin, sb.t);
+                tmax = std::max(tmax, sb.t);
+            }
+    if (tmin <= tmax) {
+        t0 = static_cast<int64_t>((tmin + tmax) / 2);
+        result.at_ns = t0;
+    }
+
     // Fit every pair, then place hosts from the reference along the pairs of smallest accumulated uncertainty
     // (consistent pairs first; a host reachable only through contradicting ones is placed through them, flagged).
     struct Edge {

@@ -63,7 +63,7 @@ const char* status_name(HostClock::Status s);
 
 struct ClockResult {
     std::string reference;
-    int64_t at_ns = 0;              // the time the offsets are given at (the trace's start, as recorded)
+    int64_t at_ns = 0;              // the time the offsets are given at (the middle of the messages, as recorded)
     std::vector<HostClock> hosts;   // sorted by host name; empty when the trace has one host
     bool applied = false;           // the readers moved estimated hosts' times onto the reference's (Analysis sets it)
 };
@@ -111,7 +111,8 @@ public:
     static constexpr std::size_t kMaxSamplesPerQp = 1024;
 
     void add(const Operation& op, const Qp& qp);
-    // `t0`: the trace's start (offsets are given there). Needs resolved peers.
+    // Offsets are given at the middle of the messages' time span (`t0`, the trace's start, when there are none).
+    // Needs resolved peers.
     ClockResult solve(const Topology& topo, int64_t t0) const;
 
 private:
