@@ -26,6 +26,15 @@ bool consumes_receive(uint8_t opcode) {
            opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
+// Widens [tmin, tmax] to the times of `upper` and `lower`.
+void widen_span(const std::vector<SkewBound>& upper, const std::vector<SkewBound>& lower, double& tmin, double& tmax) {
+    for (const auto* set : {&upper, &lower})
+        for (const SkewBound& b : *set) {
+            tmin = std::min(tmin, b.t);
+            tmax = std::max(tmax, b.t);
+        }
+}
+
 }  // namespace
 
 const char* status_name(HostClock::Status s) {
@@ -44,11 +53,7 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
     if (upper.empty() || lower.empty()) return fit;
     fit.two_sided = true;
     double tmin = std::numeric_limits<double>::max(), tmax = std::numeric_limits<double>::lowest();
-    for (const auto* set : {&upper, &lower})
-        for (const SkewBound& b : *set) {
-            tmin = std::min(tmin, b.t);
-            tmax = std::max(tmax, b.t);
-        }
+    widen_span(upper, lower, tmin, tmax);
     // The band the bounds leave at drift d: [lo, hi] for the offset. Its width is concave in d (a minimum of
     // lines minus a maximum of lines), so a ternary search finds the widest.
     auto band = [&](double d, double* lo, double* hi) {
@@ -178,12 +183,7 @@ ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
     // far from the messages (the trace's start, seconds before a job's traffic), a drift's error of a few ppm
     // would move them by far more than the band's width.
     double tmin = std::numeric_limits<double>::max(), tmax = std::numeric_limits<double>::lowest();
-    for (const auto& [key, b] : pairs)
-        for (const auto* set : {&b.upper, &b.lower})
-            for (const SkewBound& sb : *set) {
-                tmin = std::min(tmin, sb.t);
-                tmax = std::max(tmax, sb.t);
-            }
+    for (const auto& [key, b] : pairs) widen_span(b.upper, b.lower, tmin, tmax);
     if (tmin <= tmax) {
         t0 = static_cast<int64_t>((tmin + tmax) / 2);
         result.at_ns = t0;

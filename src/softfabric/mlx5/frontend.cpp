@@ -636,11 +636,8 @@ private:
         ExportedSrq* srq = on_srq ? exported_srq_by_number(c.srqn) : nullptr;
         ExportedCq* verbs_scq = exported_cq_by_number(c.cqn_snd);
         ExportedCq* verbs_rcq = exported_cq_by_number(c.cqn_rcv);
-        if (!why && on_srq && !srq)
-            why = "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)";
-        else if (!why && on_srq && dbr_less) why = "a QP on an SRQ needs a doorbell record in a UMEM";
-        else if (!why && on_srq && !verbs_rcq)
-            why = "a QP on an SRQ completes its receives into a verbs CQ exported with mlx5dv_init_obj";
+        if (!why && on_srq && dbr_less) why = "a QP on an SRQ needs a doorbell record in a UMEM";
+        else if (!why && on_srq) why = verbs_receive_refusal(srq, verbs_rcq);
         if (why) {
             std::fprintf(stderr, "softfabric mlx5: CREATE_QP: %s\n", why);
             errno = EINVAL;
@@ -729,10 +726,8 @@ private:
         }
         ExportedSrq* srq = d.srqn != 0 ? exported_srq_by_number(d.srqn) : nullptr;
         ExportedCq* rcq = d.srqn != 0 ? exported_cq_by_number(d.cqn) : nullptr;
-        if (d.srqn != 0 && (!srq || !rcq)) {
-            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s\n",
-                         !srq ? "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)"
-                              : "a DCT on an SRQ completes its receives into a verbs CQ exported with mlx5dv_init_obj");
+        if (const char* why = d.srqn != 0 ? verbs_receive_refusal(srq, rcq) : nullptr) {
+            std::fprintf(stderr, "softfabric mlx5: CREATE_DCT: %s\n", why);
             errno = EINVAL;
             return nullptr;
         }
@@ -866,6 +861,13 @@ private:
         return add_direct_qp_locked(std::move(o), out, outlen);
     }
 
+    // Why a QP or DCT cannot receive from the SRQ and into the CQ its command names (each looked up among the
+    // exported ones: null when not found), or null when it can.
+    static const char* verbs_receive_refusal(const ExportedSrq* srq, const ExportedCq* cq) {
+        if (!srq) return "its srqn must be an SRQ number from mlx5dv_init_obj(MLX5DV_OBJ_SRQ, MLX5DV_SRQ_MASK_SRQN)";
+        if (!cq) return "on an SRQ, it completes its receives into a verbs CQ exported with mlx5dv_init_obj";
+        return nullptr;
+    }
     // A QP or DCT receiving from a verbs SRQ into a verbs CQ: both count it as attached, so that they outlive it
     // (destroying them first fails with EBUSY); detach_verbs_objects undoes it.
     static void attach_verbs_receive(DevxObject& o, provider::SrqImpl& srq, provider::CqImpl& cq) {
