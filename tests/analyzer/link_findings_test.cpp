@@ -283,6 +283,32 @@ TEST_F(Incast, EvaluatedWhileStreamingTheEpisodeShowsBeforeItEnds) {
 
 // A balanced all-to-all: every node receives from every other one, but each sender spreads its data evenly, so no
 // sender is focused on one receiver. Two senders to one receiver are below the default degree of 3.
+// A completed operation in flight longer than kSlackWindows has its early part cut and counted; a WQE without a
+// visible completion (Observed, post = done) drained after its window closed is left out, not counted as cut.
+TEST_F(Incast, LateObservedWqesAreLeftOutLongInFlightOnesAreClipped) {
+    std::vector<Timed> ops;
+    stream(ops, link(1, 2), 0, 300 * kMs, 4, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    Timed observed{ops.front().op, link(3, 0)};
+    observed.op.outcome = OpOutcome::Observed;
+    observed.op.done_ts = observed.op.post_ts = kT0 + kMs;
+    Timed long_one = observed;
+    long_one.op.outcome = OpOutcome::Completed;
+    long_one.op.post_ts = kT0;
+    long_one.op.done_ts = kT0 + 250 * kMs;
+    IncastDetector d(IncastOptions{}, topo_);
+    for (const Timed& t : ops) {
+        d.add(t.op, t.link);
+        if (t.op.done_ts >= long_one.op.done_ts && long_one.op.bytes) {
+            d.add(long_one.op, long_one.link);   // in completion order: its first 150 ms are behind the final windows
+            long_one.op.bytes = 0;
+        }
+    }
+    d.add(observed.op, observed.link);   // drained at the end, 299 ms after its post
+    const IncastResult r = d.finish();
+    EXPECT_NEAR(r.clipped_bytes, static_cast<double>(kSize) * 150.0 / 250.0, static_cast<double>(kSize) * 2.0 / 250.0);
+}
+
 TEST_F(Incast, BalancedAllToAllAndTwoSendersAreNot) {
     std::vector<Timed> ops;
     for (int s = 0; s < 5; ++s)

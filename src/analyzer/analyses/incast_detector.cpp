@@ -31,8 +31,10 @@ void IncastDetector::add(const Operation& op, DataLink link) {
     // Completions come in time order: windows far enough behind this one are final.
     close_windows_before(w1 - kSlackWindows);
     const auto bytes = static_cast<double>(op.bytes);
-    if (w1 < base_) {   // e.g. GPU WQEs without completion, reported when their QP went away
-        clipped_ += bytes;
+    if (w1 < base_) {
+        // A WQE without a visible completion (Observed) has no time in flight to cut: it comes when its queue is
+        // drained (ring wrap, teardown), possibly long after its windows closed, and is left out, not clipped.
+        if (op.outcome != OpOutcome::Observed) clipped_ += bytes;
         return;
     }
     while (base_ + static_cast<int64_t>(windows_.size()) <= w1) windows_.emplace_back();

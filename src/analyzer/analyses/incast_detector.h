@@ -12,7 +12,8 @@
 //
 // Streaming: operations arrive in completion order, so a window is final once completions are kSlackWindows
 // windows past it (an operation in flight longer than that has its earliest part cut, counted in
-// clipped_bytes). Memory: the open windows' (sender, receiver) cells, and the episodes (at most
+// clipped_bytes; a WQE without a visible completion, drained after its window is final, is left out uncounted:
+// it has no completion time). Memory: the open windows' (sender, receiver) cells, and the episodes (at most
 // kMaxEpisodesPerReceiver kept per receiver, the longest; all are counted).
 #pragma once
 
