@@ -252,6 +252,21 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
                         fs::remove_all(dir, ec);
                         return false;
                     }
+                    // It also reads an event that overruns a damaged packet's content on into the next packet,
+                    // and fails there: when the packet found reads well alone, the damage is in the nearest
+                    // earlier packet that makes it fail. Leaving out the innocent one would move the failure to
+                    // the packet after it, one run per packet.
+                    const auto fails_from = [&](std::size_t from) {
+                        fs::remove(file, ec);
+                        const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(from),
+                                                            s.packets.begin() + static_cast<std::ptrdiff_t>(bad + 1));
+                        return write_packets(s.file, part, file) && probe(dir, stall_s).failed;
+                    };
+                    if (bad > first && !fails_from(bad)) {
+                        std::size_t from = bad;
+                        while (from > first && !fails_from(from - 1)) --from;
+                        bad = from - 1;   // [first, bad] fails: the loop ends at first at the latest
+                    }
                 }
             }
             fs::remove_all(dir, ec);
@@ -281,6 +296,7 @@ double stall_seconds_from_env() {
 }
 
 int run_guarded(const fs::path& root, PlannedRead& planned, double stall_s, const std::function<int(ReadProgress*)>& body) {
+    load_babeltrace_plugins();   // once, here: every run and probe below is a forked child
     std::vector<int> skips(planned.plan.traces.size(), 0);
     bool give_up_on_errors = false;
     for (int run = 0;; ++run) {

@@ -238,16 +238,29 @@ struct Plugins {
     const bt_component_class_source* fs_cls = nullptr;
     const bt_component_class_filter* mux_cls = nullptr;
     const bt_component_class_source* live_cls = nullptr;   // source.ctf.lttng-live, for read_live
-    // "" when both classes were found.
-    std::string load() {
-        if (!ctf.p || !utils.p) return "Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package";
+    std::string error;   // "" when both classes were found
+    Plugins() {
+        if (!ctf.p || !utils.p) {
+            error = "Cannot load the Babeltrace2 'ctf' and 'utils' plugins: install the babeltrace2 package";
+            return;
+        }
         fs_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "fs");
         mux_cls = bt_plugin_borrow_filter_component_class_by_name_const(utils.p, "muxer");
         live_cls = bt_plugin_borrow_source_component_class_by_name_const(ctf.p, "lttng-live");
-        if (!fs_cls || !mux_cls) return "The Babeltrace2 plugins lack source.ctf.fs or filter.utils.muxer";
-        return {};
+        if (!fs_cls || !mux_cls) error = "The Babeltrace2 plugins lack source.ctf.fs or filter.utils.muxer";
     }
+    Plugins(const Plugins&) = delete;
+    Plugins& operator=(const Plugins&) = delete;
 };
+
+// Found once per process, on first use, and immutable after (thread-safe initialization): bt_plugin_find loads
+// every plugin of Babeltrace's directories, a dlopen of each and of their libraries, and the guarded read
+// (read_guard.h) forks a child for each run and each probe of a damaged file; children inherit what the parent
+// loaded (load_babeltrace_plugins) instead of loading it again.
+const Plugins& plugins() {
+    static const Plugins kPlugins;
+    return kPlugins;
+}
 
 // Adds the muxer and the sink of `state` to `graph`, and connects every output port of `sources` to the muxer and
 // the muxer to the sink. "" or what failed.
@@ -457,8 +470,8 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
         }
     }
 
-    Plugins pl;
-    if (std::string why = pl.load(); !why.empty()) {
+    const Plugins& pl = plugins();
+    if (std::string why = pl.error; !why.empty()) {
         sum.problems.push_back(std::move(why));
         sum.fatal = true;
         return sum;
@@ -547,9 +560,11 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
     return sum;
 }
 
+void load_babeltrace_plugins() { (void)plugins(); }
+
 bool probe_stream(const fs::path& dir, ReadProgress& progress) {
-    Plugins pl;
-    if (!pl.load().empty()) return false;
+    const Plugins& pl = plugins();
+    if (!pl.error.empty()) return false;
     std::vector<Group> groups{Group{{dir}, {dir}}};
     SinkState state{nullptr, &progress};
     std::vector<std::string> problems;
@@ -627,8 +642,8 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std:
         sum.fatal = true;
         return sum;
     };
-    Plugins pl;
-    if (std::string why = pl.load(); !why.empty()) return fatal(std::move(why));
+    const Plugins& pl = plugins();
+    if (!pl.error.empty()) return fatal(pl.error);
     if (!pl.live_cls) return fatal("The Babeltrace2 'ctf' plugin lacks source.ctf.lttng-live");
     const bt_component_class_source* live_cls = pl.live_cls;
     struct Target {

@@ -73,4 +73,8 @@ ReadSummary read_live(const LiveRead& live, Analysis& analysis, std::vector<std:
 // `progress`: how the guard finds the packet Babeltrace fails on. False when the read stopped on an error.
 bool probe_stream(const std::filesystem::path& dir, ReadProgress& progress);
 
+// Loads the Babeltrace2 plugins the readers use, once per process (the readers do it on first use): called before
+// forking, so that children share them instead of loading them again.
+void load_babeltrace_plugins();
+
 }  // namespace sigmatrace::analyzer
