@@ -8,31 +8,12 @@ namespace {
 constexpr uint8_t kWcRnrRetryExceeded = 13;   // IBV_WC_RNR_RETRY_EXC_ERR
 }  // namespace
 
-void Outstanding::Queue::push(Entry e) {
-    if (size == buf.size()) {
-        // Grow to the next power of two, keeping the FIFO order from index 0.
-        std::vector<Entry> grown(std::max<std::size_t>(8, buf.size() * 2));
-        for (std::size_t i = 0; i < size; ++i) grown[i] = buf[(head + i) & (buf.size() - 1)];
-        buf = std::move(grown);
-        head = 0;
-    }
-    buf[(head + size) & (buf.size() - 1)] = e;
-    ++size;
-    bytes += e.bytes;
-}
-
-void Outstanding::sample_send(QpId q, State& s, int64_t ts) {
-    // A sample a window holds joins the QP's histogram at the end (finish), from the windows' cells.
-    if (windows_ == nullptr || !windows_->sample_send(q, ts, static_cast<uint32_t>(s.send.size), s.send.bytes))
-        s.out.bytes.add(s.send.bytes);
-}
-
-void Outstanding::drain_until(QpId q, State& s, int64_t ts) {
-    while (s.send.size > 0 && s.send.front().done_ts <= ts) {
-        const int64_t done = s.send.front().done_ts;
-        s.send.pop();
-        sample_send(q, s, done);   // right after that completion
-    }
+void Outstanding::Queue::grow() {
+    // To the next power of two, keeping the FIFO order from index 0.
+    std::vector<Entry> grown(std::max<std::size_t>(8, buf.size() * 2));
+    for (std::size_t i = 0; i < size; ++i) grown[i] = buf[(head + i) & (buf.size() - 1)];
+    buf = std::move(grown);
+    head = 0;
 }
 
 void Outstanding::drain_recv_until(QpId q, State& s, int64_t ts) {
@@ -65,17 +46,18 @@ void Outstanding::add(const Operation& op) {
         ++s.out.rnr_events;
         if (windows_ != nullptr) windows_->rnr(op.qp, op.done_ts);
     }
-    drain_until(op.qp, s, op.post_ts);
+    TimeWindows::QpSeries* series = windows_ != nullptr ? windows_->series(op.qp) : nullptr;
+    drain_until(op.qp, s, series, op.post_ts);
     if (s.send.size >= kMaxTracked) s.send.pop();
     s.send.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, op.bytes});
     s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size));
     s.out.max_bytes = std::max(s.out.max_bytes, s.send.bytes);
-    sample_send(op.qp, s, op.post_ts);
+    sample_send(op.qp, s, series, op.post_ts);
 }
 
 void Outstanding::finish() {
     for (QpId q = 0; q < qps_.size(); ++q) {
-        drain_until(q, qps_[q], INT64_MAX);
+        drain_until(q, qps_[q], windows_ != nullptr ? windows_->series(q) : nullptr, INT64_MAX);
         drain_recv_until(q, qps_[q], INT64_MAX - 1);   // the last consumptions; receives never consumed are none
     }
     if (windows_ == nullptr) return;

@@ -64,14 +64,31 @@ private:
             head = (head + 1) & (buf.size() - 1);
             --size;
         }
-        void push(Entry e);
+        void push(Entry e) {
+            if (size == buf.size()) grow();
+            buf[(head + size) & (buf.size() - 1)] = e;
+            ++size;
+            bytes += e.bytes;
+        }
+        void grow();
     };
     struct State {
         Queue send, recv;
         QpOutstanding out;
     };
-    void sample_send(QpId q, State& s, int64_t ts);
-    void drain_until(QpId q, State& s, int64_t ts);
+    // `series`: the QP's series in the windows (nullptr: none), taken once per operation.
+    [[gnu::always_inline]] void sample_send(QpId q, State& s, TimeWindows::QpSeries* series, int64_t ts) {
+        // A sample a window holds joins the QP's histogram at the end (finish), from the windows' cells.
+        if (series == nullptr || !windows_->sample_send(*series, q, ts, static_cast<uint32_t>(s.send.size), s.send.bytes))
+            s.out.bytes.add(s.send.bytes);
+    }
+    [[gnu::always_inline]] void drain_until(QpId q, State& s, TimeWindows::QpSeries* series, int64_t ts) {
+        while (s.send.size > 0 && s.send.front().done_ts <= ts) {
+            const int64_t done = s.send.front().done_ts;
+            s.send.pop();
+            sample_send(q, s, series, done);   // right after that completion
+        }
+    }
     void drain_recv_until(QpId q, State& s, int64_t ts);
 
     std::vector<State> qps_;

@@ -6,17 +6,6 @@
 
 namespace sigmatrace::analyzer {
 
-void PortTally::add(double b, int64_t from, int64_t to) {
-    if (bytes == 0.0 && first_ns == 0 && last_ns == 0) {
-        first_ns = from;
-        last_ns = to;
-    } else {
-        first_ns = std::min(first_ns, from);
-        last_ns = std::max(last_ns, to);
-    }
-    bytes += b;
-}
-
 void PortTally::merge(const PortTally& o) {
     first_ns = std::min(first_ns, o.first_ns);
     last_ns = std::max(last_ns, o.last_ns);
@@ -33,7 +22,7 @@ void PhaseSegment::merge(PhaseSegment&& o) {
     }
 }
 
-void PhaseTracker::add(const Operation& op, DataLink link, int64_t trace_start_ns) {
+void PhaseTracker::add_slow(const Operation& op, DataLink link, int64_t trace_start_ns) {
     if (!o_.enabled || op.is_recv() || !plausible_times(op)) return;
     if (o_.split == PhaseOptions::Split::Opcode && op.opcode == o_.opcode) {
         if (marks_.size() < kMaxMarks)
@@ -73,8 +62,7 @@ void PhaseTracker::add(const Operation& op, DataLink link, int64_t trace_start_n
 void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count) {
     PhaseSegment* seg = nullptr;
     if (have_last_ && last_->second.slot == slot && from >= last_->first && from <= last_->second.end_ns + gap_ &&
-        (to <= last_->second.end_ns || std::next(last_) == segments_.end() ||
-         std::next(last_)->second.start_ns > to + gap_)) {
+        (to <= last_->second.end_ns || next_start_ - gap_ > to)) {
         // The hot path: inside the current segment, or extending its end without reaching the next one.
         seg = &last_->second;
         seg->end_ns = std::max(seg->end_ns, to);
@@ -92,6 +80,8 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
         const int64_t start = merged.start_ns;
         last_ = segments_.insert_or_assign(start, std::move(merged)).first;
         have_last_ = true;
+        const auto next = std::next(last_);
+        next_start_ = next == segments_.end() ? INT64_MAX : next->second.start_ns;
         seg = &last_->second;
     }
     if (count) ++seg->ops;

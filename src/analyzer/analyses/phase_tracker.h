@@ -11,6 +11,7 @@
 // opcode), a segment going to the phase in which it starts.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -45,9 +46,13 @@ inline bool port_rx(uint64_t key) { return (key & 1u) != 0; }
 
 struct PortTally {
     double bytes = 0.0;
-    int64_t first_ns = 0;   // earliest post of its operations
-    int64_t last_ns = 0;    // latest completion
-    void add(double b, int64_t from, int64_t to);
+    int64_t first_ns = INT64_MAX;   // earliest post of its operations (a tally exists once one was added)
+    int64_t last_ns = INT64_MIN;    // latest completion
+    void add(double b, int64_t from, int64_t to) {
+        first_ns = std::min(first_ns, from);
+        last_ns = std::max(last_ns, to);
+        bytes += b;
+    }
     void merge(const PortTally& o);
 };
 
@@ -65,12 +70,33 @@ public:
     static constexpr std::size_t kMaxSegments = 4096;
     static constexpr std::size_t kMaxMarks = 65536;
 
-    explicit PhaseTracker(PhaseOptions o) : o_(std::move(o)), gap_(o_.gap_ns) {}
+    explicit PhaseTracker(PhaseOptions o)
+        : o_(std::move(o)),
+          gap_(o_.gap_ns),
+          plain_split_(o_.enabled && (o_.split == PhaseOptions::Split::Auto || o_.split == PhaseOptions::Split::Gap ||
+                                      (o_.split == PhaseOptions::Split::Times && o_.times_ns.empty()))) {}
 
     bool enabled() const { return o_.enabled; }
     // A send-side operation and its link; others are ignored. `trace_start_ns` is the trace's start as known
     // when the operation arrives (time split only: its cut points are relative to it).
-    void add(const Operation& op, DataLink link, int64_t trace_start_ns);
+    void add(const Operation& op, DataLink link, int64_t trace_start_ns) {
+        // The hot path, inline: a completed operation of the previous one's link inside the current segment or
+        // extending its end without reaching the next one (no cut points, no marks).
+        if (plain_split_ && have_last_ && tx_ != nullptr && tallies_link_ == link.key() && link.known() &&
+            op.outcome == OpOutcome::Completed && !op.is_recv() && plausible_times(op)) {
+            PhaseSegment& seg = last_->second;
+            if (seg.slot == 0 && op.post_ts >= last_->first && op.post_ts <= seg.end_ns + gap_ &&
+                (op.done_ts <= seg.end_ns || next_start_ - gap_ > op.done_ts)) {
+                seg.end_ns = std::max(seg.end_ns, op.done_ts);
+                ++seg.ops;
+                const auto bytes = static_cast<double>(op.bytes);
+                tx_->add(bytes, op.post_ts, op.done_ts);
+                rx_->add(bytes, op.post_ts, op.done_ts);
+                return;
+            }
+        }
+        add_slow(op, link, trace_start_ns);
+    }
 
     const PhaseOptions& options() const { return o_; }
     int64_t gap_ns() const { return gap_; }   // the threshold used (doubled when segments would exceed the bound)
@@ -79,6 +105,7 @@ public:
     bool marks_dropped() const { return marks_dropped_; }
 
 private:
+    void add_slow(const Operation& op, DataLink link, int64_t trace_start_ns);
     void insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count);
     void bound();
 
@@ -89,6 +116,8 @@ private:
     // end (the hot path is then two hash lookups). Reset whenever segments are erased.
     std::map<int64_t, PhaseSegment>::iterator last_;
     bool have_last_ = false;
+    int64_t next_start_ = INT64_MAX;   // the start of the segment after last_ (none: INT64_MAX)
+    bool plain_split_;                 // enabled, and neither cut points nor marks (the hot path applies)
     // The tallies of the previous operation's two ports in that segment: consecutive operations mostly share
     // their link too. Tallies keep their address while their segment is neither merged nor erased, and the cache
     // is dropped whenever segments are.

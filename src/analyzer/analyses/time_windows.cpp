@@ -101,6 +101,13 @@ void TimeWindows::double_width() {
     if (shift_ >= 0) ++shift_;
 }
 
+void TimeWindows::enter(QpSeries& s, QpId q, int64_t ts) {
+    cover(ts, ts);
+    const int64_t w = index(ts);
+    s.cell = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
+    s.window = w;
+}
+
 void TimeWindows::hold_send_across(QpId q, const Level& l, int64_t to) {
     const auto wrs = static_cast<double>(l.wrs), bytes = static_cast<double>(l.bytes);
     spread(l.since, to, [&](int64_t w, double, int64_t ns) {
@@ -133,7 +140,7 @@ void TimeWindows::sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed
 
 void TimeWindows::finish() {
     for (QpId q = 0; q < series_.size(); ++q) {
-        hold_send(q, series_[q].send, latest_ts_, nullptr);
+        hold_send(q, series_[q].send, latest_ts_, -1, nullptr);
         hold_recv(q, series_[q].recv, latest_ts_ + 1);
     }
     series_.clear();
@@ -157,7 +164,7 @@ void TimeWindows::spread(int64_t from, int64_t to, Put&& put) {
     }
 }
 
-void TimeWindows::add(const Operation& op, DataLink link) {
+void TimeWindows::add_slow(const Operation& op, DataLink link) {
     if (!o_.enabled || op.is_recv() || !plausible_times(op)) return;
     const bool traffic = link.known() && op.moved_data();
     const bool latency = op.observed_completion();

@@ -77,13 +77,52 @@ public:
     bool enabled() const { return o_.enabled; }
     // A send-side operation and its link (data_link.h); receives and operations of unknown link are ignored
     // except for the opcode latency. Any order; memory stays bounded.
-    void add(const Operation& op, DataLink link);
+    void add(const Operation& op, DataLink link) {
+        // The hot path, inline: a completed send inside one window, on the link of the cached cell (and, with its
+        // own completion seen, the opcode of the cached latency).
+        if (op.outcome == OpOutcome::Completed && op.done_ts > op.post_ts && op.post_ts >= covered_lo_ &&
+            op.done_ts <= covered_hi_ && cached_cell_ != nullptr && covered_ != nullptr && link.known() &&
+            link.key() == cached_key_ && covered_key_ == cached_key_ && !op.is_recv()) {
+            const int64_t w = index(op.done_ts);
+            if (w == cached_window_ && index(op.post_ts) == w &&
+                (op.implied || (latency_ != nullptr && w == latency_window_ && op.opcode == latency_opcode_))) {
+                latest_ts_ = std::max(latest_ts_, op.done_ts);
+                WindowLinkCell& c = *cached_cell_;
+                c.bytes += static_cast<double>(op.bytes);
+                const int64_t from = std::max(op.post_ts, *covered_);
+                if (op.done_ts > from) {
+                    c.busy_ns += op.done_ts - from;
+                    *covered_ = op.done_ts;
+                }
+                ++c.ops;
+                if (!op.implied) {
+                    const auto ns = static_cast<uint64_t>(op.done_ts - op.post_ts);
+                    latency_->add(ns);
+                    c.latency.add(ns);
+                }
+                return;
+            }
+        }
+        add_slow(op, link);
+    }
 
     // Samples of a queue pair's outstanding work (outstanding.h) at time `ts`: the send queue after a post or a
     // completion, the receive queue after a post or (`consumed`) a consumption, an RNR failure. Samples outside
     // [0, 2^62) ns are ignored, as operations with such times are. sample_send says whether the sample went into
     // a window (the QP has a series and the time is valid).
-    bool sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
+    struct QpSeries;
+    // The series of QP `q` (nullptr for a QP without one): taken once per operation, it serves that
+    // operation's samples (valid until the next call of series()).
+    QpSeries* series(QpId q) {
+        if (!o_.enabled || q >= o_.max_qps) return nullptr;
+        if (q >= series_.size()) series_.resize(q + 1);
+        return &series_[q];
+    }
+    bool sample_send(QpSeries& s, QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
+    bool sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
+        QpSeries* s = series(q);
+        return s != nullptr && sample_send(*s, q, ts, wrs, bytes);
+    }
     void sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed);
     void rnr(QpId q, int64_t ts);
     // After the last sample: each QP's last level holds until the latest time seen (an operation's completion or
@@ -96,6 +135,7 @@ public:
     uint32_t max_qps() const { return o_.max_qps; }
 
 private:
+    void add_slow(const Operation& op, DataLink link);
     // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
     void cover(int64_t lo_ts, int64_t hi_ts) {
         if (lo_ts < covered_lo_ || hi_ts > covered_hi_) grow(lo_ts, hi_ts);   // inline: most times are covered
@@ -105,10 +145,12 @@ private:
     // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
     // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
     WindowLinkCell& cell(int64_t w, uint64_t key);
-    struct QpSeries;
     // The series of QP `q` with its cell at time `ts` (covering it first); nullptr for a QP without a series or
     // a time no window may hold.
     QpSeries* series_at(QpId q, int64_t ts);
+    // Points `s` at its cell of the window holding `ts` (covering it first; ts is valid).
+    void enter(QpSeries& s, QpId q, int64_t ts);
+    static constexpr int64_t kMaxTs = int64_t{1} << 62;
     int64_t index(int64_t ts) const { return shift_ >= 0 ? ts >> shift_ : ts / width_; }
     // Calls put(window index, share of [from, to), ns) for each window [from, to) spans.
     template <class Put>
@@ -139,6 +181,9 @@ private:
         uint32_t wrs = 0;     // send queue: WRs; receive queue: the posted depth
         uint64_t bytes = 0;
     };
+    std::vector<QpSeries> series_;   // by QpId, below max_qps
+    int64_t latest_ts_ = 0;   // where the levels held at the end stop
+public:
     // A QP's levels and the cell of its latest sample's window (kept per QP: the queues of one process
     // alternate). Cells keep their address until windows merge, which drops them.
     struct QpSeries {
@@ -146,10 +191,11 @@ private:
         int64_t window = -1;
         WindowQpCell* cell = nullptr;
     };
-    std::vector<QpSeries> series_;   // by QpId, below max_qps
-    int64_t latest_ts_ = 0;   // where the levels held at the end stop
-    // Holds `l` from its sample to `to`; `at_to` is the QP's cell of the window holding `to` (when known).
-    void hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to);
+
+private:
+    // Holds `l` from its sample to `to`; `at_to` is the QP's cell of window `to_window`, the one holding `to`
+    // (when known).
+    void hold_send(QpId q, const Level& l, int64_t to, int64_t to_window, WindowQpCell* at_to);
     void hold_send_across(QpId q, const Level& l, int64_t to);   // over several windows
     void hold_recv(QpId q, const Level& l, int64_t to);
 };
@@ -157,22 +203,15 @@ private:
 // The per-sample path (outstanding.h samples twice per operation), inline where it is called.
 
 inline TimeWindows::QpSeries* TimeWindows::series_at(QpId q, int64_t ts) {
-    constexpr int64_t kMax = int64_t{1} << 62;
-    if (!o_.enabled || q >= o_.max_qps || ts < 0 || ts >= kMax) return nullptr;
-    cover(ts, ts);
-    if (q >= series_.size()) series_.resize(q + 1);
-    QpSeries& s = series_[q];
-    const int64_t w = index(ts);
-    if (s.cell == nullptr || w != s.window) {
-        s.cell = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
-        s.window = w;
-    }
-    return &s;
+    if (ts < 0 || ts >= kMaxTs) return nullptr;
+    QpSeries* s = series(q);
+    if (s != nullptr && (s->cell == nullptr || index(ts) != s->window)) enter(*s, q, ts);
+    return s;
 }
 
-inline void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, WindowQpCell* at_to) {
+inline void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, int64_t to_window, WindowQpCell* at_to) {
     if (l.since < 0 || to <= l.since || (l.wrs == 0 && l.bytes == 0)) return;
-    if (at_to != nullptr && index(l.since) == index(to)) {   // the common case: both samples in one window
+    if (at_to != nullptr && index(l.since) == to_window) {   // the common case: both samples in one window
         const auto ns = static_cast<double>(to - l.since);
         at_to->wrs_ns += static_cast<double>(l.wrs) * ns;
         at_to->bytes_ns += static_cast<double>(l.bytes) * ns;
@@ -181,13 +220,15 @@ inline void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, WindowQpC
     hold_send_across(q, l, to);
 }
 
-inline bool TimeWindows::sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
-    QpSeries* s = series_at(q, ts);
-    if (s == nullptr) return false;
-    WindowQpCell* c = s->cell;
-    hold_send(q, s->send, ts, c);
-    s->send = {ts, wrs, bytes};
-    latest_ts_ = std::max(latest_ts_, ts);
+[[gnu::always_inline]] inline bool TimeWindows::sample_send(QpSeries& s, QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
+    if (ts < 0 || ts >= kMaxTs) return false;
+    // A window that holds the series' cell exists: only a sample in another window needs covering.
+    if (s.cell == nullptr || index(ts) != s.window) [[unlikely]]
+        enter(s, q, ts);
+    WindowQpCell* c = s.cell;
+    hold_send(q, s.send, ts, s.window, c);
+    s.send = {ts, wrs, bytes};
+    if (ts > latest_ts_) latest_ts_ = ts;
     c->max_wrs = std::max(c->max_wrs, wrs);
     c->max_bytes = std::max(c->max_bytes, bytes);
     c->bytes.add(bytes);
