@@ -43,6 +43,56 @@ TEST(ClockAlignment, OffsetAndDriftAreRecoveredWithinTheLatencyBand) {
     EXPECT_NEAR(later.offset_ns, truth.at(1e9), 300);
 }
 
+// The lines the bounds allow: the truth's drift and offset lie in their ranges, and the fit is within its stated
+// uncertainties of the truth, whatever the latencies' asymmetry and wherever t0 is.
+TEST(ClockAlignment, TheTruthLiesWithinTheStatedRanges) {
+    struct Case {
+        Skew truth;
+        double span_ns, there, back, t0;
+    };
+    for (const Case& c : {Case{{2'000'000, 50e-6}, 1e9, 3000, 3000, 0.5e9}, Case{{-1'500'000, -20e-6}, 2e9, 1000, 9000, 1e9},
+                          Case{{40'000, 0}, 0.2e9, 5000, 2000, 0.1e9}, Case{{2'000'000, 50e-6}, 1e9, 3000, 3000, 0}}) {
+        SCOPED_TRACE(c.truth.offset);
+        std::vector<SkewBound> upper, lower;
+        messages(c.truth, 0, c.span_ns, 300, c.there, c.back, &upper, &lower);
+        const PairFit fit = fit_relative_skew(upper, lower, c.t0);
+        ASSERT_TRUE(fit.consistent);
+        const double offset_at_t0 = c.truth.at(c.t0);
+        EXPECT_LE(fit.drift_lo, c.truth.drift);
+        EXPECT_GE(fit.drift_hi, c.truth.drift);
+        EXPECT_LE(fit.offset_lo_ns, offset_at_t0);
+        EXPECT_GE(fit.offset_hi_ns, offset_at_t0);
+        EXPECT_LE(std::abs(fit.offset_ns - offset_at_t0), fit.offset_uncertainty_ns());
+        EXPECT_LE(std::abs(fit.drift - c.truth.drift), fit.drift_uncertainty());
+        // At the band's widest drift the offsets are its half-width from the fit; other drifts add to it.
+        EXPECT_GE(fit.offset_uncertainty_ns(), fit.half_width_ns);
+    }
+}
+
+// Over 1 s of messages with 3 us each way, the drift is known to a few ppm and, at the middle of the messages, the
+// offset to the latency; 1 s after the last message the offset may have moved by the drift's range times the
+// distance.
+TEST(ClockAlignment, DriftRangeNarrowsWithTheSpanAndOffsetsWidenAwayFromTheMessages) {
+    const Skew truth{2'000'000, 50e-6};
+    std::vector<SkewBound> upper, lower;
+    messages(truth, 0, 1e9, 300, 3000, 3000, &upper, &lower);
+    const PairFit middle = fit_relative_skew(upper, lower, 0.5e9);
+    ASSERT_TRUE(middle.consistent);
+    EXPECT_LT(middle.drift_uncertainty(), 20e-6);
+    EXPECT_GT(middle.drift_uncertainty(), 0.0);
+    EXPECT_NEAR(middle.offset_uncertainty_ns(), middle.half_width_ns, 10);
+    EXPECT_NEAR(middle.half_width_ns, 3000, 300);
+    const PairFit later = fit_relative_skew(upper, lower, 2e9);
+    EXPECT_NEAR(later.drift_hi - later.drift_lo, middle.drift_hi - middle.drift_lo, 1e-9);   // where t0 is changes no drift
+    EXPECT_GT(later.offset_uncertainty_ns(), middle.offset_uncertainty_ns() + 0.5 * middle.drift_uncertainty() * 1e9);
+    EXPECT_LE(later.offset_uncertainty_ns(), middle.offset_uncertainty_ns() + middle.drift_uncertainty() * 1.5e9);
+    // Bounds all at one moment say nothing of the drift: the whole range the fit considers (1000 ppm).
+    const PairFit instant = fit_relative_skew({{1e9, 5000}}, {{1e9, 3000}}, 1e9);
+    EXPECT_NEAR(instant.drift_lo, -1e-3, 1e-12);
+    EXPECT_NEAR(instant.drift_hi, 1e-3, 1e-12);
+    EXPECT_NEAR(instant.offset_uncertainty_ns(), 1000, 1e-6);
+}
+
 TEST(ClockAlignment, AsymmetricLatencyBiasesWithinTheStatedUncertainty) {
     const Skew truth{-1'500'000, -20e-6};
     std::vector<SkewBound> upper, lower;

@@ -85,6 +85,9 @@ for name, h in hosts(skewed).items():
         bad.append(f"skewed: {name} recovered {h['offset_ns']} ns +- {h['uncertainty_ns']}, injected {truth:.0f}: off by {err:.0f} ns")
     # The drift resolves to about 2 x uncertainty / span: 7 ppm for +-3.7 us over the ~1 s of messages.
     if abs(h["drift_ppm"] - drift * 1e6) > 10: bad.append(f"skewed: {name} drift {h['drift_ppm']} ppm, injected {drift * 1e6:.0f}")
+    # And within the drift range the bounds allow (the reference's is 0).
+    if h["drift_uncertainty_ppm"] is None or abs(h["drift_ppm"] - drift * 1e6) > h["drift_uncertainty_ppm"] + 0.5:
+        bad.append(f"skewed: {name} drift {h['drift_ppm']} +- {h['drift_uncertainty_ppm']} ppm, injected {drift * 1e6:.0f}")
 # The truth of this very run: its barrier signals (the k-th FETCH_AND_ADD of each rank is epoch k) as recorded,
 # minus each host's injected clock.
 db = sqlite3.connect(f"{work}/skewed.off.db")
@@ -118,7 +121,7 @@ for b in bad: print(b, file=sys.stderr)
 print(f"true clocks: spread p50 {spread(true) / 1e6:.3f} ms, straggler {straggler(true)}; skewed: aligned "
       f"{aligned_p50 / 1e6:.3f} ms against the truth's {true_p50 / 1e6:.3f} ms, straggler {straggler(skewed)}; as recorded "
       f"{spread(skewed_off) / 1e6:.3f} ms, straggler {straggler(skewed_off)}; recovered "
-      + ", ".join(f"{n} {h['offset_ns']}+-{h['uncertainty_ns']} ns {h['drift_ppm']:+.1f} ppm" for n, h in sorted(hosts(skewed).items())))
+      + ", ".join(f"{n} {h['offset_ns']}+-{h['uncertainty_ns']} ns {h['drift_ppm']:+.1f}+-{h['drift_uncertainty_ppm'] or 0:.1f} ppm" for n, h in sorted(hosts(skewed).items())))
 sys.exit(1 if bad else 0)
 PY
 # Messages both ways: the skew is recovered.

@@ -75,7 +75,8 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
         else
             b = m2;
     }
-    fit.drift = (a + b) / 2;
+    const double widest = (a + b) / 2;
+    fit.drift = widest;
     const double best = width(fit.drift), flat = width(0);
     if (best > 0 && (flat >= (1 - kDriftGain) * best || (flat > 0 && (tmax - tmin) * kPlausibleDrift < flat / 2)))
         fit.drift = 0;
@@ -84,6 +85,38 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
     fit.offset_ns = (lo + hi) / 2;
     fit.half_width_ns = (hi - lo) / 2;
     fit.consistent = hi >= lo;
+    if (!fit.consistent) return fit;
+    // The drifts the bounds allow: an interval around the widest band's (the width is concave), to its edges.
+    const auto edge = [&](double inside, double outside) {
+        if (width(outside) >= 0) return outside;
+        for (int i = 0; i < 200 && std::abs(outside - inside) > 1e-15; ++i) {
+            const double mid = (inside + outside) / 2;
+            (width(mid) >= 0 ? inside : outside) = mid;
+        }
+        return inside;
+    };
+    fit.drift_lo = std::min(edge(widest, -kMaxDrift), fit.drift);
+    fit.drift_hi = std::max(edge(widest, kMaxDrift), fit.drift);
+    // The offsets at t0 over those drifts: the highest upper edge of the band (a minimum of lines: concave in the
+    // drift) and the lowest lower edge (convex).
+    const auto extreme = [&](bool upper_edge) {
+        double x = fit.drift_lo, y = fit.drift_hi;
+        const auto value = [&](double d) {
+            double l = 0, h = 0;
+            band(d, &l, &h);
+            return upper_edge ? h : -l;
+        };
+        for (int i = 0; i < 200 && y - x > 1e-15; ++i) {
+            const double m1 = x + (y - x) / 3, m2 = y - (y - x) / 3;
+            if (value(m1) < value(m2))
+                x = m1;
+            else
+                y = m2;
+        }
+        return value((x + y) / 2);
+    };
+    fit.offset_hi_ns = std::max(extreme(true), hi);
+    fit.offset_lo_ns = std::min(-extreme(false), lo);
     return fit;
 }
 
@@ -223,7 +256,7 @@ ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
             for (const auto& [name, clock] : placed)
                 for (const Edge& e : edges[name]) {
                     if (placed.contains(e.to) || (!e.fit.consistent && !allow_contradictions)) continue;
-                    const double cost = clock.uncertainty_ns + std::abs(e.fit.half_width_ns);
+                    const double cost = clock.uncertainty_ns + e.fit.offset_uncertainty_ns();
                     if (cost < best_cost) {
                         best_cost = cost;
                         best = &e;
@@ -240,6 +273,7 @@ ClockResult ClockConstraints::solve(const Topology& topo, int64_t t0) const {
             h.offset_ns = from->offset_ns + best->sign * best->fit.offset_ns;
             h.drift_ppm = from->drift_ppm + best->sign * best->fit.drift * 1e6;
             h.uncertainty_ns = best_cost;
+            h.drift_uncertainty_ppm = from->drift_uncertainty_ppm + best->fit.drift_uncertainty() * 1e6;
             h.bounds = best->bounds;
             placed[h.host] = h;
         }

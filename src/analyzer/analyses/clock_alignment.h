@@ -6,8 +6,9 @@
 // B, and it was posted before it completed there. With each host's clock reading true time plus a skew s_h(t),
 // that gives  s_B - s_A < done_B - post_A : an upper bound on the relative skew of B against A from A->B
 // messages, a lower bound from B->A ones. The relative skew is modelled as offset + drift x (t - t0); the fit
-// keeps the (offset, drift) that leaves the widest band between the bounds (its half-width is the uncertainty:
-// the truth lies inside it when the model holds), with no drift unless the bounds clearly show one. Bounds that leave no band contradict each other (a clock that
+// keeps the (offset, drift) that leaves the widest band between the bounds, with no drift unless the bounds
+// clearly show one, and states how far every line the bounds allow is from it (the truth is one of them when
+// the model holds): in offset at t0 and in drift. Bounds that leave no band contradict each other (a clock that
 // jumped, or messages mismatched): that host pair is reported as such. Hosts are placed relative to the
 // reference host (the one of the lowest rank) along the best-constrained pairs.
 //
@@ -18,6 +19,7 @@
 // fill (both sides of a QP pair count the same messages, so they keep the same k).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -45,7 +47,17 @@ struct PairFit {
     bool consistent = false;   // the bounds leave a band (else they contradict each other)
     double offset_ns = 0;      // at t0
     double drift = 0;          // dimensionless (1e-6 = 1 ppm)
-    double half_width_ns = 0;  // uncertainty of offset_ns at the fitted drift (negative: by how much they contradict)
+    double half_width_ns = 0;  // the band's half-width at the fitted drift (negative: by how much they contradict)
+    // Consistent fits: every line the bounds allow has a drift in [drift_lo, drift_hi] (within the 1000 ppm the fit
+    // considers) and an offset at t0 in [offset_lo_ns, offset_hi_ns]: where the truth lies when the model holds.
+    double drift_lo = 0, drift_hi = 0;
+    double offset_lo_ns = 0, offset_hi_ns = 0;
+    // How far the truth may be from the fit: its offset at t0 (how far the bounds cross, for a contradictory fit),
+    // and its drift (0 for a contradictory fit, which allows none).
+    double offset_uncertainty_ns() const {
+        return consistent ? std::max(offset_hi_ns - offset_ns, offset_ns - offset_lo_ns) : std::abs(half_width_ns);
+    }
+    double drift_uncertainty() const { return consistent ? std::max(drift_hi - drift, drift - drift_lo) : 0.0; }
 };
 PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector<SkewBound>& lower, double t0);
 
@@ -56,7 +68,10 @@ struct HostClock {
     std::string relative_to;     // the host its estimate was derived from (the reference's: itself)
     double offset_ns = 0;        // this host's clock minus the reference's, at the trace's start
     double drift_ppm = 0;
-    double uncertainty_ns = 0;   // accumulated along the path from the reference
+    // How far the truth may be from offset_ns at the time it is given at, and from drift_ppm, when the model holds
+    // (accumulated along the path from the reference; a contradictory host's: how far its bounds cross, no drift's).
+    double uncertainty_ns = 0;
+    double drift_uncertainty_ppm = 0;
     uint64_t bounds = 0;         // constraints on the pair it was derived from
 };
 const char* status_name(HostClock::Status s);

@@ -868,6 +868,10 @@ json ReportBuilder::clock_section() const {
         j["offset_ns"] = placed ? json(std::llround(h.offset_ns)) : json(nullptr);
         j["drift_ppm"] = placed ? json(std::round(h.drift_ppm * 1000) / 1000) : json(nullptr);
         j["uncertainty_ns"] = placed ? json(std::llround(h.uncertainty_ns)) : json(nullptr);
+        // A contradictory host's bounds allow no line, so no drift range.
+        j["drift_uncertainty_ppm"] = placed && h.status != HostClock::Status::contradictory
+                                         ? json(std::round(h.drift_uncertainty_ppm * 1000) / 1000)
+                                         : json(nullptr);
         hosts.push_back(std::move(j));
     }
     return json{{"reference", c.reference}, {"at_ns", c.at_ns}, {"aligned", c.applied}, {"hosts", std::move(hosts)}};

@@ -188,9 +188,11 @@ std::string render_text_report(const json& doc) {
                 continue;
             }
             const double off = h["offset_ns"].get<double>();
-            out += fmt::format("  {:<16} {}{} +- {}, drift {:+.1f} ppm{}\n", h["host"].get<std::string>(),
+            const json& drift_unc = h["drift_uncertainty_ppm"];
+            out += fmt::format("  {:<16} {}{} +- {}, drift {:+.1f}{} ppm{}\n", h["host"].get<std::string>(),
                                off < 0 ? "-" : "+", format_ns(std::abs(off)), format_ns(h["uncertainty_ns"].get<double>()),
                                h["drift_ppm"].get<double>(),
+                               drift_unc.is_number() ? fmt::format(" +- {:.1f}", drift_unc.get<double>()) : "",
                                status == "reference" ? " (reference)"
                                : status == "contradictory" ? " (its bounds CONTRADICT each other: a clock jump?)" : "");
         }
