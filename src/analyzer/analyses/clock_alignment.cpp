@@ -35,6 +35,19 @@ void widen_span(const std::vector<SkewBound>& upper, const std::vector<SkewBound
         }
 }
 
+// The point of [a, b] where the concave `f` is highest, within `tolerance` (a ternary search).
+template <class F>
+double concave_argmax(F&& f, double a, double b, double tolerance) {
+    for (int i = 0; i < 200 && b - a > tolerance; ++i) {
+        const double m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+        if (f(m1) < f(m2))
+            a = m1;
+        else
+            b = m2;
+    }
+    return (a + b) / 2;
+}
+
 }  // namespace
 
 const char* status_name(HostClock::Status s) {
@@ -67,15 +80,7 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
         band(d, &lo, &hi);
         return hi - lo;
     };
-    double a = -kMaxDrift, b = kMaxDrift;
-    for (int i = 0; i < 200 && b - a > 1e-12; ++i) {
-        const double m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
-        if (width(m1) < width(m2))
-            a = m1;
-        else
-            b = m2;
-    }
-    const double widest = (a + b) / 2;
+    const double widest = concave_argmax(width, -kMaxDrift, kMaxDrift, 1e-12);
     fit.drift = widest;
     const double best = width(fit.drift), flat = width(0);
     if (best > 0 && (flat >= (1 - kDriftGain) * best || (flat > 0 && (tmax - tmin) * kPlausibleDrift < flat / 2)))
@@ -100,20 +105,12 @@ PairFit fit_relative_skew(const std::vector<SkewBound>& upper, const std::vector
     // The offsets at t0 over those drifts: the highest upper edge of the band (a minimum of lines: concave in the
     // drift) and the lowest lower edge (convex).
     const auto extreme = [&](bool upper_edge) {
-        double x = fit.drift_lo, y = fit.drift_hi;
         const auto value = [&](double d) {
             double l = 0, h = 0;
             band(d, &l, &h);
             return upper_edge ? h : -l;
         };
-        for (int i = 0; i < 200 && y - x > 1e-15; ++i) {
-            const double m1 = x + (y - x) / 3, m2 = y - (y - x) / 3;
-            if (value(m1) < value(m2))
-                x = m1;
-            else
-                y = m2;
-        }
-        return value((x + y) / 2);
+        return value(concave_argmax(value, fit.drift_lo, fit.drift_hi, 1e-15));
     };
     fit.offset_hi_ns = std::max(extreme(true), hi);
     fit.offset_lo_ns = std::min(-extreme(false), lo);
