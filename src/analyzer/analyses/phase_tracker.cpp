@@ -61,8 +61,7 @@ void PhaseTracker::add_slow(const Operation& op, DataLink link, int64_t trace_st
 
 void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count) {
     PhaseSegment* seg = nullptr;
-    if (have_last_ && last_->second.slot == slot && from >= last_->first && from <= last_->second.end_ns + gap_ &&
-        (to <= last_->second.end_ns || next_start_ - gap_ > to)) {
+    if (have_last_ && extends_last(from, to, slot)) {
         // The hot path: inside the current segment, or extending its end without reaching the next one.
         seg = &last_->second;
         seg->end_ns = std::max(seg->end_ns, to);

@@ -83,17 +83,15 @@ public:
         // The hot path, inline: a completed operation of the previous one's link inside the current segment or
         // extending its end without reaching the next one (no cut points, no marks).
         if (plain_split_ && have_last_ && tx_ != nullptr && tallies_link_ == link.key() && link.known() &&
-            op.outcome == OpOutcome::Completed && !op.is_recv() && plausible_times(op)) {
+            op.outcome == OpOutcome::Completed && !op.is_recv() && plausible_times(op) &&
+            extends_last(op.post_ts, op.done_ts, 0)) {
             PhaseSegment& seg = last_->second;
-            if (seg.slot == 0 && op.post_ts >= last_->first && op.post_ts <= seg.end_ns + gap_ &&
-                (op.done_ts <= seg.end_ns || next_start_ - gap_ > op.done_ts)) {
-                seg.end_ns = std::max(seg.end_ns, op.done_ts);
-                ++seg.ops;
-                const auto bytes = static_cast<double>(op.bytes);
-                tx_->add(bytes, op.post_ts, op.done_ts);
-                rx_->add(bytes, op.post_ts, op.done_ts);
-                return;
-            }
+            seg.end_ns = std::max(seg.end_ns, op.done_ts);
+            ++seg.ops;
+            const auto bytes = static_cast<double>(op.bytes);
+            tx_->add(bytes, op.post_ts, op.done_ts);
+            rx_->add(bytes, op.post_ts, op.done_ts);
+            return;
         }
         add_slow(op, link, trace_start_ns);
     }
@@ -105,6 +103,13 @@ public:
     bool marks_dropped() const { return marks_dropped_; }
 
 private:
+    // Whether [from, to] of cut interval `slot` falls inside the current segment (last_, which must exist) or
+    // extends its end without reaching the next one.
+    bool extends_last(int64_t from, int64_t to, uint32_t slot) const {
+        const PhaseSegment& seg = last_->second;
+        return seg.slot == slot && from >= last_->first && from <= seg.end_ns + gap_ &&
+               (to <= seg.end_ns || next_start_ - gap_ > to);
+    }
     void add_slow(const Operation& op, DataLink link, int64_t trace_start_ns);
     void insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count);
     void bound();

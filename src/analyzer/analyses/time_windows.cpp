@@ -187,12 +187,7 @@ void TimeWindows::add_slow(const Operation& op, DataLink link) {
             done_cell->bytes += bytes;
         } else if (index(op.post_ts) == done_window) {   // the common case: one window, one cell
             done_cell = &cell(done_window, key);
-            done_cell->bytes += bytes;
-            const int64_t from = std::max(op.post_ts, *covered_);
-            if (op.done_ts > from) {
-                done_cell->busy_ns += op.done_ts - from;
-                *covered_ = op.done_ts;
-            }
+            put_in_one_window(*done_cell, op);
         } else {
             spread(op.post_ts, op.done_ts, [&](int64_t w, double share, int64_t) { cell(w, key).bytes += bytes * share; });
             const int64_t from = std::max(op.post_ts, *covered_);

@@ -88,12 +88,7 @@ public:
                 (op.implied || (latency_ != nullptr && w == latency_window_ && op.opcode == latency_opcode_))) {
                 latest_ts_ = std::max(latest_ts_, op.done_ts);
                 WindowLinkCell& c = *cached_cell_;
-                c.bytes += static_cast<double>(op.bytes);
-                const int64_t from = std::max(op.post_ts, *covered_);
-                if (op.done_ts > from) {
-                    c.busy_ns += op.done_ts - from;
-                    *covered_ = op.done_ts;
-                }
+                put_in_one_window(c, op);
                 ++c.ops;
                 if (!op.implied) {
                     const auto ns = static_cast<uint64_t>(op.done_ts - op.post_ts);
@@ -119,10 +114,6 @@ public:
         return &series_[q];
     }
     bool sample_send(QpSeries& s, QpId q, int64_t ts, uint32_t wrs, uint64_t bytes);
-    bool sample_send(QpId q, int64_t ts, uint32_t wrs, uint64_t bytes) {
-        QpSeries* s = series(q);
-        return s != nullptr && sample_send(*s, q, ts, wrs, bytes);
-    }
     void sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed);
     void rnr(QpId q, int64_t ts);
     // After the last sample: each QP's last level holds until the latest time seen (an operation's completion or
@@ -136,6 +127,16 @@ public:
 
 private:
     void add_slow(const Operation& op, DataLink link);
+    // An operation whose interval lies in the window of `c`, its link's cell: its bytes, and its in-flight time
+    // past the link's covered end (covered_, that link's).
+    void put_in_one_window(WindowLinkCell& c, const Operation& op) {
+        c.bytes += static_cast<double>(op.bytes);
+        const int64_t from = std::max(op.post_ts, *covered_);
+        if (op.done_ts > from) {
+            c.busy_ns += op.done_ts - from;
+            *covered_ = op.done_ts;
+        }
+    }
     // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
     void cover(int64_t lo_ts, int64_t hi_ts) {
         if (lo_ts < covered_lo_ || hi_ts > covered_hi_) grow(lo_ts, hi_ts);   // inline: most times are covered

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -217,17 +218,27 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
                                                     : what_happened(p.o, stall_s);
             };
             std::string what = describe(whole);
+            // The read of packets [from, end) of the stream alone; nullopt when they could not be written.
+            const auto probe_packets = [&](std::size_t from, std::size_t end) -> std::optional<Probe> {
+                fs::remove(file, ec);
+                const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(from),
+                                                    s.packets.begin() + static_cast<std::ptrdiff_t>(end));
+                if (!write_packets(s.file, part, file)) return std::nullopt;
+                return probe(dir, stall_s);
+            };
+            const auto fails = [&](std::size_t from, std::size_t end) {
+                const std::optional<Probe> p = probe_packets(from, end);
+                return p && p->failed;
+            };
             std::size_t bad = 0;
             if (s.layout_known && !s.packets.empty()) {
                 const std::size_t n = s.packets.size();
                 std::size_t lo = std::min<std::size_t>(whole.o.ended, n - 1), hi = n;
                 while (hi - lo > 1) {
                     const std::size_t mid = lo + (hi - lo) / 2;
-                    fs::remove(file, ec);
-                    const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(lo),
-                                                        s.packets.begin() + static_cast<std::ptrdiff_t>(mid));
-                    if (!write_packets(s.file, part, file)) break;
-                    const Probe p = probe(dir, stall_s);
+                    const std::optional<Probe> part = probe_packets(lo, mid);
+                    if (!part) break;
+                    const Probe& p = *part;
                     if (p.failed) {
                         hi = mid;
                         what = describe(p);
@@ -241,13 +252,7 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
                 // packets from the first suspect up to it fail and without it pass.
                 if (whole.o.kind == Outcome::kExited) {
                     const std::size_t first = std::min<std::size_t>(whole.o.ended, n - 1);
-                    const auto fails_up_to = [&](std::size_t end) {
-                        if (end <= first) return false;
-                        fs::remove(file, ec);
-                        const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(first),
-                                                            s.packets.begin() + static_cast<std::ptrdiff_t>(end));
-                        return write_packets(s.file, part, file) && probe(dir, stall_s).failed;
-                    };
+                    const auto fails_up_to = [&](std::size_t end) { return end > first && fails(first, end); };
                     if (!fails_up_to(bad + 1) || fails_up_to(bad)) {
                         fs::remove_all(dir, ec);
                         return false;
@@ -256,15 +261,9 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
                     // and fails there: when the packet found reads well alone, the damage is in the nearest
                     // earlier packet that makes it fail. Leaving out the innocent one would move the failure to
                     // the packet after it, one run per packet.
-                    const auto fails_from = [&](std::size_t from) {
-                        fs::remove(file, ec);
-                        const std::vector<PacketRange> part(s.packets.begin() + static_cast<std::ptrdiff_t>(from),
-                                                            s.packets.begin() + static_cast<std::ptrdiff_t>(bad + 1));
-                        return write_packets(s.file, part, file) && probe(dir, stall_s).failed;
-                    };
-                    if (bad > first && !fails_from(bad)) {
+                    if (bad > first && !fails(bad, bad + 1)) {
                         std::size_t from = bad;
-                        while (from > first && !fails_from(from - 1)) --from;
+                        while (from > first && !fails(from - 1, bad + 1)) --from;
                         bad = from - 1;   // [first, bad] fails: the loop ends at first at the latest
                     }
                 }
