@@ -326,6 +326,53 @@ TEST(Outstanding, LevelsHoldAcrossWindowsWithoutSamples) {
     EXPECT_DOUBLE_EQ(merged.qps.at(0).wrs_ns / static_cast<double>(2 * tw.window_ns()), 0.75);
 }
 
+// perftest's pattern: 100 unsignaled WRITEs posted one per microsecond, retired at one instant by the completion
+// of the last (signaled) one, twice. The WRs completed at one instant leave one sample (the empty queue), not
+// 100 of levels that never held: 200 post samples and 2 completion samples, with or without windows.
+TEST(Outstanding, WrsCompletedAtOneInstantLeaveOneSample) {
+    constexpr int64_t kUs = 1000;
+    std::vector<Operation> ops;
+    for (int batch = 0; batch < 2; ++batch)
+        for (int i = 1; i <= 100; ++i) {
+            Operation w;
+            w.qp = 0;
+            w.opcode = 1;
+            w.bytes = 64;
+            w.post_ts = kT0 + (batch * 200 + i) * kUs;
+            w.done_ts = kT0 + (batch * 200 + 150) * kUs;
+            w.signaled = i == 100;
+            w.implied = i != 100;
+            ops.push_back(w);
+        }
+    Outstanding plain;
+    WindowOptions wo;
+    wo.window_ns = 1000 * kUs;
+    TimeWindows tw(wo);
+    Outstanding windowed(&tw);
+    for (const Operation& op : ops) {
+        plain.add(op);
+        tw.add(op, {0, 1});
+        windowed.add(op);
+    }
+    plain.finish();
+    windowed.finish();
+    tw.finish();
+    for (const Outstanding* o : {&plain, &windowed}) {
+        ASSERT_NE(o->of(0), nullptr);
+        EXPECT_EQ(o->of(0)->bytes.count(), 202u);
+        EXPECT_EQ(o->of(0)->max_wrs, 100u);
+        EXPECT_EQ(o->of(0)->max_bytes, 6400u);
+        // The levels 64..6400 once each per batch and 0 twice: the median is 50 WRs' bucket (3 200 bytes lies in
+        // [3072, 3328), upper edge 3327).
+        EXPECT_EQ(o->of(0)->bytes.quantile(0.5), 3327u);
+    }
+    ASSERT_EQ(tw.windows().size(), 1u);
+    // 1..100 WRs held one microsecond each from 1 to 100 us, then 100 to the completion at 150 us; twice.
+    const WindowQpCell& c = tw.windows()[0].qps.at(0);
+    EXPECT_EQ(c.bytes.count(), 202u);
+    EXPECT_DOUBLE_EQ(c.wrs_ns, 2.0 * (99 * 100 / 2 * kUs + 100 * 50 * kUs));
+}
+
 TEST(IntHistogram, QuantilesWithinABucket) {
     IntHistogram h;
     for (uint64_t v = 1; v <= 1000; ++v) h.add(v);

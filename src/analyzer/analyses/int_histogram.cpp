@@ -15,6 +15,8 @@ uint64_t bucket_upper(std::size_t b) {
 }
 }  // namespace
 
+void IntHistogram::grow(std::size_t b) { counts_.resize(std::max(b + 1, 2 * counts_.size()), 0); }
+
 void IntHistogram::merge(const IntHistogram& o) {
     if (o.counts_.size() > counts_.size()) counts_.resize(o.counts_.size(), 0);
     for (std::size_t b = 0; b < o.counts_.size(); ++b) counts_[b] += o.counts_[b];

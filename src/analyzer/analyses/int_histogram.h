@@ -14,7 +14,8 @@ class IntHistogram {
 public:
     void add(uint64_t v) {
         const std::size_t b = bucket_of(v);
-        if (b >= counts_.size()) counts_.resize(std::max(b + 1, 2 * counts_.size()), 0);
+        if (b >= counts_.size()) [[unlikely]]
+            grow(b);
         ++counts_[b];
         ++count_;
         max_ = std::max(max_, v);
@@ -33,6 +34,8 @@ public:
     }
 
 private:
+    void grow(std::size_t b);   // to hold bucket b
+
     std::vector<uint32_t> counts_;
     uint64_t count_ = 0;
     uint64_t max_ = 0;

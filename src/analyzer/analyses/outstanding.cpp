@@ -4,10 +4,6 @@
 
 namespace sigmatrace::analyzer {
 
-namespace {
-constexpr uint8_t kWcRnrRetryExceeded = 13;   // IBV_WC_RNR_RETRY_EXC_ERR
-}  // namespace
-
 void Outstanding::Queue::grow() {
     // To the next power of two, keeping the FIFO order from index 0.
     std::vector<Entry> grown(std::max<std::size_t>(8, buf.size() * 2));
@@ -27,10 +23,14 @@ void Outstanding::drain_recv_until(QpId q, State& s, int64_t ts) {
     }
 }
 
-void Outstanding::add(const Operation& op) {
+void Outstanding::add_slow(const Operation& op) {
     if (op.qp == kNoId) return;
     if (op.qp >= qps_.size()) qps_.resize(op.qp + 1);
     State& s = qps_[op.qp];
+    TimeWindows::QpSeries* series = windows_ != nullptr ? windows_->series(op.qp) : nullptr;
+    last_qp_ = op.qp;
+    last_ = &s;
+    last_series_ = series;
     if (op.is_recv()) {
         ++s.out.recv_ops;
         drain_recv_until(op.qp, s, op.post_ts);
@@ -41,18 +41,11 @@ void Outstanding::add(const Operation& op) {
         if (windows_ != nullptr) windows_->sample_recv(op.qp, op.post_ts, static_cast<uint32_t>(s.recv.size), false);
         return;
     }
-    ++s.out.send_ops;
     if (op.wc_status == kWcRnrRetryExceeded) {
         ++s.out.rnr_events;
         if (windows_ != nullptr) windows_->rnr(op.qp, op.done_ts);
     }
-    TimeWindows::QpSeries* series = windows_ != nullptr ? windows_->series(op.qp) : nullptr;
-    drain_until(op.qp, s, series, op.post_ts);
-    if (s.send.size >= kMaxTracked) s.send.pop();
-    s.send.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, op.bytes});
-    s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size));
-    s.out.max_bytes = std::max(s.out.max_bytes, s.send.bytes);
-    sample_send(op.qp, s, series, op.post_ts);
+    add_send(op, s, series);
 }
 
 void Outstanding::finish() {

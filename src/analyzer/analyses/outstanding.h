@@ -1,6 +1,6 @@
 // Outstanding work per queue pair (docs/analyzer.md, "Outstanding work"): the send queue's work requests and
-// bytes posted and not yet completed, sampled at each post and each completion (max, and the p99 of the
-// bytes over the samples), and the receive queue's posted depth (receives posted and not yet consumed: its max,
+// bytes posted and not yet completed, sampled at each post and each completion instant (max, and the p99 of
+// the bytes over the samples), and the receive queue's posted depth (receives posted and not yet consumed: its max,
 // and its min right after a consumption, the credit left), with the RNR events of the QP's sends.
 //
 // A queue completes in the order it was posted, and reconstruction hands over a queue's operations in that
@@ -10,6 +10,7 @@
 // reached its depth. The same samples go to the time windows (time_windows.h), for the per-window series.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -38,7 +39,14 @@ public:
     // `windows`, when set, gets every sample too, at its time (each QP's series per window).
     explicit Outstanding(TimeWindows* windows = nullptr) : windows_(windows) {}
 
-    void add(const Operation& op);
+    [[gnu::always_inline]] void add(const Operation& op) {
+        // The hot path, inline: a send on the previous operation's QP that did not fail for want of a receive.
+        if (op.qp == last_qp_ && !op.is_recv() && op.wc_status != kWcRnrRetryExceeded) [[likely]] {
+            add_send(op, *last_, last_series_);
+            return;
+        }
+        add_slow(op);
+    }
     // Completes what is still queued, and gathers each QP's samples from the windows (call once, at the end,
     // before the windows' finish).
     void finish();
@@ -84,15 +92,36 @@ private:
     }
     [[gnu::always_inline]] void drain_until(QpId q, State& s, TimeWindows::QpSeries* series, int64_t ts) {
         while (s.send.size > 0 && s.send.front().done_ts <= ts) {
+            // WRs that completed at one instant (a signaled completion retires the unsignaled WRs before it)
+            // leave one sample, the queue after them all: the levels in between never held for any time.
             const int64_t done = s.send.front().done_ts;
-            s.send.pop();
-            sample_send(q, s, series, done);   // right after that completion
+            do s.send.pop();
+            while (s.send.size > 0 && s.send.front().done_ts == done);
+            sample_send(q, s, series, done);
         }
     }
     void drain_recv_until(QpId q, State& s, int64_t ts);
+    [[gnu::always_inline]] void add_send(const Operation& op, State& s, TimeWindows::QpSeries* series) {
+        ++s.out.send_ops;
+        drain_until(op.qp, s, series, op.post_ts);
+        if (s.send.size >= kMaxTracked) s.send.pop();
+        s.send.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, op.bytes});
+        s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size));
+        s.out.max_bytes = std::max(s.out.max_bytes, s.send.bytes);
+        sample_send(op.qp, s, series, op.post_ts);
+    }
+    void add_slow(const Operation& op);
+
+    static constexpr uint8_t kWcRnrRetryExceeded = 13;   // IBV_WC_RNR_RETRY_EXC_ERR
 
     std::vector<State> qps_;
     TimeWindows* windows_;
+    // The previous operation's QP (no QP until one is set: wider than QpId, so that no QpId matches), its state
+    // and its series in the windows, for the inline path: set by add_slow(), the only place where qps_ and the
+    // windows' series grow.
+    uint64_t last_qp_ = UINT64_MAX;
+    State* last_ = nullptr;
+    TimeWindows::QpSeries* last_series_ = nullptr;
 };
 
 }  // namespace sigmatrace::analyzer

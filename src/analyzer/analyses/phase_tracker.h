@@ -81,10 +81,10 @@ public:
     // when the operation arrives (time split only: its cut points are relative to it).
     void add(const Operation& op, DataLink link, int64_t trace_start_ns) {
         // The hot path, inline: a completed operation of the previous one's link inside the current segment or
-        // extending its end without reaching the next one (no cut points, no marks).
-        if (plain_split_ && have_last_ && tx_ != nullptr && tallies_link_ == link.key() && link.known() &&
-            op.outcome == OpOutcome::Completed && !op.is_recv() && plausible_times(op) &&
-            extends_last(op.post_ts, op.done_ts, 0)) {
+        // extending its end without reaching the next one (no cut points, no marks; refresh_fast()).
+        if (op.post_ts >= fast_lo_ && op.done_ts < fast_to_limit_ && op.done_ts >= op.post_ts &&
+            tallies_link_ == link.key() && op.outcome == OpOutcome::Completed && !op.is_recv() &&
+            op.post_ts <= last_->second.end_ns + gap_) {
             PhaseSegment& seg = last_->second;
             seg.end_ns = std::max(seg.end_ns, op.done_ts);
             ++seg.ops;
@@ -131,6 +131,14 @@ private:
     PortTally* rx_ = nullptr;
     std::vector<int64_t> marks_;
     bool marks_dropped_ = false;
+    // What add()'s inline path accepts, while the current segment and the tallies are cached and neither cut
+    // points nor marks apply: posts from fast_lo_ (the segment's start; INT64_MAX: nothing) to its end plus
+    // the gap, completions before fast_to_limit_ (past the segment's end, short of the next segment's gap;
+    // it stays valid as the inline path extends the end, since that path never reaches it). Set by refresh_fast()
+    // whenever the segment, the tallies or the gap change.
+    int64_t fast_lo_ = INT64_MAX;
+    int64_t fast_to_limit_ = 0;
+    void refresh_fast();
 };
 
 // A phase as reported: segments grouped, with its delimiter ("gap", "time", "barrier", "opcode", "trace").

@@ -99,6 +99,15 @@ void TimeWindows::double_width() {
     }
     width_ *= 2;
     if (shift_ >= 0) ++shift_;
+    refresh_fast();
+}
+
+void TimeWindows::refresh_fast() {
+    const bool valid = cached_cell_ != nullptr && covered_ != nullptr && covered_key_ == cached_key_;
+    fast_lo_ = valid ? cached_window_ * width_ : 0;
+    fast_hi_ = valid ? fast_lo_ + width_ : 0;
+    fast_key_ = cached_key_;
+    fast_opcode_ = latency_ != nullptr && latency_window_ == cached_window_ ? latency_opcode_ : kNoOpcode;
 }
 
 void TimeWindows::enter(QpSeries& s, QpId q, int64_t ts) {
@@ -106,6 +115,7 @@ void TimeWindows::enter(QpSeries& s, QpId q, int64_t ts) {
     const int64_t w = index(ts);
     s.cell = &windows_[static_cast<std::size_t>(w - base_)].qps[q];
     s.window = w;
+    s.send_here = false;
 }
 
 void TimeWindows::hold_send_across(QpId q, const Level& l, int64_t to) {
@@ -209,6 +219,7 @@ void TimeWindows::add_slow(const Operation& op, DataLink link) {
         latency_->add(ns);
         if (done_cell != nullptr) done_cell->latency.add(ns);
     }
+    refresh_fast();
 }
 
 }  // namespace sigmatrace::analyzer

@@ -78,25 +78,21 @@ public:
     // A send-side operation and its link (data_link.h); receives and operations of unknown link are ignored
     // except for the opcode latency. Any order; memory stays bounded.
     void add(const Operation& op, DataLink link) {
-        // The hot path, inline: a completed send inside one window, on the link of the cached cell (and, with its
-        // own completion seen, the opcode of the cached latency).
-        if (op.outcome == OpOutcome::Completed && op.done_ts > op.post_ts && op.post_ts >= covered_lo_ &&
-            op.done_ts <= covered_hi_ && cached_cell_ != nullptr && covered_ != nullptr && link.known() &&
-            link.key() == cached_key_ && covered_key_ == cached_key_ && !op.is_recv()) {
-            const int64_t w = index(op.done_ts);
-            if (w == cached_window_ && index(op.post_ts) == w &&
-                (op.implied || (latency_ != nullptr && w == latency_window_ && op.opcode == latency_opcode_))) {
-                latest_ts_ = std::max(latest_ts_, op.done_ts);
-                WindowLinkCell& c = *cached_cell_;
-                put_in_one_window(c, op);
-                ++c.ops;
-                if (!op.implied) {
-                    const auto ns = static_cast<uint64_t>(op.done_ts - op.post_ts);
-                    latency_->add(ns);
-                    c.latency.add(ns);
-                }
-                return;
+        // The hot path, inline: a completed send inside the window of the cached cell, on that cell's link, and,
+        // when its own completion was seen, of the cached latency's opcode (refresh_fast()).
+        if (op.outcome == OpOutcome::Completed && op.post_ts >= fast_lo_ && op.done_ts < fast_hi_ &&
+            op.done_ts > op.post_ts && link.key() == fast_key_ && !op.is_recv() &&
+            (op.implied || op.opcode == fast_opcode_)) {
+            latest_ts_ = std::max(latest_ts_, op.done_ts);
+            WindowLinkCell& c = *cached_cell_;
+            put_in_one_window(c, op);
+            ++c.ops;
+            if (!op.implied) {
+                const auto ns = static_cast<uint64_t>(op.done_ts - op.post_ts);
+                latency_->add(ns);
+                c.latency.add(ns);
             }
+            return;
         }
         add_slow(op, link);
     }
@@ -173,7 +169,16 @@ private:
     int64_t latency_window_ = -1;
     uint8_t latency_opcode_ = 0;
     IntHistogram* latency_ = nullptr;
-    // The span the windows cover, in ns: most operations fall inside it (no window arithmetic).
+    // What add()'s inline path accepts, from the caches above: operations within [fast_lo_, fast_hi_) (the cached
+    // cell's window; empty while the cell and the link's covered end are not cached for one link), on link
+    // fast_key_, and with their own completion seen, of opcode fast_opcode_ (kNoOpcode: the latency cache is
+    // another window's). Set by refresh_fast() whenever a cache changes.
+    static constexpr uint16_t kNoOpcode = 0x100;
+    int64_t fast_lo_ = 0, fast_hi_ = 0;
+    uint64_t fast_key_ = 0;
+    uint16_t fast_opcode_ = kNoOpcode;
+    void refresh_fast();
+    // The span the windows cover, in ns: most operations fall inside it (cover() grows it, inline otherwise).
     int64_t covered_lo_ = 0, covered_hi_ = -1;
     // Each QP's level since its latest sample (QPs with a series): held until the next sample, it is integrated
     // into the windows it spans, and raises the maxima of those without a sample of their own.
@@ -191,6 +196,7 @@ public:
         Level send, recv;
         int64_t window = -1;
         WindowQpCell* cell = nullptr;
+        bool send_here = false;   // send's sample lies in `window` (cleared when the series enters another)
     };
 
 private:
@@ -201,7 +207,7 @@ private:
     void hold_recv(QpId q, const Level& l, int64_t to);
 };
 
-// The per-sample path (outstanding.h samples twice per operation), inline where it is called.
+// The per-sample path (outstanding.h samples at each post and completion instant), inline where it is called.
 
 inline TimeWindows::QpSeries* TimeWindows::series_at(QpId q, int64_t ts) {
     if (ts < 0 || ts >= kMaxTs) return nullptr;
@@ -227,8 +233,17 @@ inline void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, int64_t t
     if (s.cell == nullptr || index(ts) != s.window) [[unlikely]]
         enter(s, q, ts);
     WindowQpCell* c = s.cell;
-    hold_send(q, s.send, ts, s.window, c);
+    if (s.send_here) {   // the common case: the previous send sample is in this window too
+        if (ts > s.send.since) {
+            const auto ns = static_cast<double>(ts - s.send.since);
+            c->wrs_ns += static_cast<double>(s.send.wrs) * ns;
+            c->bytes_ns += static_cast<double>(s.send.bytes) * ns;
+        }
+    } else {
+        hold_send(q, s.send, ts, s.window, c);
+    }
     s.send = {ts, wrs, bytes};
+    s.send_here = true;
     if (ts > latest_ts_) latest_ts_ = ts;
     c->max_wrs = std::max(c->max_wrs, wrs);
     c->max_bytes = std::max(c->max_bytes, bytes);
