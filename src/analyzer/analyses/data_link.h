@@ -7,11 +7,12 @@
 
 #include <cstdint>
 
+#include <sigmatrace/opcodes.h>
+
 #include "analyzer/analyses/model.h"
+#include "analyzer/analyses/topology.h"
 
 namespace sigmatrace::analyzer {
-
-class Topology;
 
 struct DataLink {
     DevId src = kNoId;
@@ -20,8 +21,15 @@ struct DataLink {
     uint64_t key() const { return static_cast<uint64_t>(src) << 32 | dst; }
 };
 
-// The link of a send-side operation; unknown for receives and when either NIC is not known.
-DataLink data_link_of(const Operation& op, const Topology& topo);
+// The link of a send-side operation; unknown for receives and when either NIC is not known. Inline: every send
+// of the windows, phases, gray-link and incast analyses asks.
+inline DataLink data_link_of(const Operation& op, const Topology& topo) {
+    if (op.is_recv() || op.qp == kNoId || op.peer.dev == kNoId) return {};
+    const DevId local = topo.qp(op.qp).dev;
+    if (local == kNoId) return {};
+    if (op.opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ)) return {op.peer.dev, local};
+    return {local, op.peer.dev};
+}
 
 // Whether an operation's times can be cut into windows: within [0, 2^62) ns (Unix time until the year 2116), so
 // that window arithmetic cannot overflow on corrupt timestamps.

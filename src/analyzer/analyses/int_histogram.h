@@ -12,7 +12,7 @@ namespace sigmatrace::analyzer {
 
 class IntHistogram {
 public:
-    void add(uint64_t v) {
+    [[gnu::always_inline]] void add(uint64_t v) {
         const std::size_t b = bucket_of(v);
         if (b >= counts_.size()) [[unlikely]]
             grow(b);

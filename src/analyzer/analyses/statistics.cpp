@@ -104,21 +104,26 @@ void OpAggregate::merge(const OpAggregate& o) {
 
 void Statistics::add(const Operation& op) {
     const OpAggregate::Bins bins = total_.bins_of(op, last_size_);  // every aggregate has the same binning
-    opcode_[op.opcode].add(op, bins);
-    (op.is_recv() ? recvs_by_qp_[op.qp] : sends_by_qp_[op.qp]).add(op, bins);
+    cells_[cell_key(op.qp, op.opcode)].add(op, bins);
 }
 
 void Statistics::finish(Topology& topo) {
-    for (auto& [code, agg] : opcode_.m) agg.flush_sizes();
-    for (auto* m : {&sends_by_qp_.m, &recvs_by_qp_.m})
-        for (auto& [q, agg] : *m) agg.flush_sizes();
-    by_opcode_ = std::move(opcode_.m);
+    std::map<QpId, OpAggregate> sends_by_qp;   // initiator-side operations (also folded into by_pair_)
+    std::map<QpId, OpAggregate> recvs_by_qp;
+    for (auto& [key, agg] : cells_.m) {
+        agg.flush_sizes();
+        const auto q = static_cast<QpId>(key >> 8);
+        const auto opcode = static_cast<uint8_t>(key & 0xff);
+        by_opcode_[opcode].merge(agg);
+        (opcode >= kOpRecv ? recvs_by_qp : sends_by_qp)[q].merge(agg);
+    }
+    cells_ = {};
     for (const auto& [code, agg] : by_opcode_) total_.merge(agg);
-    for (const auto& [q, agg] : recvs_by_qp_.m) {
+    for (const auto& [q, agg] : recvs_by_qp) {
         by_qp_[q].merge(agg);
         by_process_[topo.qp(q).proc].merge(agg);
     }
-    for (const auto& [q, agg] : sends_by_qp_.m) {
+    for (const auto& [q, agg] : sends_by_qp) {
         by_qp_[q].merge(agg);
         const Qp& qp = topo.qp(q);
         by_process_[qp.proc].merge(agg);
@@ -127,9 +132,6 @@ void Statistics::finish(Topology& topo) {
         if (peer.proc == kNoId) continue;
         by_pair_[{qp.proc, peer.proc}].merge(agg);
     }
-    opcode_ = {};
-    sends_by_qp_ = {};
-    recvs_by_qp_ = {};
 }
 
 }  // namespace sigmatrace::analyzer

@@ -68,11 +68,11 @@ private:
 };
 
 // Aggregates of every operation by opcode, QP, process and process pair, and in total. Streaming adds only
-// what cannot be derived later (by opcode, and per QP split into the QP's sends and receives); finish() merges
-// the rest: the total from the opcodes, a process from its QPs (an operation's QP always belongs to the
-// operation's process), a pair from its initiator's QPs. Histogram merges are exact and every value is an
-// integer (sums of doubles below 2^53 do not depend on order), so the result is the same as adding each
-// operation to all five aggregates, at two fifths of the per-operation cost.
+// what cannot be derived later (per QP and opcode); finish() merges the rest: an opcode from its QPs' cells, a
+// QP's sends and receives from its cells, the total from the opcodes, a process from its QPs (an operation's QP
+// always belongs to the operation's process), a pair from its initiator's QPs. Histogram merges are exact and
+// every value is an integer (sums of doubles below 2^53 do not depend on order), so the result is the same as
+// adding each operation to all five aggregates, at a fifth of the per-operation cost.
 class Statistics {
 public:
     void add(const Operation& op);
@@ -106,9 +106,10 @@ private:
     std::map<QpId, OpAggregate> by_qp_;
     std::map<std::pair<ProcId, ProcId>, OpAggregate> by_pair_;
     std::map<ProcId, OpAggregate> by_process_;
-    Cached<uint8_t> opcode_;
-    Cached<QpId> sends_by_qp_;  // initiator-side operations (also folded into by_pair_)
-    Cached<QpId> recvs_by_qp_;
+    // Each operation goes to one aggregate, of its QP and opcode (cell_key()): finish() derives the opcodes'
+    // aggregates and the QPs' (their sends, folded into by_pair_ too, and their receives) from these.
+    static uint64_t cell_key(QpId q, uint8_t opcode) { return static_cast<uint64_t>(q) << 8 | opcode; }
+    Cached<uint64_t> cells_;
     QuantileHistogram::Binned last_size_{-1.0, 0};
 };
 
