@@ -33,9 +33,9 @@ inline DataLink data_link_of(const Operation& op, const Topology& topo) {
 
 // Whether an operation's times can be cut into windows: within [0, 2^62) ns (Unix time until the year 2116), so
 // that window arithmetic cannot overflow on corrupt timestamps.
+inline constexpr int64_t kMaxPlausibleTs = int64_t{1} << 62;
 inline bool plausible_times(const Operation& op) {
-    constexpr int64_t kMax = int64_t{1} << 62;
-    return op.post_ts >= 0 && op.done_ts >= op.post_ts && op.done_ts < kMax;
+    return op.post_ts >= 0 && op.done_ts >= op.post_ts && op.done_ts < kMaxPlausibleTs;
 }
 
 }  // namespace sigmatrace::analyzer

@@ -53,6 +53,8 @@ struct Peer {
 // receives (the enum ibv_wc_opcode values of receive completions).
 inline constexpr uint8_t kOpRecv = 128;
 inline constexpr uint8_t kOpRecvRdmaWithImm = 129;
+// Whether an operation code is a receive's (kOpRecv, kOpRecvRdmaWithImm).
+inline constexpr bool is_recv_opcode(uint8_t opcode) { return opcode >= kOpRecv; }
 
 enum class OpOutcome : uint8_t {
     Completed,   // a success completion was seen (or implied, for an unsignaled WR)
@@ -96,7 +98,7 @@ struct Operation {
     uint32_t ud_qpn = 0;
     uint32_t av = kNoId;      // UD/DC WQEs decoded from a ring: their address vector (Topology::intern_av)
 
-    bool is_recv() const { return opcode >= kOpRecv; }
+    bool is_recv() const { return is_recv_opcode(opcode); }
     bool gpu() const { return poster == records::Poster::gpu; }
     // Whether a completion of its own was seen, so that post -> completion is its latency: implied completions
     // (unsignaled WRs retired by a later signaled one) take another WR's completion time.

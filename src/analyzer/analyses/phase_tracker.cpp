@@ -96,10 +96,9 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
 }
 
 void PhaseTracker::refresh_fast() {
-    constexpr int64_t kMaxTs = int64_t{1} << 62;   // plausible_times()
     const bool valid = plain_split_ && have_last_ && tx_ != nullptr && last_->second.slot == 0;
     fast_lo_ = valid ? std::max<int64_t>(last_->first, 0) : INT64_MAX;
-    fast_to_limit_ = valid ? std::min(std::max(last_->second.end_ns + 1, next_start_ - gap_), kMaxTs) : 0;
+    fast_to_limit_ = valid ? std::min(std::max(last_->second.end_ns + 1, next_start_ - gap_), kMaxPlausibleTs) : 0;
 }
 
 void PhaseTracker::bound() {

@@ -115,7 +115,7 @@ void Statistics::finish(Topology& topo) {
         const auto q = static_cast<QpId>(key >> 8);
         const auto opcode = static_cast<uint8_t>(key & 0xff);
         by_opcode_[opcode].merge(agg);
-        (opcode >= kOpRecv ? recvs_by_qp : sends_by_qp)[q].merge(agg);
+        (is_recv_opcode(opcode) ? recvs_by_qp : sends_by_qp)[q].merge(agg);
     }
     cells_ = {};
     for (const auto& [code, agg] : by_opcode_) total_.merge(agg);

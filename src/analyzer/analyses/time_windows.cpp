@@ -119,11 +119,9 @@ void TimeWindows::enter(QpSeries& s, QpId q, int64_t ts) {
 }
 
 void TimeWindows::hold_send_across(QpId q, const Level& l, int64_t to) {
-    const auto wrs = static_cast<double>(l.wrs), bytes = static_cast<double>(l.bytes);
     spread(l.since, to, [&](int64_t w, double, int64_t ns) {
         WindowQpCell& c = windows_[static_cast<std::size_t>(w - base_)].qps[q];
-        c.wrs_ns += wrs * static_cast<double>(ns);
-        c.bytes_ns += bytes * static_cast<double>(ns);
+        integrate(c, l, ns);
         c.max_wrs = std::max(c.max_wrs, l.wrs);
         c.max_bytes = std::max(c.max_bytes, l.bytes);
     });

@@ -147,7 +147,7 @@ private:
     QpSeries* series_at(QpId q, int64_t ts);
     // Points `s` at its cell of the window holding `ts` (covering it first; ts is valid).
     void enter(QpSeries& s, QpId q, int64_t ts);
-    static constexpr int64_t kMaxTs = int64_t{1} << 62;
+    static constexpr int64_t kMaxTs = kMaxPlausibleTs;
     int64_t index(int64_t ts) const { return shift_ >= 0 ? ts >> shift_ : ts / width_; }
     // Calls put(window index, share of [from, to), ns) for each window [from, to) spans.
     template <class Put>
@@ -204,6 +204,11 @@ private:
     // (when known).
     void hold_send(QpId q, const Level& l, int64_t to, int64_t to_window, WindowQpCell* at_to);
     void hold_send_across(QpId q, const Level& l, int64_t to);   // over several windows
+    // Adds send level `l` held for `ns` to cell `c`'s integrals (the means).
+    static void integrate(WindowQpCell& c, const Level& l, int64_t ns) {
+        c.wrs_ns += static_cast<double>(l.wrs) * static_cast<double>(ns);
+        c.bytes_ns += static_cast<double>(l.bytes) * static_cast<double>(ns);
+    }
     void hold_recv(QpId q, const Level& l, int64_t to);
 };
 
@@ -219,9 +224,7 @@ inline TimeWindows::QpSeries* TimeWindows::series_at(QpId q, int64_t ts) {
 inline void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, int64_t to_window, WindowQpCell* at_to) {
     if (l.since < 0 || to <= l.since || (l.wrs == 0 && l.bytes == 0)) return;
     if (at_to != nullptr && index(l.since) == to_window) {   // the common case: both samples in one window
-        const auto ns = static_cast<double>(to - l.since);
-        at_to->wrs_ns += static_cast<double>(l.wrs) * ns;
-        at_to->bytes_ns += static_cast<double>(l.bytes) * ns;
+        integrate(*at_to, l, to - l.since);
         return;
     }
     hold_send_across(q, l, to);
@@ -234,11 +237,7 @@ inline void TimeWindows::hold_send(QpId q, const Level& l, int64_t to, int64_t t
         enter(s, q, ts);
     WindowQpCell* c = s.cell;
     if (s.send_here) {   // the common case: the previous send sample is in this window too
-        if (ts > s.send.since) {
-            const auto ns = static_cast<double>(ts - s.send.since);
-            c->wrs_ns += static_cast<double>(s.send.wrs) * ns;
-            c->bytes_ns += static_cast<double>(s.send.bytes) * ns;
-        }
+        if (ts > s.send.since) integrate(*c, s.send, ts - s.send.since);
     } else {
         hold_send(q, s.send, ts, s.window, c);
     }
