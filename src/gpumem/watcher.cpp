@@ -502,13 +502,23 @@ void Watcher::catch_up(const CqState& c, uint64_t cqe_addr, SqState& s) {
     sweep_send_queue(s, ignored);
 }
 
+bool Watcher::may_be_unlearned(const CqState& c, const Cqe64& e, uint64_t cqe_addr) {
+    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return false;
+    // A queue registered after this sweep's sync may have posted and completed since: its WQEs are read by the
+    // next sweep, which learns it first. The registration precedes the post, which precedes the completion: the
+    // acquire read of the CQE (as in catch_up) orders the generation's read after it.
+    uint32_t ignored_word = 0;
+    memory_.read_be32_acquire(cqe_addr + 60, c.q.ring_mem, ignored_word);
+    return registry_.generation() != seen_generation_;
+}
+
 void Watcher::emit_cqe(CqState& c, const Cqe64& e, uint64_t addr, CqeBatch& batch) {
     // A queue with a doorbell record is read again now if the CQE completes a WQE the sweep has not decoded (see
     // watcher.h): its WQEs are emitted before this CQE. A CQE still ahead after that completes nothing the
     // producer published (garbage, or a producer breaking the protocol): emitted as is, the analyzer counts it.
     SqState* s = completed_queue(c, e);
     if (s && !s->q.dbr_less && not_reached(e.wqe_index(), s->next)) catch_up(c, addr, *s);
-    const bool waits = s && s->q.dbr_less && not_reached(e.wqe_index(), s->scan.next);
+    const bool waits = s ? s->q.dbr_less && not_reached(e.wqe_index(), s->scan.next) : may_be_unlearned(c, e, addr);
     if (c.held_head == c.held.size() && !waits) {
         batch.add(e);
         return;

@@ -17,7 +17,8 @@
 // the producer may post more and the NIC complete them in between (a watcher preempted mid-sweep on a loaded
 // machine sees exactly that). A CQE whose WQE the send queue's cursor has not reached yet makes the watcher read
 // that queue again before the CQE is emitted: its producer published the doorbell record before ringing, so the
-// record now covers every WQE the NIC completed. (DBR-less queues hold such CQEs back instead: see CqState.)
+// record now covers every WQE the NIC completed. (DBR-less queues hold such CQEs back instead: see CqState; so
+// does a send completion of a queue registered after the sweep's sync: may_be_unlearned.)
 //
 // Cost: steady state allocates nothing; one uncontended mutex per sweep (shared only with set-up/tear-down calls
 // that change the queue list); per queue one 4-byte doorbell read, and per new WQE a 64-byte copy plus decode;
@@ -115,7 +116,8 @@ private:
         bool have_last = false;
         // Completions of DBR-less send queues whose WQEs the scanner has not decoded yet (it needs two sweeps) are
         // held back, in order, so that the trace shows every WQE before its completion as it does for queues with
-        // a doorbell record. Capacity kMaxHeldCqes, reserved when the CQ is learned.
+        // a doorbell record; so are those of a queue learned after the sweep began (may_be_unlearned), for one
+        // sweep. Capacity kMaxHeldCqes, reserved when the CQ is learned.
         std::vector<mlx5::Cqe64> held;
         size_t held_head = 0;
         std::vector<size_t> sqs;   // indices into sqs_ of the send queues completing here (link_send_queues)
@@ -135,6 +137,9 @@ private:
     SqState* completed_queue(const CqState& c, const mlx5::Cqe64& e);
     bool awaits_decode(const CqState& c, const mlx5::Cqe64& e);
     void catch_up(const CqState& c, uint64_t cqe_addr, SqState& s);
+    // A send completion of no queue linked to `c` while the registry has changed since this sweep's sync: held
+    // for one sweep, in which the queue it may complete is learned and read first.
+    bool may_be_unlearned(const CqState& c, const mlx5::Cqe64& e, uint64_t cqe_addr);
     // `addr`: where the 64-byte CQE `e` was read from.
     void emit_cqe(CqState& c, const mlx5::Cqe64& e, uint64_t addr, CqeBatch& batch);
     void release_held(CqState& c, CqeBatch& batch, bool all);

@@ -497,6 +497,45 @@ TEST(WatcherCq, ACompletionNeverPrecedesTheWqesItCompletes) {
     EXPECT_EQ(trace.wqes().size(), 41u);
 }
 
+TEST(WatcherCq, ACompletionOfAQueueRegisteredMidSweepWaitsForItsWqes) {
+    // The CQ is known; the send queue is registered after the sweep's sync and, before the CQ is read, posts
+    // WQEs 0..7 that the NIC completes. The CQE names a QPN the sweep does not know yet: it must not reach the
+    // trace before the WQEs, which the next sweep reads once it has learned the queue.
+    TraceCapture trace;
+    FakeProducer prod(64, 0x55);
+    alignas(64) uint8_t cqe[64];
+    std::memset(cqe, 0xff, sizeof cqe);
+    QueueRegistry reg;
+    reg.add_completion_queue(collapsed_cq(cqe));
+    test::ActBeforeReadOf mem(reinterpret_cast<uint64_t>(cqe), [&] {
+        auto q = prod.queue();
+        q.cqn = 0x77;
+        reg.add_send_queue(q);
+        for (uint64_t i = 0; i < 8; ++i) prod.post_write(i);
+        write_cqe(cqe, mlx5::cqe_op::REQ, false, 7, 0x55, 64, 1000);
+    });
+    Watcher w(reg, mem, exact_config());
+    w.sweep_once();
+    EXPECT_EQ(trace.cqe_events().size(), 0u) << "the CQE of a queue not learned yet was emitted before its WQEs";
+    EXPECT_EQ(trace.wqes().size(), 0u);
+
+    w.sweep_once();
+    const auto cqe_events = trace.cqe_events();
+    ASSERT_EQ(cqe_events.size(), 1u);
+    EXPECT_EQ(cqe_events[0].wqe_counter.at(0), 7);
+    const auto wqes = trace.wqes();
+    ASSERT_EQ(wqes.size(), 8u);
+    for (size_t i = 0; i < wqes.size(); ++i) expect_write(wqes[i], i, 0x55);
+    for (const auto& e : trace.wqe_events()) EXPECT_LT(e.order, cqe_events[0].order);
+
+    // With the registry unchanged, a completion naming an unknown queue is emitted at once (the analyzer counts
+    // it): holding waits only for a queue that may have just been learned.
+    write_cqe(cqe, mlx5::cqe_op::REQ, false, 3, 0x66, 64, 2000);
+    w.sweep_once();
+    ASSERT_EQ(trace.cqe_events().size(), 2u);
+    EXPECT_EQ(trace.cqe_events()[1].wqe_counter.at(0), 3);
+}
+
 TEST(WatcherCq, NormalCqFollowsOwnerBitsAcrossLapsAndSkipsWhatTheConsumerInvalidated) {
     TraceCapture trace;
     constexpr uint32_t n = 8;
