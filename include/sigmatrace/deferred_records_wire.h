@@ -209,6 +209,40 @@ struct EncodeOptions {
     bool clear_keys = false;       // rkey written as 0
 };
 
+// One record as read off the wire, valid during the visit that receives it (walk_views): each fixed field's
+// value, and each entry column's n values, either on the wire (present) or all equal to what the reader already
+// knew (absent). What walk_records() lays out as a ring record, and what a reader that wants the fields
+// themselves (the analyzer's element decoder) reads without that copy.
+struct RecordView {
+    RecordKind kind = RecordKind::pad;
+    uint32_t n = 0;
+    uint32_t present = 0;             // the record's present bits
+    uint64_t ts = 0;                  // capture time, through the walk's to_ns
+    uint64_t fixed[6]{};              // the kind's fixed fields, zero-extended
+    const uint64_t* known = nullptr;  // each column's value in every entry when absent
+    const std::byte* column[13]{};    // each present column's n values
+
+    // Entry e's field C of kind Kind (this record's kind), zero-extended.
+    template <int Kind, std::size_t C> uint64_t entry(uint32_t e) const noexcept {
+        constexpr FieldSpec f = wire_detail::kSpecs[Kind].entry[C];
+        return present & (1u << (wire_detail::kSpecs[Kind].n_fixed + C)) ? wire_detail::load<f.width>(column[C] + e * f.width)
+                                                                         : known[C];
+    }
+};
+
+// The index of kind Kind's fixed field or entry column at `offset` in its Fixed or Entry struct (offsetof): a
+// compile-time error when it has none, so that readers name fields by their struct members, never by position.
+template <int Kind> consteval std::size_t fixed_field_at(std::size_t offset) {
+    for (std::size_t i = 0; i < wire_detail::kSpecs[Kind].n_fixed; ++i)
+        if (wire_detail::kSpecs[Kind].fixed[i].offset == offset) return i;
+    throw "no fixed field at this offset";
+}
+template <int Kind> consteval std::size_t entry_column_at(std::size_t offset) {
+    for (std::size_t i = 0; i < wire_detail::kSpecs[Kind].n_entry; ++i)
+        if (wire_detail::kSpecs[Kind].entry[i].offset == offset) return i;
+    throw "no entry column at this offset";
+}
+
 namespace wire_detail {
 
 // The encoding of one kind, with every field's offset and width a constant.
@@ -247,44 +281,51 @@ template <int Kind> struct KindCodec {
         known[C] = clear ? 0 : load<f.width>(ents + (n - 1) * k.entry_size + f.offset);
         p += n * f.width;
     }
+    // Reading: each present field taken off the wire into `v`, the known values updated as the format says.
+    // False when a present field runs past `end`.
     template <std::size_t I>
-    static bool fixed_in(std::byte* fixed, uint64_t* known, uint32_t n, uint32_t present, const std::byte*& p,
-                         const std::byte* end) noexcept {
+    static bool fixed_in(RecordView& v, uint64_t* known, const std::byte*& p, const std::byte* end) noexcept {
         constexpr FieldSpec f = k.fixed[I];
-        uint64_t v;
-        if (present & (1u << I)) {
+        uint64_t x;
+        if (v.present & (1u << I)) {
             if (end - p < f.width) return false;
-            v = load<f.width>(p);
+            x = load<f.width>(p);
             p += f.width;
         } else if constexpr (static_cast<int>(I) == k.ret_is_n) {
-            v = n;
+            x = v.n;
         } else {
-            v = known[I];
+            x = known[I];
         }
-        if constexpr (static_cast<int>(I) != k.ret_is_n) known[I] = v;
-        store<f.width>(fixed + f.offset, v);
+        if constexpr (static_cast<int>(I) != k.ret_is_n) known[I] = x;
+        v.fixed[I] = x;
         return true;
     }
     template <std::size_t C>
-    static bool column_in(std::byte* ents, uint32_t n, uint64_t* known, uint32_t present, const std::byte*& p,
-                          const std::byte* end) noexcept {
+    static bool column_in(RecordView& v, uint64_t* known, const std::byte*& p, const std::byte* end) noexcept {
         constexpr FieldSpec f = k.entry[C];
-        if (present & (1u << (k.n_fixed + C))) {
-            if (static_cast<std::size_t>(end - p) < std::size_t{n} * f.width) return false;
-            for (uint32_t e = 0; e < n; ++e) store<f.width>(ents + e * k.entry_size + f.offset, load<f.width>(p + e * f.width));
-            known[C] = load<f.width>(p + (n - 1) * f.width);
-            p += n * f.width;
-        } else {
-            for (uint32_t e = 0; e < n; ++e) store<f.width>(ents + e * k.entry_size + f.offset, known[C]);
-        }
+        if (!(v.present & (1u << (k.n_fixed + C)))) return true;  // every entry holds known[C]
+        if (static_cast<std::size_t>(end - p) < std::size_t{v.n} * f.width) return false;
+        v.column[C] = p;
+        p += std::size_t{v.n} * f.width;
+        known[C] = load<f.width>(p - f.width);
         return true;
     }
-    // False when a present field runs past `end`.
     template <std::size_t... I, std::size_t... C>
-    static bool decode(std::byte* fixed, uint32_t n, uint64_t* known_fixed, uint64_t* known_entry, uint32_t present,
-                       const std::byte*& p, const std::byte* end, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
-        if (!(fixed_in<I>(fixed, known_fixed, n, present, p, end) && ...)) return false;
-        return n == 0 || (column_in<C>(fixed + k.fixed_size, n, known_entry, present, p, end) && ...);
+    static bool read(RecordView& v, uint64_t* known_fixed, uint64_t* known_entry, const std::byte*& p,
+                     const std::byte* end, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
+        v.known = known_entry;
+        if (!(fixed_in<I>(v, known_fixed, p, end) && ...)) return false;
+        return v.n == 0 || (column_in<C>(v, known_entry, p, end) && ...);
+    }
+    // The ring record's fields (after its header) from a view of this kind.
+    template <std::size_t C> static void lay_out_column(const RecordView& v, std::byte* ents) noexcept {
+        constexpr FieldSpec f = k.entry[C];
+        for (uint32_t e = 0; e < v.n; ++e) store<f.width>(ents + e * k.entry_size + f.offset, v.entry<Kind, C>(e));
+    }
+    template <std::size_t... I, std::size_t... C>
+    static void lay_out(const RecordView& v, std::byte* fixed, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
+        (store<k.fixed[I].width>(fixed + k.fixed[I].offset, v.fixed[I]), ...);
+        (lay_out_column<C>(v, fixed + k.fixed_size), ...);
     }
 
     template <std::size_t... I, std::size_t... C>
@@ -412,19 +453,19 @@ struct WalkResult {
     uint32_t records = 0;  // records handed to the visitor before the walk ended
 };
 
-// Decodes each record of `words` (an event's payload) into a ring record (<sigmatrace/deferred_records.h>; its
-// `ts` the capture time in CLOCK_MONOTONIC ns passed through `to_ns`, a reader's own time base) and hands it to
-// `visit(const RecordHeader&)`, in order; stops at the first record that does not decode.
+// Reads each record of `words` (an event's payload) and hands a view of it (RecordView; its `ts` the capture time
+// in CLOCK_MONOTONIC ns passed through `to_ns`, a reader's own time base) to `visit(const RecordView&)`, in order;
+// stops at the first record that does not decode.
 template <typename Visit, typename ToNs>
-WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit, ToNs&& to_ns) {
+WalkResult walk_views(const uint64_t* words, std::size_t n_words, Visit&& visit, ToNs&& to_ns) {
     using namespace wire_detail;
     WalkResult r;
     Known known;
     known.reset();
-    alignas(16) std::byte buf[kMaxRecordSize];
     const auto* bytes = reinterpret_cast<const std::byte*>(words);
     const std::size_t total = n_words * sizeof(uint64_t);
     std::size_t at = 0;
+    RecordView v;
     while (at < total) {
         // A record starts with its kind, never 0; the last word's fill is zeros. (A record can be shorter than a
         // word: 4 bytes and a one-byte ts when nothing else changed.)
@@ -455,18 +496,14 @@ WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visi
         }
         known.ts += (z >> 1) ^ (~(z & 1) + 1);  // zigzag: the difference, two's complement
         if (n == 0 && (present >> k->n_fixed) != 0) return {WalkStatus::bad_fields, r.records};
-        const uint32_t size = *expected_size(static_cast<RecordKind>(kind), n);
-        std::memset(buf, 0, size);
-        auto* h = reinterpret_cast<RecordHeader*>(buf);
-        h->size = size;
-        h->kind = static_cast<RecordKind>(kind);
-        h->n = static_cast<uint16_t>(n);
-        h->ts = to_ns(known.ts);
-        std::byte* fixed = buf + sizeof(RecordHeader);
+        v.kind = static_cast<RecordKind>(kind);
+        v.n = n;
+        v.present = present;
+        v.ts = to_ns(known.ts);
         auto run = [&]<int K>(KindCodec<K>) {
-            return KindCodec<K>::decode(fixed, n, known.fixed[K], known.entry[K], present, p, end,
-                                        std::make_index_sequence<kSpecs[K].n_fixed>{},
-                                        std::make_index_sequence<kSpecs[K].n_entry>{});
+            return KindCodec<K>::read(v, known.fixed[K], known.entry[K], p, end,
+                                      std::make_index_sequence<kSpecs[K].n_fixed>{},
+                                      std::make_index_sequence<kSpecs[K].n_entry>{});
         };
         bool whole = false;
         switch (static_cast<RecordKind>(kind)) {
@@ -478,11 +515,45 @@ WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visi
         case RecordKind::pad: break;
         }
         if (!whole) return {WalkStatus::truncated, r.records};
-        visit(*h);
+        visit(static_cast<const RecordView&>(v));
         ++r.records;
         at = static_cast<std::size_t>(p - bytes);
     }
     return r;
+}
+
+// The same walk, each record laid out as a ring record (<sigmatrace/deferred_records.h>) and handed to
+// `visit(const RecordHeader&)`.
+template <typename Visit, typename ToNs>
+WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit, ToNs&& to_ns) {
+    using namespace wire_detail;
+    alignas(16) std::byte buf[kMaxRecordSize];
+    return walk_views(
+        words, n_words,
+        [&](const RecordView& v) {
+            const uint32_t size = *expected_size(v.kind, v.n);
+            std::memset(buf, 0, size);
+            auto* h = reinterpret_cast<RecordHeader*>(buf);
+            h->size = size;
+            h->kind = v.kind;
+            h->n = static_cast<uint16_t>(v.n);
+            h->ts = v.ts;
+            std::byte* fixed = buf + sizeof(RecordHeader);
+            auto lay_out = [&]<int K>(KindCodec<K>) {
+                KindCodec<K>::lay_out(v, fixed, std::make_index_sequence<kSpecs[K].n_fixed>{},
+                                      std::make_index_sequence<kSpecs[K].n_entry>{});
+            };
+            switch (v.kind) {
+            case RecordKind::post_send: lay_out(KindCodec<1>{}); break;
+            case RecordKind::post_recv: lay_out(KindCodec<2>{}); break;
+            case RecordKind::post_srq_recv: lay_out(KindCodec<3>{}); break;
+            case RecordKind::poll_cq: lay_out(KindCodec<4>{}); break;
+            case RecordKind::ring_post: lay_out(KindCodec<5>{}); break;
+            case RecordKind::pad: break;
+            }
+            visit(static_cast<const RecordHeader&>(*h));
+        },
+        to_ns);
 }
 template <typename Visit> WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visit) {
     return walk_records(words, n_words, visit, [](uint64_t ts) { return ts; });

@@ -1,88 +1,100 @@
 #include "analyzer/decode/element_decoder.h"
 
-#include <sigmatrace/deferred_records_wire.h>
+#include <cstddef>
 
 namespace sigmatrace::analyzer {
 
-void ElementDecoder::emit_record(const records::RecordHeader& h, int64_t event_ns) {
-    namespace R = records;
+namespace {
+namespace R = records;
+constexpr int kSend = static_cast<int>(R::RecordKind::post_send);
+constexpr int kRecv = static_cast<int>(R::RecordKind::post_recv);  // post_srq_recv has the same fields
+constexpr int kPoll = static_cast<int>(R::RecordKind::poll_cq);
+constexpr int kRing = static_cast<int>(R::RecordKind::ring_post);
+static_assert(R::wire_detail::kSpecs[kRecv].entry_size == R::wire_detail::kSpecs[static_cast<int>(R::RecordKind::post_srq_recv)].entry_size);
+
+// Each field by its struct member: the wire's column order is the format's business.
+template <int K> consteval std::size_t F(std::size_t offset) { return R::fixed_field_at<K>(offset); }
+template <int K> consteval std::size_t C(std::size_t offset) { return R::entry_column_at<K>(offset); }
+}  // namespace
+
+void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
     DataElement e;
     e.origin = &origin_;
-    e.ts_ns = DecodedEvent::capture_or(h.ts, event_ns);
-    const uint32_t n = h.n;
-    switch (h.kind) {
+    e.ts_ns = DecodedEvent::capture_or(v.ts, event_ns);
+    const uint32_t n = v.n;
+    switch (v.kind) {
     case R::RecordKind::post_send: {
-        const R::SendFixed* f = R::fixed_part<R::SendFixed>(&h);
-        const R::SendEntry* en = R::entries<R::SendFixed, R::SendEntry>(&h);
         e.kind = ElementKind::send;
-        e.handle = f->qp;
-        e.qp_num = f->qp_num;
+        e.handle = v.fixed[F<kSend>(offsetof(R::SendFixed, qp))];
+        e.qp_num = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, qp_num))]);
+        const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
+        const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
+        const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
         for (uint32_t k = 0; k < n; ++k) {
-            e.rejected = post_rejected(f->ret, f->bad_index, uint64_t{f->batch_offset} + k);
-            e.wr_id = en[k].wr_id;
-            e.opcode = en[k].opcode;
-            e.send_flags = en[k].send_flags;
-            e.bytes = en[k].bytes;
-            e.raddr = en[k].raddr;
-            e.rkey = en[k].rkey;
-            e.remote_qpn = en[k].remote_qpn;
-            e.ah = en[k].ah;
+            e.rejected = post_rejected(ret, bad, offset + k);
+            e.wr_id = v.entry<kSend, C<kSend>(offsetof(R::SendEntry, wr_id))>(k);
+            e.opcode = static_cast<uint8_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, opcode))>(k));
+            e.send_flags = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, send_flags))>(k));
+            e.bytes = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, bytes))>(k));
+            e.raddr = v.entry<kSend, C<kSend>(offsetof(R::SendEntry, raddr))>(k);
+            e.rkey = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, rkey))>(k));
+            e.remote_qpn = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn))>(k));
+            e.ah = v.entry<kSend, C<kSend>(offsetof(R::SendEntry, ah))>(k);
             out_.on_element(e);
         }
         return;
     }
     case R::RecordKind::post_recv:
     case R::RecordKind::post_srq_recv: {
-        const R::RecvFixed* f = R::fixed_part<R::RecvFixed>(&h);
-        const R::RecvEntry* en = R::entries<R::RecvFixed, R::RecvEntry>(&h);
-        const bool srq = h.kind == R::RecordKind::post_srq_recv;
+        const bool srq = v.kind == R::RecordKind::post_srq_recv;
         e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
-        e.handle = f->handle;
-        e.qp_num = srq ? 0 : f->qp_num;
+        e.handle = v.fixed[F<kRecv>(offsetof(R::RecvFixed, handle))];
+        e.qp_num = srq ? 0 : static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, qp_num))]);
+        const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
+        const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
+        const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
         for (uint32_t k = 0; k < n; ++k) {
-            e.rejected = post_rejected(f->ret, f->bad_index, uint64_t{f->batch_offset} + k);
-            e.wr_id = en[k].wr_id;
-            e.bytes = en[k].bytes;
+            e.rejected = post_rejected(ret, bad, offset + k);
+            e.wr_id = v.entry<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id))>(k);
+            e.bytes = static_cast<uint32_t>(v.entry<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes))>(k));
             out_.on_element(e);
         }
         return;
     }
     case R::RecordKind::poll_cq: {
-        const R::PollFixed* f = R::fixed_part<R::PollFixed>(&h);
-        const R::CompletionEntry* en = R::entries<R::PollFixed, R::CompletionEntry>(&h);
         e.kind = ElementKind::completion;
-        e.handle = f->cq;
-        e.ring = f->api == R::kApiRingCompletion;
+        e.handle = v.fixed[F<kPoll>(offsetof(R::PollFixed, cq))];
+        e.ring = static_cast<uint32_t>(v.fixed[F<kPoll>(offsetof(R::PollFixed, api))]) == R::kApiRingCompletion;
         for (uint32_t k = 0; k < n; ++k) {
-            e.qp_num = en[k].qp_num;
-            e.wr_id = en[k].wr_id;
-            e.status = en[k].status;
-            e.vendor_err = en[k].status != 0 ? en[k].vendor_err : 0;
-            e.opcode = en[k].opcode;
-            e.bytes = en[k].byte_len;
+            e.qp_num = static_cast<uint32_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num))>(k));
+            e.wr_id = v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id))>(k);
+            e.status = static_cast<uint8_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, status))>(k));
+            e.vendor_err = e.status != 0
+                               ? static_cast<uint32_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, vendor_err))>(k))
+                               : 0;
+            e.opcode = static_cast<uint8_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode))>(k));
+            e.bytes = static_cast<uint32_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len))>(k));
             out_.on_element(e);
         }
         return;
     }
     case R::RecordKind::ring_post: {
-        const R::RingPostFixed* f = R::fixed_part<R::RingPostFixed>(&h);
-        const R::RingWqeEntry* en = R::entries<R::RingPostFixed, R::RingWqeEntry>(&h);
         e.kind = ElementKind::send;
         e.ring = true;
-        e.handle = f->queue;
-        e.qp_num = f->qp_num;
-        e.poster = static_cast<R::Poster>(f->poster);
+        e.handle = v.fixed[F<kRing>(offsetof(R::RingPostFixed, queue))];
+        e.qp_num = static_cast<uint32_t>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, qp_num))]);
+        e.poster = static_cast<R::Poster>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, poster))]);
         for (uint32_t k = 0; k < n; ++k) {
-            e.wr_id = en[k].pi;
-            e.opcode = en[k].opcode;
-            e.send_flags = en[k].send_flags;
-            e.bytes = en[k].bytes;
-            e.raddr = en[k].raddr;
-            e.rkey = en[k].rkey;
-            e.remote_qpn = en[k].dest_qpn;
-            e.dlid = en[k].dlid;
-            e.dgid_prefix = en[k].dgid_prefix;
-            e.dgid_iid = en[k].dgid_iid;
+            e.wr_id = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi))>(k);
+            e.opcode = static_cast<uint8_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode))>(k));
+            e.send_flags = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, send_flags))>(k));
+            e.bytes = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, bytes))>(k));
+            e.raddr = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, raddr))>(k);
+            e.rkey = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, rkey))>(k));
+            e.remote_qpn = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dest_qpn))>(k));
+            e.dlid = static_cast<uint16_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid))>(k));
+            e.dgid_prefix = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix))>(k);
+            e.dgid_iid = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid))>(k);
             out_.on_element(e);
         }
         return;
@@ -108,8 +120,8 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
     const FieldValue& words = ev.f[F::words];
     bool malformed = !records::layout_readable(ev.u(F::layout)) || words.seq_len != ev.u(F::n);
     if (records::layout_readable(ev.u(F::layout))) {
-        const records::WalkResult r = records::walk_records(
-            words.seq, words.seq_len, [&](const records::RecordHeader& h) { emit_record(h, ev.ts_ns); },
+        const records::WalkResult r = records::walk_views(
+            words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns); },
             [&ev](uint64_t t) { return ev.capture_to_ns != nullptr ? ev.capture_to_ns(ev.capture_ctx, t) : t; });
         malformed = malformed || r.status != records::WalkStatus::ok;
     }

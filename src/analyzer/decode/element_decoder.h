@@ -1,7 +1,7 @@
 // The stage in front of the reordering (reorder_stage.h) that turns data-path calls into their elements
 // (data_element.h): each record of a `deferred_records` event (schema minor 4 on) becomes its posted WRs or its
-// completions, decoded straight from the record the wire format yields (the watcher's ring_post records and ring
-// completions, minor 6 on, included); the data events of older traces (post_send, post_recv, post_srq_recv,
+// completions, read straight off the wire's record view (records::RecordView: no ring record is laid out; the
+// watcher's ring_post records and ring completions, minor 6 on, included); the data events of older traces (post_send, post_recv, post_srq_recv,
 // poll_cq: schema minors 1-3, the events format; gpu_wqe and gpu_cqe before minor 6) go through the adapter
 // for_each_element. Every other event passes through unchanged, and so does a carrier after its elements
 // (Analysis counts it and its salvage and loss fields).
@@ -13,7 +13,7 @@
 // elements that did decode (Analysis counts it); nothing past the first bad header is read.
 #pragma once
 
-#include <sigmatrace/deferred_records.h>
+#include <sigmatrace/deferred_records_wire.h>
 
 #include "analyzer/decode/event_sink.h"
 
@@ -28,8 +28,8 @@ public:
     void on_ordering(const OrderingSummary& s) override { out_.on_ordering(s); }
 
 private:
-    // Hands the elements of ring record `h` (checked by the walk) on; false when its kind is unknown.
-    void emit_record(const records::RecordHeader& h, int64_t event_ns);
+    // Hands the elements of record `v` (checked by the walk) on.
+    void emit_record(const records::RecordView& v, int64_t event_ns);
 
     EventSink& out_;
     ElementOrigin origin_;
