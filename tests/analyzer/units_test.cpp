@@ -1,13 +1,15 @@
-// The quantile histogram, the CI rule language and the report formatting helpers.
+// The quantile histogram, the FIFO ring, the CI rule language and the report formatting helpers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <vector>
 
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/format_units.h"
+#include "analyzer/analyses/fifo_ring.h"
 #include "analyzer/analyses/quantile_histogram.h"
 
 namespace sigmatrace::analyzer {
@@ -117,6 +119,43 @@ RuleResult check(const std::string& text, const json& doc, const json* base = nu
     EXPECT_TRUE(r) << err;
     if (!r) return {};
     return evaluate_rule(*r, doc, base);
+}
+
+TEST(FifoRing, KeepsOrderAcrossWrapGrowthAndRemovals) {
+    // Against std::deque as the model: pushes past the capacity while the head is mid-ring (growth unwraps),
+    // prefix drops, and removals from the middle.
+    FifoRing<int> ring;
+    std::deque<int> model;
+    std::mt19937 rng(7);
+    int next = 0;
+    for (int step = 0; step < 20000; ++step) {
+        const unsigned r = rng() % 10;
+        if (r < 6 || model.empty()) {
+            ring.push_back(next);
+            model.push_back(next++);
+        } else if (r < 8) {
+            const std::size_t n = 1 + rng() % model.size();
+            ring.drop_front(n);
+            model.erase(model.begin(), model.begin() + static_cast<std::ptrdiff_t>(n));
+        } else {
+            const std::size_t i = rng() % model.size();
+            ring.erase(i);
+            model.erase(model.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        ASSERT_EQ(ring.size(), model.size());
+        if (!model.empty()) {
+            ASSERT_EQ(ring.front(), model.front());
+        }
+        if (step % 97 == 0) {
+            std::vector<int> seen;
+            ring.for_each([&](int v) { seen.push_back(v); });
+            ASSERT_EQ(seen, std::vector<int>(model.begin(), model.end())) << "at step " << step;
+        }
+    }
+    ring.clear();
+    EXPECT_TRUE(ring.empty());
+    ring.push_back(42);
+    EXPECT_EQ(ring[0], 42);
 }
 
 TEST(CiRules, AbsoluteRules) {

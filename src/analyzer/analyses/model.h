@@ -7,7 +7,6 @@
 #include <sigmatrace/deferred_records.h>
 
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <string>
 #include <unordered_map>

@@ -75,7 +75,7 @@ void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome out
     out_.on_operation(op);
 }
 
-void OpReconstruction::bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
+void OpReconstruction::bound_queue(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
     while (queue.size() > limit) {
         const PendingWr wr = queue.front();
         queue.pop_front();
@@ -290,14 +290,14 @@ bool OpReconstruction::complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t s
     }
     forget_pending(qp, sq[j]);
     emit(p, q, sq[j], outcome_of(status, qp.torn_down), status, ts, false);
-    sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
+    sq.drop_front(j + 1);
     return true;
 }
 
 bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode,
                                      uint32_t byte_len, int64_t ts) {
     Qp& qp = topo_.qp(q);
-    std::deque<PendingWr>* queue = &qp.rq;
+    FifoRing<PendingWr>* queue = &qp.rq;
     if (qp.srq != 0) {
         auto& m = topo_.proc(p).srq_pending;
         auto it = m.find(qp.srq);
@@ -310,7 +310,7 @@ bool OpReconstruction::complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t s
         // A receive's size is what arrived (byte_len), not the buffer posted; unknown on errors.
         emit(p, q, (*queue)[i], outcome_of(status, qp.torn_down), status, ts, false, opcode,
              status == kWcSuccess ? byte_len : 0);
-        queue->erase(queue->begin() + static_cast<std::ptrdiff_t>(i));
+        queue->erase(i);
         return true;
     }
     return false;
@@ -348,7 +348,7 @@ void OpReconstruction::on_ring_completion(const DataElement& e, ProcId p) {
     }
     forget_pending(qp, sq[j]);
     emit(p, q, sq[j], outcome_of(e.status, qp.torn_down), e.status, e.ts_ns, false);
-    sq.erase(sq.begin(), sq.begin() + static_cast<std::ptrdiff_t>(j + 1));
+    sq.drop_front(j + 1);
 }
 
 void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
@@ -396,12 +396,12 @@ void OpReconstruction::on_qp_state(QpId q, int32_t state) {
 void OpReconstruction::drain_qp(QpId q, bool teardown) {
     Qp& qp = topo_.qp(q);
     const bool ended_by_owner = teardown || qp.torn_down;
-    for (const PendingWr& wr : qp.sq) {
+    qp.sq.for_each([&](const PendingWr& wr) {
         const OpOutcome o = wr.indexed && !qp.gpu_cqe_seen ? OpOutcome::Observed
                             : ended_by_owner               ? OpOutcome::Unconfirmed
                                                            : OpOutcome::InFlight;
         emit(qp.proc, q, wr, o, 0, wr.post_ts, false);
-    }
+    });
     qp.sq.clear();
     qp.verbs_unindexed = qp.ring_unclaimed = 0;
     unconsumed_receives_ += qp.rq.size();

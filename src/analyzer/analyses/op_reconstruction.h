@@ -20,7 +20,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 
 #include "analyzer/decode/data_element.h"
 #include "analyzer/decode/decoded_event.h"
@@ -72,7 +71,7 @@ private:
     std::size_t same_wr(const Qp& qp, const PendingWr& wr, bool want_verbs) const;
     bool complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts);
     bool complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode, uint32_t byte_len, int64_t ts);
-    void bound_queue(ProcId p, QpId q, std::deque<PendingWr>& queue, std::size_t limit, bool gpu_sq);
+    void bound_queue(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq);
     QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
     void on_send(const DataElement& e, ProcId p);
     void on_recv(const DataElement& e, ProcId p);

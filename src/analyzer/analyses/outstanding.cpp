@@ -4,19 +4,11 @@
 
 namespace sigmatrace::analyzer {
 
-void Outstanding::Queue::grow() {
-    // To the next power of two, keeping the FIFO order from index 0.
-    std::vector<Entry> grown(std::max<std::size_t>(8, buf.size() * 2));
-    for (std::size_t i = 0; i < size; ++i) grown[i] = buf[(head + i) & (buf.size() - 1)];
-    buf = std::move(grown);
-    head = 0;
-}
-
 void Outstanding::drain_recv_until(QpId q, State& s, int64_t ts) {
-    while (s.recv.size > 0 && s.recv.front().done_ts <= ts) {
+    while (s.recv.size() > 0 && s.recv.front().done_ts <= ts) {
         const int64_t done = s.recv.front().done_ts;
         s.recv.pop();
-        const auto left = static_cast<uint32_t>(s.recv.size);
+        const auto left = static_cast<uint32_t>(s.recv.size());
         s.out.recv_min_posted = s.out.recv_consumed == 0 ? left : std::min(s.out.recv_min_posted, left);
         ++s.out.recv_consumed;
         if (windows_ != nullptr) windows_->sample_recv(q, done, left, true);
@@ -34,11 +26,11 @@ void Outstanding::add_slow(const Operation& op) {
     if (op.is_recv()) {
         ++s.out.recv_ops;
         drain_recv_until(op.qp, s, op.post_ts);
-        if (s.recv.size >= kMaxTracked) s.recv.pop();
+        if (s.recv.size() >= kMaxTracked) s.recv.pop();
         // A receive never consumed stays posted to the end.
         s.recv.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, 0});
-        s.out.recv_max_posted = std::max(s.out.recv_max_posted, static_cast<uint32_t>(s.recv.size));
-        if (windows_ != nullptr) windows_->sample_recv(op.qp, op.post_ts, static_cast<uint32_t>(s.recv.size), false);
+        s.out.recv_max_posted = std::max(s.out.recv_max_posted, static_cast<uint32_t>(s.recv.size()));
+        if (windows_ != nullptr) windows_->sample_recv(op.qp, op.post_ts, static_cast<uint32_t>(s.recv.size()), false);
         return;
     }
     if (op.wc_status == kWcRnrRetryExceeded) {

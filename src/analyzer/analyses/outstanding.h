@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "analyzer/analyses/int_histogram.h"
+#include "analyzer/analyses/fifo_ring.h"
 #include "analyzer/analyses/model.h"
 #include "analyzer/analyses/time_windows.h"
 
@@ -60,25 +61,20 @@ private:
         int64_t done_ts;
         uint64_t bytes;
     };
-    // A FIFO in a vector that grows to the queue's depth and is then reused.
+    // The outstanding work of one direction, oldest first, with its bytes.
     struct Queue {
-        std::vector<Entry> buf;
-        std::size_t head = 0, size = 0;
+        FifoRing<Entry> ring;
         uint64_t bytes = 0;
-        // buf.size() is a power of two: positions wrap with a mask.
-        const Entry& front() const { return buf[head]; }
+        std::size_t size() const { return ring.size(); }
+        const Entry& front() const { return ring.front(); }
         void pop() {
-            bytes -= buf[head].bytes;
-            head = (head + 1) & (buf.size() - 1);
-            --size;
+            bytes -= ring.front().bytes;
+            ring.pop_front();
         }
         void push(Entry e) {
-            if (size == buf.size()) grow();
-            buf[(head + size) & (buf.size() - 1)] = e;
-            ++size;
+            ring.push_back(e);
             bytes += e.bytes;
         }
-        void grow();
     };
     struct State {
         Queue send, recv;
@@ -87,16 +83,16 @@ private:
     // `series`: the QP's series in the windows (nullptr: none), taken once per operation.
     [[gnu::always_inline]] void sample_send(QpId q, State& s, TimeWindows::QpSeries* series, int64_t ts) {
         // A sample a window holds joins the QP's histogram at the end (finish), from the windows' cells.
-        if (series == nullptr || !windows_->sample_send(*series, q, ts, static_cast<uint32_t>(s.send.size), s.send.bytes))
+        if (series == nullptr || !windows_->sample_send(*series, q, ts, static_cast<uint32_t>(s.send.size()), s.send.bytes))
             s.out.bytes.add(s.send.bytes);
     }
     [[gnu::always_inline]] void drain_until(QpId q, State& s, TimeWindows::QpSeries* series, int64_t ts) {
-        while (s.send.size > 0 && s.send.front().done_ts <= ts) {
+        while (s.send.size() > 0 && s.send.front().done_ts <= ts) {
             // WRs that completed at one instant (a signaled completion retires the unsignaled WRs before it)
             // leave one sample, the queue after them all: the levels in between never held for any time.
             const int64_t done = s.send.front().done_ts;
             do s.send.pop();
-            while (s.send.size > 0 && s.send.front().done_ts == done);
+            while (s.send.size() > 0 && s.send.front().done_ts == done);
             sample_send(q, s, series, done);
         }
     }
@@ -104,9 +100,9 @@ private:
     [[gnu::always_inline]] void add_send(const Operation& op, State& s, TimeWindows::QpSeries* series) {
         ++s.out.send_ops;
         drain_until(op.qp, s, series, op.post_ts);
-        if (s.send.size >= kMaxTracked) s.send.pop();
+        if (s.send.size() >= kMaxTracked) s.send.pop();
         s.send.push({op.outcome == OpOutcome::InFlight ? INT64_MAX : op.done_ts, op.bytes});
-        s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size));
+        s.out.max_wrs = std::max(s.out.max_wrs, static_cast<uint32_t>(s.send.size()));
         s.out.max_bytes = std::max(s.out.max_bytes, s.send.bytes);
         sample_send(op.qp, s, series, op.post_ts);
     }

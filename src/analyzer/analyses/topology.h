@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -13,6 +12,7 @@
 
 #include "analyzer/decode/data_element.h"
 #include "analyzer/decode/decoded_event.h"
+#include "analyzer/analyses/fifo_ring.h"
 #include "analyzer/analyses/model.h"
 
 namespace sigmatrace::analyzer {
@@ -71,8 +71,8 @@ struct Qp {
     Gid dgid;
     Peer peer;                  // resolved lazily (resolve_peer)
     bool peer_final = false;    // resolution found the remote QP itself: no need to retry
-    std::deque<PendingWr> sq;
-    std::deque<PendingWr> rq;
+    FifoRing<PendingWr> sq;
+    FifoRing<PendingWr> rq;
     // Counters mode (qp_counters events): the QP's totals over the trace.
     struct Counted {
         uint64_t events = 0;
@@ -115,7 +115,7 @@ struct Process {
     // QP number -> the last learned QP of that number that was destroyed, while no live one has it: a CQE the
     // watcher read from a CQ that outlives the QP (its final sweep comes at the CQ's destroy) still finds its WQE.
     std::unordered_map<uint32_t, QpId> gone_gpu_qp_by_num;
-    std::unordered_map<uint64_t, std::deque<PendingWr>> srq_pending;  // ibv_srq -> posted receives
+    std::unordered_map<uint64_t, FifoRing<PendingWr>> srq_pending;  // ibv_srq -> posted receives
     std::unordered_map<uint64_t, AddressHandle> ah;     // ibv_ah -> destination
     std::unordered_map<uint64_t, uint32_t> srq_depth;   // ibv_srq -> granted depth
 };

@@ -1,0 +1,64 @@
+// A FIFO in a vector whose size is a power of two, grown (doubled) when full and then reused: what a queue of
+// posted work requests, or of outstanding sends, is per operation, without std::deque's block bookkeeping on
+// every push, pop and index. Positions wrap with a mask. Removing from the middle (a receive completed out of
+// order) shifts the elements after it.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace sigmatrace::analyzer {
+
+template <typename T> class FifoRing {
+public:
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+
+    // The i-th oldest (0: the front).
+    T& operator[](std::size_t i) { return buf_[(head_ + i) & mask()]; }
+    const T& operator[](std::size_t i) const { return buf_[(head_ + i) & mask()]; }
+    T& front() { return buf_[head_]; }
+    const T& front() const { return buf_[head_]; }
+
+    void push_back(const T& v) {
+        if (size_ == buf_.size()) grow();
+        buf_[(head_ + size_) & mask()] = v;
+        ++size_;
+    }
+    void pop_front() { drop_front(1); }
+    // Removes the n oldest (n <= size()).
+    void drop_front(std::size_t n) {
+        head_ = (head_ + n) & mask();
+        size_ -= n;
+    }
+    // Removes the i-th oldest, keeping the order of the rest.
+    void erase(std::size_t i) {
+        for (std::size_t k = i; k + 1 < size_; ++k) (*this)[k] = std::move((*this)[k + 1]);
+        --size_;
+    }
+    void clear() {
+        head_ = 0;
+        size_ = 0;
+    }
+
+    // Oldest first.
+    template <typename F> void for_each(F&& f) const {
+        for (std::size_t i = 0; i < size_; ++i) f((*this)[i]);
+    }
+
+private:
+    std::size_t mask() const { return buf_.size() - 1; }
+    void grow() {
+        std::vector<T> grown(std::max<std::size_t>(8, buf_.size() * 2));
+        for (std::size_t i = 0; i < size_; ++i) grown[i] = std::move((*this)[i]);
+        buf_ = std::move(grown);
+        head_ = 0;
+    }
+
+    std::vector<T> buf_;
+    std::size_t head_ = 0, size_ = 0;
+};
+
+}  // namespace sigmatrace::analyzer
