@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 namespace sigmatrace::analyzer {
 
@@ -31,7 +32,7 @@ void ReorderStage::on_element(const DataElement& e) {
         out_.on_element(e);
         return;
     }
-    if (open_ != kNone && (runs_[open_].origin.serial != o.serial || e.ts_ns < open_last_key_)) close_run();
+    if (open_ != kNone && (runs_[open_]->origin.serial != o.serial || e.ts_ns < open_last_key_)) close_run();
     watermark_ = std::max(watermark_, o.event_ns);
     const int64_t key = e.ts_ns;
     // The announced bound is a promise the emitter may not keep (descheduled on a busy machine): an element that
@@ -49,7 +50,7 @@ void ReorderStage::on_element(const DataElement& e) {
         return;
     }
     if (open_ == kNone) open_ = open_run(o);
-    Run& r = runs_[open_];
+    Run& r = *runs_[open_];
     // The run is in the heap while it holds an element not yet released, keyed by that element.
     if (!r.in_heap) {
         heap_.push_back(Entry{key, arrivals_++, open_, true});
@@ -97,7 +98,7 @@ void ReorderStage::close_run() {
     if (open_ == kNone) return;
     const uint32_t slot = open_;
     open_ = kNone;
-    if (!runs_[slot].in_heap) free_runs_.push_back(slot);   // every element already went out
+    if (!runs_[slot]->in_heap) free_runs_.push_back(slot);   // every element already went out
 }
 
 void ReorderStage::release_due() {
@@ -137,7 +138,7 @@ void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
         }
         // The run's elements that nothing held comes between (captured before the next held key, and due) go
         // out now: one heap round per stretch, not per element, when drains do not interleave.
-        Run& r = runs_[e.slot];
+        Run& r = *runs_[e.slot];
         int64_t limit = all ? std::numeric_limits<int64_t>::max() : upto_key_exclusive;
         if (!heap_.empty()) limit = std::min(limit, heap_.front().key);
         const std::size_t n = r.elements.size();
@@ -167,9 +168,9 @@ uint32_t ReorderStage::open_run(const ElementOrigin& origin) {
         free_runs_.pop_back();
     } else {
         idx = static_cast<uint32_t>(runs_.size());
-        runs_.emplace_back();
+        runs_.push_back(std::make_unique<Run>());
     }
-    Run& r = runs_[idx];
+    Run& r = *runs_[idx];
     r.elements.clear();
     r.next = 0;
     r.in_heap = false;

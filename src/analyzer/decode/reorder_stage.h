@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,9 +125,9 @@ private:
     uint64_t last_late_serial_ = 0;
     std::size_t held_ = 0;            // events and elements in the heap's entries
     std::vector<Entry> heap_;
-    std::deque<EventSlot> events_;    // deques: slots never move, so views into their strings stay valid
+    std::deque<EventSlot> events_;    // a deque: slots never move, so views into their strings stay valid
     std::vector<uint32_t> free_events_;
-    std::deque<Run> runs_;
+    std::vector<std::unique_ptr<Run>> runs_;   // a run never moves: views into its strings stay valid
     std::vector<uint32_t> free_runs_;
     uint32_t open_ = kNone;           // the run the current event's elements go into
     int64_t open_last_key_ = 0;
