@@ -6,24 +6,6 @@
 
 namespace sigmatrace::analyzer {
 
-bool BarrierDetector::is_signal(const Operation& op) const {
-    if (op.is_recv() || op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed ||
-        op.outcome == OpOutcome::FlushedAtTeardown ||
-        op.outcome == OpOutcome::Lost)
-        return false;
-    const auto code = static_cast<WrOpcode>(op.opcode);
-    const bool atomic = code == WrOpcode::ATOMIC_CMP_AND_SWP || code == WrOpcode::ATOMIC_FETCH_AND_ADD ||
-                        code == WrOpcode::ATOMIC_WRITE;
-    const bool small_write = (code == WrOpcode::RDMA_WRITE || code == WrOpcode::RDMA_WRITE_WITH_IMM) &&
-                             op.bytes <= options_.max_signal_bytes;
-    if (!atomic && !small_write) return false;
-    if (options_.word) {
-        if (op.raddr != options_.word->raddr) return false;
-        if (options_.word->rkey && op.rkey != *options_.word->rkey) return false;
-    }
-    return true;
-}
-
 void BarrierDetector::SignalCounts::add_new() {
     if (by_count.empty() || by_count.front().first != 0) by_count.insert(by_count.begin(), {0, 0});
     ++by_count.front().second;
@@ -90,7 +72,8 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
     if (!is_signal(op) || op.ud_ah != 0) return;
     const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
     const Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : op.qp, op.rkey, op.raddr};
-    if (last_word_ == nullptr || !(key == last_key_)) {
+    Word*& recent = recent_[recent_slot(key)];
+    if (recent == nullptr || !(recent->key == key)) {
         const uint64_t hash = mix(KeyHash{}(key));
         Word* found = find_word(key, hash);
         if (found == nullptr) {
@@ -110,10 +93,9 @@ void BarrierDetector::add(const Operation& op, const Qp& qp) {
             while (index_[i].word != nullptr) i = (i + 1) & mask;
             index_[i] = Slot{hash, found};
         }
-        last_key_ = key;
-        last_word_ = found;
+        recent = found;
     }
-    Word& w = *last_word_;
+    Word& w = *recent;
     if (w.dead) return;
 
     auto [sig, inserted] = w.signals.try_emplace(op.proc, 0);
@@ -210,7 +192,7 @@ BarrierResult BarrierDetector::finish(Topology& topo) {
     });
     words_.clear();
     index_.assign(index_.size(), Slot{});
-    last_word_ = nullptr;
+    recent_.fill(nullptr);
     return r;
 }
 

@@ -9,6 +9,7 @@
 // time: the moment the participant entered the barrier.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -135,7 +136,24 @@ private:
         bool dead = false;
     };
 
-    bool is_signal(const Operation& op) const;
+    // Inline: every operation is asked, and most are not signals.
+    bool is_signal(const Operation& op) const {
+        if (op.is_recv() || op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed ||
+            op.outcome == OpOutcome::FlushedAtTeardown ||
+            op.outcome == OpOutcome::Lost)
+            return false;
+        const auto code = static_cast<WrOpcode>(op.opcode);
+        const bool atomic = code == WrOpcode::ATOMIC_CMP_AND_SWP || code == WrOpcode::ATOMIC_FETCH_AND_ADD ||
+                            code == WrOpcode::ATOMIC_WRITE;
+        const bool small_write = (code == WrOpcode::RDMA_WRITE || code == WrOpcode::RDMA_WRITE_WITH_IMM) &&
+                                 op.bytes <= options_.max_signal_bytes;
+        if (!atomic && !small_write) return false;
+        if (options_.word) {
+            if (op.raddr != options_.word->raddr) return false;
+            if (options_.word->rkey && op.rkey != *options_.word->rkey) return false;
+        }
+        return true;
+    }
     void close_epoch(Word& w, const OpenEpoch& e);
     void bury_if_dead(Word& w) const;
 
@@ -153,9 +171,15 @@ private:
     static_assert((std::size_t{1} << kIndexBits) >= 2 * kMaxWords);
     std::vector<Slot> index_ = std::vector<Slot>(std::size_t{1} << kIndexBits);
     Word* find_word(const Key& key, uint64_t hash) const;
-    // The word of the previous signal: consecutive signals mostly go to the same word.
-    Key last_key_{};
-    Word* last_word_ = nullptr;
+    // The words of recent signals, direct-mapped by address: consecutive signals mostly go to the same word,
+    // and a bandwidth run's small writes cycle over a few dozen buffers, each a (soon dead) candidate word that
+    // would otherwise cost a hash and a probe per write. A slot is checked against the full key.
+    static constexpr int kRecentBits = 6;
+    static std::size_t recent_slot(const Key& k) {
+        return static_cast<std::size_t>(((k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^ k.local_qp) * 0x9e3779b97f4a7c15ULL) >>
+                                        (64 - kRecentBits));
+    }
+    std::array<Word*, std::size_t{1} << kRecentBits> recent_{};
     uint64_t dropped_ = 0;
 };
 
