@@ -14,6 +14,7 @@ QpProgress& QueueProgress::at(QpId q) {
         qps_.resize(q + 1);
         procs_.resize(q + 1, kNoId);
         used_.resize(q + 1, false);
+        last_qp_ = UINT64_MAX;   // qps_ moved
     }
     used_[q] = true;
     return qps_[q];
@@ -32,8 +33,12 @@ void QueueProgress::note_state(QpProgress& p, int32_t state, int64_t ts, QpState
 
 void QueueProgress::add(const Operation& op) {
     if (op.is_recv() || op.qp == kNoId) return;
-    QpProgress& p = at(op.qp);
-    procs_[op.qp] = op.proc;
+    if (op.qp != last_qp_) {
+        last_ = &at(op.qp);
+        procs_[op.qp] = op.proc;   // a QP's process never changes
+        last_qp_ = op.qp;
+    }
+    QpProgress& p = *last_;
     ++p.posted;
     auto unacknowledged = [&] {
         if (!p.first_unacknowledged) p.first_unacknowledged = op;

@@ -85,6 +85,9 @@ private:
     std::vector<QpProgress> qps_;
     std::vector<ProcId> procs_;
     std::vector<bool> used_;
+    // The previous operation's QP and its progress (no QP: wider than QpId), reset when qps_ grows.
+    uint64_t last_qp_ = UINT64_MAX;
+    QpProgress* last_ = nullptr;
 };
 
 }  // namespace sigmatrace::analyzer
