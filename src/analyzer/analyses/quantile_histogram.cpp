@@ -34,13 +34,19 @@ std::vector<double> integer_thresholds(const Axis& axis) {
     return first;
 }
 
-// log2(v) within 0.001 for v >= 1 (exponent plus a cubic of the mantissa), 0.06 of a default bin: a starting
-// point that is the right bin or its neighbour, checked against the thresholds.
-inline double rough_log2(double v) {
-    const uint64_t bits = std::bit_cast<uint64_t>(v);
-    const double e = static_cast<double>(static_cast<int>((bits >> 52) & 0x7FF) - 1023);
-    const double m = std::bit_cast<double>((bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull) - 1.0;
-    return e + m * (1.422 + m * (-0.58 + m * (1.0 - 1.422 + 0.58)));
+// For each binade of the integers below 2^53 (exponent 0..52) split in 256 by the top 8 bits of the mantissa: the
+// threshold index k of its smallest value (first[k] <= x0 < first[k + 1]). A sub-bucket (at most 1/256 of its
+// value wide) is narrower than a default bin (1.16%), so an integer in it is at k or k + 1.
+constexpr int kSubBits = 8;
+std::vector<uint16_t> sub_bucket_starts(const std::vector<double>& first) {
+    std::vector<uint16_t> start(std::size_t{53} << kSubBits);
+    for (int e = 0; e < 53; ++e)
+        for (int m = 0; m < (1 << kSubBits); ++m) {
+            const double x0 = std::ldexp(1.0 + m / static_cast<double>(1 << kSubBits), e);
+            const auto k = std::upper_bound(first.begin(), first.end(), x0) - first.begin() - 1;
+            start[(static_cast<std::size_t>(e) << kSubBits) | static_cast<std::size_t>(m)] = static_cast<uint16_t>(k);
+        }
+    return start;
 }
 
 }  // namespace
@@ -52,7 +58,11 @@ QuantileHistogram::QuantileHistogram(double lo, double hi, unsigned bins_per_dec
     if (lo == kDefaultLo && hi == kDefaultHi && bins_per_decade == kDefaultBinsPerDecade) {
         // Immutable once built (thread-safe initialization), shared by every histogram of this binning.
         static const std::vector<double> kFirst = integer_thresholds(hist_.axis());
+        static const std::vector<uint16_t> kStart = sub_bucket_starts(kFirst);
+        // A bin is ln(10) / bins_per_decade of its value wide (about), a sub-bucket at most 2^-kSubBits.
+        static_assert(kDefaultBinsPerDecade < 2.302585 * (1 << kSubBits), "a sub-bucket must be narrower than a bin");
         first_ = &kFirst;
+        start_ = &kStart;
     }
 }
 
@@ -65,12 +75,10 @@ QuantileHistogram::Binned QuantileHistogram::bin(double v) const {
     if (first_ != nullptr && v >= 1.0 && v < kExactIntegers && static_cast<double>(static_cast<uint64_t>(v)) == v) {
         const std::vector<double>& first = *first_;
         const int top = static_cast<int>(first.size()) - 1;
-        // The default axis has 200 bins per decade from 1: index ~ log2(v) * 200 / log2(10).
-        int k = std::clamp(static_cast<int>(rough_log2(v) * (kDefaultBinsPerDecade / 3.321928094887362)) + 1, 1, top - 1);
-        // The neighbours without branches (the estimate is rarely off), then the general walk.
-        k += static_cast<int>(v >= first[static_cast<std::size_t>(k) + 1]) - static_cast<int>(v < first[static_cast<std::size_t>(k)]);
-        while (k > 0 && v < first[static_cast<std::size_t>(k)]) --k;
-        while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;
+        const uint64_t bits = std::bit_cast<uint64_t>(v);
+        const auto e = static_cast<std::size_t>(((bits >> 52) & 0x7FF) - 1023);   // 0..52: v is in [1, 2^53)
+        int k = (*start_)[(e << kSubBits) | ((bits >> (52 - kSubBits)) & ((1u << kSubBits) - 1))];
+        while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;   // once at most
         return Binned{v, k - 1};
     }
     return Binned{v, static_cast<int>(hist_.axis().index(v))};

@@ -63,9 +63,11 @@ private:
     using Hist = boost::histogram::histogram<std::tuple<Axis>, boost::histogram::unlimited_storage<>>;
     Hist hist_;
     // For the default binning: first_[k] is the smallest integer whose axis index is k - 1 or more (built once
-    // per process from the axis itself), so an integer value's bin is found from an approximate logarithm and
-    // one or two comparisons, with exactly the index the axis gives. Null for other binnings.
+    // per process from the axis itself), and start_ where an integer's search begins, by its binade and top
+    // mantissa bits: an integer value's bin is one load and a comparison or two, with exactly the index the axis
+    // gives, no logarithm. Null for other binnings.
     const std::vector<double>* first_ = nullptr;
+    const std::vector<uint16_t>* start_ = nullptr;
     uint64_t count_ = 0;
     double min_ = std::numeric_limits<double>::infinity();
     double max_ = -std::numeric_limits<double>::infinity();
