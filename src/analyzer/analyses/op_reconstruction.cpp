@@ -37,7 +37,7 @@ OpOutcome outcome_of(uint8_t status, bool torn_down) {
 
 }  // namespace
 
-void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts,
+inline void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts,
                             bool implied, uint8_t opcode_override, uint64_t bytes_override) {
     // A ring WQE that moves no data (NOP, DUMP ...) is retired with the others but is no operation.
     if (wr.opcode == records::kNoWrOpcode && opcode_override == 0) return;
@@ -75,7 +75,7 @@ void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome out
     out_.on_operation(op);
 }
 
-void OpReconstruction::bound_queue(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
+void OpReconstruction::drop_beyond(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
     while (queue.size() > limit) {
         const PendingWr wr = queue.front();
         queue.pop_front();
@@ -114,8 +114,7 @@ QpId OpReconstruction::qp_for_post(ProcId p, uint64_t handle, uint32_t qpn) {
     return q;
 }
 
-QpId OpReconstruction::qp_of_post(ProcId p, uint64_t handle, uint32_t qpn) {
-    if (post_cache_.proc == p && post_cache_.key == handle && post_cache_.qpn == qpn) return post_cache_.qp;
+QpId OpReconstruction::qp_of_post_slow(ProcId p, uint64_t handle, uint32_t qpn) {
     const QpId q = qp_for_post(p, handle, qpn);
     post_cache_ = Cached{p, handle, qpn, q};
     return q;

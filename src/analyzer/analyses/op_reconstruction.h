@@ -61,8 +61,10 @@ public:
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }
 
 private:
-    void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts, bool implied,
-              uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+    // Inline: called once per operation, mostly from complete_send's loop over the WRs a completion retires.
+    [[gnu::always_inline]] inline void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status,
+                                            int64_t done_ts, bool implied, uint8_t opcode_override = 0,
+                                            uint64_t bytes_override = UINT64_MAX);
     void on_ring_send(const DataElement& e, ProcId p);
     void on_ring_completion(const DataElement& e, ProcId p);
     QpId qp_of_ring(ProcId p, uint64_t handle, uint32_t qpn);
@@ -71,7 +73,11 @@ private:
     std::size_t same_wr(const Qp& qp, const PendingWr& wr, bool want_verbs) const;
     bool complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts);
     bool complete_recv(ProcId p, QpId q, uint64_t wr_id, uint8_t status, uint8_t wc_opcode, uint32_t byte_len, int64_t ts);
-    void bound_queue(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq);
+    // Drops the oldest WRs of `queue` beyond `limit` (lost, or observed: gpu_sq).
+    void bound_queue(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
+        if (queue.size() > limit) drop_beyond(p, q, queue, limit, gpu_sq);
+    }
+    void drop_beyond(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq);
     QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
     void on_send(const DataElement& e, ProcId p);
     void on_recv(const DataElement& e, ProcId p);
@@ -85,7 +91,11 @@ private:
         uint32_t qpn = 0;
         QpId qp = kNoId;
     };
-    QpId qp_of_post(ProcId p, uint64_t handle, uint32_t qpn);
+    QpId qp_of_post(ProcId p, uint64_t handle, uint32_t qpn) {
+        if (post_cache_.proc == p && post_cache_.key == handle && post_cache_.qpn == qpn) return post_cache_.qp;
+        return qp_of_post_slow(p, handle, qpn);
+    }
+    QpId qp_of_post_slow(ProcId p, uint64_t handle, uint32_t qpn);
 
     Topology& topo_;
     OpListener& out_;
