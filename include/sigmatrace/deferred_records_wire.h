@@ -314,7 +314,13 @@ template <int Kind> struct KindCodec {
     static bool read(RecordView& v, uint64_t* known_fixed, uint64_t* known_entry, const std::byte*& p,
                      const std::byte* end, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
         v.known = known_entry;
-        if (!(fixed_in<I>(v, known_fixed, p, end) && ...)) return false;
+        constexpr uint32_t kFixedBits = (1u << k.n_fixed) - 1;
+        if ((v.present & kFixedBits) == 0) {
+            // The common case: the call's fixed fields (QP, CQ, result) as the previous record of its kind had them.
+            (static_cast<void>(v.fixed[I] = static_cast<int>(I) == k.ret_is_n ? v.n : known_fixed[I]), ...);
+        } else if (!(fixed_in<I>(v, known_fixed, p, end) && ...)) {
+            return false;
+        }
         return v.n == 0 || (column_in<C>(v, known_entry, p, end) && ...);
     }
     // The ring record's fields (after its header) from a view of this kind.
