@@ -77,7 +77,7 @@ public:
     bool enabled() const { return o_.enabled; }
     // A send-side operation and its link (data_link.h); receives and operations of unknown link are ignored
     // except for the opcode latency. Any order; memory stays bounded.
-    void add(const Operation& op, DataLink link) {
+    [[gnu::always_inline]] void add(const Operation& op, DataLink link) {
         // The hot path, inline: a completed send inside the window of the cached cell, on that cell's link, and,
         // when its own completion was seen, of the cached latency's opcode (refresh_fast()).
         if (op.outcome == OpOutcome::Completed && op.post_ts >= fast_lo_ && op.done_ts < fast_hi_ &&
