@@ -344,6 +344,19 @@ template <int Kind> struct KindCodec {
     }
 };
 
+// Calls f(KindCodec<K>{}) for the kind's codec and returns what it returns; false for pad (never in an event).
+template <typename F> bool with_codec(RecordKind kind, F&& f) {
+    switch (kind) {
+    case RecordKind::post_send: return f(KindCodec<1>{});
+    case RecordKind::post_recv: return f(KindCodec<2>{});
+    case RecordKind::post_srq_recv: return f(KindCodec<3>{});
+    case RecordKind::poll_cq: return f(KindCodec<4>{});
+    case RecordKind::ring_post: return f(KindCodec<5>{});
+    case RecordKind::pad: break;
+    }
+    return false;
+}
+
 }  // namespace wire_detail
 
 // Writes the records of one event. reset() at the start of each event.
@@ -371,19 +384,12 @@ public:
         const auto* fixed = reinterpret_cast<const std::byte*>(&h) + sizeof(RecordHeader);
         const uint8_t cleared = static_cast<uint8_t>((opt.clear_addresses ? 1 : 0) | (opt.clear_keys ? 2 : 0));
         uint32_t present = 0;
-        auto run = [&]<int K>(KindCodec<K>) {
+        with_codec(h.kind, [&]<int K>(KindCodec<K>) {
             present = KindCodec<K>::encode(fixed, n, known_.fixed[K], known_.entry[K], cleared, p,
                                            std::make_index_sequence<kSpecs[K].n_fixed>{},
                                            std::make_index_sequence<kSpecs[K].n_entry>{});
-        };
-        switch (h.kind) {
-        case RecordKind::post_send: run(KindCodec<1>{}); break;
-        case RecordKind::post_recv: run(KindCodec<2>{}); break;
-        case RecordKind::post_srq_recv: run(KindCodec<3>{}); break;
-        case RecordKind::poll_cq: run(KindCodec<4>{}); break;
-        case RecordKind::ring_post: run(KindCodec<5>{}); break;
-        case RecordKind::pad: break;
-        }
+            return true;
+        });
         out[0] = static_cast<std::byte>(kind);
         out[1] = static_cast<std::byte>(n);
         out[2] = static_cast<std::byte>(present & 0xff);
@@ -506,20 +512,11 @@ WalkResult walk_views(const uint64_t* words, std::size_t n_words, Visit&& visit,
         v.n = n;
         v.present = present;
         v.ts = to_ns(known.ts);
-        auto run = [&]<int K>(KindCodec<K>) {
+        const bool whole = with_codec(v.kind, [&]<int K>(KindCodec<K>) {
             return KindCodec<K>::read(v, known.fixed[K], known.entry[K], p, end,
                                       std::make_index_sequence<kSpecs[K].n_fixed>{},
                                       std::make_index_sequence<kSpecs[K].n_entry>{});
-        };
-        bool whole = false;
-        switch (static_cast<RecordKind>(kind)) {
-        case RecordKind::post_send: whole = run(KindCodec<1>{}); break;
-        case RecordKind::post_recv: whole = run(KindCodec<2>{}); break;
-        case RecordKind::post_srq_recv: whole = run(KindCodec<3>{}); break;
-        case RecordKind::poll_cq: whole = run(KindCodec<4>{}); break;
-        case RecordKind::ring_post: whole = run(KindCodec<5>{}); break;
-        case RecordKind::pad: break;
-        }
+        });
         if (!whole) return {WalkStatus::truncated, r.records};
         visit(static_cast<const RecordView&>(v));
         ++r.records;
@@ -545,18 +542,11 @@ WalkResult walk_records(const uint64_t* words, std::size_t n_words, Visit&& visi
             h->n = static_cast<uint16_t>(v.n);
             h->ts = v.ts;
             std::byte* fixed = buf + sizeof(RecordHeader);
-            auto lay_out = [&]<int K>(KindCodec<K>) {
+            with_codec(v.kind, [&]<int K>(KindCodec<K>) {
                 KindCodec<K>::lay_out(v, fixed, std::make_index_sequence<kSpecs[K].n_fixed>{},
                                       std::make_index_sequence<kSpecs[K].n_entry>{});
-            };
-            switch (v.kind) {
-            case RecordKind::post_send: lay_out(KindCodec<1>{}); break;
-            case RecordKind::post_recv: lay_out(KindCodec<2>{}); break;
-            case RecordKind::post_srq_recv: lay_out(KindCodec<3>{}); break;
-            case RecordKind::poll_cq: lay_out(KindCodec<4>{}); break;
-            case RecordKind::ring_post: lay_out(KindCodec<5>{}); break;
-            case RecordKind::pad: break;
-            }
+                return true;
+            });
             visit(static_cast<const RecordHeader&>(*h));
         },
         to_ns);
