@@ -479,8 +479,13 @@ bool not_reached(uint16_t counter, uint64_t next) {
 }
 }  // namespace
 
+namespace {
+// A send queue's completion (a requester's), not a receive's.
+bool is_send_completion(const Cqe64& e) { return e.opcode() == cqe_op::REQ || e.opcode() == cqe_op::REQ_ERR; }
+}  // namespace
+
 Watcher::SqState* Watcher::completed_queue(const CqState& c, const Cqe64& e) {
-    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return nullptr;  // not a send queue's
+    if (!is_send_completion(e)) return nullptr;
     for (size_t i : c.sqs)
         if (sqs_[i].q.qpn == e.qpn()) return &sqs_[i];
     return nullptr;
@@ -491,24 +496,26 @@ bool Watcher::awaits_decode(const CqState& c, const Cqe64& e) {
     return s && s->q.dbr_less && not_reached(e.wqe_index(), s->scan.next);
 }
 
-void Watcher::catch_up(const CqState& c, uint64_t cqe_addr, SqState& s) {
-    // The CQE's copy was made with relaxed loads, which a weakly ordered CPU may satisfy after the doorbell
-    // record's read. Reading its last word again with acquire (the same or a newer value) orders the record's
-    // read after it, so the record shows what the producer published before ringing for this completion. (An
-    // acquire load rather than a fence: ThreadSanitizer models the former.)
+void Watcher::order_after_cqe(const CqState& c, uint64_t cqe_addr) {
+    // The CQE's copy was made with relaxed loads, which a weakly ordered CPU may satisfy after later reads.
+    // Reading its last word again with acquire (the same or a newer value) orders them after it, so they show
+    // what the producer published before this completion. (An acquire load rather than a fence: ThreadSanitizer
+    // models the former.)
     uint32_t ignored_word = 0;
     memory_.read_be32_acquire(cqe_addr + 60, c.q.ring_mem, ignored_word);
+}
+
+void Watcher::catch_up(const CqState& c, uint64_t cqe_addr, SqState& s) {
+    order_after_cqe(c, cqe_addr);   // the doorbell record's read: it covers what was rung for this completion
     Backlog ignored = Backlog::None;
     sweep_send_queue(s, ignored);
 }
 
 bool Watcher::may_be_unlearned(const CqState& c, const Cqe64& e, uint64_t cqe_addr) {
-    if (e.opcode() != cqe_op::REQ && e.opcode() != cqe_op::REQ_ERR) return false;
+    if (!is_send_completion(e)) return false;
     // A queue registered after this sweep's sync may have posted and completed since: its WQEs are read by the
-    // next sweep, which learns it first. The registration precedes the post, which precedes the completion: the
-    // acquire read of the CQE (as in catch_up) orders the generation's read after it.
-    uint32_t ignored_word = 0;
-    memory_.read_be32_acquire(cqe_addr + 60, c.q.ring_mem, ignored_word);
+    // next sweep, which learns it first. The registration precedes the post, which precedes the completion.
+    order_after_cqe(c, cqe_addr);
     return registry_.generation() != seen_generation_;
 }
 

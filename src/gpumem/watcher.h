@@ -136,6 +136,8 @@ private:
     void link_send_queues();
     SqState* completed_queue(const CqState& c, const mlx5::Cqe64& e);
     bool awaits_decode(const CqState& c, const mlx5::Cqe64& e);
+    // Orders the reads that follow after the read of the CQE at `cqe_addr`.
+    void order_after_cqe(const CqState& c, uint64_t cqe_addr);
     void catch_up(const CqState& c, uint64_t cqe_addr, SqState& s);
     // A send completion of no queue linked to `c` while the registry has changed since this sweep's sync: held
     // for one sweep, in which the queue it may complete is learned and read first.

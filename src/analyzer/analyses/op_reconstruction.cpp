@@ -221,6 +221,20 @@ void OpReconstruction::on_ring_send(const DataElement& e, ProcId p) {
     bound_queue(p, q, qp.sq, std::max<std::size_t>(qp.max_send_wr, 64), true);
 }
 
+void OpReconstruction::post_recv(FifoRing<PendingWr>& queue, const DataElement& e, std::size_t limit) {
+    PendingWr wr;
+    wr.wr_id = e.wr_id;
+    wr.post_ts = e.ts_ns;
+    wr.opcode = kOpRecv;
+    wr.signaled = true;
+    wr.bytes = e.bytes;
+    queue.push_back(wr);
+    while (queue.size() > limit) {
+        queue.pop_front();
+        ++topo_.anomalies().lost_wrs;
+    }
+}
+
 void OpReconstruction::on_recv(const DataElement& e, ProcId p) {
     const QpId q = qp_of_post(p, e.handle, e.qp_num);
     if (e.rejected) {
@@ -228,17 +242,7 @@ void OpReconstruction::on_recv(const DataElement& e, ProcId p) {
         return;
     }
     Qp& qp = topo_.qp(q);
-    PendingWr wr;
-    wr.wr_id = e.wr_id;
-    wr.post_ts = e.ts_ns;
-    wr.opcode = kOpRecv;
-    wr.signaled = true;
-    wr.bytes = e.bytes;
-    qp.rq.push_back(wr);
-    while (qp.rq.size() > queue_limit(qp.max_recv_wr)) {
-        qp.rq.pop_front();
-        ++topo_.anomalies().lost_wrs;
-    }
+    post_recv(qp.rq, e, queue_limit(qp.max_recv_wr));
 }
 
 void OpReconstruction::on_srq_recv(const DataElement& e, ProcId p) {
@@ -247,20 +251,8 @@ void OpReconstruction::on_srq_recv(const DataElement& e, ProcId p) {
         return;
     }
     Process& pr = topo_.proc(p);
-    auto& queue = pr.srq_pending[e.handle];
-    PendingWr wr;
-    wr.wr_id = e.wr_id;
-    wr.post_ts = e.ts_ns;
-    wr.opcode = kOpRecv;
-    wr.signaled = true;
-    wr.bytes = e.bytes;
-    queue.push_back(wr);
     auto depth = pr.srq_depth.find(e.handle);
-    const std::size_t limit = queue_limit(depth == pr.srq_depth.end() ? 0 : depth->second);
-    while (queue.size() > limit) {
-        queue.pop_front();
-        ++topo_.anomalies().lost_wrs;
-    }
+    post_recv(pr.srq_pending[e.handle], e, queue_limit(depth == pr.srq_depth.end() ? 0 : depth->second));
 }
 
 bool OpReconstruction::complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t status, int64_t ts) {

@@ -80,6 +80,8 @@ private:
     void drop_beyond(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq);
     QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
     void on_send(const DataElement& e, ProcId p);
+    // Posts receive `e` to `queue` (a QP's or an SRQ's), the oldest beyond `limit` counted lost.
+    void post_recv(FifoRing<PendingWr>& queue, const DataElement& e, std::size_t limit);
     void on_recv(const DataElement& e, ProcId p);
     void on_srq_recv(const DataElement& e, ProcId p);
     void on_completion(const DataElement& e, ProcId p);

@@ -7,10 +7,19 @@ namespace sigmatrace::analyzer {
 namespace {
 namespace R = records;
 constexpr int kSend = static_cast<int>(R::RecordKind::post_send);
-constexpr int kRecv = static_cast<int>(R::RecordKind::post_recv);  // post_srq_recv has the same fields
+constexpr int kRecv = static_cast<int>(R::RecordKind::post_recv);
 constexpr int kPoll = static_cast<int>(R::RecordKind::poll_cq);
 constexpr int kRing = static_cast<int>(R::RecordKind::ring_post);
-static_assert(R::wire_detail::kSpecs[kRecv].entry_size == R::wire_detail::kSpecs[static_cast<int>(R::RecordKind::post_srq_recv)].entry_size);
+// post_srq_recv records are read through post_recv's fields: the two kinds must have the same ones.
+constexpr bool same_fields(const R::KindSpec& a, const R::KindSpec& b) {
+    if (a.n_fixed != b.n_fixed || a.n_entry != b.n_entry) return false;
+    for (int i = 0; i < a.n_fixed; ++i)
+        if (a.fixed[i].offset != b.fixed[i].offset || a.fixed[i].width != b.fixed[i].width) return false;
+    for (int i = 0; i < a.n_entry; ++i)
+        if (a.entry[i].offset != b.entry[i].offset || a.entry[i].width != b.entry[i].width) return false;
+    return true;
+}
+static_assert(same_fields(R::wire_detail::kSpecs[kRecv], R::wire_detail::kSpecs[static_cast<int>(R::RecordKind::post_srq_recv)]));
 
 // Each field by its struct member: the wire's column order is the format's business.
 template <int K> consteval std::size_t F(std::size_t offset) { return R::fixed_field_at<K>(offset); }

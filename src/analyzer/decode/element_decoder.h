@@ -1,8 +1,9 @@
 // The stage in front of the reordering (reorder_stage.h) that turns data-path calls into their elements
 // (data_element.h): each record of a `deferred_records` event (schema minor 4 on) becomes its posted WRs or its
 // completions, read straight off the wire's record view (records::RecordView: no ring record is laid out; the
-// watcher's ring_post records and ring completions, minor 6 on, included); the data events of older traces (post_send, post_recv, post_srq_recv,
-// poll_cq: schema minors 1-3, the events format; gpu_wqe and gpu_cqe before minor 6) go through the adapter
+// watcher's ring_post records and ring completions, minor 6 on, included); the data events of older traces
+// (post_send, post_recv, post_srq_recv, poll_cq: schema minors 1-3, the events format; gpu_wqe and gpu_cqe
+// before minor 6) go through the adapter
 // for_each_element. Every other event passes through unchanged, and so does a carrier after its elements
 // (Analysis counts it and its salvage and loss fields).
 //
