@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,90 @@ TEST(Reconstruction, UnsignaledWrsCompleteWithTheNextSignaledCompletion) {
     EXPECT_EQ(doc["traffic"]["node_matrix"][0]["src"], "nodeA");
     EXPECT_EQ(doc["traffic"]["node_matrix"][0]["dst"], "nodeB");
     EXPECT_EQ(doc["traffic"]["node_matrix"][0]["bytes"], 4 * 4096);
+}
+
+// What reconstruction hands over, call by call.
+struct Runs : OpListener {
+    void on_operation(const Operation& op) override { runs.push_back({op}); }
+    void on_operations(std::span<const Operation> ops) override { runs.emplace_back(ops.begin(), ops.end()); }
+    std::vector<std::vector<Operation>> runs;
+};
+
+TEST(Reconstruction, ACompletionHandsOverTheWrsItRetiresAsOneRunInPostOrder) {
+    World w;
+    Runs runs;
+    w.analysis.add_listener(&runs);
+    w.two_nodes();
+    w.t = 2000000;
+    w.post(0, {1, 2}, 0, 4096, {false, false});
+    w.t = 2000100;
+    w.post(0, {3}, 0, 100, {true});
+    w.t = 2000200;
+    w.post(0, {4}, 0, 100, {false});
+    w.t = 2005000;
+    w.poll(0, {3}, {0}, 0);
+    w.finish();
+    ASSERT_EQ(runs.runs.size(), 2u);
+    const std::vector<Operation>& run = runs.runs[0];
+    ASSERT_EQ(run.size(), 3u);
+    EXPECT_EQ(run[0].wr_id, 1u);
+    EXPECT_EQ(run[1].wr_id, 2u);
+    EXPECT_EQ(run[2].wr_id, 3u);
+    EXPECT_TRUE(run[0].implied);
+    EXPECT_TRUE(run[1].implied);
+    EXPECT_FALSE(run[2].implied);
+    EXPECT_EQ(run[1].bytes, 4096u);
+    EXPECT_EQ(run[2].bytes, 100u);
+    for (const Operation& op : run) {
+        EXPECT_EQ(op.outcome, OpOutcome::Completed);
+        EXPECT_EQ(op.done_ts, 2005000);
+        EXPECT_EQ(op.qp, run[2].qp);
+        EXPECT_EQ(op.peer.proc, run[2].peer.proc);
+        EXPECT_NE(op.peer.proc, kNoId);
+    }
+    // The WR still waiting at the end: on its own.
+    ASSERT_EQ(runs.runs[1].size(), 1u);
+    EXPECT_EQ(runs.runs[1][0].wr_id, 4u);
+    EXPECT_EQ(runs.runs[1][0].outcome, OpOutcome::InFlight);
+}
+
+// Forwards every operation one at a time (OpListener's own on_operations) to another analysis.
+struct OneByOne : OpListener {
+    explicit OneByOne(Analysis& target) : to(target) {}
+    void on_operation(const Operation& op) override { to.on_operation(op); }
+    Analysis& to;
+};
+
+TEST(Reconstruction, AnalysesTakeARunAsTheyTakeItsOperationsOneByOne) {
+    // Runs with what the run paths take apart: implied WRs of two sizes, posters and opcodes, a failed
+    // completion with flushes after it, and a later success on the other side.
+    World runs;
+    World single;
+    single.two_nodes();
+    OneByOne forward(single.analysis);
+    runs.analysis.add_listener(&forward);
+    runs.two_nodes();
+    runs.t = 2000000;
+    runs.post(0, {1, 1, 1}, 0, 64, {false, false, false}, 0, -1, 0x9000, 7);
+    runs.t += 300;
+    runs.post(0, {1, 1}, 3, 8192, {false, true});
+    runs.t += 5000;
+    runs.poll(0, {1}, {0}, 3);
+    runs.post(0, {2, 3, 4}, 0, 512, {false, true, true}, 0, -1, 0x9000, 7);
+    runs.t += 70;
+    runs.poll(0, {3, 4}, {12, 5}, 0);   // RETRY_EXC_ERR retiring 2 and 3, then a flush
+    runs.post(1, {9, 9}, 2, 32, {false, true});
+    runs.t += 900;
+    runs.poll(1, {9}, {0}, 2);
+    const json a = runs.finish();
+    const json b = single.finish();
+    EXPECT_EQ(a["ops"]["total"], 10);
+    EXPECT_EQ(a["ops"]["implied"], 6);
+    EXPECT_EQ(a["ops"], b["ops"]);
+    EXPECT_EQ(a["traffic"], b["traffic"]);
+    EXPECT_EQ(a["qps"], b["qps"]);
+    EXPECT_EQ(a["barriers"], b["barriers"]);
+    EXPECT_EQ(a["findings"], b["findings"]);
 }
 
 TEST(Reconstruction, SameWrIdForEveryWrLikePerftest) {

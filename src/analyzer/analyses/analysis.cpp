@@ -167,33 +167,42 @@ void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {
 
 void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
 
-void Analysis::on_operation(const Operation& op) {
+void Analysis::on_operations(std::span<const Operation> ops) {
+    // One QP's operations (op_reconstruction.h): its QP is looked up once, and each analysis takes them in one
+    // loop of its own. The analyses keep no state in common, except the windows and the outstanding work (which
+    // samples into the windows): those two, with the link-based ones, go operation by operation.
+    const Qp& qp = topo_.qp(ops.front().qp);
     if (options_.clock.constraints_only) {
-        clocks_.add(op, topo_.qp(op.qp));
+        for (const Operation& op : ops) clocks_.add(op, qp);
         return;
     }
-    stats_.add(op);
-    traffic_.add(op);
-    barriers_.add(op, topo_.qp(op.qp));
-    if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
-        !op.is_recv() && (large || windows_.enabled() || phases_.enabled())) {
-        const DataLink link = data_link_of(op, topo_);
-        if (large) {
-            gray_.add(op, link);
-            incast_.add(op, link);
+    stats_.add(ops);
+    traffic_.add(ops);
+    barriers_.add(ops, qp);
+    const bool per_link = windows_.enabled() || phases_.enabled();
+    for (const Operation& op : ops) {
+        if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
+            !op.is_recv() && (large || per_link)) {
+            const DataLink link = data_link_of(op, topo_);
+            if (large) {
+                gray_.add(op, link);
+                incast_.add(op, link);
+            }
+            windows_.add(op, link);
+            phases_.add(op, link, first_ts_);
         }
-        windows_.add(op, link);
-        phases_.add(op, link, first_ts_);
+        if (windows_.enabled()) outstanding_.add(op);
     }
-    if (windows_.enabled()) outstanding_.add(op);
-    progress_.add(op);
-    if (!options_.clock.applied) clocks_.add(op, topo_.qp(op.qp));
-    if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) {
+    progress_.add(ops);
+    if (!options_.clock.applied)
+        for (const Operation& op : ops) clocks_.add(op, qp);
+    for (const Operation& op : ops) {
+        if (op.outcome != OpOutcome::Failed && op.outcome != OpOutcome::Flushed) continue;
         ++errors_by_status_[op.wc_status];
         if (++errors_seen_ == options_.error_storm_threshold) storm_ts_ = op.done_ts;
         if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
     }
-    for (OpListener* l : listeners_) l->on_operation(op);
+    for (OpListener* l : listeners_) l->on_operations(ops);
 }
 
 std::vector<LiveFinding> Analysis::new_live_findings() {

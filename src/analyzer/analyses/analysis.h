@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,8 @@ public:
     const ClockCorrection* clock_correction() const { return correction_.empty() ? nullptr : &correction_; }
 
     // OpListener
-    void on_operation(const Operation& op) override;
+    void on_operation(const Operation& op) override { on_operations(std::span<const Operation>(&op, 1)); }
+    void on_operations(std::span<const Operation> ops) override;
 
     // Live (--live): the findings that became known since the last call, each once: a gray link's episode (on
     // the windows closed so far), an incast episode once it lasts --incast-min-duration, a stalled queue once

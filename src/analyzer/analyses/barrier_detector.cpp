@@ -68,10 +68,19 @@ BarrierDetector::Word* BarrierDetector::find_word(const Key& key, uint64_t hash)
     }
 }
 
-void BarrierDetector::add(const Operation& op, const Qp& qp) {
-    if (!is_signal(op) || op.ud_ah != 0) return;
+void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp) {
     const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
-    const Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : op.qp, op.rkey, op.raddr};
+    Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, kNoId, 0, 0};
+    for (const Operation& op : ops) {
+        if (!is_signal(op) || op.ud_ah != 0) continue;
+        key.local_qp = addressed ? kNoId : op.qp;
+        key.rkey = op.rkey;
+        key.raddr = op.raddr;
+        add_signal(op, key);
+    }
+}
+
+void BarrierDetector::add_signal(const Operation& op, const Key& key) {
     Word*& recent = recent_[recent_slot(key)];
     if (recent == nullptr || !(recent->key == key)) {
         const uint64_t hash = mix(KeyHash{}(key));

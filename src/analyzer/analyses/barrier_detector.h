@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -71,7 +72,9 @@ public:
 
     // `qp` is the initiator's QP: the word is identified by the remote address it connects to (GID/LID), so
     // detection does not wait for the target process's events to be read.
-    void add(const Operation& op, const Qp& qp);
+    void add(const Operation& op, const Qp& qp) { add(std::span<const Operation>(&op, 1), qp); }
+    // Operations of one QP (op_reconstruction.h): the target's address is taken once.
+    void add(std::span<const Operation> ops, const Qp& qp);
     BarrierResult finish(Topology& topo);
 
 private:
@@ -154,6 +157,8 @@ private:
         }
         return true;
     }
+    // A signal to the word of `key`.
+    void add_signal(const Operation& op, const Key& key);
     void close_epoch(Word& w, const OpenEpoch& e);
     void bury_if_dead(Word& w) const;
 

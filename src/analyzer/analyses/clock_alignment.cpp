@@ -21,11 +21,6 @@ constexpr double kDriftGain = 0.1;
 // than the band's half-width: over a short stretch, delays that grow (queues filling) look like a drift.
 constexpr double kPlausibleDrift = 100e-6;
 
-bool consumes_receive(uint8_t opcode) {
-    return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_SEND_WITH_INV ||
-           opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-}
-
 // Widens [tmin, tmax] to the times of `upper` and `lower`.
 void widen_span(const std::vector<SkewBound>& upper, const std::vector<SkewBound>& lower, double& tmin, double& tmax) {
     for (const auto* set : {&upper, &lower})
@@ -128,10 +123,8 @@ void ClockConstraints::Samples::add(int64_t ts) {
     kept.emplace_back(k, ts);
 }
 
-void ClockConstraints::add(const Operation& op, const Qp& qp) {
-    if (qp.type != IBV_QPT_RC || op.qp == kNoId) return;
+void ClockConstraints::add_message(const Operation& op) {
     const bool recv = op.is_recv();
-    if (!recv && !consumes_receive(op.opcode)) return;
     std::vector<Samples>& side = recv ? recvs_ : sends_;
     if (side.size() <= op.qp) side.resize(op.qp + 1);
     Samples& s = side[op.qp];

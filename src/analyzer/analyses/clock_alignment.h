@@ -125,12 +125,26 @@ class ClockConstraints {
 public:
     static constexpr std::size_t kMaxSamplesPerQp = 1024;
 
-    void add(const Operation& op, const Qp& qp);
+    // Inline: every operation is asked, and most are neither receives nor sends that consume one.
+    void add(const Operation& op, const Qp& qp) {
+        if (qp.type != kQptRc || op.qp == kNoId) return;
+        if (op.is_recv() || consumes_receive(op.opcode)) add_message(op);
+    }
     // Offsets are given at the middle of the messages' time span (`t0`, the trace's start, when there are none).
     // Needs resolved peers.
     ClockResult solve(const Topology& topo, int64_t t0) const;
 
 private:
+    static constexpr uint32_t kQptRc = 2;   // IBV_QPT_RC
+    // A send that the responder's receive queue answers (a receive completion there).
+    static bool consumes_receive(uint8_t opcode) {
+        const auto code = static_cast<WrOpcode>(opcode);
+        return code == WrOpcode::SEND || code == WrOpcode::SEND_WITH_IMM || code == WrOpcode::SEND_WITH_INV ||
+               code == WrOpcode::RDMA_WRITE_WITH_IMM;
+    }
+    // A receive, or a send that consumes one, on an RC QP.
+    void add_message(const Operation& op);
+
     struct Samples {
         uint64_t count = 0;
         uint64_t stride = 1;

@@ -37,11 +37,11 @@ OpOutcome outcome_of(uint8_t status, bool torn_down) {
 
 }  // namespace
 
-inline void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts,
-                            bool implied, uint8_t opcode_override, uint64_t bytes_override) {
-    // A ring WQE that moves no data (NOP, DUMP ...) is retired with the others but is no operation.
-    if (wr.opcode == records::kNoWrOpcode && opcode_override == 0) return;
-    Operation op;
+inline bool OpReconstruction::make_op(Operation& op, ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome,
+                                      uint8_t status, int64_t done_ts, bool implied, uint8_t opcode_override,
+                                      uint64_t bytes_override) {
+    if (wr.opcode == records::kNoWrOpcode && opcode_override == 0) return false;
+    op = Operation{};
     op.proc = p;
     op.qp = q;
     op.opcode = opcode_override ? opcode_override : wr.opcode;
@@ -72,7 +72,58 @@ inline void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutc
         op.peer = topo_.resolve_ud_peer(p, wr.ah, wr.remote_qpn);
     } else
         op.peer = topo_.resolve_peer(q);
-    out_.on_operation(op);
+    return true;
+}
+
+void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts,
+                            bool implied, uint8_t opcode_override, uint64_t bytes_override) {
+    Operation op;
+    if (make_op(op, p, q, wr, outcome, status, done_ts, implied, opcode_override, bytes_override)) out_.on_operation(op);
+}
+
+void OpReconstruction::retire_through(ProcId p, QpId q, std::size_t j, uint8_t status, int64_t ts) {
+    Qp& qp = topo_.qp(q);
+    auto& sq = qp.sq;
+    if (run_.size() < j + 1) run_.resize(j + 1);
+    // The implied operations share everything but their WR's own fields: one template, copied. A connected QP's
+    // peer is the same for all (make_op's last branch), resolved once.
+    Operation implied;
+    implied.proc = p;
+    implied.qp = q;
+    implied.implied = true;
+    implied.outcome = OpOutcome::Completed;
+    implied.wc_status = kWcSuccess;
+    const bool connected = qp.type != kIbvQptUd;
+    bool have_peer = false;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < j; ++i) {
+        const PendingWr& wr = sq[i];
+        forget_pending(qp, wr);
+        if (wr.av != kNoId || !connected) {
+            n += make_op(run_[n], p, q, wr, OpOutcome::Completed, kWcSuccess, ts, true);
+            continue;
+        }
+        if (wr.opcode == records::kNoWrOpcode) continue;
+        if (!have_peer) {
+            implied.peer = topo_.resolve_peer(q);
+            have_peer = true;
+        }
+        Operation& op = run_[n++];
+        op = implied;
+        op.opcode = wr.opcode;
+        op.poster = wr.poster;
+        op.signaled = wr.signaled;
+        op.post_ts = wr.post_ts;
+        op.done_ts = std::max(ts, wr.post_ts);
+        op.bytes = wr.bytes;
+        op.wr_id = wr.wr_id;
+        op.raddr = wr.raddr;
+        op.rkey = wr.rkey;
+    }
+    forget_pending(qp, sq[j]);
+    n += make_op(run_[n], p, q, sq[j], outcome_of(status, qp.torn_down), status, ts, false);
+    sq.drop_front(j + 1);
+    if (n > 0) out_.on_operations(std::span<const Operation>(run_.data(), n));
 }
 
 void OpReconstruction::drop_beyond(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq) {
@@ -274,14 +325,7 @@ bool OpReconstruction::complete_send(ProcId p, QpId q, uint64_t wr_id, uint8_t s
             }
     }
     if (j == sq.size()) return false;
-    Qp& qp = topo_.qp(q);
-    for (std::size_t i = 0; i < j; ++i) {
-        forget_pending(qp, sq[i]);
-        emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, ts, true);
-    }
-    forget_pending(qp, sq[j]);
-    emit(p, q, sq[j], outcome_of(status, qp.torn_down), status, ts, false);
-    sq.drop_front(j + 1);
+    retire_through(p, q, j, status, ts);
     return true;
 }
 
@@ -333,13 +377,7 @@ void OpReconstruction::on_ring_completion(const DataElement& e, ProcId p) {
         if (!qp.both_views) ++topo_.anomalies().unmatched_completions;
         return;
     }
-    for (std::size_t i = 0; i < j; ++i) {
-        forget_pending(qp, sq[i]);
-        emit(p, q, sq[i], OpOutcome::Completed, kWcSuccess, e.ts_ns, true);
-    }
-    forget_pending(qp, sq[j]);
-    emit(p, q, sq[j], outcome_of(e.status, qp.torn_down), e.status, e.ts_ns, false);
-    sq.drop_front(j + 1);
+    retire_through(p, q, j, e.status, e.ts_ns);
 }
 
 void OpReconstruction::on_completion(const DataElement& e, ProcId p) {

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "analyzer/decode/data_element.h"
 #include "analyzer/decode/decoded_event.h"
@@ -32,6 +34,12 @@ class OpListener {
 public:
     virtual ~OpListener() = default;
     virtual void on_operation(const Operation& op) = 0;
+    // The operations one completion retires on one QP, in post order: the unsignaled WRs before it (implied)
+    // and its own WR last. A listener that can take them together overrides this; the same as one
+    // on_operation() each, in order.
+    virtual void on_operations(std::span<const Operation> ops) {
+        for (const Operation& op : ops) on_operation(op);
+    }
 };
 
 class OpReconstruction {
@@ -61,10 +69,16 @@ public:
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }
 
 private:
-    // Inline: called once per operation, mostly from complete_send's loop over the WRs a completion retires.
-    [[gnu::always_inline]] inline void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status,
-                                            int64_t done_ts, bool implied, uint8_t opcode_override = 0,
-                                            uint64_t bytes_override = UINT64_MAX);
+    // The operation of `wr`; false for a ring WQE that moves no data (NOP, DUMP ...): retired with the others
+    // but no operation. Inline: called once per operation, mostly from retire_through's loop.
+    [[gnu::always_inline]] inline bool make_op(Operation& op, ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome,
+                                               uint8_t status, int64_t done_ts, bool implied,
+                                               uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+    void emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome, uint8_t status, int64_t done_ts, bool implied,
+              uint8_t opcode_override = 0, uint64_t bytes_override = UINT64_MAX);
+    // A send completion at `ts` retires sq[0..j]: the WRs before j implied, j itself with `status`. They go to
+    // the listener as one run.
+    void retire_through(ProcId p, QpId q, std::size_t j, uint8_t status, int64_t ts);
     void on_ring_send(const DataElement& e, ProcId p);
     void on_ring_completion(const DataElement& e, ProcId p);
     QpId qp_of_ring(ProcId p, uint64_t handle, uint32_t qpn);
@@ -108,6 +122,9 @@ private:
     // on_completion/on_ring_completion for the duration of one element, read by emit).
     uint32_t applying_vendor_err_ = 0;
     bool applying_ring_cqe_ = false;
+    // The run retire_through() hands over; keeps its capacity (a queue's depth at most), so that no operation
+    // allocates.
+    std::vector<Operation> run_;
 };
 
 }  // namespace sigmatrace::analyzer

@@ -12,12 +12,11 @@ namespace {
 
 constexpr double kDefaultLo = 1.0, kDefaultHi = 1e13;
 constexpr unsigned kDefaultBinsPerDecade = 200;
-constexpr double kExactIntegers = 9007199254740992.0;   // 2^53
 
 // first[k] (k = 0 .. size + 1): the smallest integer x >= 0 whose axis index is >= k - 1, found by asking the
 // axis itself around exp()'s estimate; the axis index is monotonic in x, so these thresholds reproduce it.
 template <class Axis>
-std::vector<double> integer_thresholds(const Axis& axis) {
+std::vector<double> integer_thresholds(const Axis& axis, double exact_integers) {
     const int size = axis.size();
     std::vector<double> first(static_cast<std::size_t>(size) + 2, 0.0);
     const double llo = std::log(axis.value(0)), lhi = std::log(axis.value(size));
@@ -26,9 +25,9 @@ std::vector<double> integer_thresholds(const Axis& axis) {
         const int want = k - 1;
         double guess = std::ceil(std::exp(llo + (lhi - llo) * want / size));
         if (!(guess >= x)) guess = x;   // thresholds never decrease
-        x = std::min(guess, kExactIntegers - 1);
+        x = std::min(guess, exact_integers - 1);
         while (x > first[static_cast<std::size_t>(k - 1)] && axis.index(x - 1) >= want) x -= 1;
-        while (x < kExactIntegers - 1 && axis.index(x) < want) x += 1;
+        while (x < exact_integers - 1 && axis.index(x) < want) x += 1;
         first[static_cast<std::size_t>(k)] = x;
     }
     return first;
@@ -37,14 +36,13 @@ std::vector<double> integer_thresholds(const Axis& axis) {
 // For each binade of the integers below 2^53 (exponent 0..52) split in 256 by the top 8 bits of the mantissa: the
 // threshold index k of its smallest value (first[k] <= x0 < first[k + 1]). A sub-bucket (at most 1/256 of its
 // value wide) is narrower than a default bin (1.16%), so an integer in it is at k or k + 1.
-constexpr int kSubBits = 8;
-std::vector<uint16_t> sub_bucket_starts(const std::vector<double>& first) {
-    std::vector<uint16_t> start(std::size_t{53} << kSubBits);
+std::vector<uint16_t> sub_bucket_starts(const std::vector<double>& first, int sub_bits) {
+    std::vector<uint16_t> start(std::size_t{53} << sub_bits);
     for (int e = 0; e < 53; ++e)
-        for (int m = 0; m < (1 << kSubBits); ++m) {
-            const double x0 = std::ldexp(1.0 + m / static_cast<double>(1 << kSubBits), e);
+        for (int m = 0; m < (1 << sub_bits); ++m) {
+            const double x0 = std::ldexp(1.0 + m / static_cast<double>(1 << sub_bits), e);
             const auto k = std::upper_bound(first.begin(), first.end(), x0) - first.begin() - 1;
-            start[(static_cast<std::size_t>(e) << kSubBits) | static_cast<std::size_t>(m)] = static_cast<uint16_t>(k);
+            start[(static_cast<std::size_t>(e) << sub_bits) | static_cast<std::size_t>(m)] = static_cast<uint16_t>(k);
         }
     return start;
 }
@@ -57,8 +55,8 @@ QuantileHistogram::QuantileHistogram(double lo, double hi, unsigned bins_per_dec
                                          lo, hi))) {
     if (lo == kDefaultLo && hi == kDefaultHi && bins_per_decade == kDefaultBinsPerDecade) {
         // Immutable once built (thread-safe initialization), shared by every histogram of this binning.
-        static const std::vector<double> kFirst = integer_thresholds(hist_.axis());
-        static const std::vector<uint16_t> kStart = sub_bucket_starts(kFirst);
+        static const std::vector<double> kFirst = integer_thresholds(hist_.axis(), kExactIntegers);
+        static const std::vector<uint16_t> kStart = sub_bucket_starts(kFirst, kSubBits);
         // A bin is ln(10) / bins_per_decade of its value wide (about), a sub-bucket at most 2^-kSubBits.
         static_assert(kDefaultBinsPerDecade < 2.302585 * (1 << kSubBits), "a sub-bucket must be narrower than a bin");
         first_ = &kFirst;
@@ -70,28 +68,9 @@ void QuantileHistogram::add(double v) {
     add(bin(v));
 }
 
-QuantileHistogram::Binned QuantileHistogram::bin(double v) const {
+QuantileHistogram::Binned QuantileHistogram::bin_any(double v) const {
     if (!(v >= 0.0)) v = 0.0;  // also maps NaN to 0: a histogram must never see NaN
-    if (first_ != nullptr && v >= 1.0 && v < kExactIntegers && static_cast<double>(static_cast<uint64_t>(v)) == v) {
-        const std::vector<double>& first = *first_;
-        const int top = static_cast<int>(first.size()) - 1;
-        const uint64_t bits = std::bit_cast<uint64_t>(v);
-        const auto e = static_cast<std::size_t>(((bits >> 52) & 0x7FF) - 1023);   // 0..52: v is in [1, 2^53)
-        int k = (*start_)[(e << kSubBits) | ((bits >> (52 - kSubBits)) & ((1u << kSubBits) - 1))];
-        while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;   // once at most
-        return Binned{v, k - 1};
-    }
     return Binned{v, static_cast<int>(hist_.axis().index(v))};
-}
-
-void QuantileHistogram::add(const Binned& b) {
-    // The storage cell of axis index b.index (cell 0 is the underflow bin), without at()'s index checks and
-    // linearization: b.index comes from bin(), within [-1, size()].
-    ++bh::unsafe_access::storage(hist_)[static_cast<std::size_t>(b.index + 1)];
-    ++count_;
-    min_ = std::min(min_, b.value);
-    max_ = std::max(max_, b.value);
-    sum_ += b.value;
 }
 
 void QuantileHistogram::add(const Binned& b, uint64_t n) {

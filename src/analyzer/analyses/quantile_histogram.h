@@ -17,6 +17,8 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -40,8 +42,29 @@ public:
         double value;
         int index;  // the axis index: -1 underflow, size() overflow
     };
-    Binned bin(double v) const;
-    void add(const Binned& b);  // same binning as the histogram that made `b`
+    // Inline for an integer in the default binning (latencies and sizes: one table load and a comparison or two).
+    Binned bin(double v) const {
+        if (first_ != nullptr && v >= 1.0 && v < kExactIntegers && static_cast<double>(static_cast<uint64_t>(v)) == v) {
+            const std::vector<double>& first = *first_;
+            const int top = static_cast<int>(first.size()) - 1;
+            const uint64_t bits = std::bit_cast<uint64_t>(v);
+            const auto e = static_cast<std::size_t>(((bits >> 52) & 0x7FF) - 1023);   // 0..52: v is in [1, 2^53)
+            int k = (*start_)[(e << kSubBits) | ((bits >> (52 - kSubBits)) & ((1u << kSubBits) - 1))];
+            while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;   // once at most
+            return Binned{v, k - 1};
+        }
+        return bin_any(v);
+    }
+    // Same binning as the histogram that made `b`. Inline: every operation's latency comes here.
+    void add(const Binned& b) {
+        // The storage cell of axis index b.index (cell 0 is the underflow bin), without at()'s index checks and
+        // linearization: b.index comes from bin(), within [-1, size()].
+        ++boost::histogram::unsafe_access::storage(hist_)[static_cast<std::size_t>(b.index + 1)];
+        ++count_;
+        min_ = std::min(min_, b.value);
+        max_ = std::max(max_, b.value);
+        sum_ += b.value;
+    }
     void add(const Binned& b, uint64_t n);   // n times
 
     uint64_t count() const { return count_; }
@@ -59,6 +82,12 @@ public:
     std::vector<std::tuple<double, double, uint64_t>> nonempty_bins() const;
 
 private:
+    static constexpr double kExactIntegers = 9007199254740992.0;   // 2^53
+    // The top mantissa bits of start_'s sub-buckets.
+    static constexpr int kSubBits = 8;
+    // Any value, any binning: the axis's own index.
+    Binned bin_any(double v) const;
+
     using Axis = boost::histogram::axis::regular<double, boost::histogram::axis::transform::log>;
     using Hist = boost::histogram::histogram<std::tuple<Axis>, boost::histogram::unlimited_storage<>>;
     Hist hist_;

@@ -76,6 +76,21 @@ void QueueProgress::add(const Operation& op) {
     }
 }
 
+void QueueProgress::add(std::span<const Operation> ops) {
+    // A run that completed whole (a signaled completion and the unsignaled WRs before it) leaves what its last
+    // operation leaves, with its count: each success resets what the ones before it set.
+    const Operation& last = ops.back();
+    if (ops.size() > 1 && last.outcome == OpOutcome::Completed &&
+        std::all_of(ops.begin(), ops.end() - 1, [](const Operation& o) { return o.outcome == OpOutcome::Completed; })) {
+        add(last);
+        if (last.is_recv() || last.qp == kNoId) return;
+        last_->posted += ops.size() - 1;
+        last_->completed += ops.size() - 1;
+        return;
+    }
+    for (const Operation& op : ops) add(op);
+}
+
 void QueueProgress::on_owner_state(QpId q, int32_t state, int64_t ts) {
     QpProgress& p = at(q);
     note_state(p, state, ts, QpStateChange::Source::modify_qp);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "analyzer/analyses/model.h"
@@ -64,6 +65,8 @@ public:
     static constexpr std::size_t kMaxStates = 16;
 
     void add(const Operation& op);
+    // One QP's operations in post order (op_reconstruction.h).
+    void add(std::span<const Operation> ops);
     // The owner changed the QP's state (qp_modify), or destroyed it (destroyed: state ignored).
     void on_owner_state(QpId q, int32_t state, int64_t ts);
     void on_owner_destroy(QpId q, int64_t ts);

@@ -58,15 +58,38 @@ void OpAggregate::add(const Operation& op, const Bins& bins) {
     }
     if (op.moved_data()) {
         bytes += op.bytes;
-        if (size_run_count_ != 0 && bins.size.value == size_run_.value) {
-            ++size_run_count_;
-        } else {
-            flush_sizes();
-            size_run_ = bins.size;
-            size_run_count_ = 1;
-        }
+        note_size(bins.size);
     }
     if (QuantileHistogram* h = time_histogram(*this, op)) h->add(bins.latency);
+}
+
+void OpAggregate::add_implied(std::span<const Operation> ops, QuantileHistogram::Binned& last_size) {
+    int64_t first = ops.front().post_ts;
+    int64_t last = ops.front().done_ts;
+    uint64_t sum = 0;
+    std::array<uint64_t, 3> by_poster{};   // records::Poster's values
+    for (const Operation& op : ops) {
+        first = std::min(first, op.post_ts);
+        last = std::max(last, op.done_ts);
+        sum += op.bytes;
+        ++by_poster[static_cast<std::size_t>(op.poster)];
+        const auto size = static_cast<double>(op.bytes);
+        if (size != last_size.value) last_size = size_bytes.bin(size);
+        note_size(last_size);
+        implied_latency_ns.add(latency_ns.bin(static_cast<double>(op.done_ts - op.post_ts)));
+    }
+    if (count == 0 || first < first_ts) first_ts = first;
+    last_ts = std::max(last_ts, last);
+    const uint64_t n = ops.size();
+    count += n;
+    posted_bytes += sum;
+    verbs_posted += by_poster[static_cast<std::size_t>(records::Poster::verbs)];
+    cpu_direct += by_poster[static_cast<std::size_t>(records::Poster::cpu_direct)];
+    gpu += by_poster[static_cast<std::size_t>(records::Poster::gpu)];
+    implied += n;
+    completed += n;
+    completed_bytes += sum;
+    bytes += sum;
 }
 
 void OpAggregate::flush_sizes() {
@@ -102,9 +125,22 @@ void OpAggregate::merge(const OpAggregate& o) {
     size_bytes.merge(o.size_bytes);
 }
 
-void Statistics::add(const Operation& op) {
-    const OpAggregate::Bins bins = total_.bins_of(op, last_size_);  // every aggregate has the same binning
-    cells_[cell_key(op.qp, op.opcode)].add(op, bins);
+void Statistics::add(std::span<const Operation> ops) {
+    std::size_t i = 0;
+    while (i < ops.size()) {
+        const Operation& op = ops[i];
+        if (op.implied && op.outcome == OpOutcome::Completed) {
+            // The unsignaled WRs a completion retired, of one opcode: together.
+            std::size_t j = i + 1;
+            while (j < ops.size() && ops[j].implied && ops[j].outcome == OpOutcome::Completed && ops[j].opcode == op.opcode) ++j;
+            cells_[cell_key(op.qp, op.opcode)].add_implied(ops.subspan(i, j - i), last_size_);
+            i = j;
+            continue;
+        }
+        const OpAggregate::Bins bins = total_.bins_of(op, last_size_);  // every aggregate has the same binning
+        cells_[cell_key(op.qp, op.opcode)].add(op, bins);
+        ++i;
+    }
 }
 
 void Statistics::finish(Topology& topo) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "analyzer/analyses/model.h"
@@ -58,11 +59,25 @@ struct OpAggregate {
     // size): flush_sizes() adds it, and must come before size_bytes is read or the aggregate merged
     // (Statistics::finish does it for every aggregate it built).
     void add(const Operation& op, const Bins& bins);
+    // Unsignaled sends that one completion retired (implied successes, op_reconstruction.h): the same as add()
+    // for each, the counts and sums taken once. `last_size` as for bins_of().
+    void add_implied(std::span<const Operation> ops, QuantileHistogram::Binned& last_size);
     void flush_sizes();
     void merge(const OpAggregate& other);
     uint64_t errors() const { return failed + flushed; }
 
 private:
+    // A size joins the run of equal sizes, or ends it and starts the next.
+    void note_size(const QuantileHistogram::Binned& size) {
+        if (size_run_count_ != 0 && size.value == size_run_.value) {
+            ++size_run_count_;
+        } else {
+            flush_sizes();
+            size_run_ = size;
+            size_run_count_ = 1;
+        }
+    }
+
     QuantileHistogram::Binned size_run_{-1.0, 0};
     uint64_t size_run_count_ = 0;
 };
@@ -75,7 +90,8 @@ private:
 // adding each operation to all five aggregates, at a fifth of the per-operation cost.
 class Statistics {
 public:
-    void add(const Operation& op);
+    void add(const Operation& op) { add(std::span<const Operation>(&op, 1)); }
+    void add(std::span<const Operation> ops);
     // Builds the total, the per-QP table and the per-pair table (once peers are resolved). Call once, at the end.
     void finish(Topology& topo);
 

@@ -8,15 +8,17 @@
 
 namespace sigmatrace::analyzer {
 
-void Traffic::add(const Operation& op) {
-    if (op.is_recv() || !op.moved_data()) return;
-    const PendingKey key{op.qp, op.opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ), op.ud_ah, op.ud_qpn, op.av};
-    if (!(key == last_key_) || last_cell_ == nullptr) {
-        last_key_ = key;
-        last_cell_ = &pending_[key];
+void Traffic::add(std::span<const Operation> ops) {
+    for (const Operation& op : ops) {
+        if (op.is_recv() || !op.moved_data()) continue;
+        const PendingKey key{op.qp, op.opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ), op.ud_ah, op.ud_qpn, op.av};
+        if (!(key == last_key_) || last_cell_ == nullptr) {
+            last_key_ = key;
+            last_cell_ = &pending_[key];
+        }
+        last_cell_->bytes += op.bytes;
+        ++last_cell_->ops;
     }
-    last_cell_->bytes += op.bytes;
-    ++last_cell_->ops;
 }
 
 void Traffic::add_counted(QpId q, uint64_t bytes, uint64_t ops) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "analyzer/analyses/model.h"
@@ -38,7 +39,8 @@ class Topology;
 // trace), and per-QP accumulation keeps memory bounded by the number of QPs.
 class Traffic {
 public:
-    void add(const Operation& op);
+    void add(const Operation& op) { add(std::span<const Operation>(&op, 1)); }
+    void add(std::span<const Operation> ops);
     // Counters mode: `bytes` in `ops` WRs posted on QP q (counted initiator -> target: counters do not say which
     // were RDMA READs).
     void add_counted(QpId q, uint64_t bytes, uint64_t ops);
