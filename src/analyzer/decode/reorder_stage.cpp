@@ -8,8 +8,7 @@ namespace sigmatrace::analyzer {
 
 namespace F = fields;
 
-bool ReorderStage::in_order(int64_t key, uint64_t serial) {
-    if (key >= released_key_) return true;
+bool ReorderStage::late(int64_t key, uint64_t serial) {
     // Emitted later than its process promised: something of its time was already released. An event's
     // elements come late together: the event is counted once.
     if (serial == 0 || serial != last_late_serial_) ++summary_.late_events;
@@ -18,7 +17,7 @@ bool ReorderStage::in_order(int64_t key, uint64_t serial) {
     const int64_t lateness = key < released_key_ - std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max()
                                                                                         : released_key_ - key;
     summary_.max_lateness_ns = std::max(summary_.max_lateness_ns, lateness);
-    return false;
+    return true;
 }
 
 void ReorderStage::on_element(const DataElement& e) {
@@ -39,8 +38,10 @@ void ReorderStage::on_element(const DataElement& e) {
     // came later than it widens the window for what follows, up to kMaxReorderWindowNs (memory: what one window
     // holds, at most max_held_). Widened before the element is held or released, so that it and the rest of its
     // drain are ordered in the wider window. A delay past the cap still widens to the cap.
-    if (key < o.event_ns) {
+    // The window a delay asks for grows with it: only a delay longer than any before can widen it.
+    if (key < o.event_ns && o.event_ns - key > longest_delay_) {
         const int64_t delay = o.event_ns - key;   // > 0; no overflow: key > 0 here
+        longest_delay_ = delay;
         const int64_t wanted = delay >= kMaxReorderWindowNs / 2 ? kMaxReorderWindowNs
                                                                 : std::min(kMaxReorderWindowNs, 2 * delay + margin_ns_);
         summary_.window_ns = std::max(summary_.window_ns, wanted);
@@ -99,12 +100,6 @@ void ReorderStage::close_run() {
     const uint32_t slot = open_;
     open_ = kNone;
     if (!runs_[slot]->in_heap) free_runs_.push_back(slot);   // every element already went out
-}
-
-void ReorderStage::release_due() {
-    // Released: key + window < watermark, i.e. key < watermark - window (no overflow near INT64_MIN/MAX).
-    if (watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns) release(watermark_ - summary_.window_ns, false);
-    if (held_ > max_held_) release_beyond_memory_bound();
 }
 
 void ReorderStage::release_beyond_memory_bound() {

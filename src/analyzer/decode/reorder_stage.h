@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -104,15 +105,23 @@ private:
     static constexpr uint32_t kNone = UINT32_MAX;
 
     // The order key of an event or element arriving now: counts it late (and returns false) when something of
-    // a later key was already released.
-    bool in_order(int64_t key, uint64_t serial);
+    // a later key was already released. Inline: every element asks.
+    bool in_order(int64_t key, uint64_t serial) { return key >= released_key_ || !late(key, serial); }
+    bool late(int64_t key, uint64_t serial);   // always true: counts it
     void push(int64_t key, uint32_t slot, bool run, std::size_t items);
     // The current event's run takes no more elements.
     void close_run();
     uint32_t copy_event(const DecodedEvent& ev);
     uint32_t open_run(const ElementOrigin& origin);
     void release(int64_t upto_key_exclusive, bool all);
-    void release_due();
+    // Releases what is due: key + window < watermark, i.e. key < watermark - window (no overflow near
+    // INT64_MIN/MAX). Inline: every element asks, and mostly nothing is due.
+    void release_due() {
+        if (!heap_.empty() && watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns &&
+            heap_.front().key < watermark_ - summary_.window_ns)
+            release(watermark_ - summary_.window_ns, false);
+        if (held_ > max_held_) release_beyond_memory_bound();
+    }
     // Releases the oldest held items until at most max_held_ are held (see kMaxHeldEvents).
     void release_beyond_memory_bound();
 
@@ -121,6 +130,7 @@ private:
     std::size_t max_held_;
     int64_t watermark_ = INT64_MIN;   // newest event timestamp seen
     int64_t released_key_ = INT64_MIN;
+    int64_t longest_delay_ = 0;       // the longest capture -> emission delay seen (it widened the window)
     uint64_t arrivals_ = 0;
     uint64_t last_late_serial_ = 0;
     std::size_t held_ = 0;            // events and elements in the heap's entries
