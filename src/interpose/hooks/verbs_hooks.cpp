@@ -49,25 +49,23 @@ ST_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
 ST_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     auto real = ST_REAL_IBVERBS(ibv_open_device, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<ibv_context*>("ibv_open_device", "IBVERBS_1.1", ENOSYS);
-    HookScope scope;
-    ibv_context* ctx = real(device);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_context_opened(ctx, OpenVia::open_device);
-    }
-    return ctx;
+    return call_and_record(
+        real,
+        [&](ibv_context* ctx, int) {
+            on_context_opened(ctx, OpenVia::open_device);
+        },
+        device);
 }
 
 ST_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
     auto real = ST_REAL_IBVERBS(ibv_import_device, "IBVERBS_1.10");
     if (real == nullptr) return missing_real_errno<ibv_context*>("ibv_import_device", "IBVERBS_1.10", ENOSYS);
-    HookScope scope;
-    ibv_context* ctx = real(cmd_fd);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_context_opened(ctx, OpenVia::import_device);
-    }
-    return ctx;
+    return call_and_record(
+        real,
+        [&](ibv_context* ctx, int) {
+            on_context_opened(ctx, OpenVia::import_device);
+        },
+        cmd_fd);
 }
 
 ST_EXPORT int ibv_close_device(ibv_context* ctx) {
@@ -88,25 +86,23 @@ ST_EXPORT int ibv_close_device(ibv_context* ctx) {
 ST_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     auto real = ST_REAL_IBVERBS(ibv_create_qp, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<ibv_qp*>("ibv_create_qp", "IBVERBS_1.1", ENOSYS);
-    HookScope scope;
-    ibv_qp* qp = real(pd, attr);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_qp_created(context_of(pd), qp, attr, CreateKind::verbs, qp == nullptr ? keep.value() : 0);
-    }
-    return qp;
+    return call_and_record(
+        real,
+        [&](ibv_qp* qp, int err) {
+            on_qp_created(context_of(pd), qp, attr, CreateKind::verbs, qp == nullptr ? err : 0);
+        },
+        pd, attr);
 }
 
 ST_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     auto real = ST_REAL_IBVERBS(ibv_modify_qp, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<int>("ibv_modify_qp", "IBVERBS_1.1", ENOSYS, ENOSYS);
-    HookScope scope;
-    const int ret = real(qp, attr, attr_mask);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_qp_modified(qp, attr, attr_mask, ret);
-    }
-    return ret;
+    return call_and_record(
+        real,
+        [&](int ret, int) {
+            on_qp_modified(qp, attr, attr_mask, ret);
+        },
+        qp, attr, attr_mask);
 }
 
 ST_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
@@ -120,13 +116,12 @@ ST_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
 ST_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
     auto real = ST_REAL_IBVERBS(ibv_qp_to_qp_ex, "IBVERBS_1.6");
     if (real == nullptr) return missing_real_errno<ibv_qp_ex*>("ibv_qp_to_qp_ex", "IBVERBS_1.6", ENOSYS);
-    HookScope scope;
-    ibv_qp_ex* qpx = real(qp);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_qp_ex_obtained(qp, qpx);
-    }
-    return qpx;
+    return call_and_record(
+        real,
+        [&](ibv_qp_ex* qpx, int) {
+            on_qp_ex_obtained(qp, qpx);
+        },
+        qp);
 }
 
 // ------------------------------------------------------------------ completion queues
@@ -171,25 +166,23 @@ ST_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq
 ST_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     auto real = ST_REAL_IBVERBS(ibv_create_srq, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<ibv_srq*>("ibv_create_srq", "IBVERBS_1.1", ENOSYS);
-    HookScope scope;
-    ibv_srq* srq = real(pd, attr);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_srq_created(context_of(pd), srq, attr != nullptr ? attr->attr.max_wr : 0, srq == nullptr ? keep.value() : 0);
-    }
-    return srq;
+    return call_and_record(
+        real,
+        [&](ibv_srq* srq, int err) {
+            on_srq_created(context_of(pd), srq, attr != nullptr ? attr->attr.max_wr : 0, srq == nullptr ? err : 0);
+        },
+        pd, attr);
 }
 
 ST_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
     auto real = ST_REAL_IBVERBS(ibv_destroy_srq, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<int>("ibv_destroy_srq", "IBVERBS_1.1", ENOSYS, ENOSYS);
-    HookScope scope;
-    const int ret = real(srq);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_srq_destroyed(srq, ret);
-    }
-    return ret;
+    return call_and_record(
+        real,
+        [&](int ret, int) {
+            on_srq_destroyed(srq, ret);
+        },
+        srq);
 }
 
 // ------------------------------------------------------------------ memory regions
@@ -197,67 +190,62 @@ ST_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
 ST_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
     auto real = ST_REAL_IBVERBS(ibv_reg_mr, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<ibv_mr*>("ibv_reg_mr", "IBVERBS_1.1", ENOSYS);
-    HookScope scope;
-    ibv_mr* mr = real(pd, addr, length, access);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        const auto a = reinterpret_cast<uint64_t>(addr);
-        on_mr_registered(pd, mr, a, length, a, static_cast<uint32_t>(access), MrKind::reg_mr,
-                         mr == nullptr ? keep.value() : 0);
-    }
-    return mr;
+    return call_and_record(
+        real,
+        [&](ibv_mr* mr, int err) {
+            const auto a = reinterpret_cast<uint64_t>(addr);
+            on_mr_registered(pd, mr, a, length, a, static_cast<uint32_t>(access), MrKind::reg_mr,
+                             mr == nullptr ? err : 0);
+        },
+        pd, addr, length, access);
 }
 
 ST_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
     auto real = ST_REAL_IBVERBS(ibv_reg_mr_iova, "IBVERBS_1.7");
     if (real == nullptr) return missing_real_errno<ibv_mr*>("ibv_reg_mr_iova", "IBVERBS_1.7", ENOSYS);
-    HookScope scope;
-    ibv_mr* mr = real(pd, addr, length, iova, access);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_mr_registered(pd, mr, reinterpret_cast<uint64_t>(addr), length, iova, static_cast<uint32_t>(access),
-                         MrKind::reg_mr_iova, mr == nullptr ? keep.value() : 0);
-    }
-    return mr;
+    return call_and_record(
+        real,
+        [&](ibv_mr* mr, int err) {
+            on_mr_registered(pd, mr, reinterpret_cast<uint64_t>(addr), length, iova, static_cast<uint32_t>(access),
+                             MrKind::reg_mr_iova, mr == nullptr ? err : 0);
+        },
+        pd, addr, length, iova, access);
 }
 
 ST_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
     auto real = ST_REAL_IBVERBS(ibv_reg_mr_iova2, "IBVERBS_1.8");
     if (real == nullptr) return missing_real_errno<ibv_mr*>("ibv_reg_mr_iova2", "IBVERBS_1.8", ENOSYS);
-    HookScope scope;
-    ibv_mr* mr = real(pd, addr, length, iova, access);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_mr_registered(pd, mr, reinterpret_cast<uint64_t>(addr), length, iova, access, MrKind::reg_mr_iova2,
-                         mr == nullptr ? keep.value() : 0);
-    }
-    return mr;
+    return call_and_record(
+        real,
+        [&](ibv_mr* mr, int err) {
+            on_mr_registered(pd, mr, reinterpret_cast<uint64_t>(addr), length, iova, access, MrKind::reg_mr_iova2,
+                             mr == nullptr ? err : 0);
+        },
+        pd, addr, length, iova, access);
 }
 
 ST_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
     auto real = ST_REAL_IBVERBS(ibv_reg_dmabuf_mr, "IBVERBS_1.12");
     if (real == nullptr) return missing_real_errno<ibv_mr*>("ibv_reg_dmabuf_mr", "IBVERBS_1.12", ENOSYS);
-    HookScope scope;
-    ibv_mr* mr = real(pd, offset, length, iova, fd, access);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        // A dmabuf region has no virtual address in this process: addr is 0, the offset is not recorded.
-        on_mr_registered(pd, mr, 0, length, iova, static_cast<uint32_t>(access), MrKind::reg_dmabuf_mr,
-                         mr == nullptr ? keep.value() : 0);
-    }
-    return mr;
+    return call_and_record(
+        real,
+        [&](ibv_mr* mr, int err) {
+            // A dmabuf region has no virtual address in this process: addr is 0, the offset is not recorded.
+            on_mr_registered(pd, mr, 0, length, iova, static_cast<uint32_t>(access), MrKind::reg_dmabuf_mr,
+                             mr == nullptr ? err : 0);
+        },
+        pd, offset, length, iova, fd, access);
 }
 
 ST_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
     auto real = ST_REAL_IBVERBS(ibv_dereg_mr, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<int>("ibv_dereg_mr", "IBVERBS_1.1", ENOSYS, ENOSYS);
-    HookScope scope;
-    const int ret = real(mr);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_mr_deregistered(mr, ret);
-    }
-    return ret;
+    return call_and_record(
+        real,
+        [&](int ret, int) {
+            on_mr_deregistered(mr, ret);
+        },
+        mr);
 }
 
 // ------------------------------------------------------------------ address handles
@@ -265,11 +253,10 @@ ST_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 ST_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     auto real = ST_REAL_IBVERBS(ibv_create_ah, "IBVERBS_1.1");
     if (real == nullptr) return missing_real_errno<ibv_ah*>("ibv_create_ah", "IBVERBS_1.1", ENOSYS);
-    HookScope scope;
-    ibv_ah* ah = real(pd, attr);
-    if (scope.outermost()) {
-        KeepErrno keep;
-        on_ah_created(pd, ah, attr, ah == nullptr ? keep.value() : 0);
-    }
-    return ah;
+    return call_and_record(
+        real,
+        [&](ibv_ah* ah, int err) {
+            on_ah_created(pd, ah, attr, ah == nullptr ? err : 0);
+        },
+        pd, attr);
 }

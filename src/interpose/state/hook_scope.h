@@ -40,6 +40,20 @@ private:
     int saved_;
 };
 
+// What a set-up hook does around the real function: calls it inside this thread's hook scope and, when this is
+// the outermost hook (not one the real function reached through another export), hands `record` its result and
+// the errno the call left, which is restored afterwards. Returns the real function's result.
+template <typename Real, typename Record, typename... Args>
+auto call_and_record(Real real, Record&& record, Args... args) {
+    HookScope scope;
+    auto ret = real(args...);
+    if (scope.outermost()) {
+        KeepErrno keep;
+        record(ret, keep.value());
+    }
+    return ret;
+}
+
 inline bool inside_hook() noexcept {
     return tls_hook_depth != 0;
 }
