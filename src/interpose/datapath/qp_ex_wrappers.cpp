@@ -117,6 +117,15 @@ inline void add_data(QpState& s, uint16_t num_sge, uint64_t bytes, bool inline_d
     }
 }
 
+// A list of inline buffers or SGEs (both have `length`): its count and its total length, summed only when the
+// list is being built.
+template <typename Item> inline void add_data_list(QpState& s, size_t n, const Item* items, bool inline_data) {
+    if (!builds(s.list)) return;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; ++i) bytes += items[i].length;
+    add_data(s, static_cast<uint16_t>(n), bytes, inline_data);
+}
+
 // ------------------------------------------------------------------ opcode setters
 
 void w_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, uint64_t compare, uint64_t swap) {
@@ -202,11 +211,7 @@ void w_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
 }
 void w_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
     ST_STATE_OR_REENTER(w_set_inline_data_list, n, bufs);
-    if (builds(s.list)) {
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < n; ++i) bytes += bufs[i].length;
-        add_data(s, static_cast<uint16_t>(n), bytes, true);
-    }
+    add_data_list(s, n, bufs, true);
     s.orig.wr_set_inline_data_list(q, n, bufs);
 }
 void w_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
@@ -216,11 +221,7 @@ void w_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
 }
 void w_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sgl) {
     ST_STATE_OR_REENTER(w_set_sge_list, n, sgl);
-    if (builds(s.list)) {
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < n; ++i) bytes += sgl[i].length;
-        add_data(s, static_cast<uint16_t>(n), bytes, false);
-    }
+    add_data_list(s, n, sgl, false);
     s.orig.wr_set_sge_list(q, n, sgl);
 }
 
