@@ -168,9 +168,9 @@ void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {
 void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
 
 void Analysis::on_operations(std::span<const Operation> ops) {
-    // One QP's operations (op_reconstruction.h): its QP is looked up once, and each analysis takes them in one
-    // loop of its own. The analyses keep no state in common, except the windows and the outstanding work (which
-    // samples into the windows): those two, with the link-based ones, go operation by operation.
+    // One QP's operations (op_reconstruction.h): its QP is looked up once; the analyses that count what a run
+    // shares take it whole, the others go operation by operation in one loop (they keep no state in common,
+    // except the windows and the outstanding work, which samples into the windows: those stay in that order).
     const Qp& qp = topo_.qp(ops.front().qp);
     if (options_.clock.constraints_only) {
         for (const Operation& op : ops) clocks_.add(op, qp);
@@ -179,6 +179,7 @@ void Analysis::on_operations(std::span<const Operation> ops) {
     stats_.add(ops);
     traffic_.add(ops);
     barriers_.add(ops, qp);
+    progress_.add(ops);
     const bool per_link = windows_.enabled() || phases_.enabled();
     for (const Operation& op : ops) {
         if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
@@ -192,15 +193,12 @@ void Analysis::on_operations(std::span<const Operation> ops) {
             phases_.add(op, link, first_ts_);
         }
         if (windows_.enabled()) outstanding_.add(op);
-    }
-    progress_.add(ops);
-    if (!options_.clock.applied)
-        for (const Operation& op : ops) clocks_.add(op, qp);
-    for (const Operation& op : ops) {
-        if (op.outcome != OpOutcome::Failed && op.outcome != OpOutcome::Flushed) continue;
-        ++errors_by_status_[op.wc_status];
-        if (++errors_seen_ == options_.error_storm_threshold) storm_ts_ = op.done_ts;
-        if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
+        if (!options_.clock.applied) clocks_.add(op, qp);
+        if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) [[unlikely]] {
+            ++errors_by_status_[op.wc_status];
+            if (++errors_seen_ == options_.error_storm_threshold) storm_ts_ = op.done_ts;
+            if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
+        }
     }
     for (OpListener* l : listeners_) l->on_operations(ops);
 }

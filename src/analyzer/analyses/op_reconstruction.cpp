@@ -84,7 +84,26 @@ void OpReconstruction::emit(ProcId p, QpId q, const PendingWr& wr, OpOutcome out
 void OpReconstruction::retire_through(ProcId p, QpId q, std::size_t j, uint8_t status, int64_t ts) {
     Qp& qp = topo_.qp(q);
     auto& sq = qp.sq;
+    if (j == 0) {
+        // A completion of its own WR only (every WR signaled): no run to build.
+        forget_pending(qp, sq[0]);
+        Operation op;
+        const bool moves = make_op(op, p, q, sq[0], outcome_of(status, qp.torn_down), status, ts, false);
+        sq.pop_front();
+        if (moves) out_.on_operations(std::span<const Operation>(&op, 1));
+        return;
+    }
     if (run_.size() < j + 1) run_.resize(j + 1);
+    std::size_t n = 0;
+    retire_implied(p, q, j, ts, n);
+    forget_pending(qp, sq[j]);
+    n += make_op(run_[n], p, q, sq[j], outcome_of(status, qp.torn_down), status, ts, false);
+    sq.drop_front(j + 1);
+    if (n > 0) out_.on_operations(std::span<const Operation>(run_.data(), n));
+}
+
+void OpReconstruction::retire_implied(ProcId p, QpId q, std::size_t j, int64_t ts, std::size_t& n) {
+    Qp& qp = topo_.qp(q);
     // The implied operations share everything but their WR's own fields: one template, copied. A connected QP's
     // peer is the same for all (make_op's last branch), resolved once.
     Operation implied;
@@ -95,9 +114,8 @@ void OpReconstruction::retire_through(ProcId p, QpId q, std::size_t j, uint8_t s
     implied.wc_status = kWcSuccess;
     const bool connected = qp.type != kIbvQptUd;
     bool have_peer = false;
-    std::size_t n = 0;
     for (std::size_t i = 0; i < j; ++i) {
-        const PendingWr& wr = sq[i];
+        const PendingWr& wr = qp.sq[i];
         forget_pending(qp, wr);
         if (wr.av != kNoId || !connected) {
             n += make_op(run_[n], p, q, wr, OpOutcome::Completed, kWcSuccess, ts, true);
@@ -120,10 +138,6 @@ void OpReconstruction::retire_through(ProcId p, QpId q, std::size_t j, uint8_t s
         op.raddr = wr.raddr;
         op.rkey = wr.rkey;
     }
-    forget_pending(qp, sq[j]);
-    n += make_op(run_[n], p, q, sq[j], outcome_of(status, qp.torn_down), status, ts, false);
-    sq.drop_front(j + 1);
-    if (n > 0) out_.on_operations(std::span<const Operation>(run_.data(), n));
 }
 
 void OpReconstruction::drop_beyond(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq) {

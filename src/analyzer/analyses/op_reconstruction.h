@@ -79,6 +79,8 @@ private:
     // A send completion at `ts` retires sq[0..j]: the WRs before j implied, j itself with `status`. They go to
     // the listener as one run.
     void retire_through(ProcId p, QpId q, std::size_t j, uint8_t status, int64_t ts);
+    // The implied part of that run, sq[0..j), into run_ from n on (n advanced past what it added).
+    void retire_implied(ProcId p, QpId q, std::size_t j, int64_t ts, std::size_t& n);
     void on_ring_send(const DataElement& e, ProcId p);
     void on_ring_completion(const DataElement& e, ProcId p);
     QpId qp_of_ring(ProcId p, uint64_t handle, uint32_t qpn);

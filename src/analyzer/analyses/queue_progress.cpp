@@ -76,11 +76,11 @@ void QueueProgress::add(const Operation& op) {
     }
 }
 
-void QueueProgress::add(std::span<const Operation> ops) {
+void QueueProgress::add_run(std::span<const Operation> ops) {
     // A run that completed whole (a signaled completion and the unsignaled WRs before it) leaves what its last
     // operation leaves, with its count: each success resets what the ones before it set.
     const Operation& last = ops.back();
-    if (ops.size() > 1 && last.outcome == OpOutcome::Completed &&
+    if (last.outcome == OpOutcome::Completed &&
         std::all_of(ops.begin(), ops.end() - 1, [](const Operation& o) { return o.outcome == OpOutcome::Completed; })) {
         add(last);
         if (last.is_recv() || last.qp == kNoId) return;

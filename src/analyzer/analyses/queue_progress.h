@@ -66,7 +66,10 @@ public:
 
     void add(const Operation& op);
     // One QP's operations in post order (op_reconstruction.h).
-    void add(std::span<const Operation> ops);
+    void add(std::span<const Operation> ops) {
+        if (ops.size() == 1) add(ops.front());
+        else add_run(ops);
+    }
     // The owner changed the QP's state (qp_modify), or destroyed it (destroyed: state ignored).
     void on_owner_state(QpId q, int32_t state, int64_t ts);
     void on_owner_destroy(QpId q, int64_t ts);
@@ -82,6 +85,7 @@ public:
     std::vector<QpId> flushed_companions(QpId q, ProcId proc) const;
 
 private:
+    void add_run(std::span<const Operation> ops);
     QpProgress& at(QpId q);
     void note_state(QpProgress& p, int32_t state, int64_t ts, QpStateChange::Source source);
 
