@@ -108,12 +108,6 @@ void Analysis::on_event(const DecodedEvent& ev) {
     }
 }
 
-void Analysis::note_time(int64_t begin, int64_t end) {
-    if (!have_times_ || begin < first_ts_) first_ts_ = begin;
-    if (!have_times_ || end > last_ts_) last_ts_ = end;
-    have_times_ = true;
-}
-
 void Analysis::on_element(const DataElement& e) {
     const ElementOrigin& o = *e.origin;
     // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.

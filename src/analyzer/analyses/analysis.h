@@ -118,7 +118,11 @@ private:
     void on_gpu_qp_query(const DecodedEvent& ev, ProcId p);
     void on_qp_counters(const DecodedEvent& ev, ProcId p);
     // The trace's time span: the earliest capture and the latest event.
-    void note_time(int64_t begin, int64_t end);
+    void note_time(int64_t begin, int64_t end) {
+        if (!have_times_ || begin < first_ts_) first_ts_ = begin;
+        if (!have_times_ || end > last_ts_) last_ts_ = end;
+        have_times_ = true;
+    }
     // The end of the stream for reconstruction (in-flight WRs) and peers: what finish() and finish_clocks() share.
     void finish_reconstruction();
 

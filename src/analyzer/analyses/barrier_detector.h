@@ -177,9 +177,9 @@ private:
     std::vector<Slot> index_ = std::vector<Slot>(std::size_t{1} << kIndexBits);
     Word* find_word(const Key& key, uint64_t hash) const;
     // The words of recent signals, direct-mapped by address: consecutive signals mostly go to the same word,
-    // and a bandwidth run's small writes cycle over a few dozen buffers, each a (soon dead) candidate word that
+    // and a bandwidth run's small writes cycle over up to hundreds of buffers, each a (soon dead) candidate word that
     // would otherwise cost a hash and a probe per write. A slot is checked against the full key.
-    static constexpr int kRecentBits = 6;
+    static constexpr int kRecentBits = 8;
     static std::size_t recent_slot(const Key& k) {
         return static_cast<std::size_t>(((k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^ k.local_qp) * 0x9e3779b97f4a7c15ULL) >>
                                         (64 - kRecentBits));

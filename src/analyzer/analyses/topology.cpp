@@ -51,9 +51,8 @@ ProcId Topology::process_of(const DecodedEvent& ev) {
     return process_of(ElementOrigin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0});
 }
 
-ProcId Topology::process_of(const ElementOrigin& o) {
+ProcId Topology::process_of_new_key(const ElementOrigin& o) {
     const ProcKey key{o.trace_index, o.vpid};
-    if (key == last_key_) return last_proc_;  // consecutive events of one process are the common case
     auto it = proc_by_key_.find(key);
     const ProcId id = it != proc_by_key_.end() ? it->second : new_process(o);
     last_key_ = key;

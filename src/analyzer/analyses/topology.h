@@ -143,7 +143,11 @@ public:
 
     // The process an event belongs to; created on first sight (rank unknown until process_info).
     ProcId process_of(const DecodedEvent& ev);
-    ProcId process_of(const ElementOrigin& o);
+    // Inline: every element asks, and consecutive elements mostly come from one process.
+    ProcId process_of(const ElementOrigin& o) {
+        if (o.trace_index == last_key_.trace && o.vpid == last_key_.vpid) return last_proc_;
+        return process_of_new_key(o);
+    }
 
     // Identity and object-life events. Each returns false when the event was malformed (counted by caller).
     void on_process_info(const DecodedEvent& ev, ProcId p, std::vector<ProcId>& retired_out);
@@ -208,6 +212,7 @@ public:
     const Anomalies& anomalies() const { return anomalies_; }
 
 private:
+    ProcId process_of_new_key(const ElementOrigin& o);
     struct ProcKey {
         uint32_t trace;
         int64_t vpid;
