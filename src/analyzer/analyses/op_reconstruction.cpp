@@ -37,6 +37,19 @@ OpOutcome outcome_of(uint8_t status, bool torn_down) {
 
 }  // namespace
 
+inline void OpReconstruction::fill_from_wr(Operation& op, const PendingWr& wr, int64_t done_ts, uint8_t opcode_override,
+                                           uint64_t bytes_override) {
+    op.opcode = opcode_override ? opcode_override : wr.opcode;
+    op.poster = wr.poster;
+    op.signaled = wr.signaled;
+    op.post_ts = wr.post_ts;
+    op.done_ts = std::max(done_ts, wr.post_ts);
+    op.bytes = bytes_override != UINT64_MAX ? bytes_override : wr.bytes;
+    op.wr_id = wr.wr_id;
+    op.raddr = wr.raddr;
+    op.rkey = wr.rkey;
+}
+
 inline bool OpReconstruction::make_op(Operation& op, ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome,
                                       uint8_t status, int64_t done_ts, bool implied, uint8_t opcode_override,
                                       uint64_t bytes_override) {
@@ -44,9 +57,7 @@ inline bool OpReconstruction::make_op(Operation& op, ProcId p, QpId q, const Pen
     op = Operation{};
     op.proc = p;
     op.qp = q;
-    op.opcode = opcode_override ? opcode_override : wr.opcode;
-    op.poster = wr.poster;
-    op.signaled = wr.signaled;
+    fill_from_wr(op, wr, done_ts, opcode_override, bytes_override);
     op.implied = implied;
     op.outcome = outcome;
     op.wc_status = status;
@@ -54,12 +65,6 @@ inline bool OpReconstruction::make_op(Operation& op, ProcId p, QpId q, const Pen
         op.vendor_err = applying_vendor_err_;
         op.cqe_from_ring = applying_ring_cqe_;
     }
-    op.post_ts = wr.post_ts;
-    op.done_ts = std::max(done_ts, wr.post_ts);
-    op.bytes = bytes_override != UINT64_MAX ? bytes_override : wr.bytes;
-    op.wr_id = wr.wr_id;
-    op.raddr = wr.raddr;
-    op.rkey = wr.rkey;
     const Qp& qp = topo_.qp(q);
     if (wr.av != kNoId && !op.is_recv()) {
         // A UD or DC WQE decoded from its ring: its address vector names the destination.
@@ -128,15 +133,7 @@ void OpReconstruction::retire_implied(ProcId p, QpId q, std::size_t j, int64_t t
         }
         Operation& op = run_[n++];
         op = implied;
-        op.opcode = wr.opcode;
-        op.poster = wr.poster;
-        op.signaled = wr.signaled;
-        op.post_ts = wr.post_ts;
-        op.done_ts = std::max(ts, wr.post_ts);
-        op.bytes = wr.bytes;
-        op.wr_id = wr.wr_id;
-        op.raddr = wr.raddr;
-        op.rkey = wr.rkey;
+        fill_from_wr(op, wr, ts);
     }
 }
 

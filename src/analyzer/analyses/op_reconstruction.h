@@ -69,6 +69,11 @@ public:
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }
 
 private:
+    // What an operation takes from its WR: opcode, poster, signaling, times (completion no earlier than the
+    // post), bytes, wr_id and remote address. Inline, as make_op.
+    [[gnu::always_inline]] static inline void fill_from_wr(Operation& op, const PendingWr& wr, int64_t done_ts,
+                                                           uint8_t opcode_override = 0,
+                                                           uint64_t bytes_override = UINT64_MAX);
     // The operation of `wr`; false for a ring WQE that moves no data (NOP, DUMP ...): retired with the others
     // but no operation. Inline: called once per operation, mostly from retire_through's loop.
     [[gnu::always_inline]] inline bool make_op(Operation& op, ProcId p, QpId q, const PendingWr& wr, OpOutcome outcome,

@@ -8,7 +8,7 @@ namespace sigmatrace::analyzer {
 
 namespace F = fields;
 
-bool ReorderStage::late(int64_t key, uint64_t serial) {
+void ReorderStage::count_late(int64_t key, uint64_t serial) {
     // Emitted later than its process promised: something of its time was already released. An event's
     // elements come late together: the event is counted once.
     if (serial == 0 || serial != last_late_serial_) ++summary_.late_events;
@@ -17,7 +17,6 @@ bool ReorderStage::late(int64_t key, uint64_t serial) {
     const int64_t lateness = key < released_key_ - std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max()
                                                                                         : released_key_ - key;
     summary_.max_lateness_ns = std::max(summary_.max_lateness_ns, lateness);
-    return true;
 }
 
 void ReorderStage::on_element(const DataElement& e) {

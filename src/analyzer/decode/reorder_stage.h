@@ -106,8 +106,12 @@ private:
 
     // The order key of an event or element arriving now: counts it late (and returns false) when something of
     // a later key was already released. Inline: every element asks.
-    bool in_order(int64_t key, uint64_t serial) { return key >= released_key_ || !late(key, serial); }
-    bool late(int64_t key, uint64_t serial);   // always true: counts it
+    bool in_order(int64_t key, uint64_t serial) {
+        if (key >= released_key_) return true;
+        count_late(key, serial);
+        return false;
+    }
+    void count_late(int64_t key, uint64_t serial);
     void push(int64_t key, uint32_t slot, bool run, std::size_t items);
     // The current event's run takes no more elements.
     void close_run();
