@@ -43,7 +43,7 @@ for run in true skewed broken; do
 done
 real_minus_mono=$(python3 -c "import time; print(time.time_ns() - time.monotonic_ns())")
 
-python3 - "$work" "$late_ms" "$real_minus_mono" "$(cat "$work/skewed.epoch.2")" <<'PY' || fail "clock alignment does not hold as designed"
+python3 - "$work" "$late_ms" "$real_minus_mono" "$(cat "$work/skewed.epoch.2")" <<'PY' || fail "clock alignment does not hold as designed; the broken run's clocks: $(grep -A6 ^Clocks "$work/broken.txt")"
 import json, sqlite3, statistics, sys
 work, late_ns, rmm, epoch = sys.argv[1], float(sys.argv[2]) * 1e6, int(sys.argv[3]), int(sys.argv[4])
 load = lambda name: json.load(open(f"{work}/{name}.json"))
@@ -74,6 +74,7 @@ if straggler(true) != 7: bad.append(f"true clocks: straggler {straggler(true)}, 
 # promptly), the drift too.
 if skewed["clock"]["reference"] != "h0" or not skewed["clock"]["aligned"]: bad.append(f"skewed: {skewed['clock']}")
 t0 = mono(skewed["clock"]["at_ns"])
+if set(hosts(skewed)) != set(injected): bad.append(f"skewed: hosts {sorted(hosts(skewed))}, expected {sorted(injected)}")
 for name, h in hosts(skewed).items():
     off, drift = injected[name]
     truth = off + drift * (t0 - epoch)
@@ -112,7 +113,7 @@ if abs(spread(skewed_off) - true_p50) < 0.2 * true_p50:
 
 # A clock 9% fast: contradictory, not applied, said; the rest of the analysis is that of the recorded times.
 bh = hosts(broken)
-if bh["h3"]["status"] != "contradictory": bad.append(f"broken: h3 {bh['h3']}")
+if bh.get("h3", {}).get("status") != "contradictory": bad.append(f"broken: h3 {bh.get('h3')} (clock: {broken['clock']})")
 if not any("h3 (contradictory)" in w for w in broken["warnings"]): bad.append(f"broken: no warning: {broken['warnings']}")
 for key in ("total", "posted_bytes", "completed_bytes", "errors"):
     if broken["ops"][key] != broken_off["ops"][key]: bad.append(f"broken: ops.{key} differs from the unaligned analysis")
@@ -121,7 +122,7 @@ for b in bad: print(b, file=sys.stderr)
 print(f"true clocks: spread p50 {spread(true) / 1e6:.3f} ms, straggler {straggler(true)}; skewed: aligned "
       f"{aligned_p50 / 1e6:.3f} ms against the truth's {true_p50 / 1e6:.3f} ms, straggler {straggler(skewed)}; as recorded "
       f"{spread(skewed_off) / 1e6:.3f} ms, straggler {straggler(skewed_off)}; recovered "
-      + ", ".join(f"{n} {h['offset_ns']}+-{h['uncertainty_ns']} ns {h['drift_ppm']:+.1f}+-{h['drift_uncertainty_ppm'] or 0:.1f} ppm" for n, h in sorted(hosts(skewed).items())))
+      + ", ".join(f"{n} {h['offset_ns']}+-{h['uncertainty_ns']} ns {h['drift_ppm']}+-{h['drift_uncertainty_ppm']} ppm" for n, h in sorted(hosts(skewed).items())))
 sys.exit(1 if bad else 0)
 PY
 # Messages both ways: the skew is recovered.
