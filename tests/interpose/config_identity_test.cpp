@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include <sigmatrace/launcher_env.h>
+
 #include "interpose/runtime/config.h"
 #include "interpose/state/process_identity.h"
 
@@ -130,6 +132,38 @@ TEST_F(EnvTest, IdentityFromPmiAndSlurmAndNone) {
     EXPECT_EQ(id.world_size, -1);
     EXPECT_FALSE(id.hostname.empty()) << "gethostname() when the fabric does not name the node";
     EXPECT_TRUE(id.job_id.empty());
+}
+
+// What sigmatrace-analyze reads to learn whether it was started as one of several ranks.
+TEST_F(EnvTest, PlaceInJobNeedsALaunchersRankAndSizeTogether) {
+    g_env = {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}};
+    std::optional<launcher::Place> p = launcher::place_in_job(&fake_getenv);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->rank, 2);
+    EXPECT_EQ(p->size, 4);
+    EXPECT_STREQ(p->rank_var, "OMPI_COMM_WORLD_RANK");
+    // Slurm's batch step passes SLURM_PROCID to every program of the script: without SLURM_NTASKS it says nothing.
+    g_env = {{"SLURM_PROCID", "3"}};
+    EXPECT_FALSE(launcher::place_in_job(&fake_getenv));
+    g_env = {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}};
+    p = launcher::place_in_job(&fake_getenv);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->rank, 3);
+    EXPECT_EQ(p->size, 8);
+    // A pair that does not hold together is skipped for the next launcher's.
+    g_env = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "x"}, {"PMI_RANK", "5"}, {"PMI_SIZE", "4"},
+             {"MV2_COMM_WORLD_RANK", "0"}, {"MV2_COMM_WORLD_SIZE", "2"}};
+    p = launcher::place_in_job(&fake_getenv);
+    ASSERT_TRUE(p);
+    EXPECT_STREQ(p->rank_var, "MV2_COMM_WORLD_RANK");
+    EXPECT_EQ(p->size, 2);
+    // torchrun's generic RANK/WORLD_SIZE do not make a job of the analyzer.
+    g_env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+    EXPECT_FALSE(launcher::place_in_job(&fake_getenv));
+    EXPECT_EQ(launcher::parse_index("+3"), std::nullopt);
+    EXPECT_EQ(launcher::parse_index("07"), 7);
+    EXPECT_EQ(launcher::parse_index("2147483648"), std::nullopt);
+    EXPECT_EQ(launcher::parse_index(""), std::nullopt);
 }
 
 }  // namespace

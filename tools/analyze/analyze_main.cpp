@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -19,6 +20,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <sigmatrace/launcher_env.h>
 
 #include "analyzer/analyses/analysis.h"
 #include "analyzer/outputs/ci_rules.h"
@@ -452,6 +455,10 @@ bool write_file(const std::string& path, const std::string& content, const char*
 }  // namespace
 
 int analyze_main(std::span<char* const> args) {
+    // Started as several ranks (mpirun, srun): the analysis is not sharded across them, so rank 0 does it whole
+    // and writes the outputs, and the others leave at once rather than repeat it and race for the same files.
+    const std::optional<launcher::Place> place = launcher::place_in_job(std::getenv);
+    if (place && place->rank > 0) return kExitOk;
     CliOptions o;
     bool help = false;
     if (std::string err = parse_args(args, o, help); !err.empty()) {
@@ -462,6 +469,11 @@ int analyze_main(std::span<char* const> args) {
         fmt::print("{}", kUsage);
         return kExitOk;
     }
+    if (place && place->size > 1 && !o.quiet)
+        fmt::print(stderr,
+                   "sigmatrace-analyze: started as rank 0 of {} ({}): this rank analyzes the whole trace and the "
+                   "others exit (the analysis is not sharded across ranks)\n",
+                   place->size, place->rank_var);
 
     // Rules and baseline first: a typo should not cost a long analysis.
     std::vector<Rule> rules;

@@ -1,16 +1,17 @@
 #include "fabric/node_expression.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <cstdlib>
+
+#include <sigmatrace/launcher_env.h>
 
 #include "core/identity.h"
 
 namespace sigmatrace::fabric {
 namespace {
-
-constexpr const char* kRankVariables[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
 
 std::optional<uint32_t> parse_uint(std::string_view s) {
     uint32_t v = 0;
@@ -20,16 +21,17 @@ std::optional<uint32_t> parse_uint(std::string_view s) {
 }
 
 uint32_t rank_from_environment(const std::function<const char*(const char*)>& getenv) {
-    for (const char* name : kRankVariables) {
+    for (const char* name : launcher::kRankVars) {
         const char* v = getenv(name);
         if (!v || !*v) continue;
         auto rank = parse_uint(v);
         if (!rank) throw NodeExpressionError(fmt::format("{}='{}' is not a rank number", name, v));
         return *rank;
     }
-    throw NodeExpressionError(
-        "--node uses 'rank' but no rank variable is set (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, "
-        "SLURM_PROCID): run it under mpirun/srun, e.g. `mpirun -np 4 sigmatrace fabric --node rank/2 -- prog`");
+    throw NodeExpressionError(fmt::format(
+        "--node uses 'rank' but no rank variable is set ({}): run it under mpirun/srun, e.g. `mpirun -np 4 "
+        "sigmatrace fabric --node rank/2 -- prog`",
+        fmt::join(launcher::kRankVars, ", ")));
 }
 
 }  // namespace

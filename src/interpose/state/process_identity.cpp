@@ -7,41 +7,13 @@
 #include <climits>
 #include <cstdlib>
 
+#include <sigmatrace/launcher_env.h>
+
 #include "interpose/runtime/config.h"
 #include "provider/trace.h"
 
 namespace sigmatrace::interpose {
 namespace {
-
-// Launchers and the variables they set, in the order they are trusted. torchrun's RANK/LOCAL_RANK/WORLD_SIZE
-// come last: they are generic names another tool may set for other reasons.
-constexpr const char* kRankVars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID",
-                                     "MV2_COMM_WORLD_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "RANK"};
-constexpr const char* kLocalRankVars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
-                                          "SLURM_LOCALID", "PALS_LOCAL_RANKID", "FLUX_TASK_LOCAL_ID", "LOCAL_RANK"};
-constexpr const char* kSizeVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS",
-                                     "FLUX_JOB_SIZE", "WORLD_SIZE"};
-constexpr const char* kJobVars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE",
-                                    "OMPI_MCA_ess_base_jobid"};
-
-template <size_t N> int32_t first_int(const char* (*get)(const char*), const char* const (&vars)[N]) {
-    for (const char* var : vars) {
-        const char* v = get(var);
-        if (v == nullptr || *v == '\0') continue;
-        char* end = nullptr;
-        errno = 0;
-        const long value = std::strtol(v, &end, 10);
-        if (errno == 0 && end != nullptr && *end == '\0' && value >= 0 && value <= INT32_MAX)
-            return static_cast<int32_t>(value);
-    }
-    return -1;
-}
-
-template <size_t N> std::string first_string(const char* (*get)(const char*), const char* const (&vars)[N]) {
-    for (const char* var : vars)
-        if (const char* v = get(var); v != nullptr && *v != '\0') return v;
-    return {};
-}
 
 // Whether this process has identified itself, and whether a thread is doing it now (a flag rather than a
 // mutex, so that a fork in the middle cannot leave the child with a held lock). Both reset in a forked child.
@@ -58,10 +30,10 @@ ProcessIdentity read_process_identity(const char* (*get)(const char*)) {
     ProcessIdentity id;
     id.pid = static_cast<int32_t>(getpid());
     id.ppid = static_cast<int32_t>(getppid());
-    id.rank = first_int(get, kRankVars);
-    id.local_rank = first_int(get, kLocalRankVars);
-    id.world_size = first_int(get, kSizeVars);
-    id.job_id = first_string(get, kJobVars);
+    id.rank = launcher::first_index(get, launcher::kRankVars);
+    id.local_rank = launcher::first_index(get, launcher::kLocalRankVars);
+    id.world_size = launcher::first_index(get, launcher::kSizeVars);
+    id.job_id = launcher::first_string(get, launcher::kJobVars);
     if (const char* node = get("SOFTFABRIC_NODE"); node != nullptr && *node != '\0') {
         id.hostname = node;
     } else {

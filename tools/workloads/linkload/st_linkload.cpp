@@ -36,11 +36,14 @@
 #include <string_view>
 #include <vector>
 
+#include <sigmatrace/launcher_env.h>
+
 #include "common/verbs/rc_setup.h"
 
 namespace {
 
 namespace verbs = sigmatrace::verbs;
+namespace launcher = sigmatrace::launcher;
 
 constexpr int kMaxRanks = 16;
 constexpr int kMaxRails = 8;
@@ -222,9 +225,7 @@ bool fabric_start(const Options& o, int64_t& start, int64_t& uncertainty) {
 }
 
 int rank_from_environment() {
-    for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-        if (const char* s = std::getenv(v)) return std::atoi(s);
-    return 0;
+    return std::max(0, launcher::first_index(std::getenv, launcher::kRankVars));
 }
 
 class Rank {
