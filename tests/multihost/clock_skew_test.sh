@@ -43,7 +43,7 @@ for run in true skewed broken; do
 done
 real_minus_mono=$(python3 -c "import time; print(time.time_ns() - time.monotonic_ns())")
 
-python3 - "$work" "$late_ms" "$real_minus_mono" "$(cat "$work/skewed.epoch.2")" <<'PY' || fail "clock alignment does not hold as designed; the broken run's clocks: $(grep -A6 ^Clocks "$work/broken.txt")"
+python3 - "$work" "$late_ms" "$real_minus_mono" "$(cat "$work/skewed.epoch.2")" <<'PY' || fail "clock alignment does not hold as designed; the broken run's clocks: $(grep -A6 ^Clocks "$work/broken.txt"); its recording said: $(tail -n 8 "$work/broken.out")"
 import json, sqlite3, statistics, sys
 work, late_ns, rmm, epoch = sys.argv[1], float(sys.argv[2]) * 1e6, int(sys.argv[3]), int(sys.argv[4])
 load = lambda name: json.load(open(f"{work}/{name}.json"))
@@ -113,7 +113,10 @@ if abs(spread(skewed_off) - true_p50) < 0.2 * true_p50:
 
 # A clock 9% fast: contradictory, not applied, said; the rest of the analysis is that of the recorded times.
 bh = hosts(broken)
-if bh.get("h3", {}).get("status") != "contradictory": bad.append(f"broken: h3 {bh.get('h3')} (clock: {broken['clock']})")
+if bh.get("h3", {}).get("status") != "contradictory":
+    procs = sorted((p.get("host"), p.get("rank")) for p in broken.get("processes", []))
+    bad.append(f"broken: h3 {bh.get('h3')} (clock: {broken['clock']}; processes (host, rank): {procs}; "
+               f"warnings: {broken['warnings']})")
 if not any("h3 (contradictory)" in w for w in broken["warnings"]): bad.append(f"broken: no warning: {broken['warnings']}")
 for key in ("total", "posted_bytes", "completed_bytes", "errors"):
     if broken["ops"][key] != broken_off["ops"][key]: bad.append(f"broken: ops.{key} differs from the unaligned analysis")
