@@ -128,6 +128,54 @@ TEST(Phases, ArrivalOrderDoesNotChangeThePhases) {
     EXPECT_EQ(phases[2].ops, 15u);
 }
 
+// Unsignaled WRITEs retired by one signaled completion, taken whole (takes_run, add_run): the same segments, bytes and
+// times as one by one; a run past the gap after the segment is refused (it starts a segment of its own).
+TEST(Phases, ARunRetiredByOneCompletionIsTakenWhole) {
+    PhaseTracker whole({}), single({});
+    const DataLink link{0, 1};
+    const auto run_of = [&](int64_t first_post, int64_t done, int n) {
+        std::vector<Operation> ops;
+        for (int i = 0; i < n; ++i) {
+            ops.push_back(write(link, first_post + 1000 * i, done, kSize + static_cast<uint64_t>(i)).op);
+            ops.back().implied = i + 1 < n;
+        }
+        return ops;
+    };
+    const std::vector<std::vector<Operation>> runs = {run_of(kT0, kT0 + 5000, 1), run_of(kT0 + 2000, kT0 + 50'000, 30),
+                                                      run_of(kT0 + 60'000, kT0 + 90'000, 8),
+                                                      run_of(kT0 + 10 * kMs, kT0 + 11 * kMs, 8)};
+    std::vector<bool> taken;
+    for (const std::vector<Operation>& ops : runs) {
+        SendRun r;
+        ASSERT_TRUE(send_run_of(ops, r));
+        const bool took = ops.size() > 1 && whole.takes_run(r, link);
+        taken.push_back(took);
+        if (took) whole.add_run(r);
+        if (!took)
+            for (const Operation& op : ops) whole.add(op, link, kT0);
+        for (const Operation& op : ops) single.add(op, link, kT0);
+    }
+    EXPECT_EQ(taken, (std::vector<bool>{false, true, true, false}));
+    ASSERT_EQ(whole.segments().size(), 2u);
+    ASSERT_EQ(single.segments().size(), 2u);
+    for (auto a = whole.segments().begin(), b = single.segments().begin(); a != whole.segments().end(); ++a, ++b) {
+        EXPECT_EQ(a->first, b->first);
+        EXPECT_EQ(a->second.end_ns, b->second.end_ns);
+        EXPECT_EQ(a->second.ops, b->second.ops);
+        for (const bool rx : {false, true}) {
+            const PortTally& x = a->second.ports.at(port_key(rx ? link.dst : link.src, rx));
+            const PortTally& y = b->second.ports.at(port_key(rx ? link.dst : link.src, rx));
+            EXPECT_EQ(x.bytes, y.bytes);
+            EXPECT_EQ(x.first_ns, y.first_ns);
+            EXPECT_EQ(x.last_ns, y.last_ns);
+        }
+    }
+    const PhaseSegment& first = whole.segments().begin()->second;
+    EXPECT_EQ(first.ops, 39u);
+    EXPECT_EQ(first.end_ns, kT0 + 90'000);
+    EXPECT_EQ(first.ports.at(port_key(link.src, false)).bytes, 39.0 * kSize + (30 * 29 / 2) + (8 * 7 / 2));
+}
+
 TEST(Phases, AGapShorterThanTheThresholdJoinsPhases) {
     PhaseOptions o;
     o.gap_ns = 30 * kMs;   // the 10 ms idle gaps no longer split; the 20+ ms after the incast does not either

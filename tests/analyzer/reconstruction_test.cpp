@@ -268,15 +268,24 @@ TEST(Reconstruction, AnalysesTakeARunAsTheyTakeItsOperationsOneByOne) {
     runs.post(1, {9, 9}, 2, 32, {false, true});
     runs.t += 900;
     runs.poll(1, {9}, {0}, 2);
+    // Uniform runs (one opcode and link, all completed at one instant): the windows and phases take them whole.
+    for (int k = 0; k < 3; ++k) {
+        runs.post(0, {5, 5, 5, 5}, 0, 256, {false, false, false, true});
+        runs.t += 400;
+        runs.poll(0, {5}, {0}, 0);
+    }
     const json a = runs.finish();
     const json b = single.finish();
-    EXPECT_EQ(a["ops"]["total"], 10);
-    EXPECT_EQ(a["ops"]["implied"], 6);
+    EXPECT_EQ(a["ops"]["total"], 22);
+    EXPECT_EQ(a["ops"]["implied"], 15);
     EXPECT_EQ(a["ops"], b["ops"]);
     EXPECT_EQ(a["traffic"], b["traffic"]);
     EXPECT_EQ(a["qps"], b["qps"]);
     EXPECT_EQ(a["barriers"], b["barriers"]);
     EXPECT_EQ(a["findings"], b["findings"]);
+    EXPECT_EQ(a["timeline"], b["timeline"]);
+    EXPECT_EQ(a["phases"], b["phases"]);
+    EXPECT_EQ(a["links"], b["links"]);
 }
 
 TEST(Reconstruction, SameWrIdForEveryWrLikePerftest) {

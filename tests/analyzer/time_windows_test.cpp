@@ -174,6 +174,67 @@ TEST(TimeWindows, ConcurrentSendersPerReceiver) {
     }
 }
 
+// Unsignaled WRITEs retired by one signaled completion (a bandwidth run's shape): taken whole (takes_run, add_run) they
+// leave the windows as they leave them one by one; a run with a post before the cached window is refused.
+TEST(TimeWindows, ARunRetiredByOneCompletionIsTakenWhole) {
+    WindowOptions o;
+    o.window_ns = 1 * kMs;
+    TimeWindows whole(o), single(o);
+    const DataLink link{0, 1};
+    const auto run_of = [](int64_t first_post_us, int64_t done_us, uint64_t bytes, int n) {
+        std::vector<Operation> ops(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) {
+            Operation& op = ops[static_cast<std::size_t>(i)];
+            op.qp = 0;
+            op.opcode = 0;   // IBV_WR_RDMA_WRITE
+            op.bytes = bytes + static_cast<uint64_t>(i);
+            op.post_ts = kT0 + (first_post_us + 3 * i) * 1000;
+            op.done_ts = kT0 + done_us * 1000;
+            op.implied = i + 1 < n;
+            op.signaled = !op.implied;
+        }
+        return ops;
+    };
+    // The first operation fills the caches; the runs after it lie in its window, then one reaches back before it.
+    const std::vector<std::vector<Operation>> runs = {run_of(100, 150, 64, 1), run_of(120, 300, 64, 20),
+                                                      run_of(310, 400, 4096, 5), run_of(950, 990, 32, 10),
+                                                      run_of(1100, 1500, 32, 4)};
+    std::vector<bool> taken;
+    for (const std::vector<Operation>& ops : runs) {
+        SendRun r;
+        ASSERT_TRUE(send_run_of(ops, r));
+        const bool took = ops.size() > 1 && whole.takes_run(r, link);
+        taken.push_back(took);
+        if (took) whole.add_run(r);
+        if (!took)
+            for (const Operation& op : ops) whole.add(op, link);
+        for (const Operation& op : ops) single.add(op, link);
+    }
+    EXPECT_EQ(taken, (std::vector<bool>{false, true, true, true, false})) << "the last run lies in the next window";
+    ASSERT_EQ(whole.windows().size(), single.windows().size());
+    for (std::size_t i = 0; i < whole.windows().size(); ++i) {
+        const WindowLinkCell& a = whole.windows()[i].links.at(link.key());
+        const WindowLinkCell& b = single.windows()[i].links.at(link.key());
+        EXPECT_EQ(a.bytes, b.bytes) << i;
+        EXPECT_EQ(a.ops, b.ops) << i;
+        EXPECT_EQ(a.busy_ns, b.busy_ns) << i;
+        EXPECT_EQ(a.latency.count(), b.latency.count()) << i;
+        EXPECT_EQ(a.latency.quantile(0.5), b.latency.quantile(0.5)) << i;
+        EXPECT_EQ(a.latency.max(), b.latency.max()) << i;
+    }
+    const WindowLinkCell& first = whole.windows()[0].links.at(link.key());
+    EXPECT_EQ(first.ops, 36u);
+    EXPECT_EQ(first.bytes, 64.0 + (20 * 64 + 190) + (5 * 4096 + 10) + (10 * 32 + 45));
+    // In flight from the first post to the last completion but for the gaps 300..310 and 400..950 us.
+    EXPECT_EQ(first.busy_ns, (990 - 100 - 10 - 550) * 1000);
+    EXPECT_EQ(first.latency.count(), 4u) << "one completion of its own per run";
+    // A run that is not one: a failed completion among them.
+    std::vector<Operation> failed = run_of(10, 20, 64, 3);
+    failed[1].outcome = OpOutcome::Failed;
+    SendRun r;
+    EXPECT_FALSE(send_run_of(failed, r));
+}
+
 TEST(Outstanding, SendWindowReceiveDepthAndRnr) {
     std::vector<Timed> ops;
     stream(ops, {0, 1}, 0, 0, 100, 8, [](int64_t) { return kRate; });

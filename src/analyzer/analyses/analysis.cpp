@@ -175,6 +175,10 @@ void Analysis::on_operations(std::span<const Operation> ops) {
     barriers_.add(ops, qp);
     progress_.add(ops);
     const bool per_link = windows_.enabled() || phases_.enabled();
+    if (per_link && ops.size() > 1 && take_send_run(ops, qp)) [[unlikely]] {
+        for (OpListener* l : listeners_) l->on_operations(ops);
+        return;
+    }
     for (const Operation& op : ops) {
         if (const bool large = op.bytes >= options_.gray.min_bytes || op.bytes >= options_.incast.min_bytes;
             !op.is_recv() && (large || per_link)) {
@@ -195,6 +199,25 @@ void Analysis::on_operations(std::span<const Operation> ops) {
         }
     }
     for (OpListener* l : listeners_) l->on_operations(ops);
+}
+
+bool Analysis::take_send_run(std::span<const Operation> ops, const Qp& qp) {
+    // Sends one completion retired, on one link and too small for the gray-link and incast detectors, that the
+    // windows and the phases can each take whole; the rest of the per-operation work (outstanding work, clock
+    // samples) goes one by one. Only completed operations: no error to count.
+    SendRun run;
+    if (!send_run_of(ops, run) || run.max_bytes >= options_.gray.min_bytes || run.max_bytes >= options_.incast.min_bytes)
+        return false;
+    const DataLink link = data_link_of(ops.front(), topo_);
+    if ((windows_.enabled() && !windows_.takes_run(run, link)) || (phases_.enabled() && !phases_.takes_run(run, link)))
+        return false;
+    if (windows_.enabled()) windows_.add_run(run);
+    if (phases_.enabled()) phases_.add_run(run);
+    for (const Operation& op : ops) {
+        if (windows_.enabled()) outstanding_.add(op);
+        if (!options_.clock.applied) clocks_.add(op, qp);
+    }
+    return true;
 }
 
 std::vector<LiveFinding> Analysis::new_live_findings() {

@@ -96,6 +96,22 @@ public:
         add_slow(op, link, trace_start_ns);
     }
 
+    // A run of sends (data_link.h) on `link` is taken whole when add()'s inline path takes each of its
+    // operations (it does for all once it does for the first: the segment's end then covers every post): the
+    // same sums in one step. add_run() requires takes_run().
+    bool takes_run(const SendRun& r, DataLink link) const {
+        return r.min_post >= fast_lo_ && r.done_ts < fast_to_limit_ && tallies_link_ == link.key() &&
+               r.ops.front().post_ts <= last_->second.end_ns + gap_;
+    }
+    void add_run(const SendRun& r) {
+        PhaseSegment& seg = last_->second;
+        seg.end_ns = std::max(seg.end_ns, r.done_ts);
+        seg.ops += r.ops.size();
+        const auto bytes = static_cast<double>(r.bytes);
+        tx_->add(bytes, r.min_post, r.done_ts);
+        rx_->add(bytes, r.min_post, r.done_ts);
+    }
+
     const PhaseOptions& options() const { return o_; }
     int64_t gap_ns() const { return gap_; }   // the threshold used (doubled when segments would exceed the bound)
     const std::map<int64_t, PhaseSegment>& segments() const { return segments_; }   // by start

@@ -97,6 +97,36 @@ public:
         add_slow(op, link);
     }
 
+    // A run of sends (data_link.h) on `link` is taken whole when all of it lies in the window of the cached cell:
+    // add()'s inline path for each of its operations in one step (the same sums; the in-flight time from the
+    // first one's post, the others' posts lying under its interval). add_run() requires takes_run().
+    bool takes_run(const SendRun& r, DataLink link) const {
+        return r.min_post >= fast_lo_ && r.done_ts < fast_hi_ && r.done_ts > r.max_post && link.key() == fast_key_ &&
+               (r.timed == 0 || r.ops.front().opcode == fast_opcode_);
+    }
+    void add_run(const SendRun& r) {
+        latest_ts_ = std::max(latest_ts_, r.done_ts);
+        WindowLinkCell& c = *cached_cell_;
+        c.bytes += static_cast<double>(r.bytes);
+        const int64_t from = std::max(r.ops.front().post_ts, *covered_);
+        if (r.done_ts > from) {
+            c.busy_ns += r.done_ts - from;
+            *covered_ = r.done_ts;
+        }
+        c.ops += r.ops.size();
+        const auto timed = [&](const Operation& op) {
+            const auto ns = static_cast<uint64_t>(r.done_ts - op.post_ts);
+            latency_->add(ns);
+            c.latency.add(ns);
+        };
+        if (r.timed == 1 && !r.ops.back().implied) {
+            timed(r.ops.back());   // the usual run: unsignaled WRs and the signaled one that retired them
+        } else if (r.timed != 0) {
+            for (const Operation& op : r.ops)
+                if (!op.implied) timed(op);
+        }
+    }
+
     // Samples of a queue pair's outstanding work (outstanding.h) at time `ts`: the send queue after a post or a
     // completion, the receive queue after a post or (`consumed`) a consumption, an RNR failure. Samples outside
     // [0, 2^62) ns are ignored, as operations with such times are. sample_send says whether the sample went into
