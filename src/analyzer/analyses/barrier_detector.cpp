@@ -76,12 +76,15 @@ void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp) {
         key.local_qp = addressed ? kNoId : op.qp;
         key.rkey = op.rkey;
         key.raddr = op.raddr;
-        add_signal(op, key);
+        // Most small writes of a bandwidth run go to words that can no longer be barriers: answered here, the
+        // rest in add_signal().
+        Word*& recent = recent_[recent_slot(key)];
+        if (recent != nullptr && recent->dead && recent->key == key) continue;
+        add_signal(op, key, recent);
     }
 }
 
-void BarrierDetector::add_signal(const Operation& op, const Key& key) {
-    Word*& recent = recent_[recent_slot(key)];
+void BarrierDetector::add_signal(const Operation& op, const Key& key, Word*& recent) {
     if (recent == nullptr || !(recent->key == key)) {
         const uint64_t hash = mix(KeyHash{}(key));
         Word* found = find_word(key, hash);

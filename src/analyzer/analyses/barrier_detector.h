@@ -157,8 +157,8 @@ private:
         }
         return true;
     }
-    // A signal to the word of `key`.
-    void add_signal(const Operation& op, const Key& key);
+    // A signal to the word of `key`; `recent` is its slot in recent_.
+    void add_signal(const Operation& op, const Key& key, Word*& recent);
     void close_epoch(Word& w, const OpenEpoch& e);
     void bury_if_dead(Word& w) const;
 
