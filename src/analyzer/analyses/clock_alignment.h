@@ -127,8 +127,11 @@ public:
 
     // Inline: every operation is asked, and most are neither receives nor sends that consume one.
     void add(const Operation& op, const Qp& qp) {
-        if (qp.type != kQptRc || op.qp == kNoId) return;
-        if (op.is_recv() || consumes_receive(op.opcode)) add_message(op);
+        if (takes(op, qp)) add_message(op);
+    }
+    // Whether add() keeps anything of `op`: the same answer for every operation of one QP and opcode.
+    static bool takes(const Operation& op, const Qp& qp) {
+        return qp.type == kQptRc && op.qp != kNoId && (op.is_recv() || consumes_receive(op.opcode));
     }
     // Offsets are given at the middle of the messages' time span (`t0`, the trace's start, when there are none).
     // Needs resolved peers.
