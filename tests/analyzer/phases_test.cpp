@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analyzer/analyses/phase_tracker.h"
+#include "send_runs.h"
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -144,17 +145,8 @@ TEST(Phases, ARunRetiredByOneCompletionIsTakenWhole) {
     const std::vector<std::vector<Operation>> runs = {run_of(kT0, kT0 + 5000, 1), run_of(kT0 + 2000, kT0 + 50'000, 30),
                                                       run_of(kT0 + 60'000, kT0 + 90'000, 8),
                                                       run_of(kT0 + 10 * kMs, kT0 + 11 * kMs, 8)};
-    std::vector<bool> taken;
-    for (const std::vector<Operation>& ops : runs) {
-        SendRun r;
-        ASSERT_TRUE(send_run_of(ops, r));
-        const bool took = ops.size() > 1 && whole.takes_run(r, link);
-        taken.push_back(took);
-        if (took) whole.add_run(r);
-        if (!took)
-            for (const Operation& op : ops) whole.add(op, link, kT0);
-        for (const Operation& op : ops) single.add(op, link, kT0);
-    }
+    const std::vector<bool> taken =
+        feed_runs(whole, single, link, runs, [&](PhaseTracker& t, const Operation& op) { t.add(op, link, kT0); });
     EXPECT_EQ(taken, (std::vector<bool>{false, true, true, false}));
     ASSERT_EQ(whole.segments().size(), 2u);
     ASSERT_EQ(single.segments().size(), 2u);

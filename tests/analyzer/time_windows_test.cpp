@@ -9,6 +9,7 @@
 
 #include "analyzer/analyses/outstanding.h"
 #include "analyzer/analyses/time_windows.h"
+#include "send_runs.h"
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -195,21 +196,12 @@ TEST(TimeWindows, ARunRetiredByOneCompletionIsTakenWhole) {
         }
         return ops;
     };
-    // The first operation fills the caches; the runs after it lie in its window, then one reaches back before it.
+    // The first operation fills the caches; the runs after it lie in its window, but for the last.
     const std::vector<std::vector<Operation>> runs = {run_of(100, 150, 64, 1), run_of(120, 300, 64, 20),
                                                       run_of(310, 400, 4096, 5), run_of(950, 990, 32, 10),
                                                       run_of(1100, 1500, 32, 4)};
-    std::vector<bool> taken;
-    for (const std::vector<Operation>& ops : runs) {
-        SendRun r;
-        ASSERT_TRUE(send_run_of(ops, r));
-        const bool took = ops.size() > 1 && whole.takes_run(r, link);
-        taken.push_back(took);
-        if (took) whole.add_run(r);
-        if (!took)
-            for (const Operation& op : ops) whole.add(op, link);
-        for (const Operation& op : ops) single.add(op, link);
-    }
+    const std::vector<bool> taken =
+        feed_runs(whole, single, link, runs, [&](TimeWindows& t, const Operation& op) { t.add(op, link); });
     EXPECT_EQ(taken, (std::vector<bool>{false, true, true, true, false})) << "the last run lies in the next window";
     ASSERT_EQ(whole.windows().size(), single.windows().size());
     for (std::size_t i = 0; i < whole.windows().size(); ++i) {
