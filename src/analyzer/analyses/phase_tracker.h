@@ -85,12 +85,7 @@ public:
         if (op.post_ts >= fast_lo_ && op.done_ts < fast_to_limit_ && op.done_ts >= op.post_ts &&
             tallies_link_ == link.key() && op.outcome == OpOutcome::Completed && !op.is_recv() &&
             op.post_ts <= last_->second.end_ns + gap_) {
-            PhaseSegment& seg = last_->second;
-            seg.end_ns = std::max(seg.end_ns, op.done_ts);
-            ++seg.ops;
-            const auto bytes = static_cast<double>(op.bytes);
-            tx_->add(bytes, op.post_ts, op.done_ts);
-            rx_->add(bytes, op.post_ts, op.done_ts);
+            add_to_current(1, op.bytes, op.post_ts, op.done_ts);
             return;
         }
         add_slow(op, link, trace_start_ns);
@@ -103,14 +98,7 @@ public:
         return r.min_post >= fast_lo_ && r.done_ts < fast_to_limit_ && tallies_link_ == link.key() &&
                r.ops.front().post_ts <= last_->second.end_ns + gap_;
     }
-    void add_run(const SendRun& r) {
-        PhaseSegment& seg = last_->second;
-        seg.end_ns = std::max(seg.end_ns, r.done_ts);
-        seg.ops += r.ops.size();
-        const auto bytes = static_cast<double>(r.bytes);
-        tx_->add(bytes, r.min_post, r.done_ts);
-        rx_->add(bytes, r.min_post, r.done_ts);
-    }
+    void add_run(const SendRun& r) { add_to_current(r.ops.size(), r.bytes, r.min_post, r.done_ts); }
 
     const PhaseOptions& options() const { return o_; }
     int64_t gap_ns() const { return gap_; }   // the threshold used (doubled when segments would exceed the bound)
@@ -119,6 +107,15 @@ public:
     bool marks_dropped() const { return marks_dropped_; }
 
 private:
+    // `ops` operations moving `bytes` over [from, to] into the current segment and the cached tallies (the inline
+    // paths: their conditions hold).
+    void add_to_current(uint64_t ops, uint64_t bytes, int64_t from, int64_t to) {
+        PhaseSegment& seg = last_->second;
+        seg.end_ns = std::max(seg.end_ns, to);
+        seg.ops += ops;
+        tx_->add(static_cast<double>(bytes), from, to);
+        rx_->add(static_cast<double>(bytes), from, to);
+    }
     // Whether [from, to] of cut interval `slot` falls inside the current segment (last_, which must exist) or
     // extends its end without reaching the next one.
     bool extends_last(int64_t from, int64_t to, uint32_t slot) const {

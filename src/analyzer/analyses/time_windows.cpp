@@ -195,7 +195,7 @@ void TimeWindows::add_slow(const Operation& op, DataLink link) {
             done_cell->bytes += bytes;
         } else if (index(op.post_ts) == done_window) {   // the common case: one window, one cell
             done_cell = &cell(done_window, key);
-            put_in_one_window(*done_cell, op);
+            put_in_one_window(*done_cell, op.bytes, op.post_ts, op.done_ts);
         } else {
             spread(op.post_ts, op.done_ts, [&](int64_t w, double share, int64_t) { cell(w, key).bytes += bytes * share; });
             const int64_t from = std::max(op.post_ts, *covered_);

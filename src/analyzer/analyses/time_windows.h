@@ -85,7 +85,7 @@ public:
             (op.implied || op.opcode == fast_opcode_)) {
             latest_ts_ = std::max(latest_ts_, op.done_ts);
             WindowLinkCell& c = *cached_cell_;
-            put_in_one_window(c, op);
+            put_in_one_window(c, op.bytes, op.post_ts, op.done_ts);
             ++c.ops;
             if (!op.implied) {
                 const auto ns = static_cast<uint64_t>(op.done_ts - op.post_ts);
@@ -107,23 +107,18 @@ public:
     void add_run(const SendRun& r) {
         latest_ts_ = std::max(latest_ts_, r.done_ts);
         WindowLinkCell& c = *cached_cell_;
-        c.bytes += static_cast<double>(r.bytes);
-        const int64_t from = std::max(r.ops.front().post_ts, *covered_);
-        if (r.done_ts > from) {
-            c.busy_ns += r.done_ts - from;
-            *covered_ = r.done_ts;
-        }
+        put_in_one_window(c, r.bytes, r.ops.front().post_ts, r.done_ts);
         c.ops += r.ops.size();
-        const auto timed = [&](const Operation& op) {
+        const auto add_latency = [&](const Operation& op) {
             const auto ns = static_cast<uint64_t>(r.done_ts - op.post_ts);
             latency_->add(ns);
             c.latency.add(ns);
         };
         if (r.timed == 1 && !r.ops.back().implied) {
-            timed(r.ops.back());   // the usual run: unsignaled WRs and the signaled one that retired them
+            add_latency(r.ops.back());   // the usual run: unsignaled WRs and the signaled one that retired them
         } else if (r.timed != 0) {
             for (const Operation& op : r.ops)
-                if (!op.implied) timed(op);
+                if (!op.implied) add_latency(op);
         }
     }
 
@@ -153,14 +148,14 @@ public:
 
 private:
     void add_slow(const Operation& op, DataLink link);
-    // An operation whose interval lies in the window of `c`, its link's cell: its bytes, and its in-flight time
-    // past the link's covered end (covered_, that link's).
-    void put_in_one_window(WindowLinkCell& c, const Operation& op) {
-        c.bytes += static_cast<double>(op.bytes);
-        const int64_t from = std::max(op.post_ts, *covered_);
-        if (op.done_ts > from) {
-            c.busy_ns += op.done_ts - from;
-            *covered_ = op.done_ts;
+    // `bytes` in flight over [post_ts, done_ts], which lies in the window of `c`, its link's cell: the bytes, and
+    // the in-flight time past the link's covered end (covered_, that link's).
+    void put_in_one_window(WindowLinkCell& c, uint64_t bytes, int64_t post_ts, int64_t done_ts) {
+        c.bytes += static_cast<double>(bytes);
+        const int64_t from = std::max(post_ts, *covered_);
+        if (done_ts > from) {
+            c.busy_ns += done_ts - from;
+            *covered_ = done_ts;
         }
     }
     // Makes the windows cover [lo_ts, hi_ts], doubling their length while that needs more than the bound.
