@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -555,17 +556,38 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
         // (UCX GDAKI's, overrun ignored): its owner bit flips with each write, consumed or not, so it cannot be
         // followed by owner bit like a ring -- after an even number of writes it would look unwritten.
         Cqe64 cqe;
-        const Slot slot = read_slot(c, cqe);
+        Slot slot = read_slot(c, cqe);
         if (slot == Slot::unreadable) ++stats_.read_failures;
         if (slot != Slot::written) return 0;
-        // Compared without the owner bit: on a collapsed CQ it flips with every write and means nothing here
-        // (NVSHMEM ignores it). A writer that stores it after the rest (the fabric) is read once with the old bit
-        // and once with the new: one completion, which must not be traced twice.
-        uint8_t seen_key[64];
-        std::memcpy(seen_key, &cqe, 64);
-        seen_key[63] &= 0xfe;
-        if (c.have_last && std::memcmp(c.last, seen_key, 64) == 0) return 0;
-        std::memcpy(c.last, seen_key, 64);
+        // A completion is known by its last 8 bytes (opcode, QPN, wqe_counter, op_own), which the NIC publishes
+        // after the rest; the owner bit is left out of it: on a collapsed CQ it flips with every write and means
+        // nothing here (NVSHMEM ignores it), and a writer that stores it last is read once with the old bit and
+        // once with the new. The rest of the slot is no part of the identity: a read while the next CQE's body is
+        // being written shows that body under the old tail, one completion that must not be traced twice. (Two
+        // completions with the same tail are 65 536 WQEBBs apart; missing the second loses nothing a later CQE
+        // does not retire, as each CQE of such a CQ completes every WQE before it.)
+        const auto tail_key = [](const Cqe64& e) {
+            uint8_t bytes[8];
+            std::memcpy(bytes, reinterpret_cast<const uint8_t*>(&e) + 56, 8);
+            bytes[7] &= 0xfe;
+            uint64_t key;
+            std::memcpy(&key, bytes, 8);
+            return key;
+        };
+        uint64_t key = tail_key(cqe);
+        if (c.have_last && key == c.last_tail) return 0;
+        // New: read the slot once more, after the tail was seen, so the body is at least as new as the tail (a read
+        // that took the body before the NIC wrote it and the tail after would give the old CQE's byte count,
+        // timestamp and syndrome). A newer tail in the second read is simply the newer completion.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        Cqe64 again;
+        slot = read_slot(c, again);
+        if (slot == Slot::unreadable) ++stats_.read_failures;
+        if (slot == Slot::written) {
+            cqe = again;
+            key = tail_key(cqe);
+        }
+        c.last_tail = key;
         c.have_last = true;
         emit_cqe(c, cqe, c.q.ring_addr + tail, batch);
         if (final) release_held(c, batch, true);

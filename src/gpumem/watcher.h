@@ -112,7 +112,7 @@ private:
     struct CqState {
         CompletionQueue q;
         uint32_t ci = 0;           // the watcher's own consumer index (never written anywhere)
-        uint8_t last[64] = {};     // collapsed CQs: the last CQE emitted, owner bit cleared
+        uint64_t last_tail = 0;    // one-slot CQs: the last 8 bytes of the last CQE emitted, owner bit cleared
         bool have_last = false;
         // Completions of DBR-less send queues whose WQEs the scanner has not decoded yet (it needs two sweeps) are
         // held back, in order, so that the trace shows every WQE before its completion as it does for queues with

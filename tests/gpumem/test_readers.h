@@ -15,20 +15,24 @@ public:
     bool read_be32_acquire(uint64_t, MemType, uint32_t&) override { return false; }
 };
 
-// Copies the first 16 bytes of a ring read, lets a "writer" run, then copies the rest: a torn copy on demand.
+// Copies the first `at` bytes of a ring read (16 unless armed otherwise), lets a "writer" run, then copies the
+// rest: a torn copy on demand.
 class InterferingReader final : public MemoryReader {
 public:
     InterferingReader() = default;
     explicit InterferingReader(std::function<void()> writer) : writer_(std::move(writer)) {}
-    // Tears the next read of 64 bytes or more with `writer`.
-    void arm(std::function<void()> writer) { writer_ = std::move(writer); }
+    // Tears the next read of 64 bytes or more with `writer`, after its first `at` bytes.
+    void arm(std::function<void()> writer, size_t at = 16) {
+        writer_ = std::move(writer);
+        at_ = at;
+    }
     bool read(void* dst, uint64_t addr, size_t len, MemType mem) override {
         if (len < 64 || !writer_) return inner_.read(dst, addr, len, mem);
-        inner_.read(dst, addr, 16, mem);
+        inner_.read(dst, addr, at_, mem);
         auto w = std::move(writer_);
         writer_ = nullptr;
         w();
-        return inner_.read(static_cast<uint8_t*>(dst) + 16, addr + 16, len - 16, mem);
+        return inner_.read(static_cast<uint8_t*>(dst) + at_, addr + at_, len - at_, mem);
     }
     bool read_be32_acquire(uint64_t addr, MemType mem, uint32_t& v) override {
         return inner_.read_be32_acquire(addr, mem, v);
@@ -37,6 +41,7 @@ public:
 private:
     ProcessMemoryReader inner_;
     std::function<void()> writer_;
+    size_t at_ = 16;
 };
 
 // Lets `action` run just before the first read of `addr`: the producer and the NIC moving on between two reads of

@@ -416,6 +416,48 @@ TEST(WatcherCq, OneEntryCqReportsTheLatestCompletionWhateverItsOwnerBit) {
     EXPECT_EQ(ev[2].wqe_counter.at(0), 10);
 }
 
+// The NIC writes a CQE's body, then its last 8 bytes (opcode, QPN, wqe_counter, op_own) in one store. A one-slot
+// CQ read between the two shows the next CQE's body under the last one's tail: still the last completion, not a
+// new one (traced twice, its second copy would match no work request). A read that takes the old body and the
+// new tail is the new completion, traced with its own body.
+TEST(WatcherCq, OneSlotCqReadMidWriteTracesEachCompletionOnceWithItsOwnBody) {
+    for (const bool collapsed : {true, false}) {
+        SCOPED_TRACE(collapsed ? "collapsed" : "1-entry");
+        TraceCapture trace;
+        alignas(64) uint8_t cqe[64];
+        std::memset(cqe, 0xff, sizeof cqe);
+        CompletionQueue cq = collapsed_cq(cqe);
+        cq.collapsed = collapsed;
+        QueueRegistry reg;
+        reg.add_completion_queue(cq);
+        InterferingReader mem;
+        Watcher w(reg, mem, exact_config());
+        write_cqe(cqe, mlx5::cqe_op::REQ, false, 7, 0x123, 64, 100);
+        w.sweep_once();
+        // The next CQE's body is in, its tail not yet.
+        alignas(64) uint8_t next[64];
+        write_cqe(next, mlx5::cqe_op::REQ, true, 8, 0x123, 128, 200);
+        std::memcpy(cqe, next, 56);
+        w.sweep_once();
+        w.sweep_once();
+        std::memcpy(cqe + 56, next + 56, 8);
+        w.sweep_once();
+        // A read that has the body before the NIC writes the next CQE and the tail after.
+        mem.arm([&] { write_cqe(cqe, mlx5::cqe_op::REQ, false, 9, 0x123, 256, 300); }, 56);
+        w.sweep_once();
+        w.sweep_once();
+        const auto ev = trace.cqe_events();
+        ASSERT_EQ(ev.size(), 3u);
+        EXPECT_EQ(ev[0].wqe_counter.at(0), 7);
+        EXPECT_EQ(ev[1].wqe_counter.at(0), 8);
+        EXPECT_EQ(ev[1].byte_cnt.at(0), 128u);
+        EXPECT_EQ(ev[1].hw_ts.at(0), 200u);
+        EXPECT_EQ(ev[2].wqe_counter.at(0), 9);
+        EXPECT_EQ(ev[2].byte_cnt.at(0), 256u);  // not the 128 of the body the torn read took
+        EXPECT_EQ(ev[2].hw_ts.at(0), 300u);
+    }
+}
+
 // A producer batching its doorbells (guard 4 here, 128 for UCX GDAKI) fills its ring between two sweeps: the guard
 // alone would count its 4 oldest WQEs lost, since the producer may be writing the next lap over them. But it reuses
 // a slot only after the WQE in it completed, and its CQ (collapsed or 1-entry, its own) says how far that is:

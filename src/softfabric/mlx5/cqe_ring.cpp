@@ -46,11 +46,13 @@ uint8_t* CqeRing::next_slot(bool& owner) {
     return ring_ + size_t{i & (ncqe_ - 1)} * cqe_size_ + (cqe_size_ - 64);
 }
 
-// Everything but the last 8 bytes first, then the last 8 (wqe_counter, signature, op_own) in one release
-// store: a consumer that sees the new op_own (or, on a collapsed CQ, the new wqe_counter) sees the rest.
-void CqeRing::publish(uint8_t* cqe, uint8_t op_own) {
+// Everything but the last 8 bytes first, then the last 8 (wqe_counter, signature, op_own) in one release store,
+// as the NIC writes them: a consumer that sees the new op_own (or, on a collapsed CQ, the new wqe_counter) sees
+// the rest, and never the new wqe_counter under an old op_own.
+void CqeRing::publish(uint8_t* cqe, const uint8_t* staged, uint8_t op_own) {
+    std::memcpy(cqe, staged, 56);
     uint8_t tail[8];
-    std::memcpy(tail, cqe + 56, 8);
+    std::memcpy(tail, staged + 56, 7);
     tail[7] = op_own;
     uint64_t word;
     std::memcpy(&word, tail, 8);
@@ -73,10 +75,8 @@ void CqeRing::requester(const Requester& r) {
     }
     layout::store_be32(staged + 56, (uint32_t{r.wqe_opcode} << 24) | (r.qpn & 0xffffff));
     layout::store_be16(staged + 60, r.wqe_counter);
-    std::memcpy(cqe, staged, 56);
-    std::memcpy(cqe + 56, staged + 56, 7);
     const uint8_t opcode = error ? layout::cqe_op::REQ_ERR : layout::cqe_op::REQ;
-    publish(cqe, static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0)));
+    publish(cqe, staged, static_cast<uint8_t>(opcode << 4 | (owner ? 1 : 0)));
 }
 
 void CqeRing::responder(const Responder& r) {
@@ -95,13 +95,11 @@ void CqeRing::responder(const Responder& r) {
     else layout::store_be64(staged + 48, r.ts_ns);
     layout::store_be32(staged + 56, r.qpn & 0xffffff);
     layout::store_be16(staged + 60, r.wqe_counter);
-    std::memcpy(cqe, staged, 56);
-    std::memcpy(cqe + 56, staged + 56, 7);
     uint8_t op = layout::cqe_op::RESP_SEND;
     if (error) op = layout::cqe_op::RESP_ERR;
     else if (r.opcode == IBV_WC_RECV_RDMA_WITH_IMM) op = layout::cqe_op::RESP_WR_IMM;
     else if (r.with_imm) op = layout::cqe_op::RESP_SEND_IMM;
-    publish(cqe, static_cast<uint8_t>(op << 4 | (owner ? 1 : 0)));
+    publish(cqe, staged, static_cast<uint8_t>(op << 4 | (owner ? 1 : 0)));
 }
 
 }  // namespace softfabric::mlx5

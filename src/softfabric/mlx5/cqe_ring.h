@@ -69,7 +69,7 @@ public:
 
 private:
     uint8_t* next_slot(bool& owner);
-    void publish(uint8_t* cqe, uint8_t op_own);
+    void publish(uint8_t* cqe, const uint8_t* staged, uint8_t op_own);
 
     uint32_t cqn_;
     uint8_t* ring_;
