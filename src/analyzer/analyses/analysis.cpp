@@ -1,6 +1,7 @@
 #include "analyzer/analyses/analysis.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -195,7 +196,7 @@ void Analysis::on_operations(std::span<const Operation> ops) {
         if (op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed) [[unlikely]] {
             ++errors_by_status_[op.wc_status];
             if (++errors_seen_ == options_.error_storm_threshold) storm_ts_ = op.done_ts;
-            if (first_errors_.size() < 16) first_errors_.push_back({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
+            first_errors_.add({op.done_ts, op.proc, op.qp, op.wc_status, op.opcode, op.wr_id});
         }
     }
     for (OpListener* l : listeners_) l->on_operations(ops);
@@ -267,9 +268,22 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
 }
 
 void Analysis::finish_reconstruction() {
+    if (std::exchange(reconstruction_finished_, true)) return;
     recon_.finish();
     // Peers are resolved now that every process's identity events have been read.
     for (QpId q = 0; q < topo_.qp_count(); ++q) topo_.resolve_peer(q);
+}
+
+void Analysis::finish_share() { finish_reconstruction(); }
+
+void Analysis::merge_share(Analysis& other) {
+    other.finish_share();
+    stats_.merge(other.stats_);
+    traffic_.merge(other.traffic_, other.topo_, topo_);
+    recon_.merge_unconsumed(other.recon_);
+    for (const auto& [status, n] : other.errors_by_status_) errors_by_status_[status] += n;
+    errors_seen_ += other.errors_seen_;
+    first_errors_.merge(other.first_errors_);
 }
 
 ClockResult Analysis::finish_clocks() {

@@ -9,6 +9,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -62,7 +63,7 @@ struct LiveFinding {
     int64_t event_ns = 0;   // trace clock, ns from origin
 };
 
-// Errors of the first error-status completions, kept as evidence.
+// An error-status completion, kept as evidence.
 struct ErrorSample {
     int64_t ts = 0;
     ProcId proc = kNoId;
@@ -70,6 +71,31 @@ struct ErrorSample {
     uint8_t status = 0;
     uint8_t opcode = 0;
     uint64_t wr_id = 0;
+};
+
+// The earliest error completions, by completion time (then process and QP; one QP's in the order they came):
+// defined by the errors alone, not by the order they were read in, so shares of a trace merge into the same.
+class FirstErrors {
+public:
+    static constexpr std::size_t kKept = 16;
+    void add(const ErrorSample& e) {
+        if (kept_.size() == kKept && !before(e, kept_.back())) return;
+        kept_.insert(std::upper_bound(kept_.begin(), kept_.end(), e, before), e);
+        if (kept_.size() > kKept) kept_.pop_back();
+    }
+    void merge(const FirstErrors& other) {
+        for (const ErrorSample& e : other.kept_) add(e);
+    }
+    bool empty() const { return kept_.empty(); }
+    const ErrorSample& front() const { return kept_.front(); }
+    auto begin() const { return kept_.begin(); }
+    auto end() const { return kept_.end(); }
+
+private:
+    static bool before(const ErrorSample& a, const ErrorSample& b) {
+        return std::tie(a.ts, a.proc, a.qp) < std::tie(b.ts, b.proc, b.qp);
+    }
+    std::vector<ErrorSample> kept_;
 };
 
 class Analysis : public EventSink, public OpListener {
@@ -95,6 +121,15 @@ public:
 
     // Finishes reconstruction (in-flight WRs) and builds the document. Call once.
     nlohmann::json finish();
+
+    // A trace analysed in shares (docs/architecture.md, "Analysis in shares"): analyses that read the same set-up
+    // events, so that their topologies' ids agree, and each the data events of its own processes. finish_share()
+    // ends one share's reconstruction (its work requests still in flight handed over); merge_share() adds another
+    // finished share into this one, which finish() then completes. What merges so far: the statistics, the
+    // traffic, the receives left unconsumed and the error completions (counts and the earliest) -- what each
+    // process's own queues add up to.
+    void finish_share();
+    void merge_share(Analysis& other);
     // The first read's end (options.clock.constraints_only): finishes reconstruction and estimates the clocks.
     ClockResult finish_clocks();
     // What the readers apply to each trace's times (by its hostname): null when nothing is to be moved.
@@ -155,7 +190,7 @@ private:
     uint64_t salvaged_events_ = 0;
     std::map<int64_t, uint64_t> lost_records_;
     std::vector<std::string> trace_paths_;
-    std::vector<ErrorSample> first_errors_;
+    FirstErrors first_errors_;
     std::map<uint8_t, uint64_t> errors_by_status_;
     std::vector<uint64_t> events_by_id_ = std::vector<uint64_t>(kEventCount, 0);
     uint64_t events_ = 0;
@@ -165,6 +200,7 @@ private:
     int64_t recorded_until_ = 0;
     bool have_times_ = false;
     bool finished_ = false;
+    bool reconstruction_finished_ = false;
     std::vector<ProcId> retired_scratch_;
     // Live: episodes reported per link (by its finding's link evidence), the error storm's.
     std::map<std::string, std::size_t> live_gray_reported_;

@@ -67,6 +67,8 @@ public:
 
     // Posted receives never consumed (normal: applications pre-post receives); not operations.
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }
+    // What another share's reconstruction left unconsumed at its end (analysis.h, merge_share).
+    void merge_unconsumed(const OpReconstruction& other) { unconsumed_receives_ += other.unconsumed_receives_; }
 
 private:
     // What an operation takes from its WR: opcode, poster, signaling, times (completion no earlier than the

@@ -143,6 +143,14 @@ void Statistics::add(std::span<const Operation> ops) {
     }
 }
 
+void Statistics::merge(Statistics& other) {
+    for (auto& [key, agg] : other.cells_.m) {
+        agg.flush_sizes();
+        cells_[key].merge(agg);
+    }
+    other.cells_ = {};
+}
+
 void Statistics::finish(Topology& topo) {
     std::map<QpId, OpAggregate> sends_by_qp;   // initiator-side operations (also folded into by_pair_)
     std::map<QpId, OpAggregate> recvs_by_qp;

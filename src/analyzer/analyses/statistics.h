@@ -92,6 +92,10 @@ class Statistics {
 public:
     void add(const Operation& op) { add(std::span<const Operation>(&op, 1)); }
     void add(std::span<const Operation> ops);
+    // Adds what `other` gathered from another share of the trace's operations (analysis.h, merge_share), over
+    // the same topology's ids; `other` is left empty. Before finish(). Every merge is exact (see the class
+    // comment), so the result does not depend on how the operations were shared out.
+    void merge(Statistics& other);
     // Builds the total, the per-QP table and the per-pair table (once peers are resolved). Call once, at the end.
     void finish(Topology& topo);
 

@@ -172,6 +172,8 @@ public:
     uint32_t intern_av(uint32_t dlid, const Gid& dgid);
     // The remote end through address vector `av` to QP or DCT number `qpn`.
     Peer resolve_av_peer(uint32_t av, uint32_t qpn) const;
+    // The address vector intern_av() gave `av` for.
+    const AddressHandle& av(uint32_t av) const { return avs_[av]; }
 
     // A QP that data-path events name but whose creation is not in the trace (tracing started late, or the
     // events were discarded): created on the spot so its operations still count, with its peer unknown.

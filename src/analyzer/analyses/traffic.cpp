@@ -29,6 +29,21 @@ void Traffic::add_counted(QpId q, uint64_t bytes, uint64_t ops) {
     c.ops += ops;
 }
 
+void Traffic::merge(Traffic& other, const Topology& other_topo, Topology& topo) {
+    for (const auto& [key, c] : other.pending_) {
+        PendingKey k = key;
+        if (k.av != kNoId) {
+            const AddressHandle& av = other_topo.av(k.av);
+            k.av = topo.intern_av(av.dlid, av.dgid);
+        }
+        TrafficCell& mine = pending_[k];
+        mine.bytes += c.bytes;
+        mine.ops += c.ops;
+    }
+    other.pending_.clear();
+    other.last_cell_ = nullptr;
+}
+
 void Traffic::resolve(Topology& topo) {
     for (const auto& [key, c] : pending_) {
         const Qp& qp = topo.qp(key.qp);

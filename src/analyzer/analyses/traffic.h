@@ -44,6 +44,10 @@ public:
     // Counters mode: `bytes` in `ops` WRs posted on QP q (counted initiator -> target: counters do not say which
     // were RDMA READs).
     void add_counted(QpId q, uint64_t bytes, uint64_t ops);
+    // Adds what `other` accumulated from another share of the trace's operations (analysis.h, merge_share):
+    // QP ids are the same in both topologies; address vectors, interned as each share met them, are moved into
+    // `topo`'s. `other` is left empty. Before resolve().
+    void merge(Traffic& other, const Topology& other_topo, Topology& topo);
     // Attributes everything accumulated to nodes and rails (call once, at the end).
     void resolve(Topology& topo);
 
