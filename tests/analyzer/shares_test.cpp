@@ -23,32 +23,45 @@ using nlohmann::json;
 constexpr uint64_t kPrefix = 0xfe80000000000000ULL;
 constexpr int kRanks = 4;
 
-// Hands every event to each of its sinks, a data event only to the sink whose share holds its process (an empty
-// share: every process, the analysis of the whole trace).
+// Hands every event to each of its analyses, a data event only to those whose share holds its trace (the reader
+// of a share skips the data events of the others).
 class Shares final : public EventSink {
 public:
-    void add(EventSink& sink, std::set<int64_t> vpids) { sinks_.push_back({&sink, std::move(vpids)}); }
+    // `traces`: the trace indexes of the share (none: the whole trace).
+    void add(Analysis& a, std::vector<uint32_t> traces) {
+        std::vector<bool> owned;
+        for (uint32_t t : traces) {
+            owned.resize(std::max<std::size_t>(owned.size(), t + 1));
+            owned[t] = true;
+        }
+        a.set_share(owned);
+        sinks_.push_back({&a, std::move(owned)});
+    }
     void on_event(const DecodedEvent& ev) override {
-        for (auto& [sink, share] : sinks_)
-            if (!is_data_event(ev.id) || share.empty() || share.count(ev.vpid)) sink->on_event(ev);
+        for (auto& [a, owned] : sinks_)
+            if (!is_data_event(ev.id) || holds(owned, ev.trace_index)) a->on_event(ev);
     }
     void on_element(const DataElement& e) override {
-        for (auto& [sink, share] : sinks_)
-            if (share.empty() || share.count(e.origin->vpid)) sink->on_element(e);
+        for (auto& [a, owned] : sinks_)
+            if (holds(owned, e.origin->trace_index)) a->on_element(e);
     }
 
 private:
-    std::vector<std::pair<EventSink*, std::set<int64_t>>> sinks_;
+    static bool holds(const std::vector<bool>& owned, uint32_t t) { return owned.empty() || (t < owned.size() && owned[t]); }
+    std::vector<std::pair<Analysis*, std::vector<bool>>> sinks_;
 };
 
-// Four processes, ranks 0 and 1 on nodeA, 2 and 3 on nodeB; rank r has one RC QP to rank r ^ 2 (the other node)
-// and one to rank r ^ 1 (its own node).
+// Four processes, `per_host` on each host (trace index rank / per_host, node "node<index>"); rank r has one RC QP to
+// rank r ^ 2 and one to rank r ^ 1 (with 2 per host: one to the other node, one within its own).
 struct Job {
-    explicit Job(EventSink& sink) : feed(sink) {}
+    explicit Job(EventSink& sink, int ranks_per_host = 2) : feed(sink), per_host(ranks_per_host) {}
     test::RecordFeeder feed;
+    int per_host;
     int64_t t = 1'000'000;
+    std::string names[kRanks] = {"node0", "node1", "node2", "node3"};
 
     static int64_t vpid(int rank) { return 700 + rank; }
+    uint32_t host(int rank) const { return static_cast<uint32_t>(rank / per_host); }
     static uint64_t qp(int rank, int peer) { return 0x1000 + static_cast<uint64_t>(rank * 16 + peer); }
     static uint32_t qpn(int rank, int peer) { return 100 + static_cast<uint32_t>(rank * 16 + peer); }
 
@@ -58,23 +71,23 @@ struct Job {
         pi.pid = static_cast<int32_t>(vpid(rank));
         pi.rank = rank;
         pi.world_size = kRanks;
-        pi.hostname = rank < 2 ? "nodeA" : "nodeB";
+        pi.hostname = names[host(rank)].c_str();
         pi.job_id = "";
-        feed.emit(t++, vpid(rank), pi);
+        feed.emit(t++, vpid(rank), pi, host(rank));
         st_device_open_rec d{};
         d.ctx = 0xc0;
         d.device = "mlx0";
-        feed.emit(t++, vpid(rank), d);
+        feed.emit(t++, vpid(rank), d, host(rank));
         st_port_info_rec p{};
         p.ctx = 0xc0;
         p.port = 1;
         p.gid_prefix = kPrefix;
         p.gid_iid = 0x10 + static_cast<uint64_t>(rank);
-        feed.emit(t++, vpid(rank), p);
+        feed.emit(t++, vpid(rank), p, host(rank));
         st_cq_create_rec c{};
         c.ctx = 0xc0;
         c.cq = 0xcc;
-        feed.emit(t++, vpid(rank), c);
+        feed.emit(t++, vpid(rank), c, host(rank));
     }
     void connect(int rank, int peer) {
         st_qp_create_rec q{};
@@ -85,7 +98,7 @@ struct Job {
         q.send_cq = q.recv_cq = 0xcc;
         q.max_send_wr = 64;
         q.max_recv_wr = 64;
-        feed.emit(t++, vpid(rank), q);
+        feed.emit(t++, vpid(rank), q, host(rank));
         st_qp_modify_rec m{};
         m.qp = qp(rank, peer);
         m.qp_num = qpn(rank, peer);
@@ -94,7 +107,7 @@ struct Job {
         m.is_global = 1;
         m.dgid_prefix = kPrefix;
         m.dgid_iid = 0x10 + static_cast<uint64_t>(peer);
-        feed.emit(t++, vpid(rank), m);
+        feed.emit(t++, vpid(rank), m, host(rank));
     }
     // WRs `first`.. on rank's QP to peer: `bytes` each, signaled as `signaled` says, opcode `opcode`.
     void post(int rank, int peer, uint64_t first, std::vector<bool> signaled, uint8_t opcode, uint32_t bytes) {
@@ -107,7 +120,7 @@ struct Job {
         }
         b.rec.qp = qp(rank, peer);
         b.rec.qp_num = qpn(rank, peer);
-        feed.emit(t++, vpid(rank), b.rec);
+        feed.emit(t++, vpid(rank), b.rec, host(rank));
     }
     void post_recv(int rank, int peer, std::vector<uint64_t> ids, uint32_t bytes) {
         const auto n = static_cast<uint32_t>(ids.size());
@@ -123,7 +136,7 @@ struct Job {
         r.num_sge = sge.data();
         r.bytes = len.data();
         r.ts = no_ts.data();
-        feed.emit(t++, vpid(rank), r);
+        feed.emit(t++, vpid(rank), r, host(rank));
     }
     // Completions on rank's CQ of WRs of its QP to peer: `status` per id, wc opcode `wc_opcode`.
     void poll(int rank, int peer, std::vector<uint64_t> ids, std::vector<uint8_t> status, uint8_t wc_opcode,
@@ -135,7 +148,7 @@ struct Job {
             b.byte_len[i] = byte_len;
         }
         b.point();
-        feed.emit(t, vpid(rank), b.rec);
+        feed.emit(t, vpid(rank), b.rec, host(rank));
         t += 3;
     }
 
@@ -169,30 +182,33 @@ struct Job {
         poll(3, 1, {5000, 5001}, {10, 5}, kWcWrite);   // IBV_WC_REM_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR
         post(1, 3, 6000, {true, true}, kWrite, 65536);
         post_recv(2, 0, {7000, 7001}, 1024);           // never consumed
+        poll(2, 0, {9999}, {0}, kWcWrite);              // a completion of no posted WR: a warning
     }
 };
 
-// What merges so far: the operations (totals, per opcode with their latency and size distributions), the process
-// pairs, the traffic matrix and skew, the rails.
+// What merges so far: the trace's counts and span, the processes, the operations (totals, per opcode with their
+// latency and size distributions), the process pairs, the traffic matrix and skew, the rails, the warnings.
 json merged_sections(const json& doc) {
-    return json{{"ops", doc["ops"]}, {"peers", doc["peers"]}, {"traffic", doc["traffic"]}, {"rails", doc["rails"]}};
+    return json{{"trace", doc["trace"]},   {"processes", doc["processes"]}, {"ops", doc["ops"]},
+                {"peers", doc["peers"]},   {"traffic", doc["traffic"]},     {"rails", doc["rails"]},
+                {"warnings", doc["warnings"]}};
 }
 
 TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
     Analysis whole, a, b;
     Shares shares;
     shares.add(whole, {});
-    shares.add(a, {Job::vpid(0), Job::vpid(1)});
-    shares.add(b, {Job::vpid(2), Job::vpid(3)});
+    shares.add(a, {0});
+    shares.add(b, {1});
     Job(shares).run();
 
     a.finish_share();
     b.finish_share();
-    a.merge_share(b);
+    ASSERT_TRUE(a.merge_share(b));
     const json want = merged_sections(whole.finish());
     const json got = merged_sections(a.finish());
     // The case exercises what the merge must add up: sends, receives, implied WRITEs, errors, in-flight WRs,
-    // receives left posted (not operations), traffic both within and across nodes.
+    // receives left posted (not operations), a completion of nothing, traffic both within and across nodes.
     ASSERT_EQ(want["ops"]["total"].get<uint64_t>(), 20u * 4 * 5 + 2 + 2);
     EXPECT_EQ(want["ops"]["errors"].get<uint64_t>(), 2u);
     EXPECT_EQ(want["ops"]["in_flight_at_end"].get<uint64_t>(), 2u);
@@ -200,6 +216,9 @@ TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
     EXPECT_EQ(want["ops"]["unconsumed_receives"].get<uint64_t>(), 2u);
     EXPECT_EQ(want["peers"].size(), 8u);
     EXPECT_EQ(want["traffic"]["node_matrix"].size(), 4u);
+    ASSERT_EQ(want["warnings"].size(), 1u);
+    EXPECT_NE(want["warnings"][0].get<std::string>().find("matched no posted work request"), std::string::npos)
+        << want["warnings"];
     EXPECT_EQ(got, want) << "merged:\n" << got.dump(1) << "\nwhole:\n" << want.dump(1);
 }
 
@@ -207,28 +226,50 @@ TEST(Shares, EachShareAloneHoldsOnlyItsOwnProcessesOperations) {
     Analysis whole, a;
     Shares shares;
     shares.add(whole, {});
-    shares.add(a, {Job::vpid(0), Job::vpid(1)});
+    shares.add(a, {0});
     Job(shares).run();
     const json w = whole.finish(), mine = a.finish();
-    // Ranks 0 and 1: 20 rounds of 5 operations each, rank 1's two WRITEs in flight; no error (rank 3's).
+    // Ranks 0 and 1: 20 rounds of 5 operations each, rank 1's two WRITEs in flight; no error (rank 3's), no
+    // warning (rank 2's).
     EXPECT_EQ(mine["ops"]["total"].get<uint64_t>(), 20u * 2 * 5 + 2);
     EXPECT_EQ(mine["ops"]["errors"].get<uint64_t>(), 0u);
+    EXPECT_TRUE(mine["warnings"].empty()) << mine["warnings"];
     EXPECT_NE(merged_sections(mine), merged_sections(w));
 }
 
-// Shares merge in any order into any of them: the sums do not depend on it.
+// One process per host, a share per host: shares merge in any order into any of them.
 TEST(Shares, TheMergeOrderDoesNotMatter) {
     Analysis whole, s0, s1, s2, s3;
     Shares shares;
     shares.add(whole, {});
     Analysis* parts[] = {&s0, &s1, &s2, &s3};
-    for (int r = 0; r < kRanks; ++r) shares.add(*parts[r], {Job::vpid(r)});
-    Job(shares).run();
+    for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
+    Job(shares, /*per_host=*/1).run();
     for (Analysis* p : parts) p->finish_share();
-    s2.merge_share(s0);
-    s2.merge_share(s3);
-    s2.merge_share(s1);
+    EXPECT_TRUE(s2.merge_share(s0));
+    EXPECT_TRUE(s2.merge_share(s3));
+    EXPECT_TRUE(s2.merge_share(s1));
     EXPECT_EQ(merged_sections(s2.finish()), merged_sections(whole.finish()));
+}
+
+// A WR posted on a QP whose creation is not in the trace makes an implicit QP in the share that reads it, and only
+// there: the shares' ids no longer agree, so the merge is refused, leaving both as they were (the trace is then
+// analysed whole).
+TEST(Shares, SharesWhoseObjectsDifferAreNotMerged) {
+    Analysis a, b, a_alone;
+    Shares shares;
+    shares.add(a, {0});
+    shares.add(a_alone, {0});
+    shares.add(b, {1});
+    Job job(shares);
+    job.run();
+    test::PostSendBatch orphan({1}, 64);
+    orphan.rec.qp = 0xdead;
+    orphan.rec.qp_num = 999;
+    job.feed.emit(job.t++, Job::vpid(0), orphan.rec, 0);
+    b.finish_share();
+    EXPECT_FALSE(a.merge_share(b));
+    EXPECT_EQ(merged_sections(a.finish()), merged_sections(a_alone.finish()));
 }
 
 }  // namespace

@@ -27,8 +27,20 @@ Analysis::Analysis(AnalysisOptions options)
 }
 
 void Analysis::on_event(const DecodedEvent& ev) {
+    const bool mine = owns(ev.trace_index);
     if (ev.id >= EventId::count_) {
-        ++topo_.anomalies().unknown_events;
+        if (mine) ++topo_.anomalies().unknown_events;
+        return;
+    }
+    if (!mine) {
+        // Another share's trace: its set-up builds the same topology here, and nothing of it is counted (the
+        // share that owns it counts it; a malformed one too).
+        if (is_data_event(ev.id)) return;
+        recon_.forget_lookups();
+        note_time(ev.ts_ns, ev.ts_ns);
+        const Anomalies counted = topo_.anomalies();
+        on_object_event(ev, topo_.process_of(ev));
+        topo_.anomalies() = counted;
         return;
     }
     if (is_data_event(ev.id)) {
@@ -59,6 +71,19 @@ void Analysis::on_event(const DecodedEvent& ev) {
         if (const uint64_t lost = ev.f[F::lost].present ? ev.u(F::lost) : 0; lost != 0) lost_records_[ev.vpid] += lost;
         break;
     }
+    case EventId::gpu_qp_query: on_gpu_qp_query(ev, p); break;
+    case EventId::qp_counters: on_qp_counters(ev, p); break;
+    case EventId::gpu_watch_stats:
+        topo_.anomalies().gpu_wqes_lost += ev.u(F::gpu_watch_stats::lost_wqes);
+        topo_.anomalies().gpu_wqes_malformed += ev.u(F::gpu_watch_stats::malformed_wqes);
+        break;
+    case EventId::gpu_cq_stats: topo_.anomalies().gpu_cqes_missed += ev.u(F::gpu_cq_stats::missed_cqes); break;
+    default: on_object_event(ev, p); break;
+    }
+}
+
+void Analysis::on_object_event(const DecodedEvent& ev, ProcId p) {
+    switch (ev.id) {
     case EventId::process_info:
         retired_scratch_.clear();
         topo_.on_process_info(ev, p, retired_scratch_);
@@ -98,13 +123,6 @@ void Analysis::on_event(const DecodedEvent& ev) {
         }
         break;
     }
-    case EventId::gpu_qp_query: on_gpu_qp_query(ev, p); break;
-    case EventId::qp_counters: on_qp_counters(ev, p); break;
-    case EventId::gpu_watch_stats:
-        topo_.anomalies().gpu_wqes_lost += ev.u(F::gpu_watch_stats::lost_wqes);
-        topo_.anomalies().gpu_wqes_malformed += ev.u(F::gpu_watch_stats::malformed_wqes);
-        break;
-    case EventId::gpu_cq_stats: topo_.anomalies().gpu_cqes_missed += ev.u(F::gpu_cq_stats::missed_cqes); break;
     default: break;  // object life without analysis value yet (MRs, CQ destroy, notifications, counters)
     }
 }
@@ -276,14 +294,30 @@ void Analysis::finish_reconstruction() {
 
 void Analysis::finish_share() { finish_reconstruction(); }
 
-void Analysis::merge_share(Analysis& other) {
+bool Analysis::merge_share(Analysis& other) {
+    if (!topo_.same_objects(other.topo_)) return false;
     other.finish_share();
+    events_ += other.events_;
+    for (std::size_t i = 0; i < events_by_id_.size(); ++i) events_by_id_[i] += other.events_by_id_[i];
+    counter_events_ += other.counter_events_;
+    salvaged_events_ += other.salvaged_events_;
+    for (const auto& [vpid, n] : other.lost_records_) lost_records_[vpid] += n;
+    if (other.have_times_) note_time(other.first_ts_, other.last_ts_);
+    recorded_until_ = std::max(recorded_until_, other.recorded_until_);
+    discards_.insert(discards_.end(), other.discards_.begin(), other.discards_.end());
+    read_problems_.insert(read_problems_.end(), other.read_problems_.begin(), other.read_problems_.end());
+    topo_.anomalies() += other.topo_.anomalies();
+    for (ProcId p = 0; p < topo_.process_count(); ++p)
+        if (other.owns(topo_.proc(p).trace_index)) topo_.proc(p).take_counts(other.topo_.proc(p));
+    for (QpId q = 0; q < topo_.qp_count(); ++q)
+        if (other.owns(topo_.proc(topo_.qp(q).proc).trace_index)) topo_.qp(q).take_data_state(other.topo_.qp(q));
     stats_.merge(other.stats_);
     traffic_.merge(other.traffic_, other.topo_, topo_);
     recon_.merge_unconsumed(other.recon_);
     for (const auto& [status, n] : other.errors_by_status_) errors_by_status_[status] += n;
     errors_seen_ += other.errors_seen_;
     first_errors_.merge(other.first_errors_);
+    return true;
 }
 
 ClockResult Analysis::finish_clocks() {

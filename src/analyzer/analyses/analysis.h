@@ -122,14 +122,19 @@ public:
     // Finishes reconstruction (in-flight WRs) and builds the document. Call once.
     nlohmann::json finish();
 
-    // A trace analysed in shares (docs/architecture.md, "Analysis in shares"): analyses that read the same set-up
-    // events, so that their topologies' ids agree, and each the data events of its own processes. finish_share()
-    // ends one share's reconstruction (its work requests still in flight handed over); merge_share() adds another
-    // finished share into this one, which finish() then completes. What merges so far: the statistics, the
-    // traffic, the receives left unconsumed and the error completions (counts and the earliest) -- what each
-    // process's own queues add up to.
+    // A trace analysed in shares (docs/architecture.md, "Analysis in shares"): analyses that each read every
+    // trace's set-up events in the same order, so that their topologies' ids agree, and the data events of their
+    // own traces only. set_share() names a share's traces (by trace index; none named: the whole trace), before
+    // the first event: events of the others build its topology and count nowhere. finish_share() ends a share's
+    // reconstruction (its work requests still in flight handed over); merge_share() adds another finished share
+    // into this one, which finish() then completes. It merges nothing and returns false when the topologies
+    // differ (objects a share created from data events alone, a damaged trace's): such a trace is analysed whole.
+    // What merges so far: the statistics, the traffic, the receives left unconsumed, the error completions
+    // (counts and the earliest), event and per-process counts, anomalies, losses and the trace's time span --
+    // what each process's own queues and events add up to.
+    void set_share(std::vector<bool> owned_traces) { owned_traces_ = std::move(owned_traces); }
     void finish_share();
-    void merge_share(Analysis& other);
+    bool merge_share(Analysis& other);
     // The first read's end (options.clock.constraints_only): finishes reconstruction and estimates the clocks.
     ClockResult finish_clocks();
     // What the readers apply to each trace's times (by its hostname): null when nothing is to be moved.
@@ -150,6 +155,11 @@ public:
 private:
     friend class ReportBuilder;
 
+    bool owns(uint32_t trace) const {
+        return owned_traces_.empty() || (trace < owned_traces_.size() && owned_traces_[trace]);
+    }
+    // The topology and queue-state effects of a set-up or object-life event, which every share applies.
+    void on_object_event(const DecodedEvent& ev, ProcId p);
     void on_gpu_qp_query(const DecodedEvent& ev, ProcId p);
     void on_qp_counters(const DecodedEvent& ev, ProcId p);
     // The trace's time span: the earliest capture and the latest event.
@@ -165,6 +175,7 @@ private:
     void finish_reconstruction();
 
     AnalysisOptions options_;
+    std::vector<bool> owned_traces_;   // set_share(); empty: every trace
     Topology topo_;
     OpReconstruction recon_;
     Statistics stats_;

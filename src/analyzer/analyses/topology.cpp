@@ -112,6 +112,24 @@ void Topology::on_cq_create(const DecodedEvent& ev, ProcId p) {
     procs_[p]->cq_ctx[ev.u(F::cq_create::cq)] = ev.u(F::cq_create::ctx);
 }
 
+bool Topology::same_objects(const Topology& other) const {
+    if (procs_.size() != other.procs_.size() || qps_.size() != other.qps_.size() ||
+        nodes_.size() != other.nodes_.size() || devices_.size() != other.devices_.size())
+        return false;
+    for (std::size_t p = 0; p < procs_.size(); ++p)
+        if (procs_[p]->trace_index != other.procs_[p]->trace_index || procs_[p]->vpid != other.procs_[p]->vpid)
+            return false;
+    for (std::size_t q = 0; q < qps_.size(); ++q) {
+        const Qp &a = *qps_[q], &b = *other.qps_[q];
+        if (a.proc != b.proc || a.handle != b.handle || a.qp_num != b.qp_num || a.gpu != b.gpu) return false;
+    }
+    for (std::size_t n = 0; n < nodes_.size(); ++n)
+        if (nodes_[n].name != other.nodes_[n].name) return false;
+    for (std::size_t d = 0; d < devices_.size(); ++d)
+        if (devices_[d].node != other.devices_[d].node || devices_[d].name != other.devices_[d].name) return false;
+    return true;
+}
+
 QpId Topology::new_qp(ProcId p, uint64_t ctx, uint32_t qp_num) {
     auto q = std::make_unique<Qp>();
     q->proc = p;

@@ -81,6 +81,14 @@ struct Qp {
         int64_t first_ns = 0;   // start of the first event's interval
         int64_t last_ns = 0;    // the last event
     } counted;
+
+    // What its data events made of it, from the share of a trace that read them (analysis.h, merge_share).
+    void take_data_state(const Qp& owner) {
+        poster = owner.poster;
+        gpu_cqe_seen = owner.gpu_cqe_seen;
+        both_views = owner.both_views;
+        counted = owner.counted;
+    }
 };
 
 struct AddressHandle {
@@ -118,6 +126,14 @@ struct Process {
     std::unordered_map<uint64_t, FifoRing<PendingWr>> srq_pending;  // ibv_srq -> posted receives
     std::unordered_map<uint64_t, AddressHandle> ah;     // ibv_ah -> destination
     std::unordered_map<uint64_t, uint32_t> srq_depth;   // ibv_srq -> granted depth
+
+    // Its event counts and time span, from the share of a trace that read all its events (analysis.h,
+    // merge_share).
+    void take_counts(const Process& owner) {
+        events = owner.events;
+        first_ts = owner.first_ts;
+        last_ts = owner.last_ts;
+    }
 };
 
 // Counters of things that were odd in the input; each becomes a warning line in the reports.
@@ -133,6 +149,20 @@ struct Anomalies {
     uint64_t gpu_wqes_lost = 0;           // WQEs overwritten in their ring before the watcher read them
     uint64_t gpu_wqes_malformed = 0;      // WQEs that did not decode and were skipped
     uint64_t gpu_cqes_missed = 0;         // completions consumed and invalidated before the watcher read them
+
+    Anomalies& operator+=(const Anomalies& o) {
+        malformed_events += o.malformed_events;
+        unknown_qp += o.unknown_qp;
+        unmatched_completions += o.unmatched_completions;
+        post_errors += o.post_errors;
+        lost_wrs += o.lost_wrs;
+        schema_mismatch += o.schema_mismatch;
+        unknown_events += o.unknown_events;
+        gpu_wqes_lost += o.gpu_wqes_lost;
+        gpu_wqes_malformed += o.gpu_wqes_malformed;
+        gpu_cqes_missed += o.gpu_cqes_missed;
+        return *this;
+    }
 };
 
 class Topology {
@@ -209,6 +239,10 @@ public:
 
     // The node of a process, resolving the trace hostname fallback.
     NodeId node_of(ProcId p) const { return procs_[p]->node; }
+
+    // Whether `other` holds the same processes, nodes, devices and QPs under the same ids: two shares of a trace
+    // that read the same set-up events (analysis.h, merge_share).
+    bool same_objects(const Topology& other) const;
 
     Anomalies& anomalies() { return anomalies_; }
     const Anomalies& anomalies() const { return anomalies_; }
