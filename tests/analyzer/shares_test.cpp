@@ -180,6 +180,11 @@ struct Job {
         // Rank 3: a remote access error and the WR it flushes; rank 1: two WRITEs never completed.
         post(3, 1, 5000, {true, true}, kWrite, 4096);
         poll(3, 1, {5000, 5001}, {10, 5}, kWcWrite);   // IBV_WC_REM_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR
+        st_qp_modify_rec err{};                          // and its owner moves the QP to ERR
+        err.qp = qp(3, 1);
+        err.qp_num = qpn(3, 1);
+        err.qp_state = 6;
+        feed.emit(t++, vpid(3), err, host(3));
         post(1, 3, 6000, {true, true}, kWrite, 65536);
         post_recv(2, 0, {7000, 7001}, 1024);           // never consumed
         poll(2, 0, {9999}, {0}, kWcWrite);              // a completion of no posted WR: a warning
@@ -187,10 +192,13 @@ struct Job {
 };
 
 // What merges so far: the trace's counts and span, the processes, the operations (totals, per opcode with their
-// latency and size distributions), the process pairs, the traffic matrix and skew, the rails, the warnings.
+// latency and size distributions), the QPs but their outstanding work, the process pairs, the traffic matrix and
+// skew, the rails, the warnings.
 json merged_sections(const json& doc) {
-    return json{{"trace", doc["trace"]},   {"processes", doc["processes"]}, {"ops", doc["ops"]},
-                {"peers", doc["peers"]},   {"traffic", doc["traffic"]},     {"rails", doc["rails"]},
+    json qps = doc["qps"];
+    for (json& q : qps) q.erase("outstanding");
+    return json{{"trace", doc["trace"]}, {"processes", doc["processes"]}, {"ops", doc["ops"]}, {"qps", qps},
+                {"peers", doc["peers"]}, {"traffic", doc["traffic"]},     {"rails", doc["rails"]},
                 {"warnings", doc["warnings"]}};
 }
 
@@ -216,6 +224,10 @@ TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
     EXPECT_EQ(want["ops"]["unconsumed_receives"].get<uint64_t>(), 2u);
     EXPECT_EQ(want["peers"].size(), 8u);
     EXPECT_EQ(want["traffic"]["node_matrix"].size(), 4u);
+    ASSERT_EQ(want["qps"].size(), 8u);
+    std::size_t states = 0;
+    for (const json& q : want["qps"]) states += q["progress"]["states"].size();
+    EXPECT_GE(states, 2u) << want["qps"];   // rank 3's QP to rank 1: the error completion's ERR, its owner's ERR
     ASSERT_EQ(want["warnings"].size(), 1u);
     EXPECT_NE(want["warnings"][0].get<std::string>().find("matched no posted work request"), std::string::npos)
         << want["warnings"];

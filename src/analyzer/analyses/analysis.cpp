@@ -310,7 +310,10 @@ bool Analysis::merge_share(Analysis& other) {
     for (ProcId p = 0; p < topo_.process_count(); ++p)
         if (other.owns(topo_.proc(p).trace_index)) topo_.proc(p).take_counts(other.topo_.proc(p));
     for (QpId q = 0; q < topo_.qp_count(); ++q)
-        if (other.owns(topo_.proc(topo_.qp(q).proc).trace_index)) topo_.qp(q).take_data_state(other.topo_.qp(q));
+        if (other.owns(topo_.proc(topo_.qp(q).proc).trace_index)) {
+            topo_.qp(q).take_data_state(other.topo_.qp(q));
+            progress_.take(q, other.progress_);
+        }
     stats_.merge(other.stats_);
     traffic_.merge(other.traffic_, other.topo_, topo_);
     recon_.merge_unconsumed(other.recon_);

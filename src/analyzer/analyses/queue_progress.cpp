@@ -20,6 +20,17 @@ QpProgress& QueueProgress::at(QpId q) {
     return qps_[q];
 }
 
+void QueueProgress::take(QpId q, const QueueProgress& owner) {
+    if (const QpProgress* p = owner.of(q)) {
+        at(q) = *p;
+        procs_[q] = owner.procs_[q];
+    } else if (q < used_.size()) {
+        qps_[q] = QpProgress{};
+        procs_[q] = kNoId;
+        used_[q] = false;
+    }
+}
+
 void QueueProgress::note_state(QpProgress& p, int32_t state, int64_t ts, QpStateChange::Source source) {
     // A query confirming the known state, or a second error completion of a QP in ERR, says nothing new. The first
     // error completion is kept after a query that said ERR: it is the cause, read by the watcher after the owner's

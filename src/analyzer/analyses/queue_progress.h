@@ -76,6 +76,9 @@ public:
     // Its owner queried the QP (QUERY_QP): the NIC's view. A state it did not know from the trace is a change
     // (the NIC moves a QP to ERR by itself).
     void on_query(QpId q, const NicQuery& n);
+    // QP q's progress as `owner`, the share of the trace that read its data events, has it (analysis.h,
+    // merge_share): its operations, and its owner's state changes in time order among them.
+    void take(QpId q, const QueueProgress& owner);
 
     // nullptr when the QP had no send-queue operation and no state change.
     const QpProgress* of(QpId q) const { return q < qps_.size() && used_[q] ? &qps_[q] : nullptr; }
