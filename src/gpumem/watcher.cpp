@@ -6,7 +6,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -579,7 +578,7 @@ size_t Watcher::sweep_completion_queue(CqState& c, bool final) {
         // New: read the slot once more, after the tail was seen, so the body is at least as new as the tail (a read
         // that took the body before the NIC wrote it and the tail after would give the old CQE's byte count,
         // timestamp and syndrome). A newer tail in the second read is simply the newer completion.
-        std::atomic_thread_fence(std::memory_order_acquire);
+        order_after_cqe(c, c.q.ring_addr + tail);
         Cqe64 again;
         slot = read_slot(c, again);
         if (slot == Slot::unreadable) ++stats_.read_failures;

@@ -120,19 +120,9 @@ struct World {
         feed.emit(t++, vpid(rank), s);
     }
     void post_srq_recv(int rank, std::vector<uint64_t> ids, uint32_t bytes) {
-        const auto n = static_cast<uint32_t>(ids.size());
-        std::vector<uint16_t> sge(n, 1);
-        std::vector<uint32_t> len(n, bytes);
-        std::vector<uint64_t> no_ts(n, 0);
-        st_post_srq_recv_rec r{};
-        r.srq = 0x5;
-        r.bad_index = -1;
-        r.n = n;
-        r.wr_id = ids.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.ts = no_ts.data();
-        feed.emit(t++, vpid(rank), r);
+        test::RecvBatch<st_post_srq_recv_rec> b(std::move(ids), bytes);
+        b.rec.srq = 0x5;
+        feed.emit(t++, vpid(rank), b.rec);
     }
     // ibv_modify_qp(IBV_QP_STATE) by the QP's owner, and ibv_destroy_qp.
     void state(int rank, int32_t qp_state) {
@@ -149,20 +139,10 @@ struct World {
         feed.emit(t++, vpid(rank), d);
     }
     void post_recv(int rank, std::vector<uint64_t> ids, uint32_t bytes) {
-        const auto n = static_cast<uint32_t>(ids.size());
-        std::vector<uint16_t> sge(n, 1);
-        std::vector<uint32_t> len(n, bytes);
-        std::vector<uint64_t> no_ts(n, 0);
-        st_post_recv_rec r{};
-        r.qp = qp(rank);
-        r.qp_num = qpn(rank);
-        r.bad_index = -1;
-        r.n = n;
-        r.wr_id = ids.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.ts = no_ts.data();
-        feed.emit(t, vpid(rank), r);
+        test::RecvBatch<st_post_recv_rec> b(std::move(ids), bytes);
+        b.rec.qp = qp(rank);
+        b.rec.qp_num = qpn(rank);
+        feed.emit(t, vpid(rank), b.rec);
     }
     json finish() { return analysis.finish(); }
 };
@@ -398,22 +378,8 @@ TEST(Reconstruction, ReceivesAndReadDirection) {
     World w;
     w.two_nodes();
     // rank 1 pre-posts receives; rank 0 sends 2 x 64 bytes and reads 1000 bytes from rank 1.
-    {
-        std::vector<uint64_t> ids = {50, 51, 52};
-        std::vector<uint16_t> sge(3, 1);
-        std::vector<uint32_t> len(3, 4096);
-        std::vector<uint64_t> no_ts(3, 0);
-        st_post_recv_rec r{};
-        r.qp = World::qp(1);
-        r.qp_num = World::qpn(1);
-        r.bad_index = -1;
-        r.n = 3;
-        r.wr_id = ids.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.ts = no_ts.data();
-        w.feed.emit(w.t++, World::vpid(1), r);
-    }
+    w.post_recv(1, {50, 51, 52}, 4096);
+    ++w.t;
     w.post(0, {1, 2}, 2, 64, {true, true});
     w.post(0, {3}, 4, 1000, {true});
     w.t += 100;

@@ -139,6 +139,27 @@ struct PostSendBatch {
     st_post_send_rec rec{};
 };
 
+// A post_recv or post_srq_recv record (`Rec`) of one-SGE receives (ids given, `bytes` each), owning its
+// sequences: tests name the queue on `rec` (qp and qp_num, or srq), then emit `rec`.
+template <typename Rec> struct RecvBatch {
+    RecvBatch(std::vector<uint64_t> ids, uint32_t bytes)
+        : wr_id(std::move(ids)), num_sge(wr_id.size(), 1), len(wr_id.size(), bytes), ts(wr_id.size(), 0) {
+        rec.bad_index = -1;
+        rec.n = static_cast<uint32_t>(wr_id.size());
+        rec.wr_id = wr_id.data();
+        rec.num_sge = num_sge.data();
+        rec.bytes = len.data();
+        rec.ts = ts.data();
+    }
+    RecvBatch(const RecvBatch&) = delete;
+    RecvBatch& operator=(const RecvBatch&) = delete;
+    std::vector<uint64_t> wr_id;
+    std::vector<uint16_t> num_sge;
+    std::vector<uint32_t> len;
+    std::vector<uint64_t> ts;
+    Rec rec{};
+};
+
 // A poll_cq record of successful completions (ids given; wc opcode RDMA WRITE unless changed), ret = n,
 // owning its sequences; capture times 0 unless `ts` is filled.
 struct PollBatch {

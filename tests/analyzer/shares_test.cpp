@@ -123,20 +123,10 @@ struct Job {
         feed.emit(t++, vpid(rank), b.rec, host(rank));
     }
     void post_recv(int rank, int peer, std::vector<uint64_t> ids, uint32_t bytes) {
-        const auto n = static_cast<uint32_t>(ids.size());
-        std::vector<uint16_t> sge(n, 1);
-        std::vector<uint32_t> len(n, bytes);
-        std::vector<uint64_t> no_ts(n, 0);
-        st_post_recv_rec r{};
-        r.qp = qp(rank, peer);
-        r.qp_num = qpn(rank, peer);
-        r.bad_index = -1;
-        r.n = n;
-        r.wr_id = ids.data();
-        r.num_sge = sge.data();
-        r.bytes = len.data();
-        r.ts = no_ts.data();
-        feed.emit(t++, vpid(rank), r, host(rank));
+        test::RecvBatch<st_post_recv_rec> b(std::move(ids), bytes);
+        b.rec.qp = qp(rank, peer);
+        b.rec.qp_num = qpn(rank, peer);
+        feed.emit(t++, vpid(rank), b.rec, host(rank));
     }
     // Completions on rank's CQ of WRs of its QP to peer: `status` per id, wc opcode `wc_opcode`.
     void poll(int rank, int peer, std::vector<uint64_t> ids, std::vector<uint8_t> status, uint8_t wc_opcode,
