@@ -217,6 +217,56 @@ TEST(GrayLink, ASenderPacedByItsPollerIsNotAGrayLink) {
     EXPECT_NEAR(static_cast<double>(slowed.episodes[0].start_ns - kT0), 300.0 * kMs, 3.0 * kMs);
 }
 
+// A trace analysed in shares (analysis.h, merge_share): detectors fed disjoint links merge into the result of one
+// fed every link. With 1 ms windows, the share holding the two 5 s links doubles its window (past kMaxWindows) and
+// the one holding the two 2 s links does not: the merge doubles the latter's, as the whole trace's run did while
+// reading. Counts and times are exact; throughputs, from bytes spread over intervals and summed in another
+// grouping, equal to the last bits of a double.
+TEST(GrayLink, SharesOfDisjointLinksMergeIntoTheWholeTracesResult) {
+    std::vector<Timed> ops;
+    const DataLink slowed{0, 1}, b{1, 2}, c{2, 3}, d{3, 0};
+    stream(ops, slowed, 0, 5000 * kMs, 16, [](int64_t t) { return t >= 1500 * kMs && t < 3000 * kMs ? kRate / 4 : kRate; });
+    stream(ops, b, 0, 5000 * kMs, 16, [](int64_t) { return kRate; });
+    for (DataLink l : {c, d}) stream(ops, l, 0, 2000 * kMs, 16, [](int64_t) { return kRate; });
+    sort_by_completion(ops);
+    GrayLinkOptions o;
+    o.window_ns = kMs;
+    GrayLinkDetector whole(o), long_links(o), short_links(o);
+    for (const Timed& t : ops) {
+        whole.add(t.op, t.link);
+        (t.link.key() == slowed.key() || t.link.key() == b.key() ? long_links : short_links).add(t.op, t.link);
+    }
+    ASSERT_TRUE(short_links.can_merge(long_links));
+    short_links.merge(long_links);
+    const GrayLinkResult want = whole.finish(), got = short_links.finish();
+    EXPECT_EQ(want.window_ns, 2 * kMs);
+    EXPECT_EQ(got.window_ns, want.window_ns);
+    ASSERT_EQ(want.episodes.size(), 1u);
+    ASSERT_EQ(got.episodes.size(), want.episodes.size());
+    const GrayEpisode &w = want.episodes[0], &g = got.episodes[0];
+    EXPECT_EQ(g.link.key(), slowed.key());
+    EXPECT_NEAR(static_cast<double>(g.start_ns), static_cast<double>(w.start_ns), 1.0);
+    EXPECT_NEAR(static_cast<double>(g.end_ns), static_cast<double>(w.end_ns), 1.0);
+    EXPECT_EQ(g.slow_windows, w.slow_windows);
+    EXPECT_EQ(g.bytes, w.bytes);
+    EXPECT_DOUBLE_EQ(g.slowdown, w.slowdown);
+    EXPECT_EQ(g.samples.size(), w.samples.size());
+    ASSERT_EQ(got.links.size(), 4u);
+    ASSERT_EQ(got.links.size(), want.links.size());
+    for (std::size_t i = 0; i < want.links.size(); ++i) {
+        EXPECT_EQ(got.links[i].link.key(), want.links[i].link.key()) << i;
+        EXPECT_EQ(got.links[i].large_ops, want.links[i].large_ops) << i;
+        EXPECT_EQ(got.links[i].queued_ops, want.links[i].queued_ops) << i;
+        EXPECT_EQ(got.links[i].measured_windows, want.links[i].measured_windows) << i;
+        EXPECT_DOUBLE_EQ(got.links[i].p50_bytes_per_s, want.links[i].p50_bytes_per_s) << i;
+        EXPECT_DOUBLE_EQ(got.links[i].max_bytes_per_s, want.links[i].max_bytes_per_s) << i;
+    }
+    // A link both shares measured cannot be merged.
+    GrayLinkDetector again(o);
+    again.add(ops.front().op, ops.front().link);
+    EXPECT_FALSE(short_links.can_merge(again));
+}
+
 class Incast : public ::testing::Test {
 protected:
     void SetUp() override {

@@ -139,6 +139,23 @@ void GrayLinkDetector::coarsen() {
     }
 }
 
+bool GrayLinkDetector::can_merge(const GrayLinkDetector& other) const {
+    for (const auto& [key, i] : other.index_)
+        if (index_.count(key)) return false;
+    return true;
+}
+
+void GrayLinkDetector::merge(GrayLinkDetector& other) {
+    while (other.window_ns_ < window_ns_) other.coarsen();
+    while (window_ns_ < other.window_ns_) coarsen();
+    for (LinkState& s : other.links_) {
+        index_.emplace(s.link.key(), links_.size());
+        links_.push_back(std::move(s));
+    }
+    other.links_.clear();
+    other.index_.clear();
+}
+
 GrayLinkResult GrayLinkDetector::finish() {
     for (LinkState& s : links_) {
         flush_batch(s);
@@ -169,7 +186,12 @@ GrayLinkResult GrayLinkDetector::evaluate() const {
 
     for (auto& [index, v] : by_window) std::sort(v.begin(), v.end());
 
-    for (std::size_t i = 0; i < links_.size(); ++i) {
+    // Links in the order of their keys, not of their first operation: the same whichever share of a trace read
+    // which link first (merge()).
+    std::vector<std::size_t> order(links_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return links_[a].link.key() < links_[b].link.key(); });
+    for (const std::size_t i : order) {
         const LinkState& s = links_[i];
         const std::vector<Measured>& m = measured[i];
         LinkThroughput lt;

@@ -75,7 +75,7 @@ struct LinkThroughput {
 
 struct GrayLinkResult {
     int64_t window_ns = 0;                // the window finally used (after doubling on long traces)
-    std::vector<GrayEpisode> episodes;    // every episode of every link, by link then time
+    std::vector<GrayEpisode> episodes;    // every episode of every link, by link (in key order) then time
     std::vector<LinkThroughput> links;    // every link that carried large transfers
 };
 
@@ -88,6 +88,13 @@ public:
     explicit GrayLinkDetector(GrayLinkOptions o);
 
     void add(const Operation& op, DataLink link);
+    // Whether `other`, another share of the trace (analysis.h, merge_share), measured none of these links: a
+    // link's operations all come from its source NIC's node, so shares by host never share one.
+    bool can_merge(const GrayLinkDetector& other) const;
+    // Takes `other`'s links (can_merge() first), both at the wider of the two windows: a narrower one doubles as
+    // a longer trace would have made it (integer counts and busy times merge exactly, the bytes, spread over
+    // intervals, to the last bits of a double). `other` is left empty. Before finish().
+    void merge(GrayLinkDetector& other);
     GrayLinkResult finish();
     // The episodes in the windows closed so far (a window closes when its link completes past it), leaving the
     // detector as it is: what a live analysis reports while the trace is still being read.
