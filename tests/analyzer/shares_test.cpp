@@ -4,6 +4,8 @@
 
 #include <sigmatrace/schema.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -58,6 +60,8 @@ struct Job {
     test::RecordFeeder feed;
     int per_host;
     int64_t t = 1'000'000;
+    int64_t round_gap = 0;   // ns between rounds
+    int tail_rounds = 0;     // rounds after the others in which only ranks 0 and 1 write to each other
     std::string names[kRanks] = {"node0", "node1", "node2", "node3"};
 
     static int64_t vpid(int rank) { return 700 + rank; }
@@ -166,6 +170,7 @@ struct Job {
                 poll(r, r ^ 1, {base + 50}, {0}, kWcSend);
                 poll(r ^ 1, r, {base + 50}, {0}, kWcRecv, 256u * static_cast<uint32_t>(r + 1));
             }
+            t += round_gap;
         }
         // Rank 3: a remote access error and the WR it flushes; rank 1: two WRITEs never completed.
         post(3, 1, 5000, {true, true}, kWrite, 4096);
@@ -178,6 +183,13 @@ struct Job {
         post(1, 3, 6000, {true, true}, kWrite, 65536);
         post_recv(2, 0, {7000, 7001}, 1024);           // never consumed
         poll(2, 0, {9999}, {0}, kWcWrite);              // a completion of no posted WR: a warning
+        for (int round = 20; round < 20 + tail_rounds; ++round) {
+            const uint64_t base = static_cast<uint64_t>(round) * 100;
+            for (int r = 0; r < 2; ++r) post(r, r ^ 1, base + 60, {false, true}, kWrite, 65536);
+            t += round_gap / 2;
+            for (int r = 0; r < 2; ++r) poll(r, r ^ 1, {base + 61}, {0}, kWcWrite);
+            t += round_gap / 2;
+        }
     }
 };
 
@@ -190,6 +202,27 @@ json merged_sections(const json& doc) {
     return json{{"trace", doc["trace"]}, {"processes", doc["processes"]}, {"ops", doc["ops"]}, {"qps", qps},
                 {"peers", doc["peers"]}, {"traffic", doc["traffic"]},     {"rails", doc["rails"]},
                 {"warnings", doc["warnings"]}};
+}
+
+// `got` equals `want`, floating-point numbers within a relative 1e-9 (sums of bytes spread over intervals, added
+// in another grouping when shares merge).
+void expect_near_json(const json& got, const json& want, const std::string& path = "") {
+    if (got.is_number_float() || want.is_number_float()) {
+        ASSERT_TRUE(got.is_number() && want.is_number()) << path << ": " << got << " vs " << want;
+        const double g = got.get<double>(), w = want.get<double>();
+        EXPECT_LE(std::abs(g - w), 1e-9 * std::max(std::abs(w), 1.0)) << path << ": " << g << " vs " << w;
+    } else if (got.is_object() && want.is_object()) {
+        ASSERT_EQ(got.size(), want.size()) << path << ": " << got.dump() << " vs " << want.dump();
+        for (const auto& [k, v] : want.items()) {
+            ASSERT_TRUE(got.contains(k)) << path << "." << k;
+            expect_near_json(got[k], v, path + "." + k);
+        }
+    } else if (got.is_array() && want.is_array()) {
+        ASSERT_EQ(got.size(), want.size()) << path;
+        for (std::size_t i = 0; i < want.size(); ++i) expect_near_json(got[i], want[i], path + "[" + std::to_string(i) + "]");
+    } else {
+        EXPECT_EQ(got, want) << path;
+    }
 }
 
 TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
@@ -272,6 +305,38 @@ TEST(Shares, SharesWhoseObjectsDifferAreNotMerged) {
     b.finish_share();
     EXPECT_FALSE(a.merge_share(b));
     EXPECT_EQ(merged_sections(a.finish()), merged_sections(a_alone.finish()));
+}
+
+// The time windows (16 at most here, so that they double) and each QP's outstanding work sampled into them: the
+// share of host 0, whose ranks write for 40 rounds more, doubles its windows further than the share of host 1;
+// merged, they are the whole trace's windows, and each QP's outstanding work its own.
+TEST(Shares, WindowsAndOutstandingWorkMergeIntoTheWholeTraces) {
+    AnalysisOptions o;
+    o.windows.max_windows = 16;
+    Analysis whole(o), a(o), b(o), a_alone(o), b_alone(o);
+    Shares shares;
+    shares.add(whole, {});
+    shares.add(a, {0});
+    shares.add(b, {1});
+    shares.add(a_alone, {0});
+    shares.add(b_alone, {1});
+    Job job(shares);
+    job.round_gap = 5000;
+    job.tail_rounds = 40;
+    job.run();
+    EXPECT_GT(a_alone.finish()["timeline"]["window_ns"].get<int64_t>(), b_alone.finish()["timeline"]["window_ns"].get<int64_t>());
+    ASSERT_TRUE(a.merge_share(b));
+    const json want = whole.finish(), got = a.finish();
+    ASSERT_TRUE(want.contains("timeline"));
+    const json& windows = want["timeline"]["windows"];
+    EXPECT_GE(windows.size(), 9u) << want["timeline"].dump();   // more than half of max_windows
+    EXPECT_LE(windows.size(), 16u);
+    std::size_t with_outstanding = 0;
+    for (const json& q : want["qps"]) with_outstanding += q.contains("outstanding");
+    EXPECT_EQ(with_outstanding, 8u);
+    expect_near_json(got["timeline"], want["timeline"], "timeline");
+    expect_near_json(got["qps"], want["qps"], "qps");
+    expect_near_json(merged_sections(got), merged_sections(want));
 }
 
 }  // namespace

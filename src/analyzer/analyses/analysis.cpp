@@ -313,7 +313,9 @@ bool Analysis::merge_share(Analysis& other) {
         if (other.owns(topo_.proc(topo_.qp(q).proc).trace_index)) {
             topo_.qp(q).take_data_state(other.topo_.qp(q));
             progress_.take(q, other.progress_);
+            outstanding_.take(q, other.outstanding_);
         }
+    windows_.merge(other.windows_);
     stats_.merge(other.stats_);
     traffic_.merge(other.traffic_, other.topo_, topo_);
     gray_.merge(other.gray_);

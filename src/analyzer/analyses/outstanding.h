@@ -51,6 +51,16 @@ public:
     // Completes what is still queued, and gathers each QP's samples from the windows (call once, at the end,
     // before the windows' finish).
     void finish();
+    // QP q's queues and figures as `owner`, the share of the trace that read its data events, has them
+    // (analysis.h, merge_share; the windows merge on their own). Before finish().
+    void take(QpId q, const Outstanding& owner) {
+        if (q >= owner.qps_.size()) return;
+        if (q >= qps_.size()) qps_.resize(q + 1);
+        qps_[q] = owner.qps_[q];
+        last_qp_ = UINT64_MAX;   // qps_ may have moved
+        last_ = nullptr;
+        last_series_ = nullptr;
+    }
     // nullptr when the QP had no operation.
     const QpOutstanding* of(QpId q) const {
         return q < qps_.size() && (qps_[q].out.send_ops || qps_[q].out.recv_ops) ? &qps_[q].out : nullptr;

@@ -146,6 +146,39 @@ void TimeWindows::sample_recv(QpId q, int64_t ts, uint32_t posted, bool consumed
     if (consumed) c->recv_min_posted = std::min(c->recv_min_posted, posted);
 }
 
+void TimeWindows::merge(TimeWindows& other) {
+    if (!o_.enabled || !other.o_.enabled) return;
+    while (other.width_ < width_) other.double_width();
+    while (width_ < other.width_) double_width();
+    if (!other.windows_.empty()) {
+        for (;;) {   // covering the other's windows may double ours, and then theirs must follow
+            const auto n = static_cast<int64_t>(other.windows_.size());
+            cover(other.base_ * width_, (other.base_ + n) * width_ - 1);
+            if (other.width_ == width_) break;
+            while (other.width_ < width_) other.double_width();
+        }
+        for (std::size_t i = 0; i < other.windows_.size(); ++i)
+            windows_[static_cast<std::size_t>(other.base_ - base_) + i].merge(std::move(other.windows_[i]));
+    }
+    if (series_.size() < other.series_.size()) series_.resize(other.series_.size());
+    for (std::size_t q = 0; q < other.series_.size(); ++q)
+        if (other.series_[q].send.since >= 0 || other.series_[q].recv.since >= 0) series_[q] = other.series_[q];
+    for (QpSeries& s : series_) {   // their cells were the other windows', or are where they were before merging
+        s.cell = nullptr;
+        s.window = -1;
+        s.send_here = false;
+    }
+    for (const auto& [key, until] : other.covered_until_) covered_until_[key] = std::max(covered_until_[key], until);
+    latest_ts_ = std::max(latest_ts_, other.latest_ts_);
+    cached_cell_ = nullptr;
+    latency_ = nullptr;
+    covered_ = nullptr;
+    refresh_fast();
+    other.windows_.clear();
+    other.series_.clear();
+    other.covered_until_.clear();
+}
+
 void TimeWindows::finish() {
     for (QpId q = 0; q < series_.size(); ++q) {
         hold_send(q, series_[q].send, latest_ts_, -1, nullptr);

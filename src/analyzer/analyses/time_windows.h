@@ -140,6 +140,13 @@ public:
     // After the last sample: each QP's last level holds until the latest time seen (an operation's completion or
     // a sample). Call once.
     void finish();
+    // Adds another share of the trace's windows (analysis.h, merge_share; the same options): both at the wider
+    // length, over both spans (which may double it again: the length a whole trace's windows end at depends
+    // only on the span they cover), cell by cell -- a link's cells, from its source node's share, and a QP's
+    // cells and levels, from its process's share. The levels then hold to the later of the two latest times, at
+    // finish(). Integer counts and times merge exactly, bytes spread over intervals to the last bits of a double.
+    // `other` is left empty. Before finish().
+    void merge(TimeWindows& other);
 
     int64_t window_ns() const { return width_; }
     int64_t first_index() const { return base_; }   // windows()[i] covers [(first_index()+i)*window_ns(), +window_ns())
