@@ -165,6 +165,9 @@ struct Anomalies {
     }
 };
 
+// operator+= adds each counter by name: a counter added to Anomalies must be added there too.
+static_assert(sizeof(Anomalies) == 10 * sizeof(uint64_t), "Anomalies::operator+= must add every counter");
+
 class Topology {
 public:
     Topology() = default;
