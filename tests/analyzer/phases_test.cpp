@@ -237,6 +237,53 @@ TEST(Phases, MemoryStaysBoundedByDoublingTheGap) {
     EXPECT_EQ(bytes, static_cast<double>(n * kSize));
 }
 
+// Shares of a trace (analysis.h, merge_share): each tracker given the operations of its senders, merged, keeps
+// the segments one tracker given all of them keeps, whichever merges into which, also when one share's gap has
+// grown and the other's has not.
+TEST(Phases, SharesMergeIntoTheWholeTracesSegments) {
+    std::vector<Timed> ops = three_phases();
+    // NIC 0 then writes a burst every 1.5 ms, more than kMaxSegments of them (its gap doubles to 2 ms, which
+    // joins them), while NIC 1 writes every 1.5 ms in the same span, too few times to double its share's.
+    const int64_t from = kT0 + 100 * kMs;
+    for (std::size_t i = 0; i < PhaseTracker::kMaxSegments + 100; ++i)
+        ops.push_back(write(DataLink{0, 1}, from + static_cast<int64_t>(i) * 3 * kMs / 2, from + static_cast<int64_t>(i) * 3 * kMs / 2 + 1000));
+    for (int i = 0; i < 50; ++i)
+        ops.push_back(write(DataLink{1, 2}, from + 400 + i * 3 * kMs / 2, from + 900 + i * 3 * kMs / 2, 4096));
+    ops.push_back(write(DataLink{2, 0}, kT0 + 90 * kMs, kT0 + 91 * kMs, 100));
+    PhaseTracker whole(PhaseOptions{}), a(PhaseOptions{}), b(PhaseOptions{}), a2(PhaseOptions{}), b2(PhaseOptions{});
+    for (const Timed& x : ops) {
+        whole.add(x.op, x.link, kT0);
+        (x.link.src == 0 ? a : b).add(x.op, x.link, kT0);
+        (x.link.src == 0 ? a2 : b2).add(x.op, x.link, kT0);
+    }
+    ASSERT_EQ(a.gap_ns(), 2 * kMs);
+    ASSERT_EQ(b.gap_ns(), kMs);
+    ASSERT_EQ(whole.gap_ns(), 2 * kMs);
+    a.merge(b);
+    b2.merge(a2);
+    for (const PhaseTracker* merged : {&a, &b2}) {
+        EXPECT_EQ(merged->gap_ns(), whole.gap_ns());
+        ASSERT_EQ(merged->segments().size(), whole.segments().size());
+        for (auto w = whole.segments().begin(), m = merged->segments().begin(); w != whole.segments().end(); ++w, ++m) {
+            EXPECT_EQ(m->first, w->first);
+            EXPECT_EQ(m->second.end_ns, w->second.end_ns);
+            EXPECT_EQ(m->second.ops, w->second.ops);
+            ASSERT_EQ(m->second.ports.size(), w->second.ports.size()) << "segment at " << w->first - kT0;
+            for (const auto& [key, t] : w->second.ports) {
+                const PortTally& mt = m->second.ports.at(key);
+                EXPECT_EQ(mt.bytes, t.bytes);
+                EXPECT_EQ(mt.first_ns, t.first_ns);
+                EXPECT_EQ(mt.last_ns, t.last_ns);
+            }
+        }
+    }
+    // The three designed phases, the lone small WRITE, and the bursts of both NICs joined into one.
+    const std::vector<Phase> phases = build_phases(a, {}, "gap");
+    ASSERT_EQ(phases.size(), 5u);
+    EXPECT_EQ(phases[4].ops, PhaseTracker::kMaxSegments + 100 + 50);
+    EXPECT_EQ(port_bytes(phases[4], 2, true), 50.0 * 4096);
+}
+
 TEST(Phases, StragglerIsThePortWhoseLastByteEndsLate) {
     std::vector<Timed> ops;
     for (DataLink l : {DataLink{0, 3}, DataLink{1, 3}, DataLink{2, 3}}) burst(ops, l, kT0, 10, kRate);

@@ -9,6 +9,8 @@
 
 #include <array>
 #include <type_traits>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,12 +36,15 @@ public:
         ev.ts_ns = ts;
         ev.vpid = vpid;
         ev.trace_index = trace;
-        ev.trace_hostname = "testhost";
+        ev.trace_hostname = trace < hostnames_.size() ? std::string_view(hostnames_[trace]) : "testhost";
         fill(ev, rec);
         if (scramble_unread_) scramble_unread(ev);
         mutate(ev);
         a_.on_event(ev);
     }
+
+    // The hostname of each trace's environment, by trace index (else "testhost"): the hosts of a multi-host trace.
+    void set_trace_hostnames(std::vector<std::string> names) { hostnames_ = std::move(names); }
 
     // From now on, fills the sequences no analysis reads (unread_fields.h) with garbage instead of the record's
     // values, as a check that the analysis indeed never reads them.
@@ -96,6 +101,7 @@ private:
 
     EventSink& a_;
     std::array<std::vector<uint64_t>, kMaxEventFields> storage_;
+    std::vector<std::string> hostnames_;
     bool scramble_unread_ = false;
     uint64_t scrambled_ = 0;
 };

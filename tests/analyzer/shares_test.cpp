@@ -54,9 +54,12 @@ private:
 };
 
 // Four processes, `per_host` on each host (trace index rank / per_host, node "node<index>"); rank r has one RC QP to
-// rank r ^ 2 and one to rank r ^ 1 (with 2 per host: one to the other node, one within its own).
+// rank r ^ 2 and one to rank r ^ 1 (with 2 per host: one to the other node, for SENDs, one within its own, for
+// WRITEs).
 struct Job {
-    explicit Job(EventSink& sink, int ranks_per_host = 2) : feed(sink), per_host(ranks_per_host) {}
+    explicit Job(EventSink& sink, int ranks_per_host = 2) : feed(sink), per_host(ranks_per_host) {
+        feed.set_trace_hostnames({names[0], names[1], names[2], names[3]});
+    }
     test::RecordFeeder feed;
     int per_host;
     int64_t t = 1'000'000;
@@ -160,15 +163,15 @@ struct Job {
             for (int r = 0; r < kRanks; ++r) {
                 const uint64_t base = static_cast<uint64_t>(round) * 100;
                 const auto size = static_cast<uint32_t>(512u << (r + round % 3));
-                post(r, r ^ 2, base, {false, false, true}, kWrite, size);
-                post_recv(r ^ 1, r, {base + 50}, 8192);
-                post(r, r ^ 1, base + 50, {true}, kSend, 256u * static_cast<uint32_t>(r + 1));
+                post(r, r ^ 1, base, {false, false, true}, kWrite, size);
+                post_recv(r ^ 2, r, {base + 50}, 8192);
+                post(r, r ^ 2, base + 50, {true}, kSend, 256u * static_cast<uint32_t>(r + 1));
             }
             for (int r = 0; r < kRanks; ++r) {
                 const uint64_t base = static_cast<uint64_t>(round) * 100;
-                poll(r, r ^ 2, {base + 2}, {0}, kWcWrite);
-                poll(r, r ^ 1, {base + 50}, {0}, kWcSend);
-                poll(r ^ 1, r, {base + 50}, {0}, kWcRecv, 256u * static_cast<uint32_t>(r + 1));
+                poll(r, r ^ 1, {base + 2}, {0}, kWcWrite);
+                poll(r, r ^ 2, {base + 50}, {0}, kWcSend);
+                poll(r ^ 2, r, {base + 50}, {0}, kWcRecv, 256u * static_cast<uint32_t>(r + 1));
             }
             t += round_gap;
         }
@@ -195,13 +198,14 @@ struct Job {
 
 // What merges so far: the trace's counts and span, the processes, the operations (totals, per opcode with their
 // latency and size distributions), the QPs but their outstanding work, the process pairs, the traffic matrix and
-// skew, the rails, the warnings.
+// skew, the rails, the phases, the hosts' clocks, the warnings.
 json merged_sections(const json& doc) {
     json qps = doc["qps"];
     for (json& q : qps) q.erase("outstanding");
-    return json{{"trace", doc["trace"]}, {"processes", doc["processes"]}, {"ops", doc["ops"]}, {"qps", qps},
-                {"peers", doc["peers"]}, {"traffic", doc["traffic"]},     {"rails", doc["rails"]},
-                {"warnings", doc["warnings"]}};
+    return json{{"trace", doc["trace"]}, {"processes", doc["processes"]}, {"ops", doc["ops"]},
+                {"qps", qps},            {"peers", doc["peers"]},         {"traffic", doc["traffic"]},
+                {"rails", doc["rails"]}, {"phases", doc.value("phases", json())},
+                {"clock", doc.value("clock", json())}, {"warnings", doc["warnings"]}};
 }
 
 // `got` equals `want`, floating-point numbers within a relative 1e-9 (sums of bytes spread over intervals, added
@@ -246,6 +250,10 @@ TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
     EXPECT_EQ(want["ops"]["implied"].get<uint64_t>(), 20u * 4 * 2);
     EXPECT_EQ(want["ops"]["unconsumed_receives"].get<uint64_t>(), 2u);
     EXPECT_EQ(want["peers"].size(), 8u);
+    // Two hosts that send to each other: node1's clock estimated against node0's.
+    ASSERT_EQ(want["clock"]["hosts"].size(), 2u) << want["clock"];
+    EXPECT_EQ(want["clock"]["hosts"][1]["status"], "estimated") << want["clock"];
+    ASSERT_FALSE(want["phases"].empty());
     EXPECT_EQ(want["traffic"]["node_matrix"].size(), 4u);
     ASSERT_EQ(want["qps"].size(), 8u);
     std::size_t states = 0;
@@ -264,11 +272,12 @@ TEST(Shares, EachShareAloneHoldsOnlyItsOwnProcessesOperations) {
     shares.add(a, {0});
     Job(shares).run();
     const json w = whole.finish(), mine = a.finish();
-    // Ranks 0 and 1: 20 rounds of 5 operations each, rank 1's two WRITEs in flight; no error (rank 3's), no
-    // warning (rank 2's).
+    // Ranks 0 and 1: 20 rounds of 5 operations each, rank 1's two WRITEs in flight; no error (rank 3's), not
+    // rank 2's warning; node1's clock not aligned (only one side of the messages between the hosts).
     EXPECT_EQ(mine["ops"]["total"].get<uint64_t>(), 20u * 2 * 5 + 2);
     EXPECT_EQ(mine["ops"]["errors"].get<uint64_t>(), 0u);
-    EXPECT_TRUE(mine["warnings"].empty()) << mine["warnings"];
+    ASSERT_EQ(mine["warnings"].size(), 1u) << mine["warnings"];
+    EXPECT_EQ(mine["warnings"][0].get<std::string>().rfind("clock: hosts node1 (unconstrained)", 0), 0u) << mine["warnings"];
     EXPECT_NE(merged_sections(mine), merged_sections(w));
 }
 

@@ -314,8 +314,10 @@ bool Analysis::merge_share(Analysis& other) {
             topo_.qp(q).take_data_state(other.topo_.qp(q));
             progress_.take(q, other.progress_);
             outstanding_.take(q, other.outstanding_);
+            clocks_.take(q, other.clocks_);
         }
     windows_.merge(other.windows_);
+    phases_.merge(other.phases_);
     stats_.merge(other.stats_);
     traffic_.merge(other.traffic_, other.topo_, topo_);
     gray_.merge(other.gray_);

@@ -130,9 +130,9 @@ public:
     // into this one, which finish() then completes. It merges nothing and returns false when the topologies
     // differ (objects a share created from data events alone, a damaged trace's): such a trace is analysed whole.
     // What merges so far: the statistics, the traffic, the receives left unconsumed, the error completions
-    // (counts and the earliest), each QP's progress and outstanding work, the time windows, the gray-link
-    // detector's links (each measured by one share: else the merge is refused), event and per-process counts,
-    // anomalies, losses and the trace's time span -- what each process's own queues, links and events add up to.
+    // (counts and the earliest), each QP's progress, outstanding work and clock constraints, the time windows,
+    // the phases, the gray-link detector's links (each measured by one share: else the merge is refused), event
+    // and per-process counts, anomalies, losses and the trace's time span. Not yet: barrier epochs, incast.
     void set_share(std::vector<bool> owned_traces) { owned_traces_ = std::move(owned_traces); }
     void finish_share();
     bool merge_share(Analysis& other);

@@ -136,6 +136,12 @@ public:
     // Offsets are given at the middle of the messages' time span (`t0`, the trace's start, when there are none).
     // Needs resolved peers.
     ClockResult solve(const Topology& topo, int64_t t0) const;
+    // QP q's samples as `owner`, the share of the trace that read its data events, has them (analysis.h,
+    // merge_share): a QP's messages are all its own process's.
+    void take(QpId q, const ClockConstraints& owner) {
+        take_side(sends_, owner.sends_, q);
+        take_side(recvs_, owner.recvs_, q);
+    }
 
 private:
     static constexpr uint32_t kQptRc = 2;   // IBV_QPT_RC
@@ -155,6 +161,11 @@ private:
         std::vector<std::pair<uint64_t, int64_t>> kept;   // (k, local time)
         void add(int64_t ts);
     };
+    static void take_side(std::vector<Samples>& mine, const std::vector<Samples>& owner, QpId q) {
+        if (q >= owner.size()) return;
+        if (q >= mine.size()) mine.resize(q + 1);
+        mine[q] = owner[q];
+    }
     // By QP id (dense): post times of message-consuming operations, completion times of receives.
     std::vector<Samples> sends_;
     std::vector<Samples> recvs_;

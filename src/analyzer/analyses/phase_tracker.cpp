@@ -66,18 +66,8 @@ void PhaseTracker::insert(int64_t from, int64_t to, uint32_t slot, DataLink link
         seg = &last_->second;
         seg->end_ns = std::max(seg->end_ns, to);
     } else {
-        // The segments this interval touches (same slot, within the gap) are merged into one.
         tx_ = rx_ = nullptr;
-        PhaseSegment merged{from, to, slot, 0, {}};
-        auto it = segments_.upper_bound(to + gap_);
-        while (it != segments_.begin()) {
-            auto prev = std::prev(it);
-            if (prev->second.end_ns + gap_ < from || prev->second.slot != slot) break;
-            merged.merge(std::move(prev->second));
-            it = segments_.erase(prev);
-        }
-        const int64_t start = merged.start_ns;
-        last_ = segments_.insert_or_assign(start, std::move(merged)).first;
+        last_ = absorb(PhaseSegment{from, to, slot, 0, {}});
         have_last_ = true;
         const auto next = std::next(last_);
         next_start_ = next == segments_.end() ? INT64_MAX : next->second.start_ns;
@@ -101,22 +91,61 @@ void PhaseTracker::refresh_fast() {
     fast_to_limit_ = valid ? std::min(std::max(last_->second.end_ns + 1, next_start_ - gap_), kMaxPlausibleTs) : 0;
 }
 
+std::map<int64_t, PhaseSegment>::iterator PhaseTracker::absorb(PhaseSegment merged) {
+    // The segments it touches (same slot, within the gap) are merged into one.
+    auto it = segments_.upper_bound(merged.end_ns + gap_);
+    while (it != segments_.begin()) {
+        auto prev = std::prev(it);
+        if (prev->second.end_ns + gap_ < merged.start_ns || prev->second.slot != merged.slot) break;
+        merged.merge(std::move(prev->second));
+        it = segments_.erase(prev);
+    }
+    const int64_t start = merged.start_ns;
+    return segments_.insert_or_assign(start, std::move(merged)).first;
+}
+
+void PhaseTracker::coalesce() {
+    for (auto it = segments_.begin(); it != segments_.end();) {
+        auto next = std::next(it);
+        if (next == segments_.end()) break;
+        if (next->second.slot == it->second.slot && it->second.end_ns + gap_ >= next->second.start_ns) {
+            it->second.merge(std::move(next->second));
+            segments_.erase(next);
+        } else {
+            it = next;
+        }
+    }
+}
+
 void PhaseTracker::bound() {
     have_last_ = false;
     tx_ = rx_ = nullptr;
     while (segments_.size() > kMaxSegments) {
         gap_ *= 2;
-        for (auto it = segments_.begin(); it != segments_.end();) {
-            auto next = std::next(it);
-            if (next == segments_.end()) break;
-            if (next->second.slot == it->second.slot && it->second.end_ns + gap_ >= next->second.start_ns) {
-                it->second.merge(std::move(next->second));
-                segments_.erase(next);
-            } else {
-                it = next;
-            }
-        }
+        coalesce();
     }
+}
+
+void PhaseTracker::merge(const PhaseTracker& other) {
+    // Segments are the closure of the operations' intervals under the gap, whatever the order they came in: the
+    // other share's segments join this one's as its operations would have, at the larger of the two gaps.
+    have_last_ = false;
+    tx_ = rx_ = nullptr;
+    if (other.gap_ > gap_) {
+        gap_ = other.gap_;
+        coalesce();
+    }
+    for (const auto& [start, seg] : other.segments_) absorb(seg);
+    if (segments_.size() > kMaxSegments) bound();
+    for (int64_t m : other.marks_) {
+        if (marks_.size() == kMaxMarks) {
+            marks_dropped_ = true;
+            break;
+        }
+        marks_.push_back(m);
+    }
+    marks_dropped_ = marks_dropped_ || other.marks_dropped_;
+    refresh_fast();
 }
 
 std::vector<Phase> build_phases(const PhaseTracker& t, const std::vector<int64_t>& boundaries, const char* delimiter) {

@@ -100,6 +100,11 @@ public:
     }
     void add_run(const SendRun& r) { add_to_current(r.ops.size(), r.bytes, r.min_post, r.done_ts); }
 
+    // Adds the segments and marks of `other`, another share of the trace (analysis.h, merge_share), with the
+    // same options: what one tracker given both shares' operations keeps (the marks, when more than kMaxMarks,
+    // a different subset).
+    void merge(const PhaseTracker& other);
+
     const PhaseOptions& options() const { return o_; }
     int64_t gap_ns() const { return gap_; }   // the threshold used (doubled when segments would exceed the bound)
     const std::map<int64_t, PhaseSegment>& segments() const { return segments_; }   // by start
@@ -125,6 +130,10 @@ private:
     }
     void add_slow(const Operation& op, DataLink link, int64_t trace_start_ns);
     void insert(int64_t from, int64_t to, uint32_t slot, DataLink link, double bytes, bool count);
+    // `seg` joined with the segments it touches (same slot, within the gap), in place of them.
+    std::map<int64_t, PhaseSegment>::iterator absorb(PhaseSegment seg);
+    // Neighbours within the gap (after it grew) merged.
+    void coalesce();
     void bound();
 
     PhaseOptions o_;
