@@ -65,6 +65,7 @@ struct Job {
     int64_t t = 1'000'000;
     int64_t round_gap = 0;   // ns between rounds
     int tail_rounds = 0;     // rounds after the others in which only ranks 0 and 1 write to each other
+    int incast_rounds = 0;   // rounds of 500 us after those in which ranks 1, 2 and 3 each write 64 KiB to rank 0
     std::string names[kRanks] = {"node0", "node1", "node2", "node3"};
 
     static int64_t vpid(int rank) { return 700 + rank; }
@@ -157,6 +158,7 @@ struct Job {
             connect(r, r ^ 2);
             connect(r, r ^ 1);
         }
+        if (incast_rounds > 0) connect(3, 0);
         constexpr uint8_t kWrite = 0, kSend = 2;                    // ibv_wr_opcode
         constexpr uint8_t kWcWrite = 1, kWcSend = 0, kWcRecv = 128;  // ibv_wc_opcode
         for (int round = 0; round < 20; ++round) {
@@ -192,6 +194,12 @@ struct Job {
             t += round_gap / 2;
             for (int r = 0; r < 2; ++r) poll(r, r ^ 1, {base + 61}, {0}, kWcWrite);
             t += round_gap / 2;
+        }
+        for (int round = 0; round < incast_rounds; ++round) {
+            const uint64_t id = 8000 + static_cast<uint64_t>(round);
+            for (int r = 1; r < kRanks; ++r) post(r, 0, id, {true}, kWrite, 65536);
+            t += 500'000;
+            for (int r = 1; r < kRanks; ++r) poll(r, 0, {id}, {0}, kWcWrite);
         }
     }
 };
@@ -314,6 +322,53 @@ TEST(Shares, SharesWhoseObjectsDifferAreNotMerged) {
     b.finish_share();
     EXPECT_FALSE(a.merge_share(b));
     EXPECT_EQ(merged_sections(a.finish()), merged_sections(a_alone.finish()));
+}
+
+// Ranks 1, 2 and 3, each on a host of its own, write to rank 0 for 5 ms: an incast of degree 3 that no share
+// sees alone (each holds one sender), found once their windows' fans merge.
+TEST(Shares, IncastMergesFromTheSendersShares) {
+    Analysis whole, s0, s1, s2, s3, s1_alone;
+    Shares shares;
+    shares.add(whole, {});
+    Analysis* parts[] = {&s0, &s1, &s2, &s3};
+    for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
+    shares.add(s1_alone, {1});
+    Job job(shares, /*per_host=*/1);
+    job.incast_rounds = 10;
+    job.run();
+    const auto incasts = [](const json& doc) {
+        json out = json::array();
+        for (const json& f : doc["findings"])
+            if (f["kind"] == "incast") out.push_back(f);
+        return out;
+    };
+    EXPECT_TRUE(incasts(s1_alone.finish()).empty());
+    for (Analysis* p : {&s0, &s2, &s3}) ASSERT_TRUE(s1.merge_share(*p));
+    const json want = whole.finish(), got = s1.finish();
+    const json found = incasts(want);
+    ASSERT_EQ(found.size(), 1u) << want["findings"].dump(1);
+    EXPECT_EQ(found[0]["evidence"]["degree"], 3) << found[0].dump(1);
+    expect_near_json(incasts(got), found, "incast");
+    expect_near_json(merged_sections(got), merged_sections(want));
+}
+
+// A share's incast windows are exact when it holds all the bytes its senders have in flight: rank 1's RDMA READ
+// from rank 3 makes node3's NIC a sender in rank 1's share while node3's own share sends too (to node0: another
+// link, which the gray-link detector alone would merge), so those two shares are not merged.
+TEST(Shares, AReadWhoseSenderIsAnotherSharesNicIsNotMerged) {
+    Analysis s1, s3;
+    Shares shares;
+    shares.add(s1, {1});
+    shares.add(s3, {3});
+    Job job(shares, /*per_host=*/1);
+    job.incast_rounds = 2;
+    job.run();
+    constexpr uint8_t kRead = 4, kWcRead = 2;   // IBV_WR_RDMA_READ, IBV_WC_RDMA_READ
+    job.post(1, 3, 9000, {true}, kRead, 65536);
+    job.t += 10'000;
+    job.poll(1, 3, {9000}, {0}, kWcRead);
+    s3.finish_share();
+    EXPECT_FALSE(s1.merge_share(s3));
 }
 
 // The time windows (16 at most here, so that they double) and each QP's outstanding work sampled into them: the

@@ -131,9 +131,13 @@ public:
     // differ (objects a share created from data events alone, a damaged trace's): such a trace is analysed whole.
     // What merges so far: the statistics, the traffic, the receives left unconsumed, the error completions
     // (counts and the earliest), each QP's progress, outstanding work and clock constraints, the time windows,
-    // the phases, the gray-link detector's links (each measured by one share: else the merge is refused), event
-    // and per-process counts, anomalies, losses and the trace's time span. Not yet: barrier epochs, incast.
-    void set_share(std::vector<bool> owned_traces) { owned_traces_ = std::move(owned_traces); }
+    // the phases, the gray-link detector's links and the incast detector's senders (each measured by one share:
+    // else the merge is refused), event and per-process counts, anomalies, losses and the trace's time span. Not
+    // yet: barrier epochs.
+    void set_share(std::vector<bool> owned_traces) {
+        owned_traces_ = std::move(owned_traces);
+        if (!owned_traces_.empty()) incast_.keep_fans();
+    }
     void finish_share();
     bool merge_share(Analysis& other);
     // The first read's end (options.clock.constraints_only): finishes reconstruction and estimates the clocks.

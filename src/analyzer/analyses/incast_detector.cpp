@@ -21,6 +21,10 @@ void IncastDetector::add(const Operation& op, DataLink link) {
         !plausible_times(op))
         return;
     if (topo_.device(link.src).node == topo_.device(link.dst).node) return;   // inter-node links only
+    if (keep_fans_ && link.src != last_sender_) {
+        senders_.insert(link.src);
+        last_sender_ = link.src;
+    }
     const int64_t W = o_.window_ns;
     const int64_t w0 = floor_div(op.post_ts, W);
     const int64_t w1 = floor_div(op.done_ts, W);
@@ -66,14 +70,9 @@ void IncastDetector::close_windows_before(int64_t index) {
 }
 
 void IncastDetector::evaluate(int64_t index, const Cells& cells) {
-    struct Fan {
-        uint32_t degree = 0;
-        double bytes = 0.0;
-        std::vector<DevId> senders;
-    };
     std::map<DevId, double> sent;
     for (const auto& [key, b] : cells) sent[static_cast<DevId>(key >> 32)] += b;
-    std::map<DevId, Fan> fans;
+    Fans fans;
     for (const auto& [key, b] : cells) {
         const auto s = static_cast<DevId>(key >> 32), r = static_cast<DevId>(key & 0xffffffffu);
         if (b > 0.0 && b >= o_.share * sent[s]) {
@@ -83,6 +82,14 @@ void IncastDetector::evaluate(int64_t index, const Cells& cells) {
             f.senders.push_back(s);
         }
     }
+    if (keep_fans_) {
+        if (!fans.empty()) fans_.emplace(index, std::move(fans));
+        return;
+    }
+    add_fans(index, fans);
+}
+
+void IncastDetector::add_fans(int64_t index, const Fans& fans) {
     for (const auto& [r, f] : fans) {
         if (f.degree < o_.min_senders) continue;
         auto it = open_.find(r);
@@ -151,8 +158,34 @@ IncastResult IncastDetector::evaluate() const {
     return out;
 }
 
+bool IncastDetector::can_merge(const IncastDetector& other) const {
+    for (DevId s : other.senders_)
+        if (senders_.count(s) != 0) return false;
+    return true;
+}
+
+void IncastDetector::merge(IncastDetector& other) {
+    close_windows_before(base_ + static_cast<int64_t>(windows_.size()));
+    other.close_windows_before(other.base_ + static_cast<int64_t>(other.windows_.size()));
+    for (auto& [index, fans] : other.fans_) {
+        Fans& mine = fans_[index];
+        for (auto& [r, f] : fans) {
+            Fan& m = mine[r];
+            m.degree += f.degree;
+            m.bytes += f.bytes;
+            m.senders.insert(m.senders.end(), f.senders.begin(), f.senders.end());
+        }
+    }
+    other.fans_.clear();
+    senders_.insert(other.senders_.begin(), other.senders_.end());
+    clipped_ += other.clipped_;
+}
+
 IncastResult IncastDetector::finish() {
     close_windows_before(base_ + static_cast<int64_t>(windows_.size()));
+    // Runs are made window after window; windows without a fan end nothing that the next fan would not.
+    for (const auto& [index, fans] : fans_) add_fans(index, fans);
+    fans_.clear();
     for (const auto& [r, run] : open_) end_run(r, run);
     open_.clear();
     IncastResult out;

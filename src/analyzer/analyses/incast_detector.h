@@ -78,6 +78,16 @@ public:
 
     const IncastOptions& options() const { return o_; }
 
+    // A share of a trace (analysis.h, merge_share): each final window's fans (per receiver, the senders that
+    // count towards it) are kept instead of being made into episodes, so that the shares' fans add up; finish()
+    // makes the episodes. A sender's windows are exact in a share that holds all its bytes in flight: shares
+    // merge when their senders differ (can_merge), which holds unless RDMA READs make a NIC of one share's node
+    // the sender of another share's operations. Before the first operation.
+    void keep_fans() { keep_fans_ = true; }
+    bool can_merge(const IncastDetector& other) const;
+    // Adds `other`'s fans and clipped bytes (both keep_fans(), neither finished, can_merge()).
+    void merge(IncastDetector& other);
+
 private:
     struct Run {
         int64_t first = 0, last = 0;
@@ -88,9 +98,18 @@ private:
         double bytes = 0.0;
     };
     using Cells = std::unordered_map<uint64_t, double>;   // link key -> bytes in flight in the window
+    // The senders that count towards one receiver in one window.
+    struct Fan {
+        uint32_t degree = 0;
+        double bytes = 0.0;
+        std::vector<DevId> senders;
+    };
+    using Fans = std::map<DevId, Fan>;   // by receiver
 
     void close_windows_before(int64_t index);
     void evaluate(int64_t index, const Cells& cells);
+    // Window `index`'s fans into the receivers' runs.
+    void add_fans(int64_t index, const Fans& fans);
     void end_run(DevId receiver, const Run& run);
     void record_run(std::map<DevId, IncastReceiver>& receivers, DevId receiver, const Run& run) const;
 
@@ -102,6 +121,11 @@ private:
     std::map<DevId, Run> open_;
     std::map<DevId, IncastReceiver> receivers_;
     double clipped_ = 0.0;
+    // keep_fans(): the final windows' fans, by window index (windows without any left out), and the senders seen.
+    bool keep_fans_ = false;
+    std::map<int64_t, Fans> fans_;
+    std::set<DevId> senders_;
+    DevId last_sender_ = kNoId;
 };
 
 }  // namespace sigmatrace::analyzer
