@@ -66,6 +66,9 @@ struct Job {
     int64_t round_gap = 0;   // ns between rounds
     int tail_rounds = 0;     // rounds after the others in which only ranks 0 and 1 write to each other
     int incast_rounds = 0;   // rounds of 500 us after those in which ranks 1, 2 and 3 each write 64 KiB to rank 0
+    int barrier_rounds = 0;  // rounds after those in which ranks 1, 2 and 3 signal a word of rank 0 (rank 3 last)
+    static constexpr uint64_t kBarrierWord = 0xb000;
+    static constexpr uint32_t kBarrierRkey = 0x77;
     std::string names[kRanks] = {"node0", "node1", "node2", "node3"};
 
     static int64_t vpid(int rank) { return 700 + rank; }
@@ -117,14 +120,18 @@ struct Job {
         m.dgid_iid = 0x10 + static_cast<uint64_t>(peer);
         feed.emit(t++, vpid(rank), m, host(rank));
     }
-    // WRs `first`.. on rank's QP to peer: `bytes` each, signaled as `signaled` says, opcode `opcode`.
-    void post(int rank, int peer, uint64_t first, std::vector<bool> signaled, uint8_t opcode, uint32_t bytes) {
+    // WRs `first`.. on rank's QP to peer: `bytes` each, signaled as `signaled` says, opcode `opcode`, to remote
+    // address `raddr` with `rkey`.
+    void post(int rank, int peer, uint64_t first, std::vector<bool> signaled, uint8_t opcode, uint32_t bytes,
+              uint64_t raddr = 0, uint32_t rkey = 0) {
         std::vector<uint64_t> ids;
         for (std::size_t i = 0; i < signaled.size(); ++i) ids.push_back(first + i);
         test::PostSendBatch b(ids, bytes);
         for (uint32_t i = 0; i < b.n; ++i) {
             b.opcode[i] = opcode;
             b.send_flags[i] = signaled[i] ? 2u : 0u;
+            b.raddr[i] = raddr;
+            b.rkey[i] = rkey;
         }
         b.rec.qp = qp(rank, peer);
         b.rec.qp_num = qpn(rank, peer);
@@ -158,7 +165,7 @@ struct Job {
             connect(r, r ^ 2);
             connect(r, r ^ 1);
         }
-        if (incast_rounds > 0) connect(3, 0);
+        if (incast_rounds > 0 || barrier_rounds > 0) connect(3, 0);
         constexpr uint8_t kWrite = 0, kSend = 2;                    // ibv_wr_opcode
         constexpr uint8_t kWcWrite = 1, kWcSend = 0, kWcRecv = 128;  // ibv_wc_opcode
         for (int round = 0; round < 20; ++round) {
@@ -201,19 +208,29 @@ struct Job {
             t += 500'000;
             for (int r = 1; r < kRanks; ++r) poll(r, 0, {id}, {0}, kWcWrite);
         }
+        for (int round = 0; round < barrier_rounds; ++round) {
+            const uint64_t id = 9000 + static_cast<uint64_t>(round);
+            for (int r = 1; r < kRanks; ++r) {
+                post(r, 0, id, {true}, kWrite, 8, kBarrierWord, kBarrierRkey);
+                t += 1000 * r;
+            }
+            for (int r = 1; r < kRanks; ++r) poll(r, 0, {id}, {0}, kWcWrite);
+            t += 10'000;
+        }
     }
 };
 
 // What merges so far: the trace's counts and span, the processes, the operations (totals, per opcode with their
 // latency and size distributions), the QPs but their outstanding work, the process pairs, the traffic matrix and
-// skew, the rails, the phases, the hosts' clocks, the warnings.
+// skew, the rails, the phases, the hosts' clocks, the barriers, the findings, the warnings.
 json merged_sections(const json& doc) {
     json qps = doc["qps"];
     for (json& q : qps) q.erase("outstanding");
     return json{{"trace", doc["trace"]}, {"processes", doc["processes"]}, {"ops", doc["ops"]},
                 {"qps", qps},            {"peers", doc["peers"]},         {"traffic", doc["traffic"]},
                 {"rails", doc["rails"]}, {"phases", doc.value("phases", json())},
-                {"clock", doc.value("clock", json())}, {"warnings", doc["warnings"]}};
+                {"clock", doc.value("clock", json())}, {"barriers", doc["barriers"]},
+                {"findings", doc["findings"]}, {"warnings", doc["warnings"]}};
 }
 
 // `got` equals `want`, floating-point numbers within a relative 1e-9 (sums of bytes spread over intervals, added
@@ -369,6 +386,73 @@ TEST(Shares, AReadWhoseSenderIsAnotherSharesNicIsNotMerged) {
     job.poll(1, 3, {9000}, {0}, kWcRead);
     s3.finish_share();
     EXPECT_FALSE(s1.merge_share(s3));
+}
+
+// Ranks 1, 2 and 3, each on a host of its own, signal a word of rank 0 once a round, rank 3 last: a barrier
+// that no share sees alone (each holds one participant), found with its epochs, spread and straggler once the
+// shares' signal logs merge.
+TEST(Shares, BarrierEpochsMergeFromTheParticipantsShares) {
+    Analysis whole, s0, s1, s2, s3, s1_alone;
+    Shares shares;
+    shares.add(whole, {});
+    Analysis* parts[] = {&s0, &s1, &s2, &s3};
+    for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
+    shares.add(s1_alone, {1});
+    Job job(shares, /*per_host=*/1);
+    job.barrier_rounds = 30;
+    job.run();
+    EXPECT_EQ(s1_alone.finish()["barriers"]["epochs"].get<uint64_t>(), 0u);
+    for (Analysis* p : {&s3, &s0, &s2}) ASSERT_TRUE(s1.merge_share(*p));
+    const json want = whole.finish(), got = s1.finish();
+    EXPECT_EQ(want["barriers"]["epochs"].get<uint64_t>(), 30u) << want["barriers"].dump(1);
+    ASSERT_EQ(want["barriers"]["stragglers"].size(), 1u) << want["barriers"].dump(1);
+    EXPECT_EQ(want["barriers"]["stragglers"][0]["rank"], 3);
+    EXPECT_EQ(got["barriers"], want["barriers"]);
+    expect_near_json(merged_sections(got), merged_sections(want));
+}
+
+// A word rank 1 writes alone past the log's cap (a bandwidth run's buffer): rank 1's share keeps only its first
+// signals. Rank 2 then signals it too, completed after those: one detector has buried the word by then, and the
+// shares merge into the same. Had rank 2's signal completed first, the word's fate would need the signals cut:
+// not merged.
+TEST(Shares, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
+    for (const bool other_first : {false, true}) {
+        Analysis whole, s0, s1, s2, s3;
+        Shares shares;
+        shares.add(whole, {});
+        Analysis* parts[] = {&s0, &s1, &s2, &s3};
+        for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
+        Job job(shares, /*per_host=*/1);
+        job.run();
+        constexpr uint64_t kWord = 0xc000;
+        constexpr uint8_t kWrite = 0, kWcWrite = 1;
+        if (other_first) {
+            job.post(2, 0, 20000, {true}, kWrite, 8, kWord, 5);
+            job.poll(2, 0, {20000}, {0}, kWcWrite);
+        }
+        constexpr uint64_t kBatch = 1000;
+        const uint64_t batches = BarrierDetector::kLogCap / kBatch + 2;
+        for (uint64_t b = 0; b < batches; ++b) {
+            std::vector<bool> signaled(kBatch, false);
+            signaled.back() = true;
+            job.post(1, 0, 30000 + b * kBatch, signaled, kWrite, 8, kWord, 5);
+            job.poll(1, 0, {30000 + b * kBatch + kBatch - 1}, {0}, kWcWrite);
+        }
+        if (!other_first) {
+            job.post(2, 0, 20000, {true}, kWrite, 8, kWord, 5);
+            job.poll(2, 0, {20000}, {0}, kWcWrite);
+        }
+        s2.finish_share();
+        if (other_first) {
+            EXPECT_FALSE(s1.merge_share(s2));
+            continue;
+        }
+        for (Analysis* p : {&s0, &s2, &s3}) ASSERT_TRUE(s1.merge_share(*p));
+        const json want = whole.finish(), got = s1.finish();
+        EXPECT_EQ(want["barriers"]["epochs"].get<uint64_t>(), 0u);
+        EXPECT_EQ(got["barriers"], want["barriers"]);
+        expect_near_json(merged_sections(got), merged_sections(want));
+    }
 }
 
 // The time windows (16 at most here, so that they double) and each QP's outstanding work sampled into them: the

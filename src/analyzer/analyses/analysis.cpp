@@ -295,7 +295,8 @@ void Analysis::finish_reconstruction() {
 void Analysis::finish_share() { finish_reconstruction(); }
 
 bool Analysis::merge_share(Analysis& other) {
-    if (!topo_.same_objects(other.topo_) || !gray_.can_merge(other.gray_) || !incast_.can_merge(other.incast_))
+    if (!topo_.same_objects(other.topo_) || !gray_.can_merge(other.gray_) || !incast_.can_merge(other.incast_) ||
+        !barriers_.can_merge(other.barriers_))
         return false;
     other.finish_share();
     events_ += other.events_;
@@ -323,6 +324,7 @@ bool Analysis::merge_share(Analysis& other) {
     traffic_.merge(other.traffic_, other.topo_, topo_);
     gray_.merge(other.gray_);
     incast_.merge(other.incast_);
+    barriers_.merge(other.barriers_);
     recon_.merge_unconsumed(other.recon_);
     for (const auto& [status, n] : other.errors_by_status_) errors_by_status_[status] += n;
     errors_seen_ += other.errors_seen_;

@@ -132,11 +132,13 @@ public:
     // What merges so far: the statistics, the traffic, the receives left unconsumed, the error completions
     // (counts and the earliest), each QP's progress, outstanding work and clock constraints, the time windows,
     // the phases, the gray-link detector's links and the incast detector's senders (each measured by one share:
-    // else the merge is refused), event and per-process counts, anomalies, losses and the trace's time span. Not
-    // yet: barrier epochs.
+    // else the merge is refused), the barrier detector's signal logs (refused when one was cut short: barrier_
+    // detector.h), event and per-process counts, anomalies, losses and the trace's time span.
     void set_share(std::vector<bool> owned_traces) {
         owned_traces_ = std::move(owned_traces);
-        if (!owned_traces_.empty()) incast_.keep_fans();
+        if (owned_traces_.empty()) return;
+        incast_.keep_fans();
+        barriers_.log_signals();
     }
     void finish_share();
     bool merge_share(Analysis& other);

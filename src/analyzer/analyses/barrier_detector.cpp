@@ -3,6 +3,8 @@
 #include <sigmatrace/opcodes.h>
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 
 namespace sigmatrace::analyzer {
 
@@ -76,6 +78,10 @@ void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp) {
         key.local_qp = addressed ? kNoId : op.qp;
         key.rkey = op.rkey;
         key.raddr = op.raddr;
+        if (log_) [[unlikely]] {
+            log_signal(op, key);
+            continue;
+        }
         // Most small writes of a bandwidth run go to words that can no longer be barriers: answered here, the
         // rest in add_signal().
         Word*& recent = recent_[recent_slot(key)];
@@ -171,7 +177,126 @@ void BarrierDetector::close_epoch(Word& w, const OpenEpoch& e) {
     if (w.result.samples.size() < kMaxSamples) w.result.samples.push_back({e.first, spread, e.last_proc, e.first_proc});
 }
 
+void BarrierDetector::log_signal(const Operation& op, const Key& key) {
+    if (log_full_) return;
+    if (last_log_ == nullptr || !(*last_log_key_ == key)) {
+        auto it = logs_.find(key);
+        if (it == logs_.end()) {
+            if (logs_.size() >= kMaxWords) {
+                ++dropped_;
+                return;
+            }
+            it = logs_.emplace(key, WordLog{op.qp, op.rkey, op.raddr, {}}).first;
+        }
+        last_log_key_ = &it->first;
+        last_log_ = &it->second;
+    }
+    WordLog& w = *last_log_;
+    ParticipantLog& p = w.by_proc[op.proc];
+    ++p.count;
+    if (p.cut) return;
+    if (logged_ == kMaxLogged) {
+        log_full_ = true;
+        return;
+    }
+    p.signals.push_back({std::max(op.done_ts, op.post_ts), op.post_ts});
+    ++logged_;
+    if (p.signals.size() > kLogCap && w.by_proc.size() == 1 && !options_.word) {
+        // A word one participant has signalled this often alone here: a buffer a bandwidth run writes, most
+        // likely. One detector buries it at its (kCloseLag + 1)-th signal unless another participant came first.
+        logged_ -= p.signals.size() - (kCloseLag + 1);
+        p.signals.resize(kCloseLag + 1);
+        p.signals.shrink_to_fit();
+        p.cut = true;
+    }
+}
+
+bool BarrierDetector::decided(const WordLog& a, const WordLog* b) {
+    const auto check = [&](const ParticipantLog& cut, ProcId who) {
+        const int64_t buried = cut.signals[kCloseLag].arrival;
+        for (const WordLog* w : {&a, b}) {
+            if (w == nullptr) continue;
+            for (const auto& [p, log] : w->by_proc)
+                if (p != who && !log.signals.empty() && log.signals.front().arrival <= buried) return false;
+        }
+        return true;
+    };
+    for (const WordLog* w : {&a, b}) {
+        if (w == nullptr) continue;
+        for (const auto& [p, log] : w->by_proc)
+            if (log.cut && !check(log, p)) return false;
+    }
+    return true;
+}
+
+bool BarrierDetector::can_merge(const BarrierDetector& other) const {
+    if (log_full_ || other.log_full_ || dropped_ != 0 || other.dropped_ != 0) return false;
+    std::size_t words = logs_.size();
+    for (const auto& [key, w] : other.logs_) {
+        const auto it = logs_.find(key);
+        if (it == logs_.end()) {
+            ++words;
+            if (!decided(w, nullptr)) return false;
+        } else if (!decided(it->second, &w)) {
+            return false;
+        }
+    }
+    if (words > kMaxWords) return false;
+    for (const auto& [key, w] : logs_)
+        if (!other.logs_.contains(key) && !decided(w, nullptr)) return false;
+    return true;
+}
+
+void BarrierDetector::merge(BarrierDetector& other) {
+    for (auto& [key, w] : other.logs_) {
+        auto [it, fresh] = logs_.try_emplace(key, std::move(w));
+        if (fresh) continue;
+        for (auto& [p, log] : w.by_proc) it->second.by_proc.emplace(p, std::move(log));   // a process is in one share
+    }
+    other.logs_.clear();
+    logged_ += other.logged_;
+    last_log_ = nullptr;
+}
+
+void BarrierDetector::replay() {
+    // Each word's participants' signals in arrival order (each participant's own order kept; equal times in
+    // process order), through the detector, word by word: words do not interact (logs past kMaxWords words are
+    // not merged).
+    using Head = std::pair<int64_t, std::size_t>;   // (arrival of its next signal, participant)
+    std::vector<const ParticipantLog*> logs;
+    std::vector<ProcId> procs;
+    std::vector<std::size_t> next;
+    for (auto& [key, w] : logs_) {
+        logs.clear();
+        procs.clear();
+        std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+        for (const auto& [p, log] : w.by_proc) {
+            if (log.signals.empty()) continue;
+            heads.emplace(log.signals.front().arrival, logs.size());
+            logs.push_back(&log);
+            procs.push_back(p);
+        }
+        next.assign(logs.size(), 0);
+        Operation op;
+        op.qp = w.via;
+        op.rkey = w.rkey;
+        op.raddr = w.raddr;
+        Word* word = nullptr;
+        while (!heads.empty()) {
+            const std::size_t i = heads.top().second;
+            heads.pop();
+            op.proc = procs[i];
+            op.post_ts = logs[i]->signals[next[i]++].post;
+            add_signal(op, key, word);
+            if (next[i] < logs[i]->signals.size()) heads.emplace(logs[i]->signals[next[i]].arrival, i);
+        }
+    }
+    logs_.clear();
+    last_log_ = nullptr;
+}
+
 BarrierResult BarrierDetector::finish(Topology& topo) {
+    if (log_) replay();
     BarrierResult r;
     r.candidate_words = words_.size();
     r.dropped_candidates = dropped_;

@@ -77,6 +77,22 @@ public:
     void add(std::span<const Operation> ops, const Qp& qp);
     BarrierResult finish(Topology& topo);
 
+    // A share of a trace (analysis.h, merge_share): a word's participants are in several shares, so a share
+    // logs each candidate word's signals per participant (arrival and post times) instead of making epochs, and
+    // finish() replays the merged logs, each word's participants in arrival order (completion time), into the
+    // detector. What a share cannot keep: a word with one participant in the share stops being logged past
+    // kLogCap signals (its first kCloseLag + 1 kept: enough to know it could not be a barrier, unless another
+    // participant arrived before the last of them), and logging stops past kMaxLogged signals in all. Before
+    // the first operation.
+    static constexpr std::size_t kLogCap = std::size_t{1} << 16;
+    static constexpr std::size_t kMaxLogged = std::size_t{1} << 24;
+    void log_signals() { log_ = true; }
+    // Whether `other`'s logs merge into this one's to what one detector given both shares' signals finds: no
+    // logging stopped or word dropped, at most kMaxWords words together, and no word whose log was cut before
+    // its fate was known.
+    bool can_merge(const BarrierDetector& other) const;
+    void merge(BarrierDetector& other);
+
 private:
     struct Key {
         Gid gid;          // the target's GID, or
@@ -186,6 +202,34 @@ private:
     }
     std::array<Word*, std::size_t{1} << kRecentBits> recent_{};
     uint64_t dropped_ = 0;
+
+    // log_signals(): each word's signals per participant, in arrival order.
+    struct Logged {
+        int64_t arrival = 0;   // completion time (post time without one): the order the detector takes it in
+        int64_t post = 0;
+    };
+    struct ParticipantLog {
+        std::vector<Logged> signals;
+        uint64_t count = 0;
+        bool cut = false;   // past kLogCap as the word's only participant: the first kCloseLag + 1 kept
+    };
+    struct WordLog {
+        QpId via = kNoId;
+        uint32_t rkey = 0;
+        uint64_t raddr = 0;
+        std::map<ProcId, ParticipantLog> by_proc;
+    };
+    void log_signal(const Operation& op, const Key& key);
+    // Whether a word of these logs (the second may be null) is judged as one detector would: for each cut
+    // participant, every other one arrived after the signal that made the word dead.
+    static bool decided(const WordLog& a, const WordLog* b);
+    void replay();
+    bool log_ = false;
+    bool log_full_ = false;   // kMaxLogged reached: signals no longer logged
+    std::size_t logged_ = 0;
+    std::unordered_map<Key, WordLog, KeyHash> logs_;
+    const Key* last_log_key_ = nullptr;
+    WordLog* last_log_ = nullptr;
 };
 
 }  // namespace sigmatrace::analyzer
