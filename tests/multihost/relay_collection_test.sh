@@ -80,6 +80,46 @@ for b in bad: print(b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
 
+# Read in shares (--jobs, one thread each: every share reads every host's set-up and its own hosts' data), merged:
+# the same document as one read, but for the analyzer's own section and the late events (a read's own: each
+# share's reordering stage holds its own hosts' data), floats within a relative 1e-9 (sums in another grouping).
+"$analyze" "$relay_out" --jobs 4 --json "$work/relay4.json" >"$work/relay4.txt" 2>&1 || fail "analysis in 4 shares: $(cat "$work/relay4.txt")"
+"$analyze" "$work/local" --jobs 3 --json "$work/local3.json" >"$work/local3.txt" 2>&1 || fail "analysis in 3 shares: $(cat "$work/local3.txt")"
+[[ -z ${SIGMATRACE_KEEP_TRACE:-} ]] || cp -r "$work/local" "$SIGMATRACE_KEEP_TRACE"
+python3 - "$work/relay.json" "$work/relay4.json" "$work/local.json" "$work/local3.json" <<'EOF' || fail "the analyses in shares differ from the whole reads"
+import json, sys
+def diff(a, b, path, out):
+    if isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or abs(a - b) > 1e-9 * max(abs(b), 1.0):
+            out.append(f"{path}: {a!r} vs {b!r}")
+    elif isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append(f"{path}.{k}: only in {'the shares' if k in a else 'the whole read'}")
+            else:
+                diff(a[k], b[k], f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            diff(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out.append(f"{path}: {json.dumps(a)[:200]} vs {json.dumps(b)[:200]}")
+def without_read_figures(d):
+    d["trace"].pop("late_events")
+    d["findings"] = [f for f in d["findings"] if f["kind"] != "late_events"]
+bad = []
+for whole, shares in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
+    w, s = json.load(open(whole)), json.load(open(shares))
+    if s["analyzer"].get("shares") not in (3, 4):
+        bad.append(f"{shares}: not read in shares: {s['analyzer']}")
+    w.pop("analyzer"), s.pop("analyzer")
+    without_read_figures(w), without_read_figures(s)
+    out = []
+    diff(s, w, "", out)
+    bad += [f"{shares}: {d}" for d in out[:20]]
+for b in bad: print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+
 # 3. One host's trace missing: the analysis says which ranks it lacks.
 rm -rf "${relay_out:?}/h3"
 "$analyze" "$relay_out" --json "$work/missing.json" >"$work/missing.txt" 2>&1

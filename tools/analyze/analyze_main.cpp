@@ -35,6 +35,7 @@
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/outputs/report_builder.h"
 #include "analyzer/outputs/text_report.h"
+#include "analyzer/decode/sharded_read.h"
 #include "analyzer/decode/trace_reader.h"
 #include "sigmatrace/commands.h"
 
@@ -67,6 +68,10 @@ outputs:
   --events FILE|-        every SigmaTrace event as read, one line each, deferred records expanded into the
                          calls they stand for; '-' writes them to stdout instead of the text report
   --quiet                no text report
+  --jobs N               read the trace in N shares at once, one thread each (default 1): each share reads
+                         every host's set-up and its own hosts' data; merged, they give what one read gives
+                         (a trace of one host, a damaged trace, --perfetto, --sqlite, --events and --live
+                         read in one share; so does a trace whose shares cannot be merged exactly, with a note)
 
 live (instead of DIR):
   --live URL             follow a session while it records, through lttng-relayd's live port (repeatable:
@@ -132,6 +137,7 @@ struct CliOptions {
     bool quiet = false;
     std::vector<std::string> live_urls;
     bool json_stream = false;
+    std::size_t jobs = 1;
     AnalysisOptions analysis;
 };
 
@@ -286,6 +292,10 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             o.rules.push_back(v);
         } else if (a == "--quiet" || a == "-q") {
             o.quiet = true;
+        } else if (a == "--jobs" || a == "-j") {
+            uint64_t n = 0;
+            if (!value(v) || !parse_u64(v, n) || n < 1 || n > 1024) return "--jobs needs a number of shares from 1 to 1024";
+            o.jobs = static_cast<std::size_t>(n);
         } else if (a == "--barrier-word") {
             if (!value(v)) return "--barrier-word needs [RKEY:]ADDR";
             BarrierWordSpec w;
@@ -517,22 +527,55 @@ int analyze_main(std::span<char* const> args) {
     // The read and everything after it: in a guarded child (read_guard.h) unless SIGMATRACE_ANALYZE_STALL_S=0.
     const bool live = !o.live_urls.empty();
     PlannedRead planned = live ? PlannedRead{} : plan_read(o.dir);
+    // --jobs: shares, unless an output needs every operation in one analysis or the trace cannot be shared.
+    std::size_t shares = o.jobs;
+    if (shares > 1) {
+        std::string why;
+        if (live) why = "--live follows one analysis";
+        else if (o.perfetto_out || o.sqlite_out || o.events_out) why = "--perfetto, --sqlite and --events take every operation in one analysis";
+        else why = why_not_sharded(planned);
+        if (!why.empty()) {
+            fmt::print(stderr, "sigmatrace-analyze: --jobs {}: reading in one share: {}\n", shares, why);
+            shares = 1;
+        }
+    }
     const auto analyze = [&](ReadProgress* progress) -> int {
+        // A read in shares: the merged analysis, else null (the trace is then read in one, with a note).
+        const auto read_in_shares = [&](const AnalysisOptions& options, ReadSummary& read) -> std::unique_ptr<Analysis> {
+            if (shares <= 1) return nullptr;
+            ShardedRead r = read_sharded(o.dir, planned, options, shares, progress);
+            read = std::move(r.summary);
+            if (!r.analysis && !read.retry) {
+                fmt::print(stderr, "sigmatrace-analyze: --jobs {}: reading in one share: {}\n", shares, r.not_merged);
+                shares = 1;
+            }
+            return std::move(r.analysis);
+        };
         // Several hosts: their clocks are estimated by a first read and the second moves their times by it.
         AnalysisOptions options = o.analysis;
         if (!live && options.clock.align && planned_hosts(planned) >= 2) {
             AnalysisOptions first = options;
             first.clock.constraints_only = true;
-            Analysis clocks(first);
-            const ReadSummary read = read_planned(o.dir, planned, clocks, nullptr, progress);
+            ReadSummary read;
+            std::unique_ptr<Analysis> clocks = read_in_shares(first, read);
+            if (read.retry) return kExitOk;
+            if (!clocks) {
+                clocks = std::make_unique<Analysis>(first);
+                read = read_planned(o.dir, planned, *clocks, nullptr, progress);
+            }
             if (read.retry) return kExitOk;
             if (read.fatal) {
                 for (const std::string& p : read.problems) fmt::print(stderr, "sigmatrace-analyze: {}\n", p);
                 return kExitUsage;
             }
-            options.clock.applied = clocks.finish_clocks();
+            options.clock.applied = clocks->finish_clocks();
         }
-        Analysis analysis(options);
+        ReadSummary read;
+        std::unique_ptr<Analysis> merged = read_in_shares(options, read);
+        if (read.retry) return kExitOk;
+        const bool read_done = merged != nullptr;
+        const std::unique_ptr<Analysis> holder = read_done ? std::move(merged) : std::make_unique<Analysis>(options);
+        Analysis& analysis = *holder;
         std::unique_ptr<PerfettoWriter> perfetto;
         std::unique_ptr<PerfettoProtoWriter> perfetto_proto;
         if (o.perfetto_out) {
@@ -581,8 +624,9 @@ int analyze_main(std::span<char* const> args) {
             }
         }
 
-        ReadSummary read;
-        if (live) {
+        if (read_done) {
+            // Read in shares above.
+        } else if (live) {
             LiveReporter reporter(analysis, o.json_stream);
             LiveRead follow;
             follow.urls = o.live_urls;
@@ -608,6 +652,7 @@ int analyze_main(std::span<char* const> args) {
         analysis.set_trace_paths(read.trace_dirs);
 
         nlohmann::json doc = analysis.finish();
+        if (read_done) doc["analyzer"]["shares"] = shares;
         const bool no_events = analysis.events() == 0;
         if (no_events)
             fmt::print(stderr,

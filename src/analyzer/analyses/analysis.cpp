@@ -35,7 +35,7 @@ void Analysis::on_event(const DecodedEvent& ev) {
     if (!mine) {
         // Another share's trace: its set-up builds the same topology here, and nothing of it is counted (the
         // share that owns it counts it; a malformed one too).
-        if (is_data_event(ev.id)) return;
+        if (carries_data(ev.id)) return;
         recon_.forget_lookups();
         note_time(ev.ts_ns, ev.ts_ns);
         const Anomalies counted = topo_.anomalies();
@@ -129,6 +129,7 @@ void Analysis::on_object_event(const DecodedEvent& ev, ProcId p) {
 
 void Analysis::on_element(const DataElement& e) {
     const ElementOrigin& o = *e.origin;
+    if (!owns(o.trace_index)) [[unlikely]] return;   // another share's (the readers skip them before decoding)
     // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
     note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
     const ProcId p = topo_.process_of(o);
@@ -178,7 +179,9 @@ void Analysis::on_qp_counters(const DecodedEvent& ev, ProcId p) {
     ++counter_events_;
 }
 
-void Analysis::on_discarded(const DiscardRecord& d) { discards_.push_back(d); }
+void Analysis::on_discarded(const DiscardRecord& d) {
+    if (owns(d.trace_index)) discards_.push_back(d);
+}
 
 void Analysis::on_operations(std::span<const Operation> ops) {
     // One QP's operations (op_reconstruction.h): its QP is looked up once; the analyses that count what a run
@@ -307,6 +310,12 @@ bool Analysis::merge_share(Analysis& other) {
     if (other.have_times_) note_time(other.first_ts_, other.last_ts_);
     recorded_until_ = std::max(recorded_until_, other.recorded_until_);
     discards_.insert(discards_.end(), other.discards_.begin(), other.discards_.end());
+    // Each share's reordering stage held its own traces' data events: the whole trace's window and holdings are
+    // the largest of them, its late events their sum.
+    ordering_.window_ns = std::max(ordering_.window_ns, other.ordering_.window_ns);
+    ordering_.late_events += other.ordering_.late_events;
+    ordering_.max_lateness_ns = std::max(ordering_.max_lateness_ns, other.ordering_.max_lateness_ns);
+    ordering_.max_held = std::max(ordering_.max_held, other.ordering_.max_held);
     read_problems_.insert(read_problems_.end(), other.read_problems_.begin(), other.read_problems_.end());
     topo_.anomalies() += other.topo_.anomalies();
     for (ProcId p = 0; p < topo_.process_count(); ++p)

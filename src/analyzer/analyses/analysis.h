@@ -111,6 +111,7 @@ public:
     void on_element(const DataElement& e) override;
     // From the reordering stage in front of this analysis (reorder_stage.h), at the end of the stream.
     void on_ordering(const OrderingSummary& s) override { ordering_ = s; }
+    // A share counts its own traces' losses only.
     void on_discarded(const DiscardRecord& d);
     // The trace's streams were recorded until at least `ns` (a packet's end): a job that went silent was still
     // being recorded until then (a stall is measured to it, queue_progress.h).
@@ -142,6 +143,10 @@ public:
     }
     void finish_share();
     bool merge_share(Analysis& other);
+    // Whether this analysis reads trace `trace`'s data events (the readers skip the others').
+    bool owns(uint32_t trace) const {
+        return owned_traces_.empty() || (trace < owned_traces_.size() && owned_traces_[trace]);
+    }
     // The first read's end (options.clock.constraints_only): finishes reconstruction and estimates the clocks.
     ClockResult finish_clocks();
     // What the readers apply to each trace's times (by its hostname): null when nothing is to be moved.
@@ -162,9 +167,6 @@ public:
 private:
     friend class ReportBuilder;
 
-    bool owns(uint32_t trace) const {
-        return owned_traces_.empty() || (trace < owned_traces_.size() && owned_traces_[trace]);
-    }
     // The topology and queue-state effects of a set-up or object-life event, which every share applies.
     void on_object_event(const DecodedEvent& ev, ProcId p);
     void on_gpu_qp_query(const DecodedEvent& ev, ProcId p);

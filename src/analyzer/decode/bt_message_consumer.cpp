@@ -164,6 +164,8 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
         return;
     }
 
+    // A share of the trace (analysis.h, set_share) reads only its own traces' data events.
+    if (carries_data(ci.schema->id) && !analysis_.owns(ti.index)) return;
     DecodedEvent& ev = ev_;
     ev.id = ci.schema->id;
     ev.trace_index = ti.index;

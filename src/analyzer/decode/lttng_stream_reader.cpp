@@ -590,6 +590,8 @@ private:
         DecodedEvent& ev = ev_;
         ev.id = em.schema->id;
         ev.trace_index = trace_index(t);
+        // A share of the trace (analysis.h, set_share) reads only its own traces' data events.
+        if (carries_data(ev.id) && !analysis_.owns(ev.trace_index)) return;
         ev.trace_hostname = t.layout.hostname;
         ev.ts_ns = m.ns;
         last_ts_ = std::max(last_ts_, ev.ts_ns);

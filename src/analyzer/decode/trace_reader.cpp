@@ -428,7 +428,7 @@ ReadSummary read_traces(const fs::path& root, Analysis& analysis, EventSink* tap
 }
 
 ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& analysis, EventSink* tap,
-                         ReadProgress* progress) {
+                         ReadProgress* progress, bool direct_only) {
     ReadSummary sum;
     sum.trace_dirs = planned.trace_dirs;
     sum.problems = planned.problems;
@@ -446,7 +446,7 @@ ReadSummary read_planned(const fs::path& root, PlannedRead& planned, Analysis& a
     sum.problems.insert(sum.problems.end(), plan.problems.begin(), plan.problems.end());
     sum.notes = plan.notes;
 
-    const ReaderChoice choice = reader_choice_from_env();
+    const ReaderChoice choice = direct_only ? ReaderChoice::Direct : reader_choice_from_env();
     if (choice != ReaderChoice::Babeltrace) {
         std::string why = plan_is_pristine(plan) ? std::string() : "the precheck left bytes of it out (damaged trace)";
         if (why.empty()) {

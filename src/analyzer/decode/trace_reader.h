@@ -50,8 +50,9 @@ ReadSummary read_traces(const std::filesystem::path& root, Analysis& analysis, E
 
 // The read of a plan (the plan's problems come first in the summary). `progress`, when set, is the guard's
 // shared state (read_guard.h): the read reports its phase and progress there.
+// `direct_only`: the direct reader or nothing (a fatal problem when it refuses the trace), never Babeltrace2.
 ReadSummary read_planned(const std::filesystem::path& root, PlannedRead& planned, Analysis& analysis, EventSink* tap,
-                         ReadProgress* progress);
+                         ReadProgress* progress, bool direct_only = false);
 
 // A live read (sigmatrace-analyze --live): a session's streams as lttng-relayd receives them, through
 // Babeltrace2's source.ctf.lttng-live, while the session records.

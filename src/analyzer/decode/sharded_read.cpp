@@ -1,0 +1,84 @@
+#include "analyzer/decode/sharded_read.h"
+
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "analyzer/decode/lttng_stream_reader.h"
+#include "analyzer/decode/read_guard.h"
+
+namespace sigmatrace::analyzer {
+
+std::string why_not_sharded(const PlannedRead& planned) {
+    if (planned.fatal) return "nothing to read";
+    std::size_t readable = 0;
+    for (const TracePlan& t : planned.plan.traces) readable += t.readable ? 1 : 0;
+    if (readable < 2) return "a trace of one host is read whole (shares hold whole traces)";
+    if (!plan_is_pristine(planned.plan)) return "the trace is damaged (shares are read by the direct reader only)";
+    if (reader_choice_from_env() == ReaderChoice::Babeltrace)
+        return "SIGMATRACE_ANALYZE_READER=babeltrace (shares are read by the direct reader only)";
+    return "";
+}
+
+ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned, const AnalysisOptions& options,
+                         std::size_t shares, ReadProgress* progress) {
+    ShardedRead out;
+    // Unguarded, the plan is materialized here once, not by each share's read at once; the shares then report to
+    // a progress of their own.
+    ReadProgress own_progress;
+    if (progress == nullptr) {
+        if (!planned.plan.materialize()) {
+            out.not_merged = "the trace could not be prepared for reading";
+            return out;
+        }
+        progress = &own_progress;
+    }
+    const std::size_t traces = planned.trace_dirs.size();
+    std::vector<std::unique_ptr<Analysis>> parts;
+    std::vector<ReadSummary> summaries(shares);
+    for (std::size_t k = 0; k < shares; ++k) {
+        std::vector<bool> owned(traces, false);
+        for (std::size_t t = k; t < traces; t += shares) owned[t] = true;
+        parts.push_back(std::make_unique<Analysis>(options));
+        parts.back()->set_share(std::move(owned));
+    }
+    {
+        std::vector<std::exception_ptr> failed(shares);
+        std::vector<std::jthread> threads;
+        const auto read_share = [&](std::size_t k) {
+            try {
+                summaries[k] = read_planned(root, planned, *parts[k], nullptr, progress, /*direct_only=*/true);
+                parts[k]->finish_share();
+            } catch (...) {
+                failed[k] = std::current_exception();
+            }
+        };
+        for (std::size_t k = 1; k < shares; ++k) threads.emplace_back(read_share, k);
+        read_share(0);
+        threads.clear();   // joined
+        for (const std::exception_ptr& e : failed)
+            if (e) std::rethrow_exception(e);
+    }
+    out.summary = std::move(summaries[0]);
+    for (std::size_t k = 0; k < shares; ++k) {
+        if (summaries[k].retry) out.summary.retry = true;
+        if (summaries[k].fatal) {
+            out.not_merged = summaries[k].problems.empty() ? "a share could not be read" : summaries[k].problems.back();
+            return out;
+        }
+    }
+    if (out.summary.retry) return out;
+    for (std::size_t k = 1; k < shares; ++k)
+        if (!parts[0]->merge_share(*parts[k])) {
+            out.not_merged = fmt::format(
+                "the shares could not be merged (objects made from data events alone, or a link, incast sender or "
+                "barrier word whose shares cannot be joined exactly: docs/architecture.md, \"Analysis in shares\")");
+            return out;
+        }
+    out.analysis = std::move(parts[0]);
+    return out;
+}
+
+}  // namespace sigmatrace::analyzer
