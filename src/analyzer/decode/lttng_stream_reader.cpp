@@ -92,21 +92,27 @@ public:
     const uint8_t* read(uint64_t begin, uint64_t end) {
         if (end > size_ || end < begin) refuse(fmt::format("a packet beyond its file: {}", path_.string()));
         const uint64_t n = end - begin;
-        if (buf_.size() < n) buf_.resize(n);
+        if (capacity_ < n) {
+            // Not value-initialized: pread fills it (a packet is megabytes; zeroing it first cost as much as
+            // reading it).
+            buf_.reset(new uint8_t[n]);
+            capacity_ = n;
+        }
         uint64_t done = 0;
         while (done < n) {
-            const ssize_t r = ::pread(fd_, buf_.data() + done, n - done, static_cast<off_t>(begin + done));
+            const ssize_t r = ::pread(fd_, buf_.get() + done, n - done, static_cast<off_t>(begin + done));
             if (r <= 0) refuse(fmt::format("cannot read {} at {}", path_.string(), begin + done));
             done += static_cast<uint64_t>(r);
         }
-        return buf_.data();
+        return buf_.get();
     }
 
 private:
     fs::path path_;
     int fd_ = -1;
     uint64_t size_ = 0;
-    std::vector<uint8_t> buf_;
+    std::unique_ptr<uint8_t[]> buf_;
+    uint64_t capacity_ = 0;
 };
 
 // The most members a stream's event context and an event's payload may have (lttng-ust writes 3 and at most
