@@ -25,32 +25,31 @@ using nlohmann::json;
 constexpr uint64_t kPrefix = 0xfe80000000000000ULL;
 constexpr int kRanks = 4;
 
-// Hands every event to each of its analyses, a data event only to those whose share holds its trace (the reader
+// Hands every event to each of its analyses, a data event only to those whose share holds its host (the reader
 // of a share skips the data events of the others).
 class Shares final : public EventSink {
 public:
-    // `traces`: the trace indexes of the share (none: the whole trace).
-    void add(Analysis& a, std::vector<uint32_t> traces) {
-        std::vector<bool> owned;
-        for (uint32_t t : traces) {
-            owned.resize(std::max<std::size_t>(owned.size(), t + 1));
-            owned[t] = true;
-        }
-        a.set_share(owned);
-        sinks_.push_back({&a, std::move(owned)});
+    // `hosts`: the hosts of the share, by trace index (trace t is host "node<t>"); none: the whole trace.
+    void add(Analysis& a, std::vector<uint32_t> hosts) {
+        std::vector<std::string> names;
+        for (uint32_t h : hosts) names.push_back("node" + std::to_string(h));
+        if (!hosts.empty()) a.set_share(names);
+        sinks_.push_back({&a, std::move(names)});
     }
     void on_event(const DecodedEvent& ev) override {
-        for (auto& [a, owned] : sinks_)
-            if (!is_data_event(ev.id) || holds(owned, ev.trace_index)) a->on_event(ev);
+        for (auto& [a, hosts] : sinks_)
+            if (!is_data_event(ev.id) || holds(hosts, ev.trace_hostname)) a->on_event(ev);
     }
     void on_element(const DataElement& e) override {
-        for (auto& [a, owned] : sinks_)
-            if (holds(owned, e.origin->trace_index)) a->on_element(e);
+        for (auto& [a, hosts] : sinks_)
+            if (holds(hosts, e.origin->trace_hostname)) a->on_element(e);
     }
 
 private:
-    static bool holds(const std::vector<bool>& owned, uint32_t t) { return owned.empty() || (t < owned.size() && owned[t]); }
-    std::vector<std::pair<Analysis*, std::vector<bool>>> sinks_;
+    static bool holds(const std::vector<std::string>& hosts, std::string_view h) {
+        return hosts.empty() || std::find(hosts.begin(), hosts.end(), h) != hosts.end();
+    }
+    std::vector<std::pair<Analysis*, std::vector<std::string>>> sinks_;
 };
 
 // Four processes, `per_host` on each host (trace index rank / per_host, node "node<index>"); rank r has one RC QP to

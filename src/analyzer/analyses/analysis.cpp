@@ -27,7 +27,7 @@ Analysis::Analysis(AnalysisOptions options)
 }
 
 void Analysis::on_event(const DecodedEvent& ev) {
-    const bool mine = owns(ev.trace_index);
+    const bool mine = owns(ev.trace_index, ev.trace_hostname);
     if (ev.id >= EventId::count_) {
         if (mine) ++topo_.anomalies().unknown_events;
         return;
@@ -129,7 +129,7 @@ void Analysis::on_object_event(const DecodedEvent& ev, ProcId p) {
 
 void Analysis::on_element(const DataElement& e) {
     const ElementOrigin& o = *e.origin;
-    if (!owns(o.trace_index)) [[unlikely]] return;   // another share's (the readers skip them before decoding)
+    if (!owns(o.trace_index, o.trace_hostname)) [[unlikely]] return;   // another share's (the readers skip them)
     // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
     note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
     const ProcId p = topo_.process_of(o);

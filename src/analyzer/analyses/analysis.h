@@ -9,6 +9,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -125,27 +126,40 @@ public:
 
     // A trace analysed in shares (docs/architecture.md, "Analysis in shares"): analyses that each read every
     // trace's set-up events in the same order, so that their topologies' ids agree, and the data events of their
-    // own traces only. set_share() names a share's traces (by trace index; none named: the whole trace), before
-    // the first event: events of the others build its topology and count nowhere. finish_share() ends a share's
-    // reconstruction (its work requests still in flight handed over); merge_share() adds another finished share
-    // into this one, which finish() then completes. It merges nothing and returns false when the topologies
-    // differ (objects a share created from data events alone, a damaged trace's): such a trace is analysed whole.
-    // What merges so far: the statistics, the traffic, the receives left unconsumed, the error completions
-    // (counts and the earliest), each QP's progress, outstanding work and clock constraints, the time windows,
-    // the phases, the gray-link detector's links and the incast detector's senders (each measured by one share:
-    // else the merge is refused), the barrier detector's signal logs (refused when one was cut short: barrier_
-    // detector.h), event and per-process counts, anomalies, losses and the trace's time span.
-    void set_share(std::vector<bool> owned_traces) {
-        owned_traces_ = std::move(owned_traces);
-        if (owned_traces_.empty()) return;
+    // own hosts' traces only. set_share() names a share's hosts (the traces' hostnames; a share of no host is
+    // allowed), before the first event: events of the others' traces build its topology and count nowhere.
+    // finish_share() ends a share's reconstruction (its work requests still in flight handed over); merge_share()
+    // adds another finished share into this one, which finish() then completes. It merges nothing and returns
+    // false when the topologies differ (objects a share created from data events alone, a damaged trace's) or a
+    // part cannot be merged exactly: such a trace is analysed whole. What merges: the statistics, the traffic,
+    // the receives left unconsumed, the error completions (counts and the earliest), each QP's progress,
+    // outstanding work and clock constraints, the time windows, the phases, the gray-link detector's links and
+    // the incast detector's senders (each measured by one share: else the merge is refused), the barrier
+    // detector's signal logs (refused when one was cut short: barrier_detector.h), event and per-process counts,
+    // anomalies, losses and the trace's time span.
+    void set_share(std::vector<std::string> hosts) {
+        share_hosts_ = std::move(hosts);
+        sharing_ = true;
         incast_.keep_fans();
         barriers_.log_signals();
     }
     void finish_share();
     bool merge_share(Analysis& other);
-    // Whether this analysis reads trace `trace`'s data events (the readers skip the others').
+    // Whether this analysis reads the data of the traces of `host` (a trace's hostname).
+    bool owns_host(std::string_view host) const {
+        return !sharing_ || std::find(share_hosts_.begin(), share_hosts_.end(), host) != share_hosts_.end();
+    }
+    // Whether this analysis reads the data events of trace `trace`, whose hostname is `host` (the readers ask
+    // before decoding one, and skip the others'): decided by the host the first time the trace is seen.
+    bool owns(uint32_t trace, std::string_view host) {
+        if (!sharing_) return true;
+        if (trace >= owned_traces_.size()) owned_traces_.resize(trace + 1, kUnknownTrace);
+        if (owned_traces_[trace] == kUnknownTrace) owned_traces_[trace] = owns_host(host) ? 1 : 0;
+        return owned_traces_[trace] == 1;
+    }
+    // Trace `trace` as seen so far (one never seen is not a share's).
     bool owns(uint32_t trace) const {
-        return owned_traces_.empty() || (trace < owned_traces_.size() && owned_traces_[trace]);
+        return !sharing_ || (trace < owned_traces_.size() && owned_traces_[trace] == 1);
     }
     // The first read's end (options.clock.constraints_only): finishes reconstruction and estimates the clocks.
     ClockResult finish_clocks();
@@ -184,7 +198,12 @@ private:
     void finish_reconstruction();
 
     AnalysisOptions options_;
-    std::vector<bool> owned_traces_;   // set_share(); empty: every trace
+    // set_share(): the share's hosts, and by trace index whether it reads that trace's data (kUnknownTrace until
+    // the trace is seen).
+    bool sharing_ = false;
+    std::vector<std::string> share_hosts_;
+    static constexpr int8_t kUnknownTrace = -1;
+    std::vector<int8_t> owned_traces_;
     Topology topo_;
     OpReconstruction recon_;
     Statistics stats_;

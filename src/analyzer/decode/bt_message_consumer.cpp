@@ -147,6 +147,7 @@ const BtMessageConsumer::TraceInfo& BtMessageConsumer::trace_info(const bt_trace
         if (const auto off = source_offsets_.find(info.hostname); off != source_offsets_.end() && info.shift)
             info.source_offset_ns = off->second;
         bt_trace_get_ref(trace);
+        analysis_.owns(info.index, info.hostname);   // a share learns the trace's host (its discards count by it)
         it = traces_.emplace(trace, std::move(info)).first;
     }
     last_trace_ = trace;
@@ -165,7 +166,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
     }
 
     // A share of the trace (analysis.h, set_share) reads only its own traces' data events.
-    if (carries_data(ci.schema->id) && !analysis_.owns(ti.index)) return;
+    if (carries_data(ci.schema->id) && !analysis_.owns(ti.index, ti.hostname)) return;
     DecodedEvent& ev = ev_;
     ev.id = ci.schema->id;
     ev.trace_index = ti.index;

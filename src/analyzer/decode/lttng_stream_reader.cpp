@@ -507,6 +507,9 @@ public:
     // Its progress counts for the guard's watchdog like the second pass's.
     void validate(ReadProgress* progress) {
         for (auto& s : streams_) {
+            // A share (analysis.h, set_share) validates its own hosts' streams: every stream is some share's, and a
+            // share refusing makes the trace read whole.
+            if (!analysis_.owns_host(s->trace->layout.hostname)) continue;
             s->reset();
             do {
                 advance(*s);
@@ -560,7 +563,10 @@ private:
     }
 
     uint32_t trace_index(Trace& t) {
-        if (t.index < 0) t.index = next_trace_index_++;
+        if (t.index < 0) {
+            t.index = next_trace_index_++;
+            analysis_.owns(static_cast<uint32_t>(t.index), t.layout.hostname);   // a share learns the trace's host
+        }
         return static_cast<uint32_t>(t.index);
     }
 
@@ -597,7 +603,7 @@ private:
         ev.id = em.schema->id;
         ev.trace_index = trace_index(t);
         // A share of the trace (analysis.h, set_share) reads only its own traces' data events.
-        if (carries_data(ev.id) && !analysis_.owns(ev.trace_index)) return;
+        if (carries_data(ev.id) && !analysis_.owns(ev.trace_index, t.layout.hostname)) return;
         ev.trace_hostname = t.layout.hostname;
         ev.ts_ns = m.ns;
         last_ts_ = std::max(last_ts_, ev.ts_ns);

@@ -1,6 +1,7 @@
 #include "analyzer/decode/sharded_read.h"
 
 #include <exception>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -11,11 +12,19 @@
 
 namespace sigmatrace::analyzer {
 
+namespace {
+// The hosts of the readable traces, sorted (a trace without a hostname counts as the host "").
+std::vector<std::string> planned_hosts(const PlannedRead& planned) {
+    std::set<std::string> hosts;
+    for (const TracePlan& t : planned.plan.traces)
+        if (t.readable) hosts.insert(t.hostname);
+    return {hosts.begin(), hosts.end()};
+}
+}  // namespace
+
 std::string why_not_sharded(const PlannedRead& planned) {
     if (planned.fatal) return "nothing to read";
-    std::size_t readable = 0;
-    for (const TracePlan& t : planned.plan.traces) readable += t.readable ? 1 : 0;
-    if (readable < 2) return "a trace of one host is read whole (shares hold whole traces)";
+    if (planned_hosts(planned).size() < 2) return "a trace of one host is read whole (shares hold whole hosts)";
     if (!plan_is_pristine(planned.plan)) return "the trace is damaged (shares are read by the direct reader only)";
     if (reader_choice_from_env() == ReaderChoice::Babeltrace)
         return "SIGMATRACE_ANALYZE_READER=babeltrace (shares are read by the direct reader only)";
@@ -35,14 +44,14 @@ ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned
         }
         progress = &own_progress;
     }
-    const std::size_t traces = planned.trace_dirs.size();
+    const std::vector<std::string> hosts = planned_hosts(planned);
     std::vector<std::unique_ptr<Analysis>> parts;
     std::vector<ReadSummary> summaries(shares);
     for (std::size_t k = 0; k < shares; ++k) {
-        std::vector<bool> owned(traces, false);
-        for (std::size_t t = k; t < traces; t += shares) owned[t] = true;
+        std::vector<std::string> mine;
+        for (std::size_t h = k; h < hosts.size(); h += shares) mine.push_back(hosts[h]);
         parts.push_back(std::make_unique<Analysis>(options));
-        parts.back()->set_share(std::move(owned));
+        parts.back()->set_share(std::move(mine));
     }
     {
         std::vector<std::exception_ptr> failed(shares);

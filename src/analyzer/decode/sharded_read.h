@@ -20,12 +20,12 @@ struct ShardedRead {
     std::string not_merged;               // why `analysis` is null
 };
 
-// Why a trace cannot be read in shares ("" when it can): fewer than two traces, a damaged one (the direct reader
-// reads pristine traces only), or SIGMATRACE_ANALYZE_READER=babeltrace.
+// Why a trace cannot be read in shares ("" when it can): fewer than two hosts, a damaged trace (the direct
+// reader reads pristine traces only), or SIGMATRACE_ANALYZE_READER=babeltrace.
 std::string why_not_sharded(const PlannedRead& planned);
 
-// Reads `planned` in `shares` shares (trace i goes to share i mod shares), each an Analysis(options), and merges
-// them. `progress`: the guard's (read_guard.h), shared by the shares' reads; null when unguarded.
+// Reads `planned` in `shares` shares (the i-th host, by name, goes to share i mod shares), each an
+// Analysis(options), and merges them. `progress`: the guard's (read_guard.h), shared by the shares' reads; null when unguarded.
 ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned, const AnalysisOptions& options,
                          std::size_t shares, ReadProgress* progress);
 
