@@ -340,27 +340,37 @@ TEST(Shares, SharesWhoseObjectsDifferAreNotMerged) {
     EXPECT_EQ(merged_sections(a.finish()), merged_sections(a_alone.finish()));
 }
 
+// One rank per host and one share per host (host 1's also read alone), beside the whole trace's analysis.
+struct HostShares {
+    Analysis whole, parts[kRanks], s1_alone;
+    Shares shares;
+    Job job{shares, /*ranks_per_host=*/1};
+    HostShares() {
+        shares.add(whole, {});
+        for (uint32_t h = 0; h < kRanks; ++h) shares.add(parts[h], {h});
+        shares.add(s1_alone, {1});
+    }
+    // Every share merged into host 1's.
+    Analysis& merged() {
+        for (int h : {0, 2, 3}) EXPECT_TRUE(parts[1].merge_share(parts[h])) << "host " << h;
+        return parts[1];
+    }
+};
+
 // Ranks 1, 2 and 3, each on a host of its own, write to rank 0 for 5 ms: an incast of degree 3 that no share
 // sees alone (each holds one sender), found once their windows' fans merge.
 TEST(Shares, IncastMergesFromTheSendersShares) {
-    Analysis whole, s0, s1, s2, s3, s1_alone;
-    Shares shares;
-    shares.add(whole, {});
-    Analysis* parts[] = {&s0, &s1, &s2, &s3};
-    for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
-    shares.add(s1_alone, {1});
-    Job job(shares, /*per_host=*/1);
-    job.incast_rounds = 10;
-    job.run();
+    HostShares h;
+    h.job.incast_rounds = 10;
+    h.job.run();
     const auto incasts = [](const json& doc) {
         json out = json::array();
         for (const json& f : doc["findings"])
             if (f["kind"] == "incast") out.push_back(f);
         return out;
     };
-    EXPECT_TRUE(incasts(s1_alone.finish()).empty());
-    for (Analysis* p : {&s0, &s2, &s3}) ASSERT_TRUE(s1.merge_share(*p));
-    const json want = whole.finish(), got = s1.finish();
+    EXPECT_TRUE(incasts(h.s1_alone.finish()).empty());
+    const json got = h.merged().finish(), want = h.whole.finish();
     const json found = incasts(want);
     ASSERT_EQ(found.size(), 1u) << want["findings"].dump(1);
     EXPECT_EQ(found[0]["evidence"]["degree"], 3) << found[0].dump(1);
@@ -391,18 +401,11 @@ TEST(Shares, AReadWhoseSenderIsAnotherSharesNicIsNotMerged) {
 // that no share sees alone (each holds one participant), found with its epochs, spread and straggler once the
 // shares' signal logs merge.
 TEST(Shares, BarrierEpochsMergeFromTheParticipantsShares) {
-    Analysis whole, s0, s1, s2, s3, s1_alone;
-    Shares shares;
-    shares.add(whole, {});
-    Analysis* parts[] = {&s0, &s1, &s2, &s3};
-    for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
-    shares.add(s1_alone, {1});
-    Job job(shares, /*per_host=*/1);
-    job.barrier_rounds = 30;
-    job.run();
-    EXPECT_EQ(s1_alone.finish()["barriers"]["epochs"].get<uint64_t>(), 0u);
-    for (Analysis* p : {&s3, &s0, &s2}) ASSERT_TRUE(s1.merge_share(*p));
-    const json want = whole.finish(), got = s1.finish();
+    HostShares h;
+    h.job.barrier_rounds = 30;
+    h.job.run();
+    EXPECT_EQ(h.s1_alone.finish()["barriers"]["epochs"].get<uint64_t>(), 0u);
+    const json got = h.merged().finish(), want = h.whole.finish();
     EXPECT_EQ(want["barriers"]["epochs"].get<uint64_t>(), 30u) << want["barriers"].dump(1);
     ASSERT_EQ(want["barriers"]["stragglers"].size(), 1u) << want["barriers"].dump(1);
     EXPECT_EQ(want["barriers"]["stragglers"][0]["rank"], 3);
@@ -416,12 +419,8 @@ TEST(Shares, BarrierEpochsMergeFromTheParticipantsShares) {
 // not merged.
 TEST(Shares, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
     for (const bool other_first : {false, true}) {
-        Analysis whole, s0, s1, s2, s3;
-        Shares shares;
-        shares.add(whole, {});
-        Analysis* parts[] = {&s0, &s1, &s2, &s3};
-        for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
-        Job job(shares, /*per_host=*/1);
+        HostShares h;
+        Job& job = h.job;
         job.run();
         constexpr uint64_t kWord = 0xc000;
         constexpr uint8_t kWrite = 0, kWcWrite = 1;
@@ -441,13 +440,12 @@ TEST(Shares, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
             job.post(2, 0, 20000, {true}, kWrite, 8, kWord, 5);
             job.poll(2, 0, {20000}, {0}, kWcWrite);
         }
-        s2.finish_share();
         if (other_first) {
-            EXPECT_FALSE(s1.merge_share(s2));
+            h.parts[2].finish_share();
+            EXPECT_FALSE(h.parts[1].merge_share(h.parts[2]));
             continue;
         }
-        for (Analysis* p : {&s0, &s2, &s3}) ASSERT_TRUE(s1.merge_share(*p));
-        const json want = whole.finish(), got = s1.finish();
+        const json got = h.merged().finish(), want = h.whole.finish();
         EXPECT_EQ(want["barriers"]["epochs"].get<uint64_t>(), 0u);
         EXPECT_EQ(got["barriers"], want["barriers"]);
         expect_near_json(merged_sections(got), merged_sections(want));
