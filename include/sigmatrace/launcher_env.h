@@ -19,6 +19,10 @@ inline constexpr const char* kRankVars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK",
 inline constexpr const char* kLocalRankVars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                                  "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PALS_LOCAL_RANKID",
                                                  "FLUX_TASK_LOCAL_ID", "LOCAL_RANK"};
+// How many ranks the launcher placed on this process's node (MPICH/Hydra's MPI_LOCALNRANKS; Slurm gives no plain
+// count per node).
+inline constexpr const char* kLocalSizeVars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                                 "MV2_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE"};
 inline constexpr const char* kSizeVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
                                             "SLURM_NTASKS", "FLUX_JOB_SIZE", "WORLD_SIZE"};
 inline constexpr const char* kJobVars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE",

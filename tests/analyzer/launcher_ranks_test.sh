@@ -46,5 +46,8 @@ if command -v mpirun >/dev/null; then
   cmp -s "$work/plain.json" "$work/mpi.json" || fail "mpirun's JSON differs from the plain run's"
   cmp -s "$work/plain.txt" "$work/mpi.txt" || fail "mpirun's text report differs from the plain run's (one report expected)"
   [[ $(grep -c "started as rank 0 of 3 (OMPI_COMM_WORLD_RANK)" "$work/mpi.err") -eq 1 ]] || fail "mpirun: $(cat "$work/mpi.err")"
+  # The 3 ranks share this node: rank 0 reads in 3 shares when the trace allows (one host's does not, and it says so).
+  grep -q "in 3 shares on threads when it can (--jobs 3: the ranks on its node)" "$work/mpi.err" \
+    && grep -q -- "--jobs 3: reading in one share: a trace of one host" "$work/mpi.err" || fail "mpirun, shares: $(cat "$work/mpi.err")"
 fi
 echo "PASS: rank 0 analyzes the whole trace and says so; other ranks write nothing"

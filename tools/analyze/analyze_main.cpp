@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -138,6 +139,7 @@ struct CliOptions {
     std::vector<std::string> live_urls;
     bool json_stream = false;
     std::size_t jobs = 1;
+    bool jobs_given = false;
     AnalysisOptions analysis;
 };
 
@@ -296,6 +298,7 @@ std::string parse_args(std::span<char* const> args, CliOptions& o, bool& help) {
             uint64_t n = 0;
             if (!value(v) || !parse_u64(v, n) || n < 1 || n > 1024) return "--jobs needs a number of shares from 1 to 1024";
             o.jobs = static_cast<std::size_t>(n);
+            o.jobs_given = true;
         } else if (a == "--barrier-word") {
             if (!value(v)) return "--barrier-word needs [RKEY:]ADDR";
             BarrierWordSpec w;
@@ -467,6 +470,7 @@ bool write_file(const std::string& path, const std::string& content, const char*
 int analyze_main(std::span<char* const> args) {
     // Started as several ranks (mpirun, srun): the analysis is not sharded across them, so rank 0 does it whole
     // and writes the outputs, and the others leave at once rather than repeat it and race for the same files.
+    // The cores of the ranks placed on rank 0's node are then free: without --jobs, it reads in that many shares.
     const std::optional<launcher::Place> place = launcher::place_in_job(std::getenv);
     if (place && place->rank > 0) return kExitOk;
     CliOptions o;
@@ -479,11 +483,18 @@ int analyze_main(std::span<char* const> args) {
         fmt::print("{}", kUsage);
         return kExitOk;
     }
-    if (place && place->size > 1 && !o.quiet)
-        fmt::print(stderr,
-                   "sigmatrace-analyze: started as rank 0 of {} ({}): this rank analyzes the whole trace and the "
-                   "others exit (the analysis is not sharded across ranks)\n",
-                   place->size, place->rank_var);
+    if (place && place->size > 1) {
+        const int32_t local = launcher::first_index(std::getenv, launcher::kLocalSizeVars);
+        if (!o.jobs_given && local > 1) o.jobs = static_cast<std::size_t>(std::min(local, place->size));
+        if (!o.quiet)
+            fmt::print(stderr,
+                       "sigmatrace-analyze: started as rank 0 of {} ({}): this rank analyzes the whole trace{} and "
+                       "the others exit (the analysis is not sharded across ranks)\n",
+                       place->size, place->rank_var,
+                       o.jobs > 1 && !o.jobs_given
+                           ? fmt::format(", in {} shares on threads when it can (--jobs {}: the ranks on its node)", o.jobs, o.jobs)
+                           : "");
+    }
 
     // Rules and baseline first: a typo should not cost a long analysis.
     std::vector<Rule> rules;

@@ -18,7 +18,7 @@ a=$src/src/analyzer
 # needs no Babeltrace2; the ctf target adds the rest of decode/. Not the writers neither fuzzer calls (the
 # protobuf timeline with its generated code, SQLite): they take fuzzed data only through the document and the
 # operations every output gets, and their compile was most of this script's time in CI.
-bt2_decode=(bt_message_consumer trace_reader ctf_precheck read_guard lttng_tsdl lttng_stream_reader)
+bt2_decode=(bt_message_consumer trace_reader ctf_precheck read_guard lttng_tsdl lttng_stream_reader sharded_read)
 unused_outputs=(perfetto_proto_writer sqlite_writer)
 sources=("$src"/tests/analyzer/fuzz/${target}_fuzzer.cpp "$a"/analyses/*.cpp)
 for f in "$a"/outputs/*.cpp; do
