@@ -18,7 +18,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -121,12 +120,10 @@ analysis:
                                lighter read of the trace), or analyze the recorded times (off; still estimated)
 )";
 
-// Distinct hosts among the readable traces (their metadata's hostname).
+// Distinct hosts among the readable traces (their metadata's hostname; traces without one not counted).
 std::size_t planned_hosts(const PlannedRead& planned) {
-    std::set<std::string> hosts;
-    for (const TracePlan& t : planned.plan.traces)
-        if (t.readable && !t.hostname.empty()) hosts.insert(t.hostname);
-    return hosts.size();
+    const std::vector<std::string> names = planned_hostnames(planned);
+    return static_cast<std::size_t>(std::ranges::count_if(names, [](const std::string& h) { return !h.empty(); }));
 }
 
 struct CliOptions {

@@ -193,7 +193,6 @@ void BarrierDetector::log_signal(const Operation& op, const Key& key) {
     }
     WordLog& w = *last_log_;
     ParticipantLog& p = w.by_proc[op.proc];
-    ++p.count;
     if (p.cut) return;
     if (logged_ == kMaxLogged) {
         log_full_ = true;

@@ -210,7 +210,6 @@ private:
     };
     struct ParticipantLog {
         std::vector<Logged> signals;
-        uint64_t count = 0;
         bool cut = false;   // past kLogCap as the word's only participant: the first kCloseLag + 1 kept
     };
     struct WordLog {

@@ -1,30 +1,17 @@
 #include "analyzer/decode/sharded_read.h"
 
 #include <exception>
-#include <set>
 #include <thread>
 #include <vector>
-
-#include <fmt/core.h>
 
 #include "analyzer/decode/lttng_stream_reader.h"
 #include "analyzer/decode/read_guard.h"
 
 namespace sigmatrace::analyzer {
 
-namespace {
-// The hosts of the readable traces, sorted (a trace without a hostname counts as the host "").
-std::vector<std::string> planned_hosts(const PlannedRead& planned) {
-    std::set<std::string> hosts;
-    for (const TracePlan& t : planned.plan.traces)
-        if (t.readable) hosts.insert(t.hostname);
-    return {hosts.begin(), hosts.end()};
-}
-}  // namespace
-
 std::string why_not_sharded(const PlannedRead& planned) {
     if (planned.fatal) return "nothing to read";
-    if (planned_hosts(planned).size() < 2) return "a trace of one host is read whole (shares hold whole hosts)";
+    if (planned_hostnames(planned).size() < 2) return "a trace of one host is read whole (shares hold whole hosts)";
     if (!plan_is_pristine(planned.plan)) return "the trace is damaged (shares are read by the direct reader only)";
     if (reader_choice_from_env() == ReaderChoice::Babeltrace)
         return "SIGMATRACE_ANALYZE_READER=babeltrace (shares are read by the direct reader only)";
@@ -44,7 +31,8 @@ ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned
         }
         progress = &own_progress;
     }
-    const std::vector<std::string> hosts = planned_hosts(planned);
+    // A trace without a hostname is the host "": its data is a share's like any other.
+    const std::vector<std::string> hosts = planned_hostnames(planned);
     std::vector<std::unique_ptr<Analysis>> parts;
     std::vector<ReadSummary> summaries(shares);
     for (std::size_t k = 0; k < shares; ++k) {
@@ -81,9 +69,9 @@ ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned
     if (out.summary.retry) return out;
     for (std::size_t k = 1; k < shares; ++k)
         if (!parts[0]->merge_share(*parts[k])) {
-            out.not_merged = fmt::format(
+            out.not_merged =
                 "the shares could not be merged (objects made from data events alone, or a link, incast sender or "
-                "barrier word whose shares cannot be joined exactly: docs/architecture.md, \"Analysis in shares\")");
+                "barrier word whose shares cannot be joined exactly: docs/architecture.md, \"Analysis in shares\")";
             return out;
         }
     out.analysis = std::move(parts[0]);

@@ -422,6 +422,13 @@ PlannedRead plan_read(const fs::path& root) {
     return pr;
 }
 
+std::vector<std::string> planned_hostnames(const PlannedRead& planned) {
+    std::set<std::string> hosts;
+    for (const TracePlan& t : planned.plan.traces)
+        if (t.readable) hosts.insert(t.hostname);
+    return {hosts.begin(), hosts.end()};
+}
+
 ReadSummary read_traces(const fs::path& root, Analysis& analysis, EventSink* tap) {
     PlannedRead planned = plan_read(root);
     return read_planned(root, planned, analysis, tap, nullptr);

@@ -41,6 +41,8 @@ struct PlannedRead {
     bool fatal = false;
 };
 PlannedRead plan_read(const std::filesystem::path& root);
+// The hostnames of the readable traces of a plan, sorted and distinct ("" for a trace whose metadata has none).
+std::vector<std::string> planned_hostnames(const PlannedRead& planned);
 
 // The trace directories under `root` (root itself included), sorted.
 std::vector<std::filesystem::path> find_trace_dirs(const std::filesystem::path& root);
