@@ -171,6 +171,11 @@ int cmd_fabric(Args args) {
             // The fabric has no RMP (log_max_rmp is 0), and UCX 1.13's rc_mlx5 then still picks the cyclic SRQ
             // layout and asserts: unless the user chose, its SRQs are verbs ones (docs/softfabric.md).
             setenv("UCX_IB_MLX5_DEVX_OBJECTS", "rcqp,dct,dci", 0);
+            // UCX 1.13 turns PCIe relaxed ordering on by the CPU (AMD ones), whatever the device reports (the
+            // fabric reports none and has no indirect mkeys): its rc_mlx5 and dc_mlx5 then name remote addresses
+            // past the target's memory region in RDMA WRITEs and atomics, which fail with remote access errors.
+            // Unless the user chose, it is off (docs/softfabric.md).
+            setenv("UCX_IB_PCI_RELAXED_ORDERING", "off", 0);
         }
     } catch (const std::exception& e) {
         fmt::print(stderr, "sigmatrace fabric: {}\n", e.what());
