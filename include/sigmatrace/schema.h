@@ -60,4 +60,13 @@ inline constexpr const char* kEventNames[] = {
 #undef ST_EVENT_NAME_
 };
 
+// Whether event `id` carries data-path calls: posts, polls, the watcher's WQEs and CQEs, and the records a process
+// deferred for its calls. `sigmatrace record` puts these in its data channel and every other event (processes,
+// devices, objects' set-up and teardown, the watcher's reports) in its set-up channel; an analysis in shares reads
+// the data-path events of its own hosts only.
+inline constexpr bool carries_data_path(EventId id) {
+    return id == EventId::post_send || id == EventId::post_recv || id == EventId::post_srq_recv ||
+           id == EventId::poll_cq || id == EventId::gpu_wqe || id == EventId::gpu_cqe || id == EventId::deferred_records;
+}
+
 }  // namespace sigmatrace

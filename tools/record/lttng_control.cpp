@@ -21,6 +21,8 @@
 
 #include <fmt/core.h>
 
+#include <sigmatrace/schema.h>
+
 namespace sigmatrace::record {
 namespace {
 
@@ -60,7 +62,7 @@ std::string pid_file(const std::string& home) {
     return run_dir_of(home) + "/lttng-sessiond.pid";
 }
 
-// The first "<tag>N</tag>" values in `xml`, summed (one per channel; we have one channel).
+// The "<tag>N</tag>" values in `xml`, summed (one per channel).
 uint64_t sum_tag(const std::string& xml, const std::string& tag) {
     const std::string open = "<" + tag + ">";
     uint64_t sum = 0;
@@ -203,16 +205,22 @@ std::string RecordingSession::start(const std::string& output_dir, const std::st
     else
         steps.push_back({"create", name_, "--output=" + output_dir});
     if (!buffers_dir.empty()) steps.back().push_back("--shm-path=" + buffers_dir);
-    std::vector<std::string> enable = {"enable-channel", "--userspace", "--session=" + name_, "--buffers-uid",
-                                       "--subbuf-size=" + std::to_string(channel.subbuffer_size),
-                                       "--num-subbuf=" + std::to_string(channel.subbuffers)};
-    if (channel.blocking) enable.push_back("--blocking-timeout=inf");
-    enable.push_back(kChannelName);
-    steps.push_back(enable);
-    steps.push_back({"add-context", "--userspace", "--session=" + name_, std::string("--channel=") + kChannelName,
-                     "--type=vpid", "--type=vtid", "--type=procname"});
+    const auto enable_channel = [&](const char* channel_name, uint64_t subbuffer_size, uint32_t subbuffers) {
+        std::vector<std::string> enable = {"enable-channel", "--userspace", "--session=" + name_, "--buffers-uid",
+                                           "--subbuf-size=" + std::to_string(subbuffer_size),
+                                           "--num-subbuf=" + std::to_string(subbuffers)};
+        if (channel.blocking) enable.push_back("--blocking-timeout=inf");
+        enable.push_back(channel_name);
+        steps.push_back(enable);
+        steps.push_back({"add-context", "--userspace", "--session=" + name_, std::string("--channel=") + channel_name,
+                         "--type=vpid", "--type=vtid", "--type=procname"});
+    };
+    enable_channel(kChannelName, channel.subbuffer_size, channel.subbuffers);
+    enable_channel(kSetupChannelName, kSetupSubbufferSize, kSetupSubbuffers);
+    steps.push_back({"enable-event", "--userspace", "--session=" + name_, std::string("--channel=") + kSetupChannelName,
+                     channel_event_names(false)});
     steps.push_back({"enable-event", "--userspace", "--session=" + name_, std::string("--channel=") + kChannelName,
-                     kEventPattern});
+                     channel_event_names(true)});
     steps.push_back({"start", name_});
     for (size_t i = 0; i < steps.size(); ++i) {
         const Captured c = lttng(steps[i]);
@@ -227,6 +235,14 @@ std::string RecordingSession::start(const std::string& output_dir, const std::st
         if (std::string e = check(c, steps[i]); !e.empty()) return e;
     }
     return "";
+}
+
+std::string channel_event_names(bool data) {
+    std::string names;
+    for (std::size_t i = 0; i < kEventCount; ++i)
+        if (carries_data_path(static_cast<EventId>(i)) == data)
+            names += fmt::format("{}{}:{}", names.empty() ? "" : ",", kProviderName, kEventNames[i]);
+    return names;
 }
 
 std::string RecordingSession::stop() {

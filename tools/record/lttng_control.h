@@ -118,8 +118,17 @@ std::string relay_unreachable(const std::string& url);
 // net://RELAY/host/HOST/SESSION; "" when `relay_url` is not a network URL.
 std::string live_url_of(const std::string& relay_url, const std::string& host, const std::string& session);
 
-// Channel name in the session, and the event pattern enabled.
+// The session's two channels: the data channel takes the data-path events (schema.h, carries_data_path) in
+// the ring of the size asked for; the set-up channel takes every other sigmatrace event, in rings of its own
+// (kSetupSubbufferSize x kSetupSubbuffers per CPU), so that a share of the analysis can read another host's set-up
+// without its data (docs/analyzer.md, "In shares").
 inline constexpr const char* kChannelName = "sigmatrace";
-inline constexpr const char* kEventPattern = "sigmatrace:*";
+inline constexpr const char* kSetupChannelName = "sigmatrace_setup";
+inline constexpr uint64_t kSetupSubbufferSize = 256 * 1024;
+inline constexpr uint32_t kSetupSubbuffers = 4;
+// The data-path events (`data`) or every other event of the schema, comma-separated with their provider
+// ("sigmatrace:post_send,..."): what each channel enables, by name (lttng-tools 2.13 cannot list a session whose
+// event rule has exclusions, so no wildcard with exclusions).
+std::string channel_event_names(bool data);
 
 }  // namespace sigmatrace::record

@@ -35,7 +35,7 @@ void Analysis::on_event(const DecodedEvent& ev) {
     if (!mine) {
         // Another share's trace: its set-up builds the same topology here, and nothing of it is counted (the
         // share that owns it counts it; a malformed one too).
-        if (carries_data(ev.id)) return;
+        if (carries_data_path(ev.id)) return;
         recon_.forget_lookups();
         note_time(ev.ts_ns, ev.ts_ns);
         const Anomalies counted = topo_.anomalies();

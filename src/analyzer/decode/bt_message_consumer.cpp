@@ -166,7 +166,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
     }
 
     // A share of the trace (analysis.h, set_share) reads only its own traces' data events.
-    if (carries_data(ci.schema->id) && !analysis_.owns(ti.index, ti.hostname)) return;
+    if (carries_data_path(ci.schema->id) && !analysis_.owns(ti.index, ti.hostname)) return;
     DecodedEvent& ev = ev_;
     ev.id = ci.schema->id;
     ev.trace_index = ti.index;

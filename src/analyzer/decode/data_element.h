@@ -81,10 +81,6 @@ inline bool is_data_event(EventId id) {
            id == EventId::gpu_wqe || id == EventId::gpu_cqe;
 }
 
-// Whether event `id` carries data-path calls: a data event, or a deferred_records event (the records a process
-// emitted for its calls). A share of a trace reads these of its own traces only (analysis.h, set_share).
-inline bool carries_data(EventId id) { return is_data_event(id) || id == EventId::deferred_records; }
-
 // Whether WR `index` of a post call (counted across a long chain's parts) was refused: the call failed
 // (`ret` != 0) and the WR is at or after `bad_index` (every WR when bad_index is unknown, < 0).
 inline bool post_rejected(int64_t ret, int64_t bad_index, uint64_t index) {

@@ -210,7 +210,11 @@ struct Trace {
     CtfTraceLayout layout;
     std::string name;                   // Babeltrace's trace name: the hostname, "" without one
     std::vector<EventMap> events;       // parallel to layout.events
-    int64_t vpid = -1, vtid = -1, procname = -1;   // per stream class would be exact; lttng-ust has one
+    // Per stream class (parallel to layout.streams): where its event context holds the process's identity.
+    struct ContextSlots {
+        int64_t vpid = -1, vtid = -1, procname = -1;
+    };
+    std::vector<ContextSlots> slots;
     int64_t index = -1;                 // assigned when its first event or discard is delivered
     TraceClock clock;
 };
@@ -229,6 +233,7 @@ struct Message {
 struct Stream {
     Trace* trace = nullptr;
     const CtfStreamClass* sc = nullptr;
+    const Trace::ContextSlots* slots = nullptr;   // its stream class's
     const std::vector<PacketRange>* packets = nullptr;
     std::unique_ptr<StreamFile> file;
     std::string name;         // the file's absolute path (Babeltrace's stream name)
@@ -455,19 +460,30 @@ public:
             if (const ClockCorrection* c = analysis_.clock_correction()) t->clock.shift = c->find(t->layout.hostname);
             for (const auto& o : traces_)
                 if (std::memcmp(o->layout.uuid, t->layout.uuid, 16) == 0) refuse("two trace directories with one UUID");
-            if (t->layout.streams.size() != 1) refuse("a trace with more than one stream class");
-            const auto& ctx = t->layout.streams[0].context;
-            for (std::size_t k = 0; k < ctx.size(); ++k) {
-                if (ctx[k].name == "vpid" && ctx[k].kind == CtfFieldKind::Int) t->vpid = static_cast<int64_t>(k);
-                if (ctx[k].name == "vtid" && ctx[k].kind == CtfFieldKind::Int) t->vtid = static_cast<int64_t>(k);
-                if (ctx[k].name == "procname" && (ctx[k].kind == CtfFieldKind::String || ctx[k].is_text()))
-                    t->procname = static_cast<int64_t>(k);
+            // One stream class per channel (sigmatrace record's: the set-up channel and the data channel).
+            for (const CtfStreamClass& sc : t->layout.streams) {
+                Trace::ContextSlots& slot = t->slots.emplace_back();
+                const auto& ctx = sc.context;
+                for (std::size_t k = 0; k < ctx.size(); ++k) {
+                    if (ctx[k].name == "vpid" && ctx[k].kind == CtfFieldKind::Int) slot.vpid = static_cast<int64_t>(k);
+                    if (ctx[k].name == "vtid" && ctx[k].kind == CtfFieldKind::Int) slot.vtid = static_cast<int64_t>(k);
+                    if (ctx[k].name == "procname" && (ctx[k].kind == CtfFieldKind::String || ctx[k].is_text()))
+                        slot.procname = static_cast<int64_t>(k);
+                }
+                if (ctx.size() > kMaxContextFields) refuse(fmt::format("an event context of {} members", ctx.size()));
             }
-            if (ctx.size() > kMaxContextFields) refuse(fmt::format("an event context of {} members", ctx.size()));
             for (const CtfEventClass& ec : t->layout.events)
                 if (ec.fields.size() > kMaxPayloadFields)
                     refuse(fmt::format("the event class {} with {} fields", ec.name, ec.fields.size()));
             map_events(*t, read_every_field_);
+            // A share (analysis.h, set_share) reads another host's trace for its set-up events only: a stream
+            // class that declares none (the data channel of sigmatrace record's traces) is left unread.
+            std::vector<bool> setup_class(t->layout.streams.size(), false);
+            for (const EventMap& m : t->events)
+                if (m.schema != nullptr && !carries_data_path(m.schema->id))
+                    if (const CtfStreamClass* sc = t->layout.stream(m.ec->stream_id))
+                        setup_class[static_cast<std::size_t>(sc - t->layout.streams.data())] = true;
+            const bool owned = analysis_.owns_host(t->layout.hostname);
             const fs::path abs = fs::absolute(tp.dir).lexically_normal();
             for (const StreamPlan& sp : tp.streams) {
                 if (sp.packets.empty()) continue;
@@ -482,6 +498,9 @@ public:
                 const uint8_t* header = s->file->read(first.begin, first.begin + kPacketHeaderBytes);
                 s->sc = t->layout.stream(le(header + kOffStreamId, 4));
                 if (s->sc == nullptr) refuse(fmt::format("a packet of an undeclared stream class in {}", s->name));
+                const auto sc_index = static_cast<std::size_t>(s->sc - t->layout.streams.data());
+                s->slots = &t->slots[sc_index];
+                if (!owned && !setup_class[sc_index]) continue;
                 s->instance = le(header + kOffInstance, 8);
                 for (const auto& o : streams_)
                     if (o->trace == t.get() && o->sc == s->sc && o->instance == s->instance)
@@ -603,7 +622,7 @@ private:
         ev.id = em.schema->id;
         ev.trace_index = trace_index(t);
         // A share of the trace (analysis.h, set_share) reads only its own traces' data events.
-        if (carries_data(ev.id) && !analysis_.owns(ev.trace_index, t.layout.hostname)) return;
+        if (carries_data_path(ev.id) && !analysis_.owns(ev.trace_index, t.layout.hostname)) return;
         ev.trace_hostname = t.layout.hostname;
         ev.ts_ns = m.ns;
         last_ts_ = std::max(last_ts_, ev.ts_ns);
@@ -615,9 +634,11 @@ private:
             std::array<Slot, kMaxContextFields> ctx{};
             if (!decode_struct(s.sc->context, p, pos, s.end, ctx.data()))
                 refuse(fmt::format("an event context that decoded in the first pass does not in {}", s.name));
-            if (t.vpid >= 0) ev.vpid = static_cast<int64_t>(ctx[static_cast<std::size_t>(t.vpid)].u);
-            if (t.vtid >= 0) ev.vtid = static_cast<int64_t>(ctx[static_cast<std::size_t>(t.vtid)].u);
-            if (t.procname >= 0) ev.procname = text(s.sc->context[static_cast<std::size_t>(t.procname)], ctx[static_cast<std::size_t>(t.procname)]);
+            const Trace::ContextSlots& slot = *s.slots;
+            if (slot.vpid >= 0) ev.vpid = static_cast<int64_t>(ctx[static_cast<std::size_t>(slot.vpid)].u);
+            if (slot.vtid >= 0) ev.vtid = static_cast<int64_t>(ctx[static_cast<std::size_t>(slot.vtid)].u);
+            if (slot.procname >= 0)
+                ev.procname = text(s.sc->context[static_cast<std::size_t>(slot.procname)], ctx[static_cast<std::size_t>(slot.procname)]);
         }
         const std::vector<CtfField>& cf = em.ec->fields;
         if (cf.size() > slots_.size()) slots_.resize(cf.size());
