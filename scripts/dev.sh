@@ -27,7 +27,7 @@ packages=(
   lttng-tools liblttng-ust-dev babeltrace2 libbabeltrace2-dev
   libibverbs-dev ibverbs-utils ibverbs-providers rdma-core perftest
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libboost-dev nlohmann-json3-dev libsqlite3-dev clang-14 libclang-rt-14-dev time
+  libboost-dev nlohmann-json3-dev libcereal-dev libsqlite3-dev clang-14 libclang-rt-14-dev time
   libprotobuf-dev protobuf-compiler python3-protobuf
   openmpi-bin libopenmpi-dev
   util-linux procps iproute2 python3 jq

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -219,6 +221,26 @@ struct Job {
     }
 };
 
+// How a share reaches the analysis it is merged into: in-process, or in bytes (Analysis::save_share and
+// load_share, as the ranks of sigmatrace-analyze under mpirun send their shares to rank 0).
+struct MergeVia {
+    bool bytes = false;
+    bool operator()(Analysis& into, Analysis& share) const {
+        if (!bytes) return into.merge_share(share);
+        std::string why;
+        const std::unique_ptr<Analysis> loaded = Analysis::load_share(share.save_share(), into, &why);
+        return loaded != nullptr && into.merge_share(*loaded);
+    }
+};
+
+// Every test twice: the shares merged in-process, and sent in bytes.
+class Merge : public ::testing::TestWithParam<bool> {
+protected:
+    MergeVia merge{GetParam()};
+};
+INSTANTIATE_TEST_SUITE_P(InProcessOrBytes, Merge, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Bytes" : "InProcess"; });
+
 // What merges so far: the trace's counts and span, the processes, the operations (totals, per opcode with their
 // latency and size distributions), the QPs but their outstanding work, the process pairs, the traffic matrix and
 // skew, the rails, the phases, the hosts' clocks, the barriers, the findings, the warnings.
@@ -253,7 +275,7 @@ void expect_near_json(const json& got, const json& want, const std::string& path
     }
 }
 
-TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
+TEST_P(Merge, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
     Analysis whole, a, b;
     Shares shares;
     shares.add(whole, {});
@@ -263,7 +285,7 @@ TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
 
     a.finish_share();
     b.finish_share();
-    ASSERT_TRUE(a.merge_share(b));
+    ASSERT_TRUE(merge(a, b));
     const json want = merged_sections(whole.finish());
     const json got = merged_sections(a.finish());
     // The case exercises what the merge must add up: sends, receives, implied WRITEs, errors, in-flight WRs,
@@ -289,7 +311,7 @@ TEST(Shares, TwoHostsSharesMergedGiveTheWholeTracesStatisticsAndTraffic) {
     EXPECT_EQ(got, want) << "merged:\n" << got.dump(1) << "\nwhole:\n" << want.dump(1);
 }
 
-TEST(Shares, EachShareAloneHoldsOnlyItsOwnProcessesOperations) {
+TEST_P(Merge, EachShareAloneHoldsOnlyItsOwnProcessesOperations) {
     Analysis whole, a;
     Shares shares;
     shares.add(whole, {});
@@ -306,7 +328,7 @@ TEST(Shares, EachShareAloneHoldsOnlyItsOwnProcessesOperations) {
 }
 
 // One process per host, a share per host: shares merge in any order into any of them.
-TEST(Shares, TheMergeOrderDoesNotMatter) {
+TEST_P(Merge, TheMergeOrderDoesNotMatter) {
     Analysis whole, s0, s1, s2, s3;
     Shares shares;
     shares.add(whole, {});
@@ -314,16 +336,16 @@ TEST(Shares, TheMergeOrderDoesNotMatter) {
     for (uint32_t h = 0; h < 4; ++h) shares.add(*parts[h], {h});
     Job(shares, /*per_host=*/1).run();
     for (Analysis* p : parts) p->finish_share();
-    EXPECT_TRUE(s2.merge_share(s0));
-    EXPECT_TRUE(s2.merge_share(s3));
-    EXPECT_TRUE(s2.merge_share(s1));
+    EXPECT_TRUE(merge(s2, s0));
+    EXPECT_TRUE(merge(s2, s3));
+    EXPECT_TRUE(merge(s2, s1));
     EXPECT_EQ(merged_sections(s2.finish()), merged_sections(whole.finish()));
 }
 
 // A WR posted on a QP whose creation is not in the trace makes an implicit QP in the share that reads it, and only
 // there: the shares' ids no longer agree, so the merge is refused, leaving both as they were (the trace is then
 // analysed whole).
-TEST(Shares, SharesWhoseObjectsDifferAreNotMerged) {
+TEST_P(Merge, SharesWhoseObjectsDifferAreNotMerged) {
     Analysis a, b, a_alone;
     Shares shares;
     shares.add(a, {0});
@@ -336,7 +358,7 @@ TEST(Shares, SharesWhoseObjectsDifferAreNotMerged) {
     orphan.rec.qp_num = 999;
     job.feed.emit(job.t++, Job::vpid(0), orphan.rec, 0);
     b.finish_share();
-    EXPECT_FALSE(a.merge_share(b));
+    EXPECT_FALSE(merge(a, b));
     EXPECT_EQ(merged_sections(a.finish()), merged_sections(a_alone.finish()));
 }
 
@@ -351,15 +373,15 @@ struct HostShares {
         shares.add(s1_alone, {1});
     }
     // Every share merged into host 1's.
-    Analysis& merged() {
-        for (int h : {0, 2, 3}) EXPECT_TRUE(parts[1].merge_share(parts[h])) << "host " << h;
+    Analysis& merged(const MergeVia& merge) {
+        for (int h : {0, 2, 3}) EXPECT_TRUE(merge(parts[1], parts[h])) << "host " << h;
         return parts[1];
     }
 };
 
 // Ranks 1, 2 and 3, each on a host of its own, write to rank 0 for 5 ms: an incast of degree 3 that no share
 // sees alone (each holds one sender), found once their windows' fans merge.
-TEST(Shares, IncastMergesFromTheSendersShares) {
+TEST_P(Merge, IncastMergesFromTheSendersShares) {
     HostShares h;
     h.job.incast_rounds = 10;
     h.job.run();
@@ -370,7 +392,7 @@ TEST(Shares, IncastMergesFromTheSendersShares) {
         return out;
     };
     EXPECT_TRUE(incasts(h.s1_alone.finish()).empty());
-    const json got = h.merged().finish(), want = h.whole.finish();
+    const json got = h.merged(merge).finish(), want = h.whole.finish();
     const json found = incasts(want);
     ASSERT_EQ(found.size(), 1u) << want["findings"].dump(1);
     EXPECT_EQ(found[0]["evidence"]["degree"], 3) << found[0].dump(1);
@@ -381,7 +403,7 @@ TEST(Shares, IncastMergesFromTheSendersShares) {
 // A share's incast windows are exact when it holds all the bytes its senders have in flight: rank 1's RDMA READ
 // from rank 3 makes node3's NIC a sender in rank 1's share while node3's own share sends too (to node0: another
 // link, which the gray-link detector alone would merge), so those two shares are not merged.
-TEST(Shares, AReadWhoseSenderIsAnotherSharesNicIsNotMerged) {
+TEST_P(Merge, AReadWhoseSenderIsAnotherSharesNicIsNotMerged) {
     Analysis s1, s3;
     Shares shares;
     shares.add(s1, {1});
@@ -394,18 +416,18 @@ TEST(Shares, AReadWhoseSenderIsAnotherSharesNicIsNotMerged) {
     job.t += 10'000;
     job.poll(1, 3, {9000}, {0}, kWcRead);
     s3.finish_share();
-    EXPECT_FALSE(s1.merge_share(s3));
+    EXPECT_FALSE(merge(s1, s3));
 }
 
 // Ranks 1, 2 and 3, each on a host of its own, signal a word of rank 0 once a round, rank 3 last: a barrier
 // that no share sees alone (each holds one participant), found with its epochs, spread and straggler once the
 // shares' signal logs merge.
-TEST(Shares, BarrierEpochsMergeFromTheParticipantsShares) {
+TEST_P(Merge, BarrierEpochsMergeFromTheParticipantsShares) {
     HostShares h;
     h.job.barrier_rounds = 30;
     h.job.run();
     EXPECT_EQ(h.s1_alone.finish()["barriers"]["epochs"].get<uint64_t>(), 0u);
-    const json got = h.merged().finish(), want = h.whole.finish();
+    const json got = h.merged(merge).finish(), want = h.whole.finish();
     EXPECT_EQ(want["barriers"]["epochs"].get<uint64_t>(), 30u) << want["barriers"].dump(1);
     ASSERT_EQ(want["barriers"]["stragglers"].size(), 1u) << want["barriers"].dump(1);
     EXPECT_EQ(want["barriers"]["stragglers"][0]["rank"], 3);
@@ -417,7 +439,7 @@ TEST(Shares, BarrierEpochsMergeFromTheParticipantsShares) {
 // signals. Rank 2 then signals it too, completed after those: one detector has buried the word by then, and the
 // shares merge into the same. Had rank 2's signal completed first, the word's fate would need the signals cut:
 // not merged.
-TEST(Shares, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
+TEST_P(Merge, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
     for (const bool other_first : {false, true}) {
         HostShares h;
         Job& job = h.job;
@@ -442,10 +464,10 @@ TEST(Shares, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
         }
         if (other_first) {
             h.parts[2].finish_share();
-            EXPECT_FALSE(h.parts[1].merge_share(h.parts[2]));
+            EXPECT_FALSE(merge(h.parts[1], h.parts[2]));
             continue;
         }
-        const json got = h.merged().finish(), want = h.whole.finish();
+        const json got = h.merged(merge).finish(), want = h.whole.finish();
         EXPECT_EQ(want["barriers"]["epochs"].get<uint64_t>(), 0u);
         EXPECT_EQ(got["barriers"], want["barriers"]);
         expect_near_json(merged_sections(got), merged_sections(want));
@@ -455,7 +477,7 @@ TEST(Shares, AWordCutShortMergesOnlyWhenItsFateIsKnown) {
 // The time windows (16 at most here, so that they double) and each QP's outstanding work sampled into them: the
 // share of host 0, whose ranks write for 40 rounds more, doubles its windows further than the share of host 1;
 // merged, they are the whole trace's windows, and each QP's outstanding work its own.
-TEST(Shares, WindowsAndOutstandingWorkMergeIntoTheWholeTraces) {
+TEST_P(Merge, WindowsAndOutstandingWorkMergeIntoTheWholeTraces) {
     AnalysisOptions o;
     o.windows.max_windows = 16;
     Analysis whole(o), a(o), b(o), a_alone(o), b_alone(o);
@@ -470,7 +492,7 @@ TEST(Shares, WindowsAndOutstandingWorkMergeIntoTheWholeTraces) {
     job.tail_rounds = 40;
     job.run();
     EXPECT_GT(a_alone.finish()["timeline"]["window_ns"].get<int64_t>(), b_alone.finish()["timeline"]["window_ns"].get<int64_t>());
-    ASSERT_TRUE(a.merge_share(b));
+    ASSERT_TRUE(merge(a, b));
     const json want = whole.finish(), got = a.finish();
     ASSERT_TRUE(want.contains("timeline"));
     const json& windows = want["timeline"]["windows"];
@@ -482,6 +504,67 @@ TEST(Shares, WindowsAndOutstandingWorkMergeIntoTheWholeTraces) {
     expect_near_json(got["timeline"], want["timeline"], "timeline");
     expect_near_json(got["qps"], want["qps"], "qps");
     expect_near_json(merged_sections(got), merged_sections(want));
+}
+
+// A share's bytes cut short, with bytes after them, not a share's, or of another trace's share: refused with the
+// reason, and the analysis they were meant for merges the good bytes afterwards as if nothing had happened.
+TEST(ShareBytes, DamagedOrForeignBytesAreRefusedWithTheReason) {
+    Analysis whole, a, b, stranger;
+    Shares shares;
+    shares.add(whole, {});
+    shares.add(a, {0});
+    shares.add(b, {1});
+    Job(shares).run();
+    const std::string bytes = b.save_share();
+    const auto refusal = [&](const std::string& damaged, const Analysis& like) {
+        std::string why;
+        EXPECT_EQ(Analysis::load_share(damaged, like, &why), nullptr);
+        return why;
+    };
+    EXPECT_EQ(refusal(bytes.substr(0, bytes.size() / 2), a).rfind("a damaged share: ", 0), 0u);
+    EXPECT_EQ(refusal(bytes + "x", a), "a damaged share: bytes after the share");
+    std::string renamed = bytes;
+    renamed[8] = 'S';   // the first letter of the magic, after its length
+    EXPECT_EQ(refusal(renamed, a), "not a share of an analysis in this format");
+    EXPECT_EQ(refusal("", a).rfind("a damaged share: ", 0), 0u);
+    // `stranger` read no event: its topology has none of the objects the share's ids refer to.
+    EXPECT_EQ(refusal(bytes, stranger).rfind("the share's topology differs", 0), 0u);
+    std::string why;
+    const std::unique_ptr<Analysis> loaded = Analysis::load_share(bytes, a, &why);
+    ASSERT_NE(loaded, nullptr) << why;
+    ASSERT_TRUE(a.merge_share(*loaded));
+    EXPECT_EQ(merged_sections(a.finish()), merged_sections(whole.finish()));
+}
+
+TEST(ShareBytes, AClockEstimateComesBackWhole) {
+    ClockResult c;
+    c.reference = "node0";
+    c.at_ns = 123456789;
+    c.applied = true;
+    HostClock h;
+    h.host = "node1";
+    h.status = HostClock::Status::estimated;
+    h.relative_to = "node0";
+    h.offset_ns = -2.5e6;
+    h.drift_ppm = 49.75;
+    h.uncertainty_ns = 812.5;
+    h.drift_uncertainty_ppm = 0.125;
+    h.bounds = 4242;
+    c.hosts = {h};
+    const std::optional<ClockResult> back = load_clock_result(save_clock_result(c));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->reference, "node0");
+    EXPECT_EQ(back->at_ns, 123456789);
+    EXPECT_TRUE(back->applied);
+    ASSERT_EQ(back->hosts.size(), 1u);
+    const HostClock& g = back->hosts[0];
+    EXPECT_EQ(std::tie(g.host, g.status, g.relative_to, g.offset_ns, g.drift_ppm, g.uncertainty_ns,
+                       g.drift_uncertainty_ppm, g.bounds),
+              std::tie(h.host, h.status, h.relative_to, h.offset_ns, h.drift_ppm, h.uncertainty_ns,
+                       h.drift_uncertainty_ppm, h.bounds));
+    EXPECT_FALSE(load_clock_result("not a clock estimate").has_value());
+    const std::string bytes = save_clock_result(c);
+    EXPECT_FALSE(load_clock_result(bytes.substr(0, bytes.size() - 3)).has_value());
 }
 
 }  // namespace

@@ -87,8 +87,29 @@ EOF
 # run), the incast findings and that warning (each read cuts at its own latest completion).
 "$analyze" "$relay_out" --jobs 4 --json "$work/relay4.json" >"$work/relay4.txt" 2>&1 || fail "analysis in 4 shares: $(cat "$work/relay4.txt")"
 "$analyze" "$work/local" --jobs 3 --json "$work/local3.json" >"$work/local3.txt" 2>&1 || fail "analysis in 3 shares: $(cat "$work/local3.txt")"
+# And as 4 MPI ranks, one on each host, each reading a share of the relay's output and sending it to rank 0.
+if [[ $(ldd "$analyze") == *libmpi* ]]; then
+  hosts_mpirun h0 --host h0:1,h1:1,h2:1,h3:1 -np 4 "$analyze" "$relay_out" --json "$work/relay-mpi.json" \
+    >"$work/relay-mpi.txt" 2>"$work/relay-mpi.err" || fail "analysis by 4 ranks: $(cat "$work/relay-mpi.err")"
+  grep -q "started as rank 0 of 4 (OMPI_COMM_WORLD_RANK): the ranks read the trace in shares" "$work/relay-mpi.err" \
+    && ! grep -q "reading in one share" "$work/relay-mpi.err" || fail "4 ranks did not share the read: $(cat "$work/relay-mpi.err")"
+else
+  echo "note: sigmatrace-analyze was built without MPI: the ranks' read is not tested" >&2
+  cp "$work/relay4.json" "$work/relay-mpi.json"
+fi
+# The ranks' shares are --jobs 4's: the same document, but for the analyzer's own section.
+python3 - "$work/relay4.json" "$work/relay-mpi.json" <<'EOF' || fail "4 ranks' analysis differs from 4 threads'"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+if b["analyzer"].get("shares") != 4: sys.exit(f"the ranks' read is not in 4 shares: {b['analyzer']}")
+a.pop("analyzer"), b.pop("analyzer")
+if a != b:
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k): print(f"{k}: {json.dumps(a.get(k))[:300]} vs {json.dumps(b.get(k))[:300]}", file=sys.stderr)
+    sys.exit(1)
+EOF
 [[ -z ${SIGMATRACE_KEEP_TRACE:-} ]] || cp -r "$work/local" "$SIGMATRACE_KEEP_TRACE"
-python3 - "$work/relay.json" "$work/relay4.json" "$work/local.json" "$work/local3.json" <<'EOF' || fail "the analyses in shares differ from the whole reads"
+python3 - "$work/relay.json" "$work/relay4.json" "$work/local.json" "$work/local3.json" "$work/relay.json" "$work/relay-mpi.json" <<'EOF' || fail "the analyses in shares differ from the whole reads"
 import json, sys
 def diff(a, b, path, out):
     if isinstance(a, float) or isinstance(b, float):
@@ -117,7 +138,7 @@ def without_read_figures(d, incast_cut):
         for p in d.get("phases", []):
             p["causes"] = [c for c in p.get("causes", []) if c["kind"] != "incast"]
 bad = []
-for whole, shares in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
+for whole, shares in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4]), (sys.argv[5], sys.argv[6])):
     w, s = json.load(open(whole)), json.load(open(shares))
     if s["analyzer"].get("shares") not in (3, 4):
         bad.append(f"{shares}: not read in shares: {s['analyzer']}")

@@ -23,6 +23,7 @@
 
 #include <sigmatrace/launcher_env.h>
 
+#include "analyze/rank_read.h"
 #include "analyzer/analyses/analysis.h"
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/event_dump.h"
@@ -465,22 +466,33 @@ bool write_file(const std::string& path, const std::string& content, const char*
 }  // namespace
 
 int analyze_main(std::span<char* const> args) {
-    // Started as several ranks (mpirun, srun): the analysis is not sharded across them, so rank 0 does it whole
-    // and writes the outputs, and the others leave at once rather than repeat it and race for the same files.
-    // The cores of the ranks placed on rank 0's node are then free: without --jobs, it reads in that many shares.
+    // Started as several ranks (mpirun, srun) of a build with MPI, under a launcher MPI reaches: the ranks read
+    // the trace in shares and rank 0 merges them and writes the outputs (rank_read.h). Otherwise rank 0 does it
+    // whole and the others leave at once rather than repeat it and race for the same files; the cores of the
+    // ranks placed on rank 0's node are then free: without --jobs, it reads in that many shares.
     const std::optional<launcher::Place> place = launcher::place_in_job(std::getenv);
-    if (place && place->rank > 0) return kExitOk;
+    std::unique_ptr<RankJob> ranks = place && place->size > 1 ? RankJob::join(place->size) : nullptr;
+    if (place && place->rank > 0 && !ranks) return kExitOk;
     CliOptions o;
     bool help = false;
-    if (std::string err = parse_args(args, o, help); !err.empty()) {
-        fmt::print(stderr, "sigmatrace-analyze: {}\n\n{}", err, kUsage);
+    const std::string parse_error = parse_args(args, o, help);
+    // The other ranks answer rank 0's orders (it reports a bad argument, and then has them stop).
+    if (ranks && ranks->rank() > 0) return serve_share_orders(*ranks, o.dir, parse_error.empty() && !help, o.analysis);
+    if (!parse_error.empty()) {
+        fmt::print(stderr, "sigmatrace-analyze: {}\n\n{}", parse_error, kUsage);
         return kExitUsage;
     }
     if (help) {
         fmt::print("{}", kUsage);
         return kExitOk;
     }
-    if (place && place->size > 1) {
+    if (ranks) {
+        if (!o.quiet)
+            fmt::print(stderr,
+                       "sigmatrace-analyze: started as rank 0 of {} ({}): the ranks read the trace in shares, one "
+                       "each, and this rank merges them and writes the outputs\n",
+                       ranks->size(), place->rank_var);
+    } else if (place && place->size > 1) {
         const int32_t local = launcher::first_index(std::getenv, launcher::kLocalSizeVars);
         if (!o.jobs_given && local > 1) o.jobs = static_cast<std::size_t>(std::min(local, place->size));
         if (!o.quiet)
@@ -535,27 +547,34 @@ int analyze_main(std::span<char* const> args) {
     // The read and everything after it: in a guarded child (read_guard.h) unless SIGMATRACE_ANALYZE_STALL_S=0.
     const bool live = !o.live_urls.empty();
     PlannedRead planned = live ? PlannedRead{} : plan_read(o.dir);
-    // --jobs: shares, unless an output needs every operation in one analysis or the trace cannot be shared.
-    std::size_t shares = o.jobs;
+    // --jobs, or the ranks: shares, unless an output needs every operation in one analysis or the trace cannot
+    // be shared. Rank 0 then reads alone, and the others are told to stop at once.
+    std::size_t shares = ranks ? static_cast<std::size_t>(ranks->size()) : o.jobs;
+    const auto sharers = [&] { return ranks ? fmt::format("{} ranks", shares) : fmt::format("--jobs {}", shares); };
     if (shares > 1) {
         std::string why;
         if (live) why = "--live follows one analysis";
         else if (o.perfetto_out || o.sqlite_out || o.events_out) why = "--perfetto, --sqlite and --events take every operation in one analysis";
         else why = why_not_sharded(planned);
         if (!why.empty()) {
-            fmt::print(stderr, "sigmatrace-analyze: --jobs {}: reading in one share: {}\n", shares, why);
+            fmt::print(stderr, "sigmatrace-analyze: {}: reading in one share: {}\n", sharers(), why);
             shares = 1;
+            ranks.reset();
         }
     }
+    std::vector<uint64_t> share_bytes;   // the ranks' read: what each other rank sent
     const auto analyze = [&](ReadProgress* progress) -> int {
         // A read in shares: the merged analysis, else null (the trace is then read in one, with a note).
         const auto read_in_shares = [&](const AnalysisOptions& options, ReadSummary& read) -> std::unique_ptr<Analysis> {
             if (shares <= 1) return nullptr;
-            ShardedRead r = read_sharded(o.dir, planned, options, shares, progress);
+            ShardedRead r = ranks ? read_by_ranks(*ranks, o.dir, planned, options)
+                                  : read_sharded(o.dir, planned, options, shares, progress);
             read = std::move(r.summary);
+            share_bytes = std::move(r.share_bytes);
             if (!r.analysis && !read.retry) {
-                fmt::print(stderr, "sigmatrace-analyze: --jobs {}: reading in one share: {}\n", shares, r.not_merged);
+                fmt::print(stderr, "sigmatrace-analyze: {}: reading in one share: {}\n", sharers(), r.not_merged);
                 shares = 1;
+                ranks.reset();
             }
             return std::move(r.analysis);
         };
@@ -580,6 +599,7 @@ int analyze_main(std::span<char* const> args) {
         }
         ReadSummary read;
         std::unique_ptr<Analysis> merged = read_in_shares(options, read);
+        ranks.reset();   // no more reads: the other ranks leave while this one finishes
         if (read.retry) return kExitOk;
         const bool read_done = merged != nullptr;
         const std::unique_ptr<Analysis> holder = read_done ? std::move(merged) : std::make_unique<Analysis>(options);
@@ -661,6 +681,7 @@ int analyze_main(std::span<char* const> args) {
 
         nlohmann::json doc = analysis.finish();
         if (read_done) doc["analyzer"]["shares"] = shares;
+        if (read_done && !share_bytes.empty()) doc["analyzer"]["share_bytes"] = share_bytes;
         const bool no_events = analysis.events() == 0;
         if (no_events)
             fmt::print(stderr,
@@ -717,7 +738,9 @@ int analyze_main(std::span<char* const> args) {
         return status;
     };
     const double stall_s = stall_seconds_from_env();
-    if (stall_s <= 0 || planned.fatal || live) return analyze(nullptr);
+    // The ranks' read runs in this process (a forked child cannot talk to the other ranks): it reads pristine
+    // traces with the direct reader only, which the guard is not for.
+    if (stall_s <= 0 || planned.fatal || live || ranks) return analyze(nullptr);
     return run_guarded(o.dir, planned, stall_s, analyze);
 }
 

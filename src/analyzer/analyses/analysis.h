@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +57,9 @@ struct DiscardRecord {
     bool packets = false;
     int64_t begin_ns = 0;
     int64_t end_ns = 0;
+    template <class Archive> void serialize(Archive& ar) {   // share_codec.cpp
+        ar(trace_index, trace, stream, count, packets, begin_ns, end_ns);
+    }
 };
 
 // A finding reported while the trace is still being read (--live): the report's finding object (kind,
@@ -72,6 +77,7 @@ struct ErrorSample {
     uint8_t status = 0;
     uint8_t opcode = 0;
     uint64_t wr_id = 0;
+    template <class Archive> void serialize(Archive& ar) { ar(ts, proc, qp, status, opcode, wr_id); }   // share_codec.cpp
 };
 
 // The earliest error completions, by completion time (then process and QP; one QP's in the order they came):
@@ -91,6 +97,7 @@ public:
     const ErrorSample& front() const { return kept_.front(); }
     auto begin() const { return kept_.begin(); }
     auto end() const { return kept_.end(); }
+    template <class Archive> void serialize(Archive& ar) { ar(kept_); }   // share_codec.cpp
 
 private:
     static bool before(const ErrorSample& a, const ErrorSample& b) {
@@ -98,6 +105,11 @@ private:
     }
     std::vector<ErrorSample> kept_;
 };
+
+// A clock estimate in bytes (share_codec.cpp): what the ranks reading a trace in shares are sent for their
+// second read. load_clock_result() is nullopt for bytes that are not one.
+std::string save_clock_result(const ClockResult& clocks);
+std::optional<ClockResult> load_clock_result(std::string_view bytes);
 
 class Analysis : public EventSink, public OpListener {
 public:
@@ -145,6 +157,14 @@ public:
     }
     void finish_share();
     bool merge_share(Analysis& other);
+    // A finished share in bytes, for a process other than its reader to merge (share_codec.cpp: under mpirun
+    // each rank reads a share and rank 0 merges them): what merge_share() takes from it, and the identities of
+    // its topology's objects. Finishes the share first.
+    std::string save_share();
+    // The share saved in `bytes` as an analysis to pass to like.merge_share(), standing on a copy of `like`'s
+    // topology (every share builds the same one from the set-up events). Null, with the reason in `why`, when
+    // the bytes are not a share saved by this build, or the share's objects are not `like`'s.
+    static std::unique_ptr<Analysis> load_share(std::string_view bytes, const Analysis& like, std::string* why);
     // Whether this analysis reads the data of the traces of `host` (a trace's hostname).
     bool owns_host(std::string_view host) const {
         return !sharing_ || std::find(share_hosts_.begin(), share_hosts_.end(), host) != share_hosts_.end();

@@ -92,6 +92,12 @@ public:
     // its fate was known.
     bool can_merge(const BarrierDetector& other) const;
     void merge(BarrierDetector& other);
+    // A share in bytes (share_codec.cpp): what can_merge() and merge() take, the signal logs.
+    template <class Archive> void serialize(Archive& ar) {
+        ar(log_full_, logged_, dropped_, logs_);
+        last_log_key_ = nullptr;
+        last_log_ = nullptr;
+    }
 
 private:
     struct Key {
@@ -101,6 +107,7 @@ private:
         uint32_t rkey;
         uint64_t raddr;
         bool operator==(const Key&) const = default;
+        template <class Archive> void serialize(Archive& ar) { ar(gid.prefix, gid.iid, lid, local_qp, rkey, raddr); }
     };
     struct KeyHash {
         std::size_t operator()(const Key& k) const {
@@ -207,16 +214,19 @@ private:
     struct Logged {
         int64_t arrival = 0;   // completion time (post time without one): the order the detector takes it in
         int64_t post = 0;
+        template <class Archive> void serialize(Archive& ar) { ar(arrival, post); }
     };
     struct ParticipantLog {
         std::vector<Logged> signals;
         bool cut = false;   // past kLogCap as the word's only participant: the first kCloseLag + 1 kept
+        template <class Archive> void serialize(Archive& ar) { ar(signals, cut); }
     };
     struct WordLog {
         QpId via = kNoId;
         uint32_t rkey = 0;
         uint64_t raddr = 0;
         std::map<ProcId, ParticipantLog> by_proc;
+        template <class Archive> void serialize(Archive& ar) { ar(via, rkey, raddr, by_proc); }
     };
     void log_signal(const Operation& op, const Key& key);
     // Whether a word of these logs (the second may be null) is judged as one detector would: for each cut

@@ -73,6 +73,9 @@ struct HostClock {
     double uncertainty_ns = 0;
     double drift_uncertainty_ppm = 0;
     uint64_t bounds = 0;         // constraints on the pair it was derived from
+    template <class Archive> void serialize(Archive& ar) {   // share_codec.cpp
+        ar(host, status, relative_to, offset_ns, drift_ppm, uncertainty_ns, drift_uncertainty_ppm, bounds);
+    }
 };
 const char* status_name(HostClock::Status s);
 
@@ -81,6 +84,7 @@ struct ClockResult {
     int64_t at_ns = 0;              // the time the offsets are given at (the middle of the messages, as recorded)
     std::vector<HostClock> hosts;   // sorted by host name; empty when the trace has one host
     bool applied = false;           // the readers moved estimated hosts' times onto the reference's (Analysis sets it)
+    template <class Archive> void serialize(Archive& ar) { ar(reference, at_ns, hosts, applied); }   // share_codec.cpp
 };
 
 // One host's times moved onto the reference host's clock: local - (offset + drift x (local - t0)). Monotonic
@@ -138,6 +142,8 @@ public:
     ClockResult solve(const Topology& topo, int64_t t0) const;
     // QP q's samples as `owner`, the share of the trace that read its data events, has them (analysis.h,
     // merge_share): a QP's messages are all its own process's.
+    // A share in bytes (share_codec.cpp): what take() takes.
+    template <class Archive> void serialize(Archive& ar) { ar(sends_, recvs_); }
     void take(QpId q, const ClockConstraints& owner) {
         take_side(sends_, owner.sends_, q);
         take_side(recvs_, owner.recvs_, q);
@@ -160,6 +166,7 @@ private:
         bool broken = false;   // an error made the count unreliable: not used
         std::vector<std::pair<uint64_t, int64_t>> kept;   // (k, local time)
         void add(int64_t ts);
+        template <class Archive> void serialize(Archive& ar) { ar(count, stride, broken, kept); }
     };
     static void take_side(std::vector<Samples>& mine, const std::vector<Samples>& owner, QpId q) {
         if (q >= owner.size()) return;

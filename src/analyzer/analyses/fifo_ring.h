@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,22 @@ public:
     // Oldest first.
     template <typename F> void for_each(F&& f) const {
         for (std::size_t i = 0; i < size_; ++i) f((*this)[i]);
+    }
+
+    // In bytes (share_codec.cpp): the elements, oldest first.
+    template <class Archive> void save(Archive& ar) const {
+        ar(static_cast<uint64_t>(size_));
+        for (std::size_t i = 0; i < size_; ++i) ar((*this)[i]);
+    }
+    template <class Archive> void load(Archive& ar) {
+        uint64_t n = 0;
+        ar(n);
+        clear();
+        for (uint64_t i = 0; i < n; ++i) {
+            T v{};
+            ar(v);
+            push_back(v);
+        }
     }
 
 private:

@@ -101,6 +101,14 @@ public:
     GrayLinkResult evaluate() const;
 
     const GrayLinkOptions& options() const { return o_; }
+    // A share in bytes (share_codec.cpp): what merge() takes, the window and the links' state.
+    template <class Archive> void serialize(Archive& ar) {
+        ar(window_ns_, links_);
+        if constexpr (Archive::is_loading::value) {
+            index_.clear();
+            for (std::size_t i = 0; i < links_.size(); ++i) index_.emplace(links_[i].link.key(), i);
+        }
+    }
 
 private:
     struct Window {
@@ -108,6 +116,7 @@ private:
         double bytes = 0.0;
         int64_t busy_ns = 0;
         uint32_t ops = 0;
+        template <class Archive> void serialize(Archive& ar) { ar(index, bytes, busy_ns, ops); }
     };
     struct LinkState {
         DataLink link;
@@ -125,6 +134,10 @@ private:
         bool batch_valid = false;
         Window cur;
         std::vector<Window> windows;
+        template <class Archive> void serialize(Archive& ar) {
+            ar(link.src, link.dst, last_done, prev_done, any, prev_any, large_ops, queued_ops, sender_bound_ops,
+               batch_from, batch_bytes, batch_ops, batch_valid, cur, windows);
+        }
     };
 
     void flush_batch(LinkState& s);

@@ -77,6 +77,9 @@ public:
     IncastResult evaluate() const;
 
     const IncastOptions& options() const { return o_; }
+    // A share in bytes (share_codec.cpp): what merge() takes, its windows closed first (close_share()).
+    void close_share() { close_windows_before(base_ + static_cast<int64_t>(windows_.size())); }
+    template <class Archive> void serialize(Archive& ar) { ar(base_, fans_, senders_, clipped_); }
 
     // A share of a trace (analysis.h, merge_share): each final window's fans (per receiver, the senders that
     // count towards it) are kept instead of being made into episodes, so that the shares' fans add up; finish()
@@ -103,6 +106,7 @@ private:
         uint32_t degree = 0;
         double bytes = 0.0;
         std::vector<DevId> senders;
+        template <class Archive> void serialize(Archive& ar) { ar(degree, bytes, senders); }
     };
     using Fans = std::map<DevId, Fan>;   // by receiver
 

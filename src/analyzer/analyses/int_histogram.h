@@ -26,6 +26,7 @@ public:
     // Nearest-rank quantile (0 <= q <= 1): the upper edge of the bucket holding it, at most the max seen; 0 when
     // empty.
     uint64_t quantile(double q) const;
+    template <class Archive> void serialize(Archive& ar) { ar(counts_, count_, max_); }   // share_codec.cpp
 
     static std::size_t bucket_of(uint64_t v) {
         if (v < 8) return static_cast<std::size_t>(v);

@@ -69,6 +69,7 @@ public:
     uint64_t unconsumed_receives() const { return unconsumed_receives_; }
     // What another share's reconstruction left unconsumed at its end (analysis.h, merge_share).
     void merge_unconsumed(const OpReconstruction& other) { unconsumed_receives_ += other.unconsumed_receives_; }
+    void set_unconsumed_receives(uint64_t n) { unconsumed_receives_ = n; }   // a share loaded from bytes
 
 private:
     // What an operation takes from its WR: opcode, poster, signaling, times (completion no earlier than the

@@ -62,6 +62,13 @@ public:
         last_series_ = nullptr;
     }
     // nullptr when the QP had no operation.
+    // A share in bytes (share_codec.cpp): what take() takes, each QP's queues and figures.
+    template <class Archive> void serialize(Archive& ar) {
+        ar(qps_);
+        last_qp_ = UINT64_MAX;
+        last_ = nullptr;
+        last_series_ = nullptr;
+    }
     const QpOutstanding* of(QpId q) const {
         return q < qps_.size() && (qps_[q].out.send_ops || qps_[q].out.recv_ops) ? &qps_[q].out : nullptr;
     }
@@ -70,6 +77,7 @@ private:
     struct Entry {
         int64_t done_ts;
         uint64_t bytes;
+        template <class Archive> void serialize(Archive& ar) { ar(done_ts, bytes); }
     };
     // The outstanding work of one direction, oldest first, with its bytes.
     struct Queue {
@@ -89,6 +97,10 @@ private:
     struct State {
         Queue send, recv;
         QpOutstanding out;
+        template <class Archive> void serialize(Archive& ar) {
+            ar(send.ring, send.bytes, recv.ring, recv.bytes, out.send_ops, out.max_wrs, out.max_bytes, out.bytes,
+               out.recv_ops, out.recv_max_posted, out.recv_min_posted, out.recv_consumed, out.rnr_events);
+        }
     };
     // `series`: the QP's series in the windows (nullptr: none), taken once per operation.
     [[gnu::always_inline]] void sample_send(QpId q, State& s, TimeWindows::QpSeries* series, int64_t ts) {

@@ -54,6 +54,7 @@ struct PortTally {
         bytes += b;
     }
     void merge(const PortTally& o);
+    template <class Archive> void serialize(Archive& ar) { ar(bytes, first_ns, last_ns); }
 };
 
 struct PhaseSegment {
@@ -63,6 +64,7 @@ struct PhaseSegment {
     uint64_t ops = 0;
     std::unordered_map<uint64_t, PortTally> ports;   // port_key()
     void merge(PhaseSegment&& o);
+    template <class Archive> void serialize(Archive& ar) { ar(start_ns, end_ns, slot, ops, ports); }
 };
 
 class PhaseTracker {
@@ -104,6 +106,14 @@ public:
     // same options: what one tracker given both shares' operations keeps (the marks, when more than kMaxMarks,
     // a different subset).
     void merge(const PhaseTracker& other);
+    // A share in bytes (share_codec.cpp): what merge() takes, the gap, the segments and the marks.
+    template <class Archive> void serialize(Archive& ar) {
+        ar(gap_, segments_, marks_, marks_dropped_);
+        have_last_ = false;
+        tx_ = rx_ = nullptr;
+        fast_lo_ = INT64_MAX;
+        fast_to_limit_ = 0;
+    }
 
     const PhaseOptions& options() const { return o_; }
     int64_t gap_ns() const { return gap_; }   // the threshold used (doubled when segments would exceed the bound)

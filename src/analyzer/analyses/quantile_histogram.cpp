@@ -137,4 +137,19 @@ std::vector<std::tuple<double, double, uint64_t>> QuantileHistogram::nonempty_bi
     return out;
 }
 
+std::vector<std::pair<uint32_t, uint64_t>> QuantileHistogram::cells() const {
+    std::vector<std::pair<uint32_t, uint64_t>> out;
+    const auto& storage = bh::unsafe_access::storage(hist_);
+    for (std::size_t i = 0; i < storage.size(); ++i)
+        if (const auto n = static_cast<uint64_t>(static_cast<double>(storage[i])); n != 0)
+            out.emplace_back(static_cast<uint32_t>(i), n);
+    return out;
+}
+
+void QuantileHistogram::set_cells(const std::vector<std::pair<uint32_t, uint64_t>>& cells) {
+    auto& storage = bh::unsafe_access::storage(hist_);
+    for (const auto& [i, n] : cells)
+        if (i < storage.size()) storage[i] += n;
+}
+
 }  // namespace sigmatrace::analyzer

@@ -81,6 +81,17 @@ public:
     // (bin lower edge, bin upper edge, count) for every non-empty bin, in order (plots).
     std::vector<std::tuple<double, double, uint64_t>> nonempty_bins() const;
 
+    // A share's histogram in bytes (share_codec.cpp): its nonzero cells by storage index, and count, min, max
+    // and sum. The binning is not carried: both sides build it from the same options.
+    std::vector<std::pair<uint32_t, uint64_t>> cells() const;
+    void set_cells(const std::vector<std::pair<uint32_t, uint64_t>>& cells);   // into an empty histogram
+    template <class Archive> void save(Archive& ar) const { ar(cells(), count_, min_, max_, sum_); }
+    template <class Archive> void load(Archive& ar) {
+        std::vector<std::pair<uint32_t, uint64_t>> c;
+        ar(c, count_, min_, max_, sum_);
+        set_cells(c);
+    }
+
 private:
     static constexpr double kExactIntegers = 9007199254740992.0;   // 2^53
     // The top mantissa bits of start_'s sub-buckets.

@@ -51,6 +51,10 @@ struct QpProgress {
     int64_t owner_teardown_ts = -1;                 // latest modify to RESET/ERR or destroy by its owner
     std::vector<QpStateChange> states;              // bounded: the first kMaxStates changes
     std::optional<NicQuery> nic;                    // the latest QUERY_QP answer
+    template <class Archive> void serialize(Archive& ar) {   // share_codec.cpp
+        ar(posted, completed, failed, flushed, in_flight, other, last_completed, first_unacknowledged, unacknowledged,
+           stuck, last_error, first_flush_ts, owner_teardown_ts, states, nic);
+    }
 };
 
 struct StalledQueue {
@@ -79,6 +83,12 @@ public:
     // QP q's progress as `owner`, the share of the trace that read its data events, has it (analysis.h,
     // merge_share): its operations, and its owner's state changes in time order among them.
     void take(QpId q, const QueueProgress& owner);
+    // A share in bytes (share_codec.cpp): what take() takes.
+    template <class Archive> void serialize(Archive& ar) {
+        ar(qps_, procs_, used_);
+        last_qp_ = UINT64_MAX;
+        last_ = nullptr;
+    }
 
     // nullptr when the QP had no send-queue operation and no state change.
     const QpProgress* of(QpId q) const { return q < qps_.size() && used_[q] ? &qps_[q] : nullptr; }

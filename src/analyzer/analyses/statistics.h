@@ -64,6 +64,12 @@ struct OpAggregate {
     void add_implied(std::span<const Operation> ops, QuantileHistogram::Binned& last_size);
     void flush_sizes();
     void merge(const OpAggregate& other);
+    // share_codec.cpp: a share's aggregate, its size run flushed (Statistics::flush_sizes()).
+    template <class Archive> void serialize(Archive& ar) {
+        ar(count, bytes, posted_bytes, completed_bytes, in_flight_bytes, unconfirmed_bytes, completed, failed, flushed,
+           flushed_at_teardown, in_flight, unconfirmed, observed, lost, implied, gpu, cpu_direct, verbs_posted,
+           first_ts, last_ts, latency_ns, implied_latency_ns, time_posted_ns, size_bytes);
+    }
     uint64_t errors() const { return failed + flushed; }
 
 private:
@@ -96,6 +102,13 @@ public:
     // the same topology's ids; `other` is left empty. Before finish(). Every merge is exact (see the class
     // comment), so the result does not depend on how the operations were shared out.
     void merge(Statistics& other);
+    // A share in bytes (share_codec.cpp): what merge() takes, its cells (their size runs flushed first).
+    template <class Archive> void serialize(Archive& ar) {
+        if constexpr (Archive::is_saving::value)
+            for (auto& [key, agg] : cells_.m) agg.flush_sizes();
+        ar(cells_.m);
+        cells_.last_agg = nullptr;
+    }
     // Builds the total, the per-QP table and the per-pair table (once peers are resolved). Call once, at the end.
     void finish(Topology& topo);
 

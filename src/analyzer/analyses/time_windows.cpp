@@ -102,6 +102,18 @@ void TimeWindows::double_width() {
     refresh_fast();
 }
 
+void TimeWindows::after_load() {
+    shift_ = std::has_single_bit(static_cast<uint64_t>(width_)) ? std::countr_zero(static_cast<uint64_t>(width_)) : -1;
+    covered_lo_ = windows_.empty() ? 0 : base_ * width_;
+    covered_hi_ = windows_.empty() ? -1 : (base_ + static_cast<int64_t>(windows_.size())) * width_ - 1;
+    cached_window_ = -1;
+    cached_cell_ = nullptr;
+    covered_ = nullptr;
+    latency_window_ = -1;
+    latency_ = nullptr;
+    refresh_fast();
+}
+
 void TimeWindows::refresh_fast() {
     const bool valid = cached_cell_ != nullptr && covered_ != nullptr && covered_key_ == cached_key_;
     fast_lo_ = valid ? cached_window_ * width_ : 0;

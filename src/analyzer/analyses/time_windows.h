@@ -43,6 +43,7 @@ struct WindowLinkCell {
     uint64_t ops = 0;         // operations completed in the window
     int64_t busy_ns = 0;      // time with data in flight on the link, inside the window
     IntHistogram latency;     // ns, operations completed in the window (own completion seen)
+    template <class Archive> void serialize(Archive& ar) { ar(bytes, ops, busy_ns, latency); }
 };
 
 // A queue pair's outstanding work inside one window (outstanding.h samples it at each post and completion; a
@@ -57,6 +58,9 @@ struct WindowQpCell {
     uint32_t recv_min_posted = UINT32_MAX;   // right after a consumption, min (UINT32_MAX: none in the window)
     uint32_t rnr_events = 0;       // sends that failed with an RNR retry error, completed in the window
     void merge(const WindowQpCell& o);
+    template <class Archive> void serialize(Archive& ar) {
+        ar(max_wrs, max_bytes, bytes, wrs_ns, bytes_ns, recv_max_posted, recv_min_posted, rnr_events);
+    }
 };
 
 struct Window {
@@ -64,6 +68,7 @@ struct Window {
     std::map<uint8_t, IntHistogram> latency_by_opcode;
     std::unordered_map<QpId, WindowQpCell> qps;           // QPs with a sample in the window
     void merge(Window&& other);
+    template <class Archive> void serialize(Archive& ar) { ar(links, latency_by_opcode, qps); }
 };
 
 class TimeWindows {
@@ -147,6 +152,12 @@ public:
     // finish(). Integer counts and times merge exactly, bytes spread over intervals to the last bits of a double.
     // `other` is left empty. Before finish().
     void merge(TimeWindows& other);
+    // A share in bytes (share_codec.cpp): what merge() takes, the windows, the queues' levels, the links'
+    // coverage and the latest time. Loaded into windows of the same options.
+    template <class Archive> void serialize(Archive& ar) {
+        ar(width_, base_, windows_, series_, covered_until_, latest_ts_);
+        if constexpr (Archive::is_loading::value) after_load();
+    }
 
     int64_t window_ns() const { return width_; }
     int64_t first_index() const { return base_; }   // windows()[i] covers [(first_index()+i)*window_ns(), +window_ns())
@@ -170,6 +181,7 @@ private:
         if (lo_ts < covered_lo_ || hi_ts > covered_hi_) grow(lo_ts, hi_ts);   // inline: most times are covered
     }
     void grow(int64_t lo_ts, int64_t hi_ts);
+    void after_load();   // serialize(): the derived fields and caches of the loaded windows
     void double_width();
     // The cell of link `key` in window index `w`, through a one-entry cache: consecutive operations mostly share
     // their link and window (the per-operation path is hot). Cells keep their address until windows merge.
@@ -218,6 +230,7 @@ private:
         int64_t since = -1;   // no sample yet
         uint32_t wrs = 0;     // send queue: WRs; receive queue: the posted depth
         uint64_t bytes = 0;
+        template <class Archive> void serialize(Archive& ar) { ar(since, wrs, bytes); }
     };
     std::vector<QpSeries> series_;   // by QpId, below max_qps
     int64_t latest_ts_ = 0;   // where the levels held at the end stop
@@ -229,6 +242,12 @@ public:
         int64_t window = -1;
         WindowQpCell* cell = nullptr;
         bool send_here = false;   // send's sample lies in `window` (cleared when the series enters another)
+        template <class Archive> void serialize(Archive& ar) {   // the levels: the cell is the holder's
+            ar(send, recv);
+            window = -1;
+            cell = nullptr;
+            send_here = false;
+        }
     };
 
 private:

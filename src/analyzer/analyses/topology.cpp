@@ -112,6 +112,26 @@ void Topology::on_cq_create(const DecodedEvent& ev, ProcId p) {
     procs_[p]->cq_ctx[ev.u(F::cq_create::cq)] = ev.u(F::cq_create::ctx);
 }
 
+void Topology::copy_objects(const Topology& other) {
+    procs_.clear();
+    for (const auto& p : other.procs_) procs_.push_back(std::make_unique<Process>(*p));
+    qps_.clear();
+    for (const auto& q : other.qps_) qps_.push_back(std::make_unique<Qp>(*q));
+    nodes_ = other.nodes_;
+    devices_ = other.devices_;
+    proc_by_key_ = other.proc_by_key_;
+    node_by_name_ = other.node_by_name_;
+    dev_by_key_ = other.dev_by_key_;
+    dev_by_gid_ = other.dev_by_gid_;
+    dev_by_lid_ = other.dev_by_lid_;
+    qp_by_dev_num_ = other.qp_by_dev_num_;
+    avs_ = other.avs_;
+    av_by_key_ = other.av_by_key_;
+    last_key_ = other.last_key_;
+    last_proc_ = other.last_proc_;
+    anomalies_ = other.anomalies_;
+}
+
 bool Topology::same_objects(const Topology& other) const {
     if (procs_.size() != other.procs_.size() || qps_.size() != other.qps_.size() ||
         nodes_.size() != other.nodes_.size() || devices_.size() != other.devices_.size())

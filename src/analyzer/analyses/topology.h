@@ -246,6 +246,9 @@ public:
     // Whether `other` holds the same processes, nodes, devices and QPs under the same ids: two shares of a trace
     // that read the same set-up events (analysis.h, merge_share).
     bool same_objects(const Topology& other) const;
+    // Makes this empty topology a copy of `other`: a share loaded from bytes (share_codec.cpp) stands on the
+    // topology every share built alike from the set-up events.
+    void copy_objects(const Topology& other);
 
     Anomalies& anomalies() { return anomalies_; }
     const Anomalies& anomalies() const { return anomalies_; }

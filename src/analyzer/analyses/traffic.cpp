@@ -29,6 +29,32 @@ void Traffic::add_counted(QpId q, uint64_t bytes, uint64_t ops) {
     c.ops += ops;
 }
 
+std::vector<Traffic::PortablePending> Traffic::export_pending(const Topology& topo) const {
+    std::vector<PortablePending> out;
+    out.reserve(pending_.size());
+    for (const auto& [k, c] : pending_) {
+        PortablePending p{k.qp, k.read, k.ud_ah, k.ud_qpn, k.av != kNoId, 0, 0, 0, c.bytes, c.ops};
+        if (p.has_av) {
+            const AddressHandle& av = topo.av(k.av);
+            p.dlid = av.dlid;
+            p.gid_prefix = av.dgid.prefix;
+            p.gid_iid = av.dgid.iid;
+        }
+        out.push_back(p);
+    }
+    return out;
+}
+
+void Traffic::import_pending(const std::vector<PortablePending>& cells, Topology& topo) {
+    for (const PortablePending& p : cells) {
+        const uint32_t av = p.has_av ? topo.intern_av(p.dlid, Gid{p.gid_prefix, p.gid_iid}) : kNoId;
+        TrafficCell& c = pending_[PendingKey{p.qp, p.read, p.ud_ah, p.ud_qpn, av}];
+        c.bytes += p.bytes;
+        c.ops += p.ops;
+    }
+    last_cell_ = nullptr;
+}
+
 void Traffic::merge(Traffic& other, const Topology& other_topo, Topology& topo) {
     for (const auto& [key, c] : other.pending_) {
         PendingKey k = key;

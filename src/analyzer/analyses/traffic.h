@@ -48,6 +48,23 @@ public:
     // QP ids are the same in both topologies; address vectors, interned as each share met them, are moved into
     // `topo`'s. `other` is left empty. Before resolve().
     void merge(Traffic& other, const Topology& other_topo, Topology& topo);
+    // A share in bytes (share_codec.cpp): what merge() takes, the pending cells, each address vector as its
+    // address (the ids are one topology's).
+    struct PortablePending {
+        QpId qp = kNoId;
+        bool read = false;
+        uint64_t ud_ah = 0;
+        uint32_t ud_qpn = 0;
+        bool has_av = false;
+        uint32_t dlid = 0;
+        uint64_t gid_prefix = 0, gid_iid = 0;
+        uint64_t bytes = 0, ops = 0;
+        template <class Archive> void serialize(Archive& ar) {
+            ar(qp, read, ud_ah, ud_qpn, has_av, dlid, gid_prefix, gid_iid, bytes, ops);
+        }
+    };
+    std::vector<PortablePending> export_pending(const Topology& topo) const;
+    void import_pending(const std::vector<PortablePending>& cells, Topology& topo);
     // Attributes everything accumulated to nodes and rails (call once, at the end).
     void resolve(Topology& topo);
 

@@ -18,6 +18,24 @@ std::string why_not_sharded(const PlannedRead& planned) {
     return "";
 }
 
+std::vector<std::string> share_hosts(const PlannedRead& planned, std::size_t k, std::size_t shares) {
+    // A trace without a hostname is the host "": its data is a share's like any other.
+    const std::vector<std::string> hosts = planned_hostnames(planned);
+    std::vector<std::string> mine;
+    for (std::size_t h = k; h < hosts.size(); h += shares) mine.push_back(hosts[h]);
+    return mine;
+}
+
+ShareRead read_share(const std::filesystem::path& root, PlannedRead& planned, const AnalysisOptions& options,
+                     std::size_t k, std::size_t shares, ReadProgress* progress) {
+    ShareRead r;
+    r.analysis = std::make_unique<Analysis>(options);
+    r.analysis->set_share(share_hosts(planned, k, shares));
+    r.summary = read_planned(root, planned, *r.analysis, nullptr, progress, /*direct_only=*/true);
+    r.analysis->finish_share();
+    return r;
+}
+
 ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned, const AnalysisOptions& options,
                          std::size_t shares, ReadProgress* progress) {
     ShardedRead out;
@@ -31,29 +49,22 @@ ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned
         }
         progress = &own_progress;
     }
-    // A trace without a hostname is the host "": its data is a share's like any other.
-    const std::vector<std::string> hosts = planned_hostnames(planned);
-    std::vector<std::unique_ptr<Analysis>> parts;
+    std::vector<std::unique_ptr<Analysis>> parts(shares);
     std::vector<ReadSummary> summaries(shares);
-    for (std::size_t k = 0; k < shares; ++k) {
-        std::vector<std::string> mine;
-        for (std::size_t h = k; h < hosts.size(); h += shares) mine.push_back(hosts[h]);
-        parts.push_back(std::make_unique<Analysis>(options));
-        parts.back()->set_share(std::move(mine));
-    }
     {
         std::vector<std::exception_ptr> failed(shares);
         std::vector<std::jthread> threads;
-        const auto read_share = [&](std::size_t k) {
+        const auto read_one = [&](std::size_t k) {
             try {
-                summaries[k] = read_planned(root, planned, *parts[k], nullptr, progress, /*direct_only=*/true);
-                parts[k]->finish_share();
+                ShareRead r = read_share(root, planned, options, k, shares, progress);
+                parts[k] = std::move(r.analysis);
+                summaries[k] = std::move(r.summary);
             } catch (...) {
                 failed[k] = std::current_exception();
             }
         };
-        for (std::size_t k = 1; k < shares; ++k) threads.emplace_back(read_share, k);
-        read_share(0);
+        for (std::size_t k = 1; k < shares; ++k) threads.emplace_back(read_one, k);
+        read_one(0);
         threads.clear();   // joined
         for (const std::exception_ptr& e : failed)
             if (e) std::rethrow_exception(e);
@@ -69,9 +80,7 @@ ShardedRead read_sharded(const std::filesystem::path& root, PlannedRead& planned
     if (out.summary.retry) return out;
     for (std::size_t k = 1; k < shares; ++k)
         if (!parts[0]->merge_share(*parts[k])) {
-            out.not_merged =
-                "the shares could not be merged (objects made from data events alone, or a link, incast sender or "
-                "barrier word whose shares cannot be joined exactly: docs/architecture.md, \"Analysis in shares\")";
+            out.not_merged = kSharesNotMerged;
             return out;
         }
     out.analysis = std::move(parts[0]);
