@@ -506,8 +506,8 @@ TEST_P(Merge, WindowsAndOutstandingWorkMergeIntoTheWholeTraces) {
     expect_near_json(merged_sections(got), merged_sections(want));
 }
 
-// A share's bytes cut short, with bytes after them, not a share's, or of another trace's share: refused with the
-// reason, and the analysis they were meant for merges the good bytes afterwards as if nothing had happened.
+// A share's bytes cut short, with bytes after them or one changed (found by the checksum before any length in
+// them is believed), not a share's, or of another trace's share: refused with the reason, and the analysis they were meant for merges the good bytes afterwards as if nothing had happened.
 TEST(ShareBytes, DamagedOrForeignBytesAreRefusedWithTheReason) {
     Analysis whole, a, b, stranger;
     Shares shares;
@@ -521,12 +521,17 @@ TEST(ShareBytes, DamagedOrForeignBytesAreRefusedWithTheReason) {
         EXPECT_EQ(Analysis::load_share(damaged, like, &why), nullptr);
         return why;
     };
-    EXPECT_EQ(refusal(bytes.substr(0, bytes.size() / 2), a).rfind("a damaged share: ", 0), 0u);
-    EXPECT_EQ(refusal(bytes + "x", a), "a damaged share: bytes after the share");
+    const std::string kDamaged = "a damaged share: its checksum does not match its bytes";
+    EXPECT_EQ(refusal(bytes.substr(0, bytes.size() / 2), a), kDamaged);
+    EXPECT_EQ(refusal(bytes + "x", a), kDamaged);
+    std::string flipped = bytes;
+    flipped[bytes.size() / 2] ^= 0x40;   // inside the body: a length, a count or a time
+    EXPECT_EQ(refusal(flipped, a), kDamaged);
     std::string renamed = bytes;
-    renamed[8] = 'S';   // the first letter of the magic, after its length
+    renamed[0] = 'S';   // the magic's first letter
     EXPECT_EQ(refusal(renamed, a), "not a share of an analysis in this format");
-    EXPECT_EQ(refusal("", a).rfind("a damaged share: ", 0), 0u);
+    EXPECT_EQ(refusal("", a), "not a share of an analysis in this format");
+    EXPECT_EQ(refusal(save_clock_result(ClockResult{}), a), "not a share of an analysis in this format");
     // `stranger` read no event: its topology has none of the objects the share's ids refer to.
     EXPECT_EQ(refusal(bytes, stranger).rfind("the share's topology differs", 0), 0u);
     std::string why;

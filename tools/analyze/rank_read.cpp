@@ -78,6 +78,8 @@ int serve_share_orders(RankJob& job, const std::filesystem::path& root, bool par
             }
         } catch (const std::exception& e) {
             answer = e.what();
+        } catch (...) {
+            answer = "its read stopped on an unknown error";
         }
         job.send_share(ok, answer);
     }

@@ -3,10 +3,14 @@
 // the analysis's own counters, the topology's per-object data state and the identities both sides check.
 //
 // The bytes are for the same build on the same architecture (the ranks of one job run one binary): plain
-// structs go as their bytes, and a header of their sizes refuses bytes from another build.
+// structs go as their bytes, a header of their sizes refuses bytes from another build, and a checksum damaged
+// bytes (see seal()).
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -36,8 +40,46 @@ template <class Archive> void serialize(Archive& ar, Qp::Counted& v) { ar(cereal
 
 namespace {
 
-constexpr char kMagic[] = "sigmatrace-share";
+// Sealed bytes: a 16-byte magic, a 32-bit format, cereal's body, and the body's 64-bit FNV-1a. The checksum is
+// checked before the body is parsed: damaged bytes could otherwise hold a length that asks for terabytes.
+constexpr std::string_view kShareMagic = "sigmatrace-share";
+constexpr std::string_view kClockMagic = "sigmatrace-clock";
 constexpr uint32_t kFormat = 1;
+constexpr std::size_t kHeadBytes = 16 + sizeof(uint32_t);
+
+uint64_t fnv1a(std::string_view bytes) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char c : bytes) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+    return h;
+}
+
+std::string seal(std::string_view magic, const std::string& body) {
+    std::string out(magic);
+    const uint32_t format = kFormat;
+    out.append(reinterpret_cast<const char*>(&format), sizeof format);
+    out += body;
+    const uint64_t sum = fnv1a(body);
+    out.append(reinterpret_cast<const char*>(&sum), sizeof sum);
+    return out;
+}
+
+// The body of `bytes` sealed with `magic`, or nullopt with the reason.
+std::optional<std::string_view> unseal(std::string_view magic, std::string_view bytes, std::string* why) {
+    uint32_t format = 0;
+    if (bytes.size() >= kHeadBytes) std::memcpy(&format, bytes.data() + 16, sizeof format);
+    if (bytes.size() < kHeadBytes + sizeof(uint64_t) || bytes.substr(0, 16) != magic || format != kFormat) {
+        *why = "not a share of an analysis in this format";
+        return std::nullopt;
+    }
+    const std::string_view body = bytes.substr(kHeadBytes, bytes.size() - kHeadBytes - sizeof(uint64_t));
+    uint64_t sum = 0;
+    std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
+    if (sum != fnv1a(body)) {
+        *why = "a damaged share: its checksum does not match its bytes";
+        return std::nullopt;
+    }
+    return body;
+}
 
 // The sizes of the structs that go as bytes: another build's bytes are refused rather than misread.
 std::vector<uint32_t> layout() {
@@ -67,62 +109,47 @@ ObjectKeys object_keys(const Topology& t) {
     return k;
 }
 
-// Process::take_counts() and Qp::take_data_state(): what a share's data events made of its own objects.
-struct ProcCounts {
-    ProcId id = kNoId;
-    uint64_t events = 0;
-    int64_t first_ts = 0, last_ts = 0;
-    template <class Archive> void serialize(Archive& ar) { ar(id, events, first_ts, last_ts); }
-};
-struct QpDataState {
-    QpId id = kNoId;
-    records::Poster poster = records::Poster::verbs;
-    bool gpu_cqe_seen = false, both_views = false;
-    Qp::Counted counted;
-    template <class Archive> void serialize(Archive& ar) { ar(id, poster, gpu_cqe_seen, both_views, counted); }
-};
+// What a share's data events made of its own processes and QPs (Process::take_counts, Qp::take_data_state):
+// the ids, then each one's fields, read straight into the receiver's objects.
+template <class Archive> void counts_of(Archive& ar, Process& p) { ar(p.events, p.first_ts, p.last_ts); }
+template <class Archive> void data_state_of(Archive& ar, Qp& q) { ar(q.poster, q.gpu_cqe_seen, q.both_views, q.counted); }
 
 }  // namespace
 
 std::string Analysis::save_share() {
     finish_share();
     incast_.close_share();
-    std::vector<ProcCounts> procs;
+    std::vector<ProcId> procs;
     for (ProcId p = 0; p < topo_.process_count(); ++p)
-        if (const Process& pr = topo_.proc(p); owns(pr.trace_index))
-            procs.push_back({p, pr.events, pr.first_ts, pr.last_ts});
-    std::vector<QpDataState> qps;
+        if (owns(topo_.proc(p).trace_index)) procs.push_back(p);
+    std::vector<QpId> qps;
     for (QpId q = 0; q < topo_.qp_count(); ++q)
-        if (const Qp& qp = topo_.qp(q); owns(topo_.proc(qp.proc).trace_index))
-            qps.push_back({q, qp.poster, qp.gpu_cqe_seen, qp.both_views, qp.counted});
+        if (owns(topo_.proc(topo_.qp(q).proc).trace_index)) qps.push_back(q);
     std::ostringstream out(std::ios::binary);
     {
         cereal::BinaryOutputArchive ar(out);
-        ar(std::string(kMagic), kFormat, layout(), object_keys(topo_));
-        ar(share_hosts_, owned_traces_, procs, qps, topo_.anomalies());
+        ar(layout(), object_keys(topo_));
+        ar(share_hosts_, owned_traces_, topo_.anomalies(), procs, qps);
+        for (ProcId p : procs) counts_of(ar, topo_.proc(p));
+        for (QpId q : qps) data_state_of(ar, topo_.qp(q));
         ar(events_, events_by_id_, counter_events_, salvaged_events_, lost_records_, have_times_, first_ts_, last_ts_,
            recorded_until_, discards_, ordering_, read_problems_, errors_by_status_, errors_seen_, first_errors_,
            recon_.unconsumed_receives());
         ar(progress_, outstanding_, clocks_, windows_, phases_, stats_, traffic_.export_pending(topo_), gray_, incast_,
            barriers_);
     }
-    return std::move(out).str();
+    return seal(kShareMagic, std::move(out).str());
 }
 
 std::unique_ptr<Analysis> Analysis::load_share(std::string_view bytes, const Analysis& like, std::string* why) {
     auto a = std::make_unique<Analysis>(like.options_);
     a->topo_.copy_objects(like.topo_);
-    std::istringstream in(std::string(bytes), std::ios::binary);
+    const std::optional<std::string_view> body = unseal(kShareMagic, bytes, why);
+    if (!body) return nullptr;
+    std::istringstream in(std::string(*body), std::ios::binary);
     try {
         cereal::BinaryInputArchive ar(in);
-        std::string magic;
-        uint32_t format = 0;
         std::vector<uint32_t> sizes;
-        ar(magic, format);
-        if (magic != kMagic || format != kFormat) {
-            *why = "not a share of an analysis in this format";
-            return nullptr;
-        }
         ObjectKeys keys;
         ar(sizes, keys);
         if (sizes != layout()) {
@@ -134,26 +161,19 @@ std::unique_ptr<Analysis> Analysis::load_share(std::string_view bytes, const Ana
             return nullptr;
         }
         std::vector<std::string> hosts;
-        std::vector<ProcCounts> procs;
-        std::vector<QpDataState> qps;
-        ar(hosts, a->owned_traces_, procs, qps, a->topo_.anomalies());
-        const std::vector<int8_t> owned = std::move(a->owned_traces_);
+        std::vector<int8_t> owned;
+        std::vector<ProcId> procs;
+        std::vector<QpId> qps;
+        ar(hosts, owned, a->topo_.anomalies(), procs, qps);
         a->set_share(std::move(hosts));
-        a->owned_traces_ = owned;
-        for (const ProcCounts& c : procs) {
-            if (c.id >= a->topo_.process_count()) throw cereal::Exception("a process id out of range");
-            Process& p = a->topo_.proc(c.id);
-            p.events = c.events;
-            p.first_ts = c.first_ts;
-            p.last_ts = c.last_ts;
+        a->owned_traces_ = std::move(owned);
+        for (ProcId p : procs) {
+            if (p >= a->topo_.process_count()) throw cereal::Exception("a process id out of range");
+            counts_of(ar, a->topo_.proc(p));
         }
-        for (const QpDataState& s : qps) {
-            if (s.id >= a->topo_.qp_count()) throw cereal::Exception("a QP id out of range");
-            Qp& q = a->topo_.qp(s.id);
-            q.poster = s.poster;
-            q.gpu_cqe_seen = s.gpu_cqe_seen;
-            q.both_views = s.both_views;
-            q.counted = s.counted;
+        for (QpId q : qps) {
+            if (q >= a->topo_.qp_count()) throw cereal::Exception("a QP id out of range");
+            data_state_of(ar, a->topo_.qp(q));
         }
         uint64_t unconsumed = 0;
         ar(a->events_, a->events_by_id_, a->counter_events_, a->salvaged_events_, a->lost_records_, a->have_times_,
@@ -179,21 +199,21 @@ std::string save_clock_result(const ClockResult& clocks) {
     std::ostringstream out(std::ios::binary);
     {
         cereal::BinaryOutputArchive ar(out);
-        ar(std::string(kMagic), kFormat, clocks);
+        ar(clocks);
     }
-    return std::move(out).str();
+    return seal(kClockMagic, std::move(out).str());
 }
 
 std::optional<ClockResult> load_clock_result(std::string_view bytes) {
-    std::istringstream in(std::string(bytes), std::ios::binary);
+    std::string why;
+    const std::optional<std::string_view> body = unseal(kClockMagic, bytes, &why);
+    if (!body) return std::nullopt;
+    std::istringstream in(std::string(*body), std::ios::binary);
     try {
         cereal::BinaryInputArchive ar(in);
-        std::string magic;
-        uint32_t format = 0;
         ClockResult clocks;
-        ar(magic, format);
-        if (magic != kMagic || format != kFormat) return std::nullopt;
         ar(clocks);
+        if (in.peek() != std::char_traits<char>::eof()) return std::nullopt;
         return clocks;
     } catch (const std::exception&) {
         return std::nullopt;
