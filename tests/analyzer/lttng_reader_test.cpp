@@ -14,6 +14,7 @@
 #include "analyzer/decode/ctf_precheck.h"
 #include "analyzer/decode/lttng_stream_reader.h"
 #include "analyzer/decode/lttng_tsdl.h"
+#include "analyzer/decode/schema_table.h"
 #include "analyzer/decode/trace_reader.h"
 
 namespace fs = std::filesystem;
@@ -121,6 +122,41 @@ TEST(LttngStreamReader, RefusesADamagedStreamBeforeHandingOverAnything) {
     ASSERT_TRUE(sum) << why;
     EXPECT_GT(sum->events, 0u);
     EXPECT_EQ(b.finish()["trace"]["events"].get<uint64_t>(), sum->events - sum->foreign_events);
+    fs::remove_all(dir);
+}
+
+// An event class name damaged in the metadata (a flipped byte): its events are lost, not another provider's, so
+// the read says it is incomplete and why, whichever reader reads it.
+TEST(DamagedMetadata, AnEventClassWithADamagedNameMakesTheReadIncomplete) {
+    EXPECT_TRUE(damaged_event_name("sigmat\xc5" "ace:post_send"));   // no tracepoint has such a name
+    EXPECT_TRUE(damaged_event_name("sigmatsace:post_send"));          // ours, its provider changed by a byte
+    EXPECT_TRUE(damaged_event_name("sigmatrace"));                    // not provider:event
+    EXPECT_FALSE(damaged_event_name("lttng_ust_statedump:start"));    // another provider's
+    EXPECT_FALSE(damaged_event_name("sigmatsace:not_one_of_ours"));
+    EXPECT_EQ(printable_name("a\xc5:b"), "a\\xc5:b");
+
+    const fs::path dir = fs::temp_directory_path() / fmt::format("st-lttng-damaged-name-{}", ::getpid());
+    fs::remove_all(dir);
+    fs::copy(kRecords, dir, fs::copy_options::recursive);
+    {
+        std::fstream f(dir / "metadata", std::ios::in | std::ios::out | std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const std::size_t at = text.find("\"sigmatrace:deferred_records\"");
+        ASSERT_NE(at, std::string::npos);
+        f.seekp(static_cast<std::streamoff>(at + 7));   // the 'r' of "sigmatrace"
+        f.put(static_cast<char>(0xc5));
+    }
+    Analysis a;
+    PlannedRead planned = plan_read(dir);
+    ASSERT_FALSE(planned.fatal);
+    const ReadSummary sum = read_planned(dir, planned, a, nullptr, nullptr);
+    ASSERT_FALSE(sum.fatal);
+    const auto doc = a.finish();
+    EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
+    bool said = false;
+    for (const auto& p : doc["trace"]["read_problems"])
+        said |= p.get<std::string>().find("damaged name: event=\"sigmat\\xc5ace:deferred_records\"") != std::string::npos;
+    EXPECT_TRUE(said) << doc["trace"]["read_problems"];
     fs::remove_all(dir);
 }
 

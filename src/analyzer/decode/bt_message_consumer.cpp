@@ -76,6 +76,10 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
                 "Unknown event class: event={}; its events are not analyzed (damaged metadata, or a trace of a newer "
                 "SigmaTrace)",
                 name));
+        else if (info.schema == nullptr && (name == nullptr || damaged_event_name(name)))
+            analysis_.on_read_problem(fmt::format(
+                "An event class with a damaged name: event=\"{}\"; its events are not analyzed (damaged metadata)",
+                printable_name(name ? name : "")));
         const bt_stream_class* sc = bt_event_class_borrow_stream_class_const(ec);
         info.clock = bt_stream_class_borrow_default_clock_class_const(sc);
         info.has_clock = info.clock != nullptr;

@@ -414,6 +414,7 @@ void map_events(Trace& t, bool read_every_field) {
         if (m.schema == nullptr) {
             if (std::string_view(ec.name).starts_with("sigmatrace:"))
                 refuse(fmt::format("the event class {} that this SigmaTrace does not know", ec.name));
+            if (damaged_event_name(ec.name)) refuse("an event class with a damaged name");
             continue;
         }
         for (std::size_t i = 0; i < m.schema->fields.size(); ++i) {

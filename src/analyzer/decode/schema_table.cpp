@@ -1,7 +1,10 @@
 // Expands schema.def into the analyzer's field tables.
 #include "analyzer/decode/schema_table.h"
 
+#include <cctype>
 #include <type_traits>
+
+#include <fmt/core.h>
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -44,6 +47,36 @@ const EventSchema* find_event_schema(std::string_view full_name) {
     for (const auto& ev : k_events)
         if (ev.name == full_name) return &ev;
     return nullptr;
+}
+
+bool damaged_event_name(std::string_view full_name) {
+    const std::size_t colon = full_name.find(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == full_name.size()) return true;
+    const std::string_view provider = full_name.substr(0, colon), event = full_name.substr(colon + 1);
+    const auto word = [](std::string_view w) {
+        for (const char c : w)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+        return true;
+    };
+    if (!word(provider) || !word(event)) return true;
+    constexpr std::string_view ours = "sigmatrace";
+    if (provider.size() != ours.size()) return false;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < ours.size(); ++i) differ += provider[i] != ours[i];
+    if (differ == 0 || differ > 2) return false;
+    for (const auto& ev : k_events)
+        if (ev.name == event) return true;
+    return false;
+}
+
+std::string printable_name(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u < 0x7f && c != '\\') out += c;
+        else out += fmt::format("\\x{:02x}", u);
+    }
+    return out;
 }
 
 int field_index(const EventSchema& ev, std::string_view field) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include <sigmatrace/schema.h>
@@ -34,6 +35,12 @@ std::span<const EventSchema> event_schemas();
 
 // Lookup by the name babeltrace2 gives an event class ("sigmatrace:post_send"); nullptr if not ours.
 const EventSchema* find_event_schema(std::string_view full_name);
+// Whether an event class name that find_event_schema() does not know is a damaged one (damaged metadata): a name
+// no tracepoint can have (not one "provider:event" pair of [A-Za-z0-9_] words), or one of ours whose provider
+// differs from "sigmatrace" in one or two bytes. Its events are then lost, not another provider's.
+bool damaged_event_name(std::string_view full_name);
+// `name` for a message: bytes outside printable ASCII as \xNN.
+std::string printable_name(std::string_view name);
 
 // Index of a field within an event's schema, or -1.
 int field_index(const EventSchema& ev, std::string_view field);
