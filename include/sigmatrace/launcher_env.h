@@ -27,6 +27,10 @@ inline constexpr const char* kSizeVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", 
                                             "SLURM_NTASKS", "FLUX_JOB_SIZE", "WORLD_SIZE"};
 inline constexpr const char* kJobVars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE",
                                            "OMPI_MCA_ess_base_jobid"};
+// Set only in a process whose launcher runs a server MPI_Init can reach: PMIx (Open MPI's mpirun, srun
+// --mpi=pmix), PMI (srun --mpi=pmi2, MPICH's Hydra) or Open MPI's own daemon. Rank variables alone (a batch
+// script's SLURM_PROCID, a test's) are not: MPI_Init would look for a server that is not there.
+inline constexpr const char* kMpiServerVars[] = {"PMIX_NAMESPACE", "PMI_FD", "PMI_PORT", "OMPI_MCA_orte_hnp_uri"};
 
 // A launcher's own rank and size variables, set together for each process it starts: a process that finds both
 // of one pair was started as one of `size` ranks by that launcher (a rank variable alone may be inherited from

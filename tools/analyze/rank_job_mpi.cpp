@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <sigmatrace/launcher_env.h>
+
 #include "analyze/rank_job.h"
 
 namespace sigmatrace::analyzer {
@@ -78,19 +80,10 @@ private:
     bool stopped_ = false;
 };
 
-// Whether a launcher MPI can reach started this process: a PMIx server (Open MPI's mpirun, srun --mpi=pmix), a
-// PMI one (srun --mpi=pmi2, MPICH's Hydra) or Open MPI's own daemon. Rank variables alone (a batch script's
-// SLURM_PROCID, a test's) are not enough: MPI_Init would look for a server that is not there.
-bool launcher_reachable() {
-    for (const char* var : {"PMIX_NAMESPACE", "PMI_FD", "PMI_PORT", "OMPI_MCA_orte_hnp_uri"})
-        if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return true;
-    return false;
-}
-
 }  // namespace
 
 std::unique_ptr<RankJob> RankJob::join(int32_t ranks) {
-    if (!launcher_reachable()) return nullptr;
+    if (launcher::first_string(std::getenv, launcher::kMpiServerVars).empty()) return nullptr;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return nullptr;

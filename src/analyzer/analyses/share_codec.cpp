@@ -142,11 +142,10 @@ std::string Analysis::save_share() {
 }
 
 std::unique_ptr<Analysis> Analysis::load_share(std::string_view bytes, const Analysis& like, std::string* why) {
-    auto a = std::make_unique<Analysis>(like.options_);
-    a->topo_.copy_objects(like.topo_);
     const std::optional<std::string_view> body = unseal(kShareMagic, bytes, why);
     if (!body) return nullptr;
     std::istringstream in(std::string(*body), std::ios::binary);
+    std::unique_ptr<Analysis> a;
     try {
         cereal::BinaryInputArchive ar(in);
         std::vector<uint32_t> sizes;
@@ -160,6 +159,9 @@ std::unique_ptr<Analysis> Analysis::load_share(std::string_view bytes, const Ana
             *why = "the share's topology differs (objects made from data events alone, or another trace)";
             return nullptr;
         }
+        // Refused bytes cost no copy of the topology.
+        a = std::make_unique<Analysis>(like.options_);
+        a->topo_.copy_objects(like.topo_);
         std::vector<std::string> hosts;
         std::vector<int8_t> owned;
         std::vector<ProcId> procs;

@@ -64,7 +64,7 @@ struct OpAggregate {
     void add_implied(std::span<const Operation> ops, QuantileHistogram::Binned& last_size);
     void flush_sizes();
     void merge(const OpAggregate& other);
-    // share_codec.cpp: a share's aggregate, its size run flushed (Statistics::flush_sizes()).
+    // share_codec.cpp: a share's aggregate, its size run flushed first (Statistics::serialize()).
     template <class Archive> void serialize(Archive& ar) {
         ar(count, bytes, posted_bytes, completed_bytes, in_flight_bytes, unconfirmed_bytes, completed, failed, flushed,
            flushed_at_teardown, in_flight, unconfirmed, observed, lost, implied, gpu, cpu_direct, verbs_posted,

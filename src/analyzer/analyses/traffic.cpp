@@ -56,16 +56,7 @@ void Traffic::import_pending(const std::vector<PortablePending>& cells, Topology
 }
 
 void Traffic::merge(Traffic& other, const Topology& other_topo, Topology& topo) {
-    for (const auto& [key, c] : other.pending_) {
-        PendingKey k = key;
-        if (k.av != kNoId) {
-            const AddressHandle& av = other_topo.av(k.av);
-            k.av = topo.intern_av(av.dlid, av.dgid);
-        }
-        TrafficCell& mine = pending_[k];
-        mine.bytes += c.bytes;
-        mine.ops += c.ops;
-    }
+    import_pending(other.export_pending(other_topo), topo);
     other.pending_.clear();
     other.last_cell_ = nullptr;
 }
