@@ -231,6 +231,18 @@ int cmd_record(Args args) {
             error(e);
             return false;
         }
+        // The hosts of a job start their sessions at the same moment, each making DIR/HOST; lttng-sessiond makes
+        // missing parents by looking first and then creating, and fails ("Create directory failed") when another
+        // host's daemon made DIR in between. DIR is made here, where a directory that already exists is no error.
+        if (job) {
+            std::error_code ec;
+            const fs::path parent = fs::path(output).parent_path();
+            fs::create_directories(parent, ec);
+            if (ec) {
+                error("Cannot create the output directory " + parent.string() + ": " + ec.message());
+                return false;
+            }
+        }
         return true;
     };
     if (!job && !prepare()) return kUsageError;
