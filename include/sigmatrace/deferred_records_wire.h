@@ -219,11 +219,13 @@ struct RecordView {
     uint32_t present = 0;             // the record's present bits
     uint64_t ts = 0;                  // capture time, through the walk's to_ns
     uint64_t fixed[6]{};              // the kind's fixed fields, zero-extended
-    const uint64_t* known = nullptr;  // each column's value in every entry when absent
+    // Each column's value in every entry when absent, and in the last entry (the only one when n is 1) always.
+    const uint64_t* known = nullptr;
     const std::byte* column[13]{};    // each present column's n values
 
     // Entry e's field C of kind Kind (this record's kind), zero-extended.
     template <int Kind, std::size_t C> uint64_t entry(uint32_t e) const noexcept {
+        static_assert(C < wire_detail::kSpecs[Kind].n_entry);
         constexpr FieldSpec f = wire_detail::kSpecs[Kind].entry[C];
         return present & (1u << (wire_detail::kSpecs[Kind].n_fixed + C)) ? wire_detail::load<f.width>(column[C] + e * f.width)
                                                                          : known[C];
@@ -300,19 +302,27 @@ template <int Kind> struct KindCodec {
         v.fixed[I] = x;
         return true;
     }
-    template <std::size_t C>
-    static bool column_in(RecordView& v, uint64_t* known, const std::byte*& p, const std::byte* end) noexcept {
-        constexpr FieldSpec f = k.entry[C];
-        if (!(v.present & (1u << (k.n_fixed + C)))) return true;  // every entry holds known[C]
-        if (static_cast<std::size_t>(end - p) < std::size_t{v.n} * f.width) return false;
-        v.column[C] = p;
-        p += std::size_t{v.n} * f.width;
-        known[C] = load<f.width>(p - f.width);
+    // The present columns only, in order: a record mostly changes two or three of its kind's columns.
+    static bool columns_in(RecordView& v, uint64_t* known, const std::byte*& p, const std::byte* end) noexcept {
+        for (uint32_t cols = v.present >> k.n_fixed; cols != 0; cols &= cols - 1) {
+            const auto c = static_cast<unsigned>(std::countr_zero(cols));
+            const uint8_t width = k.entry[c].width;
+            const std::size_t bytes = std::size_t{v.n} * width;
+            if (static_cast<std::size_t>(end - p) < bytes) return false;
+            v.column[c] = p;
+            p += bytes;
+            switch (width) {
+            case 1: known[c] = load<1>(p - 1); break;
+            case 2: known[c] = load<2>(p - 2); break;
+            case 4: known[c] = load<4>(p - 4); break;
+            default: known[c] = load<8>(p - 8); break;
+            }
+        }
         return true;
     }
-    template <std::size_t... I, std::size_t... C>
+    template <std::size_t... I>
     static bool read(RecordView& v, uint64_t* known_fixed, uint64_t* known_entry, const std::byte*& p,
-                     const std::byte* end, std::index_sequence<I...>, std::index_sequence<C...>) noexcept {
+                     const std::byte* end, std::index_sequence<I...>) noexcept {
         v.known = known_entry;
         constexpr uint32_t kFixedBits = (1u << k.n_fixed) - 1;
         if ((v.present & kFixedBits) == 0) {
@@ -321,7 +331,7 @@ template <int Kind> struct KindCodec {
         } else if (!(fixed_in<I>(v, known_fixed, p, end) && ...)) {
             return false;
         }
-        return v.n == 0 || (column_in<C>(v, known_entry, p, end) && ...);
+        return v.n == 0 || columns_in(v, known_entry, p, end);
     }
     // The ring record's fields (after its header) from a view of this kind.
     template <std::size_t C> static void lay_out_column(const RecordView& v, std::byte* ents) noexcept {
@@ -514,8 +524,7 @@ WalkResult walk_views(const uint64_t* words, std::size_t n_words, Visit&& visit,
         v.ts = to_ns(known.ts);
         const bool whole = with_codec(v.kind, [&]<int K>(KindCodec<K>) {
             return KindCodec<K>::read(v, known.fixed[K], known.entry[K], p, end,
-                                      std::make_index_sequence<kSpecs[K].n_fixed>{},
-                                      std::make_index_sequence<kSpecs[K].n_entry>{});
+                                      std::make_index_sequence<kSpecs[K].n_fixed>{});
         });
         if (!whole) return {WalkStatus::truncated, r.records};
         visit(static_cast<const RecordView&>(v));

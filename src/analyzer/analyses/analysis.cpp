@@ -128,20 +128,28 @@ void Analysis::on_object_event(const DecodedEvent& ev, ProcId p) {
 }
 
 void Analysis::on_element(const DataElement& e) {
-    const ElementOrigin& o = *e.origin;
+    on_elements(std::span<const DataElement>(&e, 1));
+}
+
+void Analysis::on_elements(std::span<const DataElement> es) {
+    const ElementOrigin& o = *es.front().origin;
     if (!owns(o.trace_index, o.trace_hostname)) [[unlikely]] return;   // another share's (the readers skip them)
-    // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
-    note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
     const ProcId p = topo_.process_of(o);
-    Process& pr = topo_.proc(p);
-    pr.last_ts = std::max(pr.last_ts, o.event_ns);
-    if (e.counts_event) {
-        ++events_;
-        ++events_by_id_[static_cast<std::size_t>(event_of(e.kind, e.ring))];
-        ++pr.events;
-        if (e.malformed) ++topo_.anomalies().malformed_events;
+    {
+        Process& pr = topo_.proc(p);
+        pr.last_ts = std::max(pr.last_ts, o.event_ns);
     }
-    recon_.on_element(e, p);
+    for (const DataElement& e : es) {
+        // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
+        note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
+        if (e.counts_event) [[unlikely]] {
+            ++events_;
+            ++events_by_id_[static_cast<std::size_t>(event_of(e.kind, e.ring))];
+            ++topo_.proc(p).events;
+            if (e.malformed) ++topo_.anomalies().malformed_events;
+        }
+        recon_.on_element(e, p);
+    }
 }
 
 void Analysis::on_gpu_qp_query(const DecodedEvent& ev, ProcId p) {

@@ -122,6 +122,7 @@ public:
 
     void on_event(const DecodedEvent& ev) override;
     void on_element(const DataElement& e) override;
+    void on_elements(std::span<const DataElement> es) override;
     // From the reordering stage in front of this analysis (reorder_stage.h), at the end of the stream.
     void on_ordering(const OrderingSummary& s) override { ordering_ = s; }
     // A share counts its own traces' losses only.

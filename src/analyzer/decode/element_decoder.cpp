@@ -24,90 +24,117 @@ static_assert(same_fields(R::wire_detail::kSpecs[kRecv], R::wire_detail::kSpecs[
 // Each field by its struct member: the wire's column order is the format's business.
 template <int K> consteval std::size_t F(std::size_t offset) { return R::fixed_field_at<K>(offset); }
 template <int K> consteval std::size_t C(std::size_t offset) { return R::entry_column_at<K>(offset); }
+
+// Field C (an entry column of kind K) of entry k. A record of one entry (most of them: a one-WR post) holds it in
+// RecordView::known, where the walk left it: no present bit to test.
+template <int K, std::size_t Col, bool kOne> uint64_t field(const R::RecordView& v, uint32_t k) {
+    if constexpr (kOne) return v.known[Col];
+    else return v.entry<K, Col>(k);
+}
+
+// Each hands on the elements of a record of its kind, the fixed fields already in `e`.
+template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, EventSink& out) {
+    const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
+    const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
+    const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
+    for (uint32_t k = 0; k < v.n; ++k) {
+        e.rejected = post_rejected(ret, bad, offset + k);
+        e.wr_id = field<kSend, C<kSend>(offsetof(R::SendEntry, wr_id)), kOne>(v, k);
+        e.opcode = static_cast<uint8_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, opcode)), kOne>(v, k));
+        e.send_flags = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, send_flags)), kOne>(v, k));
+        e.bytes = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, bytes)), kOne>(v, k));
+        e.raddr = field<kSend, C<kSend>(offsetof(R::SendEntry, raddr)), kOne>(v, k);
+        e.rkey = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, rkey)), kOne>(v, k));
+        e.remote_qpn = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn)), kOne>(v, k));
+        e.ah = field<kSend, C<kSend>(offsetof(R::SendEntry, ah)), kOne>(v, k);
+        out.on_element(e);
+    }
+}
+
+template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, EventSink& out) {
+    const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
+    const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
+    const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
+    for (uint32_t k = 0; k < v.n; ++k) {
+        e.rejected = post_rejected(ret, bad, offset + k);
+        e.wr_id = field<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id)), kOne>(v, k);
+        e.bytes = static_cast<uint32_t>(field<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes)), kOne>(v, k));
+        out.on_element(e);
+    }
+}
+
+template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, EventSink& out) {
+    for (uint32_t k = 0; k < v.n; ++k) {
+        e.qp_num = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num)), kOne>(v, k));
+        e.wr_id = field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id)), kOne>(v, k);
+        e.status = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, status)), kOne>(v, k));
+        e.vendor_err = e.status != 0
+                           ? static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, vendor_err)), kOne>(v, k))
+                           : 0;
+        e.opcode = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode)), kOne>(v, k));
+        e.bytes = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len)), kOne>(v, k));
+        out.on_element(e);
+    }
+}
+
+template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, EventSink& out) {
+    for (uint32_t k = 0; k < v.n; ++k) {
+        e.wr_id = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi)), kOne>(v, k);
+        e.opcode = static_cast<uint8_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode)), kOne>(v, k));
+        e.send_flags = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, send_flags)), kOne>(v, k));
+        e.bytes = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, bytes)), kOne>(v, k));
+        e.raddr = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, raddr)), kOne>(v, k);
+        e.rkey = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, rkey)), kOne>(v, k));
+        e.remote_qpn = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dest_qpn)), kOne>(v, k));
+        e.dlid = static_cast<uint16_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid)), kOne>(v, k));
+        e.dgid_prefix = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix)), kOne>(v, k);
+        e.dgid_iid = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid)), kOne>(v, k);
+        out.on_element(e);
+    }
+}
+
+template <void (*One)(const R::RecordView&, DataElement&, EventSink&),
+          void (*Many)(const R::RecordView&, DataElement&, EventSink&)>
+void emit(const R::RecordView& v, DataElement& e, EventSink& out) {
+    if (v.n == 1) One(v, e, out);
+    else Many(v, e, out);
+}
 }  // namespace
 
 void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
     DataElement e;
     e.origin = &origin_;
     e.ts_ns = DecodedEvent::capture_or(v.ts, event_ns);
-    const uint32_t n = v.n;
     switch (v.kind) {
-    case R::RecordKind::post_send: {
+    case R::RecordKind::post_send:
         e.kind = ElementKind::send;
         e.handle = v.fixed[F<kSend>(offsetof(R::SendFixed, qp))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, qp_num))]);
-        const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
-        const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
-        const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
-        for (uint32_t k = 0; k < n; ++k) {
-            e.rejected = post_rejected(ret, bad, offset + k);
-            e.wr_id = v.entry<kSend, C<kSend>(offsetof(R::SendEntry, wr_id))>(k);
-            e.opcode = static_cast<uint8_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, opcode))>(k));
-            e.send_flags = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, send_flags))>(k));
-            e.bytes = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, bytes))>(k));
-            e.raddr = v.entry<kSend, C<kSend>(offsetof(R::SendEntry, raddr))>(k);
-            e.rkey = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, rkey))>(k));
-            e.remote_qpn = static_cast<uint32_t>(v.entry<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn))>(k));
-            e.ah = v.entry<kSend, C<kSend>(offsetof(R::SendEntry, ah))>(k);
-            out_.on_element(e);
-        }
+        emit<emit_sends<true>, emit_sends<false>>(v, e, out_);
         return;
-    }
     case R::RecordKind::post_recv:
     case R::RecordKind::post_srq_recv: {
         const bool srq = v.kind == R::RecordKind::post_srq_recv;
         e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
         e.handle = v.fixed[F<kRecv>(offsetof(R::RecvFixed, handle))];
         e.qp_num = srq ? 0 : static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, qp_num))]);
-        const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
-        const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
-        const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
-        for (uint32_t k = 0; k < n; ++k) {
-            e.rejected = post_rejected(ret, bad, offset + k);
-            e.wr_id = v.entry<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id))>(k);
-            e.bytes = static_cast<uint32_t>(v.entry<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes))>(k));
-            out_.on_element(e);
-        }
+        emit<emit_recvs<true>, emit_recvs<false>>(v, e, out_);
         return;
     }
-    case R::RecordKind::poll_cq: {
+    case R::RecordKind::poll_cq:
         e.kind = ElementKind::completion;
         e.handle = v.fixed[F<kPoll>(offsetof(R::PollFixed, cq))];
         e.ring = static_cast<uint32_t>(v.fixed[F<kPoll>(offsetof(R::PollFixed, api))]) == R::kApiRingCompletion;
-        for (uint32_t k = 0; k < n; ++k) {
-            e.qp_num = static_cast<uint32_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num))>(k));
-            e.wr_id = v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id))>(k);
-            e.status = static_cast<uint8_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, status))>(k));
-            e.vendor_err = e.status != 0
-                               ? static_cast<uint32_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, vendor_err))>(k))
-                               : 0;
-            e.opcode = static_cast<uint8_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode))>(k));
-            e.bytes = static_cast<uint32_t>(v.entry<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len))>(k));
-            out_.on_element(e);
-        }
+        emit<emit_completions<true>, emit_completions<false>>(v, e, out_);
         return;
-    }
-    case R::RecordKind::ring_post: {
+    case R::RecordKind::ring_post:
         e.kind = ElementKind::send;
         e.ring = true;
         e.handle = v.fixed[F<kRing>(offsetof(R::RingPostFixed, queue))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, qp_num))]);
         e.poster = static_cast<R::Poster>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, poster))]);
-        for (uint32_t k = 0; k < n; ++k) {
-            e.wr_id = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi))>(k);
-            e.opcode = static_cast<uint8_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode))>(k));
-            e.send_flags = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, send_flags))>(k));
-            e.bytes = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, bytes))>(k));
-            e.raddr = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, raddr))>(k);
-            e.rkey = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, rkey))>(k));
-            e.remote_qpn = static_cast<uint32_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dest_qpn))>(k));
-            e.dlid = static_cast<uint16_t>(v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid))>(k));
-            e.dgid_prefix = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix))>(k);
-            e.dgid_iid = v.entry<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid))>(k);
-            out_.on_element(e);
-        }
+        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, out_);
         return;
-    }
     case R::RecordKind::pad: return;
     }
 }

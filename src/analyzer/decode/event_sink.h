@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "analyzer/decode/data_element.h"
 #include "analyzer/decode/decoded_event.h"
@@ -25,6 +26,11 @@ public:
     virtual void on_event(const DecodedEvent& ev) = 0;
     // One element of a data-path call; `e` and its origin are valid only during the call.
     virtual void on_element(const DataElement& e) = 0;
+    // Elements of one carrying event in order, sharing one origin (a reordering stage releases them so): a sink
+    // that does per-origin work does it once. Each is handed to on_element() unless overridden.
+    virtual void on_elements(std::span<const DataElement> es) {
+        for (const DataElement& e : es) on_element(e);
+    }
     // End of the stream, after the last on_event, from a stage that reorders.
     virtual void on_ordering(const OrderingSummary&) {}
 };
@@ -40,6 +46,7 @@ public:
         next_.on_event(ev);
     }
     void on_element(const DataElement& e) override { next_.on_element(e); }
+    void on_elements(std::span<const DataElement> es) override { next_.on_elements(es); }
     void on_ordering(const OrderingSummary& s) override { next_.on_ordering(s); }
 
 private:

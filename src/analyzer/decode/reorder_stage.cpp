@@ -136,11 +136,9 @@ void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
         int64_t limit = all ? std::numeric_limits<int64_t>::max() : upto_key_exclusive;
         if (!heap_.empty()) limit = std::min(limit, heap_.front().key);
         const std::size_t n = r.elements.size();
-        std::size_t k = r.next;
-        do {
-            out_.on_element(r.elements[k]);
-            ++k;
-        } while (k < n && r.elements[k].ts_ns < limit);
+        std::size_t k = r.next + 1;
+        while (k < n && r.elements[k].ts_ns < limit) ++k;
+        out_.on_elements(std::span<const DataElement>(r.elements.data() + r.next, k - r.next));
         released_key_ = std::max(released_key_, r.elements[k - 1].ts_ns);
         held_ -= k - r.next;
         r.next = k;
