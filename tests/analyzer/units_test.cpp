@@ -158,6 +158,38 @@ TEST(FifoRing, KeepsOrderAcrossWrapGrowthAndRemovals) {
     EXPECT_EQ(ring[0], 42);
 }
 
+TEST(FifoRing, CopiesKeepTheirContentAndAMovedFromRingStartsEmpty) {
+    // A wrapped ring: its head mid-buffer.
+    FifoRing<int> ring;
+    for (int v = 0; v < 8; ++v) ring.push_back(v);
+    ring.drop_front(5);
+    for (int v = 8; v < 12; ++v) ring.push_back(v);
+    const auto items = [](const FifoRing<int>& r) {
+        std::vector<int> seen;
+        r.for_each([&](int v) { seen.push_back(v); });
+        return seen;
+    };
+    const std::vector<int> want = {5, 6, 7, 8, 9, 10, 11};
+    FifoRing<int> copy = ring;
+    copy.push_back(12);   // grows the copy only
+    EXPECT_EQ(items(ring), want);
+    EXPECT_EQ(items(copy), (std::vector<int>{5, 6, 7, 8, 9, 10, 11, 12}));
+
+    FifoRing<int> moved = std::move(ring);
+    EXPECT_EQ(items(moved), want);
+    EXPECT_TRUE(ring.empty());   // NOLINT(bugprone-use-after-move): a moved-from ring is specified empty
+    for (int v = 0; v < 20; ++v) ring.push_back(v);   // and usable: it grows a buffer of its own
+    EXPECT_EQ(ring.size(), 20u);
+    EXPECT_EQ(ring[19], 19);
+    EXPECT_EQ(items(moved), want);
+
+    copy = std::move(moved);
+    EXPECT_EQ(items(copy), want);
+    EXPECT_TRUE(moved.empty());   // NOLINT(bugprone-use-after-move)
+    moved.push_back(1);
+    EXPECT_EQ(moved.front(), 1);
+}
+
 TEST(CiRules, AbsoluteRules) {
     const json d = doc_with(2000, 100, 5, 2.5);
     EXPECT_TRUE(check("discarded>0", d).failed);

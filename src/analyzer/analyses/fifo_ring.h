@@ -14,6 +14,24 @@ namespace sigmatrace::analyzer {
 
 template <typename T> class FifoRing {
 public:
+    FifoRing() = default;
+    FifoRing(const FifoRing&) = default;
+    FifoRing& operator=(const FifoRing&) = default;
+    // A moved-from ring is empty, its capacity with its buffer.
+    FifoRing(FifoRing&& o) noexcept
+        : buf_(std::move(o.buf_)), mask_(std::exchange(o.mask_, SIZE_MAX)), head_(std::exchange(o.head_, 0)),
+          size_(std::exchange(o.size_, 0)) {}
+    FifoRing& operator=(FifoRing&& o) noexcept {
+        if (this != &o) {
+            buf_ = std::move(o.buf_);
+            o.buf_.clear();
+            mask_ = std::exchange(o.mask_, SIZE_MAX);
+            head_ = std::exchange(o.head_, 0);
+            size_ = std::exchange(o.size_, 0);
+        }
+        return *this;
+    }
+
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
 
@@ -24,7 +42,7 @@ public:
     const T& front() const { return buf_[head_]; }
 
     void push_back(const T& v) {
-        if (size_ == buf_.size()) grow();
+        if (size_ == capacity()) grow();
         buf_[(head_ + size_) & mask()] = v;
         ++size_;
     }
@@ -66,15 +84,19 @@ public:
     }
 
 private:
-    std::size_t mask() const { return buf_.size() - 1; }
+    // Kept beside the buffer: a vector's size is a division by sizeof(T), on every access.
+    std::size_t mask() const { return mask_; }
+    std::size_t capacity() const { return mask_ + 1; }
     void grow() {
         std::vector<T> grown(std::max<std::size_t>(8, buf_.size() * 2));
         for (std::size_t i = 0; i < size_; ++i) grown[i] = std::move((*this)[i]);
         buf_ = std::move(grown);
+        mask_ = buf_.size() - 1;
         head_ = 0;
     }
 
     std::vector<T> buf_;
+    std::size_t mask_ = SIZE_MAX;   // capacity - 1: 0 capacity before the first push
     std::size_t head_ = 0, size_ = 0;
 };
 
