@@ -20,6 +20,27 @@ void ReorderStage::count_late(int64_t key, uint64_t serial) {
 }
 
 void ReorderStage::on_element(const DataElement& e) {
+    // The common case, kept lean: the next element of the event whose run is open, in order. The event's time
+    // is already in the watermark; the rest is what on_element_slow() would do for it.
+    const int64_t key = e.ts_ns;
+    const int64_t event_ns = e.origin->event_ns;
+    if (open_ != kNone && open_serial_ == e.origin->serial && key >= open_last_key_ && key >= released_key_ &&
+        event_ns <= watermark_ && !(key < event_ns && event_ns - key > longest_delay_)) [[likely]] {
+        Run& r = *runs_[open_];
+        if (r.in_heap) [[likely]] {
+            r.elements.push_back(e);
+            r.elements.back().origin = &r.origin;
+            open_last_key_ = key;
+            ++held_;
+            summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
+            release_due();
+            return;
+        }
+    }
+    on_element_slow(e);
+}
+
+void ReorderStage::on_element_slow(const DataElement& e) {
     const ElementOrigin& o = *e.origin;
     // Immediate mode captures nothing (the element carries its event's time): a capture time of its own means
     // a deferring process whose process_info is not in the trace (recording started after it).
@@ -49,7 +70,10 @@ void ReorderStage::on_element(const DataElement& e) {
         out_.on_element(e);
         return;
     }
-    if (open_ == kNone) open_ = open_run(o);
+    if (open_ == kNone) {
+        open_ = open_run(o);
+        open_serial_ = o.serial;
+    }
     Run& r = *runs_[open_];
     // The run is in the heap while it holds an element not yet released, keyed by that element.
     if (!r.in_heap) {

@@ -111,6 +111,7 @@ private:
         count_late(key, serial);
         return false;
     }
+    void on_element_slow(const DataElement& e);
     void count_late(int64_t key, uint64_t serial);
     void push(int64_t key, uint32_t slot, bool run, std::size_t items);
     // The current event's run takes no more elements.
@@ -145,6 +146,7 @@ private:
     std::vector<uint32_t> free_runs_;
     uint32_t open_ = kNone;           // the run the current event's elements go into
     int64_t open_last_key_ = 0;
+    uint64_t open_serial_ = 0;        // the serial of the open run's event
     OrderingSummary summary_;
     bool finished_ = false;
 };
