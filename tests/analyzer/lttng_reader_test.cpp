@@ -16,6 +16,7 @@
 #include "analyzer/decode/lttng_tsdl.h"
 #include "analyzer/decode/schema_table.h"
 #include "analyzer/decode/trace_reader.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace fs = std::filesystem;
 using namespace sigmatrace::analyzer;
@@ -157,6 +158,42 @@ TEST(DamagedMetadata, AnEventClassWithADamagedNameMakesTheReadIncomplete) {
     for (const auto& p : doc["trace"]["read_problems"])
         said |= p.get<std::string>().find("damaged name: event=\"sigmat\\xc5ace:deferred_records\"") != std::string::npos;
     EXPECT_TRUE(said) << doc["trace"]["read_problems"];
+    fs::remove_all(dir);
+}
+
+// The event half of one of our names damaged to a byte that is not UTF-8: said printably, and the JSON document
+// of the read is still written (a trace's strings are bytes: json_text writes an invalid one as U+FFFD).
+TEST(DamagedMetadata, AnEventNameWithAByteThatIsNotUtf8StillGivesTheDocument) {
+    const fs::path dir = fs::temp_directory_path() / fmt::format("st-lttng-damaged-event-{}", ::getpid());
+    fs::remove_all(dir);
+    fs::copy(kRecords, dir, fs::copy_options::recursive);
+    {
+        std::fstream f(dir / "metadata", std::ios::in | std::ios::out | std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const std::size_t at = text.find("\"sigmatrace:qp_destroy\"");
+        ASSERT_NE(at, std::string::npos);
+        f.seekp(static_cast<std::streamoff>(at + 15));   // the 'd' of "destroy"
+        f.put(static_cast<char>(0xd7));                   // a UTF-8 lead byte, and 'e' is no continuation
+    }
+    // The direct reader refuses the trace (its metadata is damaged) and the Babeltrace2 graph reads it; and that
+    // reader alone.
+    for (const char* reader : {"auto", "babeltrace"}) {
+        SCOPED_TRACE(reader);
+        ASSERT_EQ(::setenv("SIGMATRACE_ANALYZE_READER", reader, 1), 0);
+        Analysis a;
+        ASSERT_FALSE(read_traces(dir, a).fatal);
+        const nlohmann::json doc = a.finish();
+        EXPECT_FALSE(doc["trace"]["complete"].get<bool>());
+        bool said = false;
+        for (const auto& p : doc["trace"]["read_problems"])
+            said |= p.get<std::string>().find("sigmatrace:qp_\\xd7estroy") != std::string::npos;
+        EXPECT_TRUE(said) << json_text(doc["trace"]["read_problems"]);
+        EXPECT_GT(doc["ops"]["total"].get<uint64_t>(), 0u);
+    }
+    ASSERT_EQ(::unsetenv("SIGMATRACE_ANALYZE_READER"), 0);
+    // A string of the trace that is not UTF-8 (a process name in another locale) does not cost the document.
+    EXPECT_THROW(static_cast<void>(nlohmann::json{{"procname", "caf\xe9"}}.dump()), nlohmann::json::type_error);
+    EXPECT_EQ(json_text(nlohmann::json{{"procname", "caf\xe9"}}), "{\"procname\":\"caf\xef\xbf\xbd\"}");
     fs::remove_all(dir);
 }
 

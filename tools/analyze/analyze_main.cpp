@@ -39,6 +39,7 @@
 #include "analyzer/decode/sharded_read.h"
 #include "analyzer/decode/trace_reader.h"
 #include "sigmatrace/commands.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace sigmatrace::analyzer {
 
@@ -425,7 +426,7 @@ public:
                 j["event_unix_ns"] = f.event_ns;
                 j["reported_unix_ns"] = t;
                 j["report_latency_ns"] = latency;
-                fmt::print("{}\n", j.dump());
+                fmt::print("{}\n", json_text(j));
             } else {
                 fmt::print("[live] {} {} at {}, reported {} later: {}\n", f.finding["severity"].get<std::string>(),
                            f.finding["kind"].get<std::string>(), utc_time(f.event_ns),
@@ -728,9 +729,9 @@ int analyze_main(std::span<char* const> args) {
         const bool json_to_stdout = o.json_out && *o.json_out == "-";
         const bool live_to_stdout = live;   // the live findings went there
         const bool events_to_stdout = o.events_out && *o.events_out == "-";
-        if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, doc.dump(2) + "\n", "JSON document");
+        if (o.json_out && !json_to_stdout) ok &= write_file(*o.json_out, json_text(doc, 2) + "\n", "JSON document");
         if (json_to_stdout)
-            fmt::print("{}\n", doc.dump(2));
+            fmt::print("{}\n", json_text(doc, 2));
         else if (!o.quiet && !events_to_stdout && !(live_to_stdout && o.json_stream))
             fmt::print("{}", render_text_report(doc));
         if (!ok) return kExitUsage;

@@ -10,6 +10,7 @@
 #include "analyzer/analyses/data_link.h"
 #include "analyzer/outputs/report_builder.h"
 #include "analyzer/decode/schema_table.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace sigmatrace::analyzer {
 namespace F = fields;
@@ -255,7 +256,7 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
     const ReportBuilder report(*this);
     for (nlohmann::json& f : report.gray_link_findings(gray_.evaluate())) {
         const nlohmann::json& episodes = f["evidence"]["episodes"];
-        std::size_t& reported = live_gray_reported_[f["evidence"]["link"].dump()];
+        std::size_t& reported = live_gray_reported_[json_text(f["evidence"]["link"])];
         if (episodes.size() <= reported) continue;
         const int64_t start = first_ts_ + episodes[episodes.size() - 1]["start_ns"].get<int64_t>();
         reported = episodes.size();
@@ -263,7 +264,7 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
     }
     for (nlohmann::json& f : report.incast_findings(incast_.evaluate())) {
         const nlohmann::json& e = f["evidence"];
-        std::size_t& reported = live_incast_reported_[e["receiver"].dump()];
+        std::size_t& reported = live_incast_reported_[json_text(e["receiver"])];
         if (e["episodes"].get<std::size_t>() <= reported || e["longest_episodes"].empty()) continue;
         reported = e["episodes"].get<std::size_t>();
         const int64_t start = first_ts_ + e["longest_episodes"].back()["start_ns"].get<int64_t>();
@@ -273,7 +274,7 @@ std::vector<LiveFinding> Analysis::new_live_findings() {
     // finding's moment is that, since + threshold.
     for (nlohmann::json& f : report.stall_findings()) {
         const nlohmann::json& e = f["evidence"];
-        const std::string key = fmt::format("{}/{}", e["pid"].dump(), e["qp_num"].dump());
+        const std::string key = fmt::format("{}/{}", json_text(e["pid"]), json_text(e["qp_num"]));
         const int64_t since = first_ts_ + e["since_ns"].get<int64_t>();
         const auto [it, fresh] = live_stalls_reported_.try_emplace(key, since);
         if (!fresh && it->second == since) continue;

@@ -75,7 +75,7 @@ const BtMessageConsumer::ClassInfo& BtMessageConsumer::class_info(const bt_event
             analysis_.on_read_problem(fmt::format(
                 "Unknown event class: event={}; its events are not analyzed (damaged metadata, or a trace of a newer "
                 "SigmaTrace)",
-                name));
+                printable_name(name)));
         else if (info.schema == nullptr && (name == nullptr || damaged_event_name(name)))
             analysis_.on_read_problem(fmt::format(
                 "An event class with a damaged name: event=\"{}\"; its events are not analyzed (damaged metadata)",

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "analyzer/outputs/format_units.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace sigmatrace::analyzer {
 
@@ -59,7 +60,7 @@ json chart_data(const json& doc) {
             receivers[nic_name(r["receiver"])][i] = r["senders"];
         for (const auto& q : windows[i].value("qps", json::array())) {
             if (!q.contains("max_bytes")) continue;
-            const std::string name = fmt::format("{} pid {} qp {}", q.value("node", std::string("?")), q["pid"].dump(), q["qp_num"].dump());
+            const std::string name = fmt::format("{} pid {} qp {}", q.value("node", std::string("?")), json_text(q["pid"]), json_text(q["qp_num"]));
             qp_bytes[name][i] = q["max_bytes"];
             qp_peak[name] = std::max(qp_peak[name], q["max_bytes"].get<uint64_t>());
         }
@@ -100,7 +101,7 @@ json chart_data(const json& doc) {
     d["qps"] = json::array();
     for (const auto& q : doc.value("qps", json::array())) {
         if (!q.contains("outstanding")) continue;
-        d["qps"].push_back(json{{"name", fmt::format("{} qp {}", nic_name(q), q["qp_num"].dump())},
+        d["qps"].push_back(json{{"name", fmt::format("{} qp {}", nic_name(q), json_text(q["qp_num"]))},
                                 {"max_bytes", q["outstanding"].value("max_bytes", 0)},
                                 {"p99_bytes", q["outstanding"].value("p99_bytes", 0)},
                                 {"max_wrs", q["outstanding"].value("max_wrs", 0)}});
@@ -286,7 +287,7 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
         for (const auto& f : doc["findings"])
             h += fmt::format("<li class=\"{0}\"><b>[{0}] {1}</b>: {2}<details><summary class=muted>evidence</summary><pre>{3}</pre></details></li>",
                              esc(f["severity"].get<std::string>()), esc(f["kind"].get<std::string>()),
-                             esc(f["summary"].get<std::string>()), esc(f["evidence"].dump(2)));
+                             esc(f["summary"].get<std::string>()), esc(json_text(f["evidence"], 2)));
         h += "</ul>";
     }
 
@@ -358,7 +359,7 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
         if (!cd["spread"].empty()) h += chart("spread", 240);
         h += "<table><tr><th>last to arrive</th><th>node</th><th>times last</th></tr>";
         for (const auto& s : b["stragglers"])
-            h += fmt::format("<tr><td>rank {}</td><td>{}</td><td>{}</td></tr>", s["rank"].dump(),
+            h += fmt::format("<tr><td>rank {}</td><td>{}</td><td>{}</td></tr>", json_text(s["rank"]),
                              esc(s["node"].is_string() ? s["node"].get<std::string>() : "?"), s["times_last"].get<uint64_t>());
         h += "</table>";
     }
@@ -366,7 +367,7 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
     h += "<h2>Processes</h2><table><tr><th>rank</th><th>node</th><th>pid</th><th>ops</th><th>bytes</th><th>errors</th><th>p50</th><th>p99</th></tr>";
     for (const auto& p : doc["processes"])
         h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                         p["rank"].dump(), esc(p["node"].get<std::string>()), p["pid"].dump(),
+                         json_text(p["rank"]), esc(p["node"].get<std::string>()), json_text(p["pid"]),
                          format_count(p["ops"].get<uint64_t>()), format_bytes(p["bytes"].get<double>()),
                          format_count(p["errors"].get<uint64_t>()), ns_or_dash(p["latency_ns"]["p50"]),
                          ns_or_dash(p["latency_ns"]["p99"]));
@@ -379,7 +380,7 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.muted{color
     if (charts) {
         h += "<pre id=chart-counts hidden></pre><pre id=page-errors hidden></pre>";
         h += "<script>" + *charting_library + "</script>";
-        h += "<script type=\"application/json\" id=\"sigmatrace-data\">" + script_safe(cd.dump()) + "</script>";
+        h += "<script type=\"application/json\" id=\"sigmatrace-data\">" + script_safe(json_text(cd)) + "</script>";
         h += fmt::format("<script>{}</script>", kPageScript);
     }
     h += "</body></html>\n";

@@ -8,6 +8,7 @@
 #include "analyzer/outputs/perfetto_writer.h"
 #include "analyzer/outputs/report_builder.h"
 #include "perfetto_trace.pb.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace sigmatrace::analyzer {
 
@@ -50,7 +51,7 @@ std::string nic_label(const nlohmann::json& ref) {
         };
         return str("node") + "/" + str("device");
     }
-    return ref.is_string() ? ref.get<std::string>() : ref.dump();
+    return ref.is_string() ? ref.get<std::string>() : json_text(ref);
 }
 }  // namespace
 

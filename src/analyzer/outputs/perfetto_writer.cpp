@@ -6,6 +6,7 @@
 #include <sigmatrace/opcodes.h>
 
 #include "analyzer/outputs/report_builder.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace sigmatrace::analyzer {
 
@@ -69,7 +70,7 @@ void PerfettoWriter::write_marker(const RemoteMarker& m, const Peer& peer) {
     if (m.raddr) args["remote_addr"] = fmt::format("0x{:x}", m.raddr);
     fmt::print(f_, "{}{{\"name\":\"{} (remote)\",\"cat\":\"remote\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":0.001,\"pid\":{},"
                "\"tid\":{},\"args\":{}}}",
-               first_ ? "" : ",\n", opcode_name(m.opcode), us(m.done_ts), peer.proc + 1, peer.qp + 1, args.dump());
+               first_ ? "" : ",\n", opcode_name(m.opcode), us(m.done_ts), peer.proc + 1, peer.qp + 1, json_text(args));
     first_ = false;
     ++remote_markers_;
     write_flow(FlowEnd{m.proc, m.qp, m.post_ts}, FlowEnd{peer.proc, peer.qp, m.done_ts});
@@ -97,7 +98,7 @@ void PerfettoWriter::on_operation(const Operation& op) {
     }
     fmt::print(f_, "{}{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":{:.3f},\"pid\":{},\"tid\":{},\"args\":{}}}",
                first_ ? "" : ",\n", opcode_name(op.opcode), records::poster_name(op.poster), us(op.post_ts),
-               static_cast<double>(dur) / 1000.0, op.proc + 1, op.qp + 1, args.dump());
+               static_cast<double>(dur) / 1000.0, op.proc + 1, op.qp + 1, json_text(args));
     first_ = false;
 
     // Flows: a two-sided send and the receive it consumed, matched in order per connection. The connection is
@@ -154,7 +155,7 @@ bool PerfettoWriter::close() {
         const Process& pr = topo_.proc(p);
         const std::string name = timeline_process_name(topo_, p);
         fmt::print(f_, "{}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{}}}", first_ ? "" : ",\n", p + 1,
-                   nlohmann::json{{"name", name}}.dump());
+                   json_text(nlohmann::json{{"name", name}}));
         first_ = false;
         fmt::print(f_, ",\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"sort_index\":{}}}}}", p + 1,
                    pr.rank >= 0 ? pr.rank : 1000000 + static_cast<int64_t>(p));
@@ -163,12 +164,12 @@ bool PerfettoWriter::close() {
         const Qp& qp = topo_.qp(q);
         const std::string name = timeline_qp_name(topo_, q);
         fmt::print(f_, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{}}}", qp.proc + 1, q + 1,
-                   nlohmann::json{{"name", name}}.dump());
+                   json_text(nlohmann::json{{"name", name}}));
     }
     fmt::print(f_,
                "\n],\"otherData\":{{\"generator\":\"sigmatrace-analyze\",\"operations_written\":{},\"operations_dropped\":{},"
                "\"sampling\":{},\"remote_markers\":{},\"remote_markers_without_target\":{}}}}}\n",
-               sampler_.written(), sampler_.dropped(), nlohmann::json(sampler_.statement()).dump(), remote_markers_,
+               sampler_.written(), sampler_.dropped(), json_text(nlohmann::json(sampler_.statement())), remote_markers_,
                markers_dropped_);
     const bool ok = std::ferror(f_) == 0;
     const bool closed = std::fclose(f_) == 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analyzer/outputs/report_builder.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace sigmatrace::analyzer {
 
@@ -87,7 +88,7 @@ void bind(sqlite3_stmt* s, int i, const json& v) {
     else if (v.is_null())
         sqlite3_bind_null(s, i);
     else {
-        const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+        const std::string text = v.is_string() ? v.get<std::string>() : json_text(v);
         sqlite3_bind_text(s, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
     }
 }
@@ -203,7 +204,7 @@ int64_t SqliteWriter::string_id(std::string_view value) {
 int64_t SqliteWriter::json_string_id(const json& j, const char* key) {
     const json& v = at(j, key);
     if (v.is_null()) return -1;
-    return string_id(v.is_string() ? v.get<std::string>() : v.dump());
+    return string_id(v.is_string() ? v.get<std::string>() : json_text(v));
 }
 
 void SqliteWriter::on_operation(const Operation& op) {
@@ -421,7 +422,7 @@ bool SqliteWriter::write_document(const json& doc, const std::string& trace_path
             if (ev.is_null())
                 sqlite3_bind_null(s, 4);
             else {
-                const std::string text = ev.dump();
+                const std::string text = json_text(ev);
                 sqlite3_bind_text(s, 4, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
             }
             step(s);

@@ -34,6 +34,7 @@
 #include "analyzer/outputs/perfetto_writer.h"
 #include "analyzer/outputs/text_report.h"
 #include "expand_filter.h"
+#include "analyzer/outputs/json_text.h"
 
 namespace {
 
@@ -178,7 +179,7 @@ void analyze_finalize(bt_self_component_sink* self) {
     nlohmann::json doc = data->analysis->finish();
     if ((data->perfetto && !data->perfetto->close()) || (data->perfetto_proto && !data->perfetto_proto->close(&doc)))
         fmt::print(stderr, "sink.sigmatrace.analyze: Cannot write the timeline: path={}\n", *data->perfetto_path);
-    if (data->json_path) write_file(*data->json_path, doc.dump(2) + "\n", "JSON document");
+    if (data->json_path) write_file(*data->json_path, sigmatrace::analyzer::json_text(doc, 2) + "\n", "JSON document");
     if (data->html_path) write_file(*data->html_path, sigmatrace::analyzer::render_html_report(doc, sigmatrace::analyzer::load_charting_library(own_data_dir())), "HTML report");
     if (data->text) fmt::print("{}", sigmatrace::analyzer::render_text_report(doc));
     std::fflush(stdout);
