@@ -15,6 +15,7 @@
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/event_dump.h"
 #include "analyzer/outputs/html_report.h"
+#include "analyzer/outputs/json_text.h"
 #include "analyzer/outputs/perfetto_writer.h"
 #include <sigmatrace/deferred_records_wire.h>
 
@@ -120,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     (void)render_text_report(doc);
     (void)render_html_report(doc, std::nullopt);
     (void)render_html_report(doc, std::string("/* charting library */"));
-    (void)doc.dump();
+    (void)json_text(doc, 2);   // as the tools write it
     std::string err;
     for (const char* rule : {"p99>1us", "skew>1.5", "increase(p99)>20%", "findings[error_storm]>0"}) {
         auto r = parse_rule(rule, err);
