@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 #include "analyzer/analyses/analysis.h"
 #include "analyzer/decode/ctf_precheck.h"
@@ -126,6 +127,21 @@ TEST(LttngStreamReader, RefusesADamagedStreamBeforeHandingOverAnything) {
     fs::remove_all(dir);
 }
 
+// A copy of the records trace (in a fresh directory named after `name`) whose metadata has byte `value` at
+// `offset` past the first `needle`; empty when the metadata has no `needle`.
+fs::path copy_with_metadata_byte(const char* name, std::string_view needle, std::size_t offset, unsigned char value) {
+    const fs::path dir = fs::temp_directory_path() / fmt::format("{}-{}", name, ::getpid());
+    fs::remove_all(dir);
+    fs::copy(kRecords, dir, fs::copy_options::recursive);
+    std::fstream f(dir / "metadata", std::ios::in | std::ios::out | std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::size_t at = text.find(needle);
+    if (at == std::string::npos) return {};
+    f.seekp(static_cast<std::streamoff>(at + offset));
+    f.put(static_cast<char>(value));
+    return dir;
+}
+
 // An event class name damaged in the metadata (a flipped byte): its events are lost, not another provider's, so
 // the read says it is incomplete and why, whichever reader reads it.
 TEST(DamagedMetadata, AnEventClassWithADamagedNameMakesTheReadIncomplete) {
@@ -136,17 +152,9 @@ TEST(DamagedMetadata, AnEventClassWithADamagedNameMakesTheReadIncomplete) {
     EXPECT_FALSE(damaged_event_name("sigmatsace:not_one_of_ours"));
     EXPECT_EQ(printable_name("a\xc5:b"), "a\\xc5:b");
 
-    const fs::path dir = fs::temp_directory_path() / fmt::format("st-lttng-damaged-name-{}", ::getpid());
-    fs::remove_all(dir);
-    fs::copy(kRecords, dir, fs::copy_options::recursive);
-    {
-        std::fstream f(dir / "metadata", std::ios::in | std::ios::out | std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        const std::size_t at = text.find("\"sigmatrace:deferred_records\"");
-        ASSERT_NE(at, std::string::npos);
-        f.seekp(static_cast<std::streamoff>(at + 7));   // the 'r' of "sigmatrace"
-        f.put(static_cast<char>(0xc5));
-    }
+    // The 'r' of "sigmatrace".
+    const fs::path dir = copy_with_metadata_byte("st-lttng-damaged-name", "\"sigmatrace:deferred_records\"", 7, 0xc5);
+    ASSERT_FALSE(dir.empty());
     Analysis a;
     PlannedRead planned = plan_read(dir);
     ASSERT_FALSE(planned.fatal);
@@ -164,17 +172,9 @@ TEST(DamagedMetadata, AnEventClassWithADamagedNameMakesTheReadIncomplete) {
 // The event half of one of our names damaged to a byte that is not UTF-8: said printably, and the JSON document
 // of the read is still written (a trace's strings are bytes: json_text writes an invalid one as U+FFFD).
 TEST(DamagedMetadata, AnEventNameWithAByteThatIsNotUtf8StillGivesTheDocument) {
-    const fs::path dir = fs::temp_directory_path() / fmt::format("st-lttng-damaged-event-{}", ::getpid());
-    fs::remove_all(dir);
-    fs::copy(kRecords, dir, fs::copy_options::recursive);
-    {
-        std::fstream f(dir / "metadata", std::ios::in | std::ios::out | std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        const std::size_t at = text.find("\"sigmatrace:qp_destroy\"");
-        ASSERT_NE(at, std::string::npos);
-        f.seekp(static_cast<std::streamoff>(at + 15));   // the 'd' of "destroy"
-        f.put(static_cast<char>(0xd7));                   // a UTF-8 lead byte, and 'e' is no continuation
-    }
+    // The 'd' of "destroy" becomes a UTF-8 lead byte, and 'e' is no continuation.
+    const fs::path dir = copy_with_metadata_byte("st-lttng-damaged-event", "\"sigmatrace:qp_destroy\"", 15, 0xd7);
+    ASSERT_FALSE(dir.empty());
     // The direct reader refuses the trace (its metadata is damaged) and the Babeltrace2 graph reads it; and that
     // reader alone.
     for (const char* reader : {"auto", "babeltrace"}) {

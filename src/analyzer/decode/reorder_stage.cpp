@@ -28,12 +28,7 @@ void ReorderStage::on_element(const DataElement& e) {
         event_ns <= watermark_ && !(key < event_ns && event_ns - key > longest_delay_)) [[likely]] {
         Run& r = *runs_[open_];
         if (r.in_heap) [[likely]] {
-            r.elements.push_back(e);
-            r.elements.back().origin = &r.origin;
-            open_last_key_ = key;
-            ++held_;
-            summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
-            release_due();
+            hold(r, e, key);
             return;
         }
     }
@@ -81,12 +76,7 @@ void ReorderStage::on_element_slow(const DataElement& e) {
         std::push_heap(heap_.begin(), heap_.end(), Later{});
         r.in_heap = true;
     }
-    r.elements.push_back(e);
-    r.elements.back().origin = &r.origin;
-    open_last_key_ = key;
-    ++held_;
-    summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
-    release_due();
+    hold(r, e, key);
 }
 
 void ReorderStage::on_event(const DecodedEvent& ev) {

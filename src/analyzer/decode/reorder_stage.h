@@ -27,6 +27,7 @@
 // the pool covers the window.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -112,6 +113,15 @@ private:
         return false;
     }
     void on_element_slow(const DataElement& e);
+    // Appends `e` (key `key`) to the open run `r`, which is in the heap, and releases what became due.
+    void hold(Run& r, const DataElement& e, int64_t key) {
+        r.elements.push_back(e);
+        r.elements.back().origin = &r.origin;
+        open_last_key_ = key;
+        ++held_;
+        summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
+        release_due();
+    }
     void count_late(int64_t key, uint64_t serial);
     void push(int64_t key, uint32_t slot, bool run, std::size_t items);
     // The current event's run takes no more elements.
