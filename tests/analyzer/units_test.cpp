@@ -11,6 +11,7 @@
 #include "analyzer/outputs/format_units.h"
 #include "analyzer/analyses/fifo_ring.h"
 #include "analyzer/analyses/quantile_histogram.h"
+#include "analyzer/decode/decoded_event.h"
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -188,6 +189,29 @@ TEST(FifoRing, CopiesKeepTheirContentAndAMovedFromRingStartsEmpty) {
     EXPECT_TRUE(moved.empty());   // NOLINT(bugprone-use-after-move)
     moved.push_back(1);
     EXPECT_EQ(moved.front(), 1);
+}
+
+// Capture times to ns from origin, inline (the direct reader) or through the event's conversion: the same
+// clamps either way.
+TEST(CaptureTimes, LinearConversionKeepsNoneAndClampsWhatItCannotConvert) {
+    EXPECT_EQ(capture_ns_from_origin(1'000, 0), 0u);                  // no capture time
+    EXPECT_EQ(capture_ns_from_origin(1'000, 5), 1'005u);
+    EXPECT_EQ(capture_ns_from_origin(-1'000, 999), 0u);               // before the origin
+    EXPECT_EQ(capture_ns_from_origin(-1'000, 1'000), 0u);             // at it: cannot be told from none
+    EXPECT_EQ(capture_ns_from_origin(-1'000, 1'001), 1u);
+    EXPECT_EQ(capture_ns_from_origin(10, static_cast<uint64_t>(INT64_MAX) - 10), static_cast<uint64_t>(INT64_MAX));
+    EXPECT_EQ(capture_ns_from_origin(10, static_cast<uint64_t>(INT64_MAX) - 9), 0u);   // overflows
+    EXPECT_EQ(capture_ns_from_origin(0, UINT64_MAX), 0u);
+
+    DecodedEvent ev;
+    EXPECT_EQ(ev.capture_time(42), 42u);   // neither: the times already are ns from origin
+    ev.capture_to_ns = [](const void* ctx, uint64_t t) { return t + *static_cast<const uint64_t*>(ctx); };
+    const uint64_t add = 7;
+    ev.capture_ctx = &add;
+    EXPECT_EQ(ev.capture_time(42), 49u);
+    ev.capture_linear = true;              // takes precedence: the reader set both
+    ev.capture_origin_ns = 100;
+    EXPECT_EQ(ev.capture_time(42), 142u);
 }
 
 TEST(CiRules, AbsoluteRules) {

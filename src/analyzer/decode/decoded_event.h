@@ -30,6 +30,15 @@ struct FieldValue {
 // work per event bounded.
 inline constexpr uint32_t kMaxSequenceLength = 1024;
 
+// A capture time (the tracer's CLOCK_MONOTONIC ns: cycles of LTTng's 1 GHz clock) as ns from origin, cycle 0 being
+// `origin_ns`: 0 stays 0 (no capture time), and what overflows or lands at or before the origin becomes 0 (the
+// element is then timed by its event), as Babeltrace2's conversion does.
+inline uint64_t capture_ns_from_origin(int64_t origin_ns, uint64_t cycles) {
+    if (cycles == 0 || cycles > static_cast<uint64_t>(INT64_MAX - (origin_ns > 0 ? origin_ns : 0))) return 0;
+    const int64_t ns = origin_ns + static_cast<int64_t>(cycles);
+    return ns > 0 ? static_cast<uint64_t>(ns) : 0;
+}
+
 struct DecodedEvent {
     EventId id = EventId::count_;
     int64_t ts_ns = 0;           // default clock, ns from origin (Unix epoch for LTTng traces)
@@ -47,6 +56,16 @@ struct DecodedEvent {
     // (tests, the fuzzer).
     uint64_t (*capture_to_ns)(const void* ctx, uint64_t monotonic_ns) = nullptr;
     const void* capture_ctx = nullptr;
+    // Set instead (the direct reader, for a trace whose times are not moved): the conversion is
+    // capture_ns_from_origin(capture_origin_ns, t), inline, where each record would otherwise pay a call.
+    bool capture_linear = false;
+    int64_t capture_origin_ns = 0;
+
+    // A capture time of this event's records as ns from origin (0: none, or not convertible).
+    uint64_t capture_time(uint64_t monotonic_ns) const {
+        if (capture_linear) return capture_ns_from_origin(capture_origin_ns, monotonic_ns);
+        return capture_to_ns != nullptr ? capture_to_ns(capture_ctx, monotonic_ns) : monotonic_ns;
+    }
 
     uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
     int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }

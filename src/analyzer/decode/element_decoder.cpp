@@ -158,7 +158,7 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
     if (records::layout_readable(ev.u(F::layout))) {
         const records::WalkResult r = records::walk_views(
             words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns); },
-            [&ev](uint64_t t) { return ev.capture_to_ns != nullptr ? ev.capture_to_ns(ev.capture_ctx, t) : t; });
+            [&ev](uint64_t t) { return ev.capture_time(t); });
         malformed = malformed || r.status != records::WalkStatus::ok;
     }
     if (!malformed) {

@@ -187,11 +187,10 @@ struct TraceClock {
 // converts it: 0 stays 0, what cannot be converted or lands at or before the origin becomes 0.
 uint64_t capture_ns(const void* ctx, uint64_t cycles) {
     const TraceClock& c = *static_cast<const TraceClock*>(ctx);
-    if (cycles == 0) return 0;
-    int64_t ns = 0;
-    if (cycles <= static_cast<uint64_t>(INT64_MAX - std::max<int64_t>(c.origin, 0))) ns = c.origin + static_cast<int64_t>(cycles);
-    if (ns > 0 && c.shift) ns = c.shift->to_reference(ns);
-    return ns > 0 ? static_cast<uint64_t>(ns) : 0;
+    const uint64_t ns = capture_ns_from_origin(c.origin, cycles);
+    if (ns == 0 || c.shift == nullptr) return ns;
+    const int64_t moved = c.shift->to_reference(static_cast<int64_t>(ns));
+    return moved > 0 ? static_cast<uint64_t>(moved) : 0;
 }
 
 enum class Kind : uint8_t { Absent, Unsigned, Signed, String, SeqUnsigned, SeqSigned, SeqUnread };
@@ -691,9 +690,12 @@ private:
             adopt_salvaged_origin(ev);
             ev.capture_to_ns = capture_ns;
             ev.capture_ctx = &t.clock;
+            ev.capture_linear = t.clock.shift == nullptr;
+            ev.capture_origin_ns = t.clock.origin;
         } else {
             ev.capture_to_ns = nullptr;
             ev.capture_ctx = nullptr;
+            ev.capture_linear = false;
         }
         tee_.on_event(ev);
     }

@@ -157,7 +157,7 @@ void EventDump::on_event(const DecodedEvent& ev) {
                 [&](const records::RecordHeader& h) {
                     records::expand_record(h, scratch_, [&](const auto& rec) { write_record(ev, rec); });
                 },
-                [&ev](uint64_t t) { return ev.capture_to_ns != nullptr ? ev.capture_to_ns(ev.capture_ctx, t) : t; });
+                [&ev](uint64_t t) { return ev.capture_time(t); });
     }
     write_line(ev, false);
 }
