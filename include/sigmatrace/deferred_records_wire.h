@@ -500,33 +500,34 @@ WalkResult walk_views(const uint64_t* words, std::size_t n_words, Visit&& visit,
         if (total - at < 4) return {WalkStatus::truncated, r.records};
         const std::byte* p = bytes + at;
         const std::byte* const end = bytes + total;
-        const auto kind = static_cast<uint8_t>(p[0]);
-        const uint32_t n = static_cast<uint8_t>(p[1]);
-        const uint32_t present = static_cast<uint32_t>(static_cast<uint8_t>(p[2])) | static_cast<uint32_t>(static_cast<uint8_t>(p[3])) << 8;
-        const KindSpec* k = spec_of(static_cast<RecordKind>(kind));
-        if (k == nullptr) return {WalkStatus::bad_kind, r.records};
-        if (n > SIGMATRACE_MAX_BATCH) return {WalkStatus::bad_count, r.records};
-        if (present >> (k->n_fixed + k->n_entry) != 0) return {WalkStatus::bad_fields, r.records};
-        p += 4;
-        uint64_t z = 0;
-        for (int shift = 0;; shift += 7) {
-            if (p == end) return {WalkStatus::truncated, r.records};
-            if (shift > 63) return {WalkStatus::bad_fields, r.records};
-            const auto b = static_cast<uint8_t>(*p++);
-            z |= static_cast<uint64_t>(b & 0x7f) << shift;
-            if ((b & 0x80) == 0) break;
-        }
-        known.ts += (z >> 1) ^ (~(z & 1) + 1);  // zigzag: the difference, two's complement
-        if (n == 0 && (present >> k->n_fixed) != 0) return {WalkStatus::bad_fields, r.records};
-        v.kind = static_cast<RecordKind>(kind);
-        v.n = n;
-        v.present = present;
-        v.ts = to_ns(known.ts);
-        const bool whole = with_codec(v.kind, [&]<int K>(KindCodec<K>) {
-            return KindCodec<K>::read(v, known.fixed[K], known.entry[K], p, end,
-                                      std::make_index_sequence<kSpecs[K].n_fixed>{});
+        // The rest of the record with its kind's spec a constant.
+        WalkStatus status = WalkStatus::bad_kind;
+        const bool whole = with_codec(static_cast<RecordKind>(static_cast<uint8_t>(p[0])), [&]<int K>(KindCodec<K>) {
+            constexpr const KindSpec& k = kSpecs[K];
+            const uint32_t n = static_cast<uint8_t>(p[1]);
+            const uint32_t present = static_cast<uint32_t>(static_cast<uint8_t>(p[2])) | static_cast<uint32_t>(static_cast<uint8_t>(p[3])) << 8;
+            if (n > SIGMATRACE_MAX_BATCH) return (status = WalkStatus::bad_count, false);
+            if (present >> (k.n_fixed + k.n_entry) != 0) return (status = WalkStatus::bad_fields, false);
+            p += 4;
+            uint64_t z = 0;
+            for (int shift = 0;; shift += 7) {
+                if (p == end) return (status = WalkStatus::truncated, false);
+                if (shift > 63) return (status = WalkStatus::bad_fields, false);
+                const auto b = static_cast<uint8_t>(*p++);
+                z |= static_cast<uint64_t>(b & 0x7f) << shift;
+                if ((b & 0x80) == 0) break;
+            }
+            known.ts += (z >> 1) ^ (~(z & 1) + 1);  // zigzag: the difference, two's complement
+            if (n == 0 && (present >> k.n_fixed) != 0) return (status = WalkStatus::bad_fields, false);
+            v.kind = static_cast<RecordKind>(K);
+            v.n = n;
+            v.present = present;
+            v.ts = to_ns(known.ts);
+            if (!KindCodec<K>::read(v, known.fixed[K], known.entry[K], p, end, std::make_index_sequence<kSpecs[K].n_fixed>{}))
+                return (status = WalkStatus::truncated, false);
+            return true;
         });
-        if (!whole) return {WalkStatus::truncated, r.records};
+        if (!whole) return {status, r.records};
         visit(static_cast<const RecordView&>(v));
         ++r.records;
         at = static_cast<std::size_t>(p - bytes);
