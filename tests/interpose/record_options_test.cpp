@@ -1,4 +1,5 @@
 // `sigmatrace record`: its command line and the environment it gives the recorded command.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -6,9 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "record/lttng_control.h"
 #include "record/process_report.h"
 #include "record/rank_forwarding.h"
 #include "record/record_options.h"
@@ -253,3 +256,40 @@ TEST(ProcessReport, TheFileIsCreatedEmptyWritableAndRemoved) {
 
 }  // namespace
 }  // namespace sigmatrace::testing
+
+// `lttng --mi xml list SESSION` as lttng-tools 2.13 writes it for record's two channels: the totals, and the set-up
+// channel's part, which --channel-size does not size.
+TEST(SessionLoss, TheSetupChannelsPartIsToldApart) {
+    const auto channel = [](const char* name, int events, int packets) {
+        return fmt::format("<channel><name>{}</name><enabled>true</enabled><attributes><overwrite_mode>DISCARD"
+                           "</overwrite_mode><subbuffer_size>262144</subbuffer_size><discarded_events>{}"
+                           "</discarded_events><lost_packets>{}</lost_packets></attributes><events><event><name>"
+                           "sigmatrace:qp_create</name></event></events></channel>",
+                           name, events, packets);
+    };
+    const auto session = [](const std::string& channels) {
+        return "<?xml version=\"1.0\" encoding=\"UTF-8\"?><command><name>list</name><output><sessions><session>"
+               "<name>s</name><domains><domain><type>UST</type><channels>" + channels +
+               "</channels></domain></domains></session></sessions></output></command>";
+    };
+    using Loss = sigmatrace::record::RecordingSession::Loss;
+    std::optional<Loss> l = Loss::parse(session(channel("sigmatrace", 120, 3) + channel("sigmatrace_setup", 7, 1)));
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->discarded_events, 127u);
+    EXPECT_EQ(l->lost_packets, 4u);
+    EXPECT_EQ(l->setup_discarded_events, 7u);
+    EXPECT_EQ(l->setup_lost_packets, 1u);
+
+    l = Loss::parse(session(channel("sigmatrace_setup", 0, 0) + channel("sigmatrace", 5, 0)));
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->discarded_events, 5u);
+    EXPECT_EQ(l->setup_discarded_events, 0u);
+
+    // One channel (a trace recorded before the set-up channel existed has none to tell apart).
+    l = Loss::parse(session(channel("sigmatrace", 9, 2)));
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->discarded_events, 9u);
+    EXPECT_EQ(l->setup_discarded_events, 0u);
+
+    EXPECT_FALSE(Loss::parse("Error: No session daemon is available").has_value());
+}

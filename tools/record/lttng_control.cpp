@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include <fmt/core.h>
@@ -63,11 +64,11 @@ std::string pid_file(const std::string& home) {
 }
 
 // The "<tag>N</tag>" values in `xml`, summed (one per channel).
-uint64_t sum_tag(const std::string& xml, const std::string& tag) {
+uint64_t sum_tag(std::string_view xml, const std::string& tag) {
     const std::string open = "<" + tag + ">";
     uint64_t sum = 0;
-    for (size_t pos = xml.find(open); pos != std::string::npos; pos = xml.find(open, pos + 1))
-        sum += std::strtoull(xml.c_str() + pos + open.size(), nullptr, 10);
+    for (size_t pos = xml.find(open); pos != std::string_view::npos; pos = xml.find(open, pos + 1))
+        sum += std::strtoull(std::string(xml.substr(pos + open.size(), 24)).c_str(), nullptr, 10);
     return sum;
 }
 
@@ -270,11 +271,23 @@ std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error)
         *error = e;
         return std::nullopt;
     }
-    if (c.output.find("<discarded_events>") == std::string::npos) {
-        *error = "Cannot read the discarded-event count: `lttng --mi xml list " + name_ + "` has no <discarded_events>";
-        return std::nullopt;
+    std::optional<Loss> l = Loss::parse(c.output);
+    if (!l) *error = "Cannot read the discarded-event count: `lttng --mi xml list " + name_ + "` has no <discarded_events>";
+    return l;
+}
+
+std::optional<RecordingSession::Loss> RecordingSession::Loss::parse(const std::string& xml) {
+    if (xml.find("<discarded_events>") == std::string::npos) return std::nullopt;
+    Loss l{sum_tag(xml, "discarded_events"), sum_tag(xml, "lost_packets"), 0, 0};
+    // Each channel's element starts with its name.
+    const std::string setup_open = std::string("<channel><name>") + kSetupChannelName + "</name>";
+    for (size_t at = xml.find(setup_open); at != std::string::npos; at = xml.find(setup_open, at + 1)) {
+        const size_t end = xml.find("</channel>", at);
+        const std::string_view channel = std::string_view(xml).substr(at, end == std::string::npos ? std::string::npos : end - at);
+        l.setup_discarded_events += sum_tag(channel, "discarded_events");
+        l.setup_lost_packets += sum_tag(channel, "lost_packets");
     }
-    return Loss{sum_tag(c.output, "discarded_events"), sum_tag(c.output, "lost_packets")};
+    return l;
 }
 
 namespace {

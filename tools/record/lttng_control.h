@@ -79,10 +79,15 @@ public:
     // names the archive) or an error message; `ok` says which.
     std::string rotate(bool* ok);
 
-    // Discarded events and lost packets of the session's channel, read from `lttng --mi xml list`.
+    // Discarded events and lost packets of the session's channels, read from `lttng --mi xml list`: in all, and
+    // the set-up channel's part (its size is fixed: --channel-size does not help it).
     struct Loss {
         uint64_t discarded_events = 0;
         uint64_t lost_packets = 0;
+        uint64_t setup_discarded_events = 0;
+        uint64_t setup_lost_packets = 0;
+        // From the text of `lttng --mi xml list SESSION`; nullopt when it has no discarded-event count.
+        static std::optional<Loss> parse(const std::string& mi_xml);
     };
     std::optional<Loss> loss(std::string* error);
 
