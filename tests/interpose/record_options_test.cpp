@@ -275,21 +275,24 @@ TEST(SessionLoss, TheSetupChannelsPartIsToldApart) {
     using Loss = sigmatrace::record::RecordingSession::Loss;
     std::optional<Loss> l = Loss::parse(session(channel("sigmatrace", 120, 3) + channel("sigmatrace_setup", 7, 1)));
     ASSERT_TRUE(l.has_value());
-    EXPECT_EQ(l->discarded_events, 127u);
-    EXPECT_EQ(l->lost_packets, 4u);
-    EXPECT_EQ(l->setup_discarded_events, 7u);
-    EXPECT_EQ(l->setup_lost_packets, 1u);
+    EXPECT_EQ(l->discarded_events(), 127u);
+    EXPECT_EQ(l->data.events, 120u);
+    EXPECT_EQ(l->data.packets, 3u);
+    EXPECT_EQ(l->setup.events, 7u);
+    EXPECT_EQ(l->setup.packets, 1u);
 
     l = Loss::parse(session(channel("sigmatrace_setup", 0, 0) + channel("sigmatrace", 5, 0)));
     ASSERT_TRUE(l.has_value());
-    EXPECT_EQ(l->discarded_events, 5u);
-    EXPECT_EQ(l->setup_discarded_events, 0u);
+    EXPECT_EQ(l->discarded_events(), 5u);
+    EXPECT_EQ(l->data.events, 5u);
+    EXPECT_FALSE(l->setup.any());
 
     // One channel (a trace recorded before the set-up channel existed has none to tell apart).
     l = Loss::parse(session(channel("sigmatrace", 9, 2)));
     ASSERT_TRUE(l.has_value());
-    EXPECT_EQ(l->discarded_events, 9u);
-    EXPECT_EQ(l->setup_discarded_events, 0u);
+    EXPECT_EQ(l->discarded_events(), 9u);
+    EXPECT_EQ(l->data.packets, 2u);
+    EXPECT_FALSE(l->setup.any());
 
     EXPECT_FALSE(Loss::parse("Error: No session daemon is available").has_value());
 }

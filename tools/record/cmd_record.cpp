@@ -416,22 +416,20 @@ int cmd_record(Args args) {
     if (!last_of_job) {
         // The session's loss is known once it stops: its last rank reports it.
     } else if (loss) {
-        fmt::print(stderr, "sigmatrace record: discarded events: {}\n", loss->discarded_events);
-        const uint64_t data_events = loss->discarded_events - std::min(loss->discarded_events, loss->setup_discarded_events);
-        const uint64_t data_packets = loss->lost_packets - std::min(loss->lost_packets, loss->setup_lost_packets);
-        if (data_events != 0 || data_packets != 0)
+        fmt::print(stderr, "sigmatrace record: discarded events: {}\n", loss->discarded_events());
+        if (loss->data.any())
             fmt::print(stderr,
                        "sigmatrace record: warning: {} events were discarded ({} packets lost) because the ring "
                        "buffers were full; record again with a larger --channel-size (now {} MiB per CPU) or with "
                        "--blocking\n",
-                       data_events, data_packets, opt.channel_size >> 20);
-        if (loss->setup_discarded_events != 0 || loss->setup_lost_packets != 0)
+                       loss->data.events, loss->data.packets, opt.channel_size >> 20);
+        if (loss->setup.any())
             fmt::print(stderr,
                        "sigmatrace record: warning: {} set-up events were discarded ({} packets lost): a burst of "
                        "object creations filled the set-up channel ({}, {} x {} KiB per CPU, not sized by "
                        "--channel-size), and the analysis may not know the objects they described; record again "
                        "with --blocking\n",
-                       loss->setup_discarded_events, loss->setup_lost_packets, kSetupChannelName, kSetupSubbuffers,
+                       loss->setup.events, loss->setup.packets, kSetupChannelName, kSetupSubbuffers,
                        kSetupSubbufferSize >> 10);
     } else {
         error(loss_error);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <chrono>
 #include <cstdlib>
@@ -63,13 +64,13 @@ std::string pid_file(const std::string& home) {
     return run_dir_of(home) + "/lttng-sessiond.pid";
 }
 
-// The "<tag>N</tag>" values in `xml`, summed (one per channel).
-uint64_t sum_tag(std::string_view xml, const std::string& tag) {
-    const std::string open = "<" + tag + ">";
-    uint64_t sum = 0;
-    for (size_t pos = xml.find(open); pos != std::string_view::npos; pos = xml.find(open, pos + 1))
-        sum += std::strtoull(std::string(xml.substr(pos + open.size(), 24)).c_str(), nullptr, 10);
-    return sum;
+// The number in the first "<tag>N</tag>" of `xml`; 0 when there is none.
+uint64_t tag_value(std::string_view xml, std::string_view tag) {
+    const std::string open = fmt::format("<{}>", tag);
+    const size_t pos = xml.find(open);
+    uint64_t v = 0;
+    if (pos != std::string_view::npos) std::from_chars(xml.data() + pos + open.size(), xml.data() + xml.size(), v);
+    return v;
 }
 
 // SIGKILL to `pid` and every process under it (a session daemon's consumer daemons), children first.
@@ -276,16 +277,21 @@ std::optional<RecordingSession::Loss> RecordingSession::loss(std::string* error)
     return l;
 }
 
-std::optional<RecordingSession::Loss> RecordingSession::Loss::parse(const std::string& xml) {
-    if (xml.find("<discarded_events>") == std::string::npos) return std::nullopt;
-    Loss l{sum_tag(xml, "discarded_events"), sum_tag(xml, "lost_packets"), 0, 0};
-    // Each channel's element starts with its name.
-    const std::string setup_open = std::string("<channel><name>") + kSetupChannelName + "</name>";
-    for (size_t at = xml.find(setup_open); at != std::string::npos; at = xml.find(setup_open, at + 1)) {
-        const size_t end = xml.find("</channel>", at);
-        const std::string_view channel = std::string_view(xml).substr(at, end == std::string::npos ? std::string::npos : end - at);
-        l.setup_discarded_events += sum_tag(channel, "discarded_events");
-        l.setup_lost_packets += sum_tag(channel, "lost_packets");
+std::optional<RecordingSession::Loss> RecordingSession::Loss::parse(std::string_view xml) {
+    if (xml.find("<discarded_events>") == std::string_view::npos) return std::nullopt;
+    Loss l;
+    // Each channel's element: its name first, its counts among its attributes.
+    constexpr std::string_view kOpen = "<channel>", kClose = "</channel>";
+    for (size_t at = xml.find(kOpen); at != std::string_view::npos; at = xml.find(kOpen, at + 1)) {
+        const size_t end = xml.find(kClose, at);
+        const std::string_view channel = xml.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+        const size_t name_at = channel.find("<name>"), name_end = channel.find("</name>");
+        const std::string_view name = name_at == std::string_view::npos || name_end == std::string_view::npos
+                                          ? std::string_view()
+                                          : channel.substr(name_at + 6, name_end - name_at - 6);
+        Count& c = name == kSetupChannelName ? l.setup : l.data;
+        c.events += tag_value(channel, "discarded_events");
+        c.packets += tag_value(channel, "lost_packets");
     }
     return l;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "record/subprocess.h"
 
@@ -79,15 +80,19 @@ public:
     // names the archive) or an error message; `ok` says which.
     std::string rotate(bool* ok);
 
-    // Discarded events and lost packets of the session's channels, read from `lttng --mi xml list`: in all, and
-    // the set-up channel's part (its size is fixed: --channel-size does not help it).
+    // Discarded events and lost packets of the session's channels, read from `lttng --mi xml list`: the data
+    // channel's (sized by --channel-size) and the set-up channel's (a fixed size) apart.
     struct Loss {
-        uint64_t discarded_events = 0;
-        uint64_t lost_packets = 0;
-        uint64_t setup_discarded_events = 0;
-        uint64_t setup_lost_packets = 0;
+        struct Count {
+            uint64_t events = 0;
+            uint64_t packets = 0;
+            bool any() const { return events != 0 || packets != 0; }
+        };
+        Count data;    // every channel but the set-up one
+        Count setup;   // kSetupChannelName
+        uint64_t discarded_events() const { return data.events + setup.events; }
         // From the text of `lttng --mi xml list SESSION`; nullopt when it has no discarded-event count.
-        static std::optional<Loss> parse(const std::string& mi_xml);
+        static std::optional<Loss> parse(std::string_view mi_xml);
     };
     std::optional<Loss> loss(std::string* error);
 

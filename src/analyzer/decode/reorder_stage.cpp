@@ -24,10 +24,10 @@ void ReorderStage::on_element(const DataElement& e) {
     // is already in the watermark; the rest is what on_element_slow() would do for it.
     const int64_t key = e.ts_ns;
     const int64_t event_ns = e.origin->event_ns;
-    if (open_ != kNone && open_serial_ == e.origin->serial && key >= open_last_key_ && key >= released_key_ &&
-        event_ns <= watermark_ && !(key < event_ns && event_ns - key > longest_delay_)) [[likely]] {
+    if (open_ != kNone && key >= open_last_key_ && key >= released_key_ && event_ns <= watermark_ &&
+        !(key < event_ns && event_ns - key > longest_delay_)) [[likely]] {
         Run& r = *runs_[open_];
-        if (r.in_heap) [[likely]] {
+        if (r.in_heap && r.origin.serial == e.origin->serial) [[likely]] {
             hold(r, e, key);
             return;
         }
@@ -65,10 +65,7 @@ void ReorderStage::on_element_slow(const DataElement& e) {
         out_.on_element(e);
         return;
     }
-    if (open_ == kNone) {
-        open_ = open_run(o);
-        open_serial_ = o.serial;
-    }
+    if (open_ == kNone) open_ = open_run(o);
     Run& r = *runs_[open_];
     // The run is in the heap while it holds an element not yet released, keyed by that element.
     if (!r.in_heap) {

@@ -156,7 +156,6 @@ private:
     std::vector<uint32_t> free_runs_;
     uint32_t open_ = kNone;           // the run the current event's elements go into
     int64_t open_last_key_ = 0;
-    uint64_t open_serial_ = 0;        // the serial of the open run's event
     OrderingSummary summary_;
     bool finished_ = false;
 };
