@@ -302,6 +302,65 @@ TEST(Reconstruction, ErrorThenFlushedWrs) {
     EXPECT_EQ(doc["findings"][0]["evidence"]["by_status"]["WR_FLUSH_ERR"], 2);
 }
 
+// The advice for discarded events follows the channel that lost them: --channel-size sizes the data channel;
+// the set-up channel's size is fixed, so its loss asks for --blocking.
+TEST(Reconstruction, DiscardedEventsAdviceFollowsTheChannel) {
+    auto discard = [](const char* stream, bool setup_only, uint64_t count, bool packets = false) {
+        DiscardRecord d;
+        d.trace = "t";
+        d.stream = stream;
+        d.setup_only = setup_only;
+        d.count = count;
+        d.packets = packets;
+        return d;
+    };
+    auto finding_of = [](World& w) {
+        json doc = w.finish();
+        for (const auto& f : doc["findings"])
+            if (f["kind"] == "discarded_events") return f;
+        return json{};
+    };
+    {
+        World w;
+        w.two_nodes();
+        w.analysis.on_discarded(discard("t/sigmatrace_0", false, 40));
+        const json f = finding_of(w);
+        ASSERT_FALSE(f.is_null());
+        const std::string summary = f["summary"];
+        EXPECT_NE(summary.find("--channel-size"), std::string::npos) << summary;
+        EXPECT_EQ(summary.find("--blocking"), std::string::npos) << summary;
+        EXPECT_EQ(f["evidence"]["setup_channel_events"], 0);
+        EXPECT_EQ(f["evidence"]["streams"][0]["channel"], "data");
+    }
+    {
+        World w;
+        w.two_nodes();
+        w.analysis.on_discarded(discard("t/sigmatrace_setup_1", true, 7));
+        w.analysis.on_discarded(discard("t/sigmatrace_setup_1", true, 2, true));   // packets: not events
+        const json f = finding_of(w);
+        ASSERT_FALSE(f.is_null());
+        const std::string summary = f["summary"];
+        EXPECT_EQ(summary.find("--channel-size"), std::string::npos) << summary;
+        EXPECT_NE(summary.find("the set-up channel (a fixed size) lost 7 of them: record with --blocking"), std::string::npos)
+            << summary;
+        EXPECT_EQ(f["evidence"]["discarded_events"], 7);
+        EXPECT_EQ(f["evidence"]["setup_channel_events"], 7);
+        EXPECT_EQ(f["evidence"]["streams"][1]["channel"], "setup");
+    }
+    {
+        World w;
+        w.two_nodes();
+        w.analysis.on_discarded(discard("t/sigmatrace_0", false, 40));
+        w.analysis.on_discarded(discard("t/sigmatrace_setup_0", true, 3));
+        const std::string summary = finding_of(w)["summary"];
+        EXPECT_NE(summary.find("The tracer discarded 43 events"), std::string::npos) << summary;
+        EXPECT_NE(summary.find("record with a larger --channel-size; the set-up channel (a fixed size) lost 3 of them: "
+                               "record with --blocking"),
+                  std::string::npos)
+            << summary;
+    }
+}
+
 TEST(Reconstruction, ErrorStormAboveThreshold) {
     AnalysisOptions o;
     o.error_storm_threshold = 4;

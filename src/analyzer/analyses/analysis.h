@@ -55,10 +55,13 @@ struct DiscardRecord {
     std::string stream;      // stream name (channel_cpu)
     uint64_t count = 0;      // 0 when the trace could not say how many
     bool packets = false;
+    // The stream's class declares no data-path event: sigmatrace record's set-up channel, whose size is fixed
+    // (its loss wants --blocking, not a larger --channel-size). A one-channel trace's streams carry both.
+    bool setup_only = false;
     int64_t begin_ns = 0;
     int64_t end_ns = 0;
     template <class Archive> void serialize(Archive& ar) {   // share_codec.cpp
-        ar(trace_index, trace, stream, count, packets, begin_ns, end_ns);
+        ar(trace_index, trace, stream, count, packets, setup_only, begin_ns, end_ns);
     }
 };
 

@@ -44,7 +44,7 @@ namespace {
 // checked before the body is parsed: damaged bytes could otherwise hold a length that asks for terabytes.
 constexpr std::string_view kShareMagic = "sigmatrace-share";
 constexpr std::string_view kClockMagic = "sigmatrace-clock";
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;
 constexpr std::size_t kHeadBytes = 16 + sizeof(uint32_t);
 
 uint64_t fnv1a(std::string_view bytes) {

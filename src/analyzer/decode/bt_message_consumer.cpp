@@ -54,6 +54,19 @@ std::string display_path(const std::string& name) {
     return rel.string();
 }
 
+// Whether stream class `sc` declares set-up events of the schema and no data-path one (DiscardRecord::setup_only).
+bool setup_only(const bt_stream_class* sc) {
+    bool setup = false;
+    for (uint64_t i = 0, n = bt_stream_class_get_event_class_count(sc); i < n; ++i) {
+        const char* name = bt_event_class_get_name(bt_stream_class_borrow_event_class_by_index_const(sc, i));
+        const EventSchema* schema = name ? find_event_schema(name) : nullptr;
+        if (schema == nullptr) continue;
+        if (carries_data_path(schema->id)) return false;
+        setup = true;
+    }
+    return setup;
+}
+
 }  // namespace
 
 BtMessageConsumer::~BtMessageConsumer() {
@@ -281,6 +294,7 @@ void BtMessageConsumer::on_discarded(const bt_message* msg, bool packets) {
     d.trace_index = ti.index;
     d.trace = ti.name;
     d.packets = packets;
+    d.setup_only = setup_only(bt_stream_borrow_class_const(stream));
     const char* sname = bt_stream_get_name(stream);
     d.stream = sname ? display_path(sname) : fmt::format("stream {}", bt_stream_get_id(stream));
     uint64_t count = 0;

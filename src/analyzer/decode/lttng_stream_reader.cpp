@@ -238,6 +238,7 @@ struct Stream {
     std::string name;         // the file's absolute path (Babeltrace's stream name)
     uint64_t instance = 0;
     std::size_t rank = 0;     // the muxer's tie order
+    bool setup_only = false;  // its class declares no data-path event (DiscardRecord::setup_only)
 
     // Cursor.
     std::size_t packet = 0;   // next packet to open when pkt == nullptr
@@ -478,11 +479,12 @@ public:
             map_events(*t, read_every_field_);
             // A share (analysis.h, set_share) reads another host's trace for its set-up events only: a stream
             // class that declares none (the data channel of sigmatrace record's traces) is left unread.
-            std::vector<bool> setup_class(t->layout.streams.size(), false);
+            // A stream class that declares no data-path event is the set-up channel (its loss is told apart).
+            std::vector<bool> setup_class(t->layout.streams.size(), false), data_class(t->layout.streams.size(), false);
             for (const EventMap& m : t->events)
-                if (m.schema != nullptr && !carries_data_path(m.schema->id))
+                if (m.schema != nullptr)
                     if (const CtfStreamClass* sc = t->layout.stream(m.ec->stream_id))
-                        setup_class[static_cast<std::size_t>(sc - t->layout.streams.data())] = true;
+                        (carries_data_path(m.schema->id) ? data_class : setup_class)[static_cast<std::size_t>(sc - t->layout.streams.data())] = true;
             const bool owned = analysis_.owns_host(t->layout.hostname);
             const fs::path abs = fs::absolute(tp.dir).lexically_normal();
             for (const StreamPlan& sp : tp.streams) {
@@ -501,6 +503,7 @@ public:
                 const auto sc_index = static_cast<std::size_t>(s->sc - t->layout.streams.data());
                 s->slots = &t->slots[sc_index];
                 if (!owned && !setup_class[sc_index]) continue;
+                s->setup_only = setup_class[sc_index] && !data_class[sc_index];
                 s->instance = le(header + kOffInstance, 8);
                 for (const auto& o : streams_)
                     if (o->trace == t.get() && o->sc == s->sc && o->instance == s->instance)
@@ -594,6 +597,7 @@ private:
         d.trace_index = trace_index(*s.trace);
         d.trace = s.trace->name;
         d.packets = false;
+        d.setup_only = s.setup_only;
         d.stream = display_path(s.name);
         d.count = s.next.count;
         d.begin_ns = s.next.begin_ns;

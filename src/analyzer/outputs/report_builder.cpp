@@ -640,18 +640,36 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
     // Discarded events: every number after this is a lower bound.
     const uint64_t discarded = doc["trace"]["discarded_events"].get<uint64_t>();
     const uint64_t discarded_packets = doc["trace"]["discarded_packets"].get<uint64_t>();
-    if (discarded || discarded_packets) {
+    // A stream whose first packet already counts discarded events lost some before it, how many unknown (count 0).
+    const bool uncounted = std::ranges::any_of(a_.discards_, [](const DiscardRecord& d) { return !d.packets && d.count == 0; });
+    if (discarded || discarded_packets || uncounted) {
+        // The advice depends on the channel that lost them: --channel-size sizes the data channel (and the one
+        // channel of older traces); the set-up channel's size is fixed, and only --blocking keeps its events.
+        uint64_t setup_lost = 0;   // events (a packet discard counts packets)
         json streams = json::array();
-        for (const DiscardRecord& d : a_.discards_)
-            streams.push_back(json{{"trace", d.trace}, {"stream", d.stream}, {"count", d.count},
-                                   {"packets", d.packets}, {"begin_ns", d.begin_ns}, {"end_ns", d.end_ns}});
+        for (const DiscardRecord& d : a_.discards_) {
+            if (d.setup_only && !d.packets) setup_lost += d.count;
+            streams.push_back(json{{"trace", d.trace}, {"stream", d.stream}, {"channel", d.setup_only ? "setup" : "data"},
+                                   {"count", d.count}, {"packets", d.packets}, {"begin_ns", d.begin_ns}, {"end_ns", d.end_ns}});
+        }
+        const bool setup = std::ranges::any_of(a_.discards_, [](const DiscardRecord& d) { return d.setup_only; });
+        const bool data = std::ranges::any_of(a_.discards_, [](const DiscardRecord& d) { return !d.setup_only; });
+        std::string advice;
+        if (data) advice = "record with a larger --channel-size";
+        if (setup)
+            advice += fmt::format("{}the set-up channel (a fixed size) lost {}: record with --blocking",
+                                  data ? "; " : "", setup_lost ? format_count(setup_lost) + " of them" : "some");
+        std::string what = discarded ? format_count(discarded) + (uncounted ? " or more events" : " events")
+                                     : std::string(uncounted ? "an unknown number of events" : "no events");
+        if (discarded_packets) what += fmt::format(" and {} packets", format_count(discarded_packets));
         findings.push_back(finding(
             "discarded_events", "error",
-            fmt::format("The tracer discarded {} events{} (ring buffers full): counts and matches below are lower "
-                        "bounds; record with a larger --channel-size",
-                        format_count(discarded),
-                        discarded_packets ? fmt::format(" and {} packets", format_count(discarded_packets)) : ""),
-            json{{"discarded_events", discarded}, {"discarded_packets", discarded_packets}, {"streams", streams}}));
+            fmt::format("The tracer discarded {} (ring buffers full): counts and matches below are lower bounds; {}",
+                        what, advice),
+            json{{"discarded_events", discarded},
+                 {"discarded_packets", discarded_packets},
+                 {"setup_channel_events", setup_lost},
+                 {"streams", streams}}));
     }
 
     // Records a process captured that neither it nor record's salvage step could put in the trace.
