@@ -71,11 +71,12 @@ BarrierDetector::Word* BarrierDetector::find_word(const Key& key, uint64_t hash)
 }
 
 void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp) {
+    if (ops.empty()) return;
     const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
-    Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, kNoId, 0, 0};
+    // The run is one QP's: only rkey and raddr differ between its operations' keys.
+    Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : ops.front().qp, 0, 0};
     for (const Operation& op : ops) {
         if (!is_signal(op) || op.ud_ah != 0) continue;
-        key.local_qp = addressed ? kNoId : op.qp;
         key.rkey = op.rkey;
         key.raddr = op.raddr;
         if (log_) [[unlikely]] {

@@ -164,15 +164,20 @@ private:
 
     // Inline: every operation is asked, and most are not signals.
     bool is_signal(const Operation& op) const {
-        if (op.is_recv() || op.outcome == OpOutcome::Failed || op.outcome == OpOutcome::Flushed ||
-            op.outcome == OpOutcome::FlushedAtTeardown ||
-            op.outcome == OpOutcome::Lost)
-            return false;
-        const auto code = static_cast<WrOpcode>(op.opcode);
-        const bool atomic = code == WrOpcode::ATOMIC_CMP_AND_SWP || code == WrOpcode::ATOMIC_FETCH_AND_ADD ||
-                            code == WrOpcode::ATOMIC_WRITE;
-        const bool small_write = (code == WrOpcode::RDMA_WRITE || code == WrOpcode::RDMA_WRITE_WITH_IMM) &&
-                                 op.bytes <= options_.max_signal_bytes;
+        // Atomics and writes (small ones), by opcode bit; a receive's opcode (>= 128) is none of them.
+        constexpr uint32_t kAtomics = 1u << static_cast<int>(WrOpcode::ATOMIC_CMP_AND_SWP) |
+                                      1u << static_cast<int>(WrOpcode::ATOMIC_FETCH_AND_ADD) |
+                                      1u << static_cast<int>(WrOpcode::ATOMIC_WRITE);
+        constexpr uint32_t kWrites = 1u << static_cast<int>(WrOpcode::RDMA_WRITE) | 1u << static_cast<int>(WrOpcode::RDMA_WRITE_WITH_IMM);
+        // Outcomes of an operation that did not reach its target's memory.
+        constexpr uint32_t kNotDelivered = 1u << static_cast<int>(OpOutcome::Failed) | 1u << static_cast<int>(OpOutcome::Flushed) |
+                                           1u << static_cast<int>(OpOutcome::FlushedAtTeardown) |
+                                           1u << static_cast<int>(OpOutcome::Lost);
+        static_assert(kOpRecv >= 32);
+        if (op.opcode >= 32 || (kNotDelivered >> static_cast<int>(op.outcome) & 1) != 0) return false;
+        const uint32_t bit = 1u << op.opcode;
+        const bool atomic = (bit & kAtomics) != 0;
+        const bool small_write = (bit & kWrites) != 0 && op.bytes <= options_.max_signal_bytes;
         if (!atomic && !small_write) return false;
         if (options_.word) {
             if (op.raddr != options_.word->raddr) return false;

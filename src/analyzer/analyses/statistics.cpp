@@ -76,8 +76,8 @@ void OpAggregate::add_implied(std::span<const Operation> ops, QuantileHistogram:
         const auto size = static_cast<double>(op.bytes);
         if (size != last_size.value) last_size = size_bytes.bin(size);
         note_size(last_size);
-        implied_latency_ns.add(latency_ns.bin(static_cast<double>(op.done_ts - op.post_ts)));
     }
+    implied_latency_ns.add_integers(ops, [](const Operation& op) { return op.done_ts - op.post_ts; });
     if (count == 0 || first < first_ts) first_ts = first;
     last_ts = std::max(last_ts, last);
     const uint64_t n = ops.size();
