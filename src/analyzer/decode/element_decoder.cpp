@@ -102,7 +102,7 @@ void emit(const R::RecordView& v, DataElement& e, EventSink& out) {
 }  // namespace
 
 void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
-    DataElement e;
+    DataElement& e = by_kind_[static_cast<std::size_t>(v.kind)];
     e.origin = &origin_;
     e.ts_ns = DecodedEvent::capture_or(v.ts, event_ns);
     switch (v.kind) {

@@ -16,6 +16,9 @@
 
 #include <sigmatrace/deferred_records_wire.h>
 
+#include <array>
+
+#include "analyzer/decode/data_element.h"
 #include "analyzer/decode/event_sink.h"
 
 namespace sigmatrace::analyzer {
@@ -35,6 +38,9 @@ private:
     EventSink& out_;
     ElementOrigin origin_;
     uint64_t serial_ = 0;
+    // One element per record kind, kept between records: a record sets every field its kind carries, and the
+    // fields it does not carry stay as constructed (zero), so that no element is built from nothing per record.
+    std::array<DataElement, records::wire_detail::kKinds> by_kind_{};
 };
 
 }  // namespace sigmatrace::analyzer
