@@ -204,14 +204,15 @@ TEST(CaptureTimes, LinearConversionKeepsNoneAndClampsWhatItCannotConvert) {
     EXPECT_EQ(capture_ns_from_origin(0, UINT64_MAX), 0u);
 
     DecodedEvent ev;
-    EXPECT_EQ(ev.capture_time(42), 42u);   // neither: the times already are ns from origin
-    ev.capture_to_ns = [](const void* ctx, uint64_t t) { return t + *static_cast<const uint64_t*>(ctx); };
+    EXPECT_EQ(ev.capture_time(42), 42u);   // the default: the times already are ns from origin
     const uint64_t add = 7;
-    ev.capture_ctx = &add;
+    ev.capture = CaptureClock::through([](const void* ctx, uint64_t t) { return t + *static_cast<const uint64_t*>(ctx); }, &add);
     EXPECT_EQ(ev.capture_time(42), 49u);
-    ev.capture_linear = true;              // takes precedence: the reader set both
-    ev.capture_origin_ns = 100;
+    ev.capture = CaptureClock::linear(100);
     EXPECT_EQ(ev.capture_time(42), 142u);
+    EXPECT_EQ(ev.capture_time(0), 0u);     // no capture time stays none
+    ev.capture = CaptureClock::linear(-1'000);
+    EXPECT_EQ(ev.capture_time(999), 0u);
 }
 
 TEST(CiRules, AbsoluteRules) {

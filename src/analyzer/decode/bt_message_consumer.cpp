@@ -256,11 +256,10 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
     // A deferred_records event's capture times are in its words; the element decoder converts them through this.
     if (ci.schema->id == EventId::deferred_records) {
         adopt_salvaged_origin(ev);
-        ev.capture_to_ns = [](const void* ctx, uint64_t t) { return capture_time_ns(*static_cast<const ClassInfo*>(ctx), t); };
-        ev.capture_ctx = &ci;
+        ev.capture = CaptureClock::through(
+            [](const void* ctx, uint64_t t) { return capture_time_ns(*static_cast<const ClassInfo*>(ctx), t); }, &ci);
     } else {
-        ev.capture_to_ns = nullptr;
-        ev.capture_ctx = nullptr;
+        ev.capture = {};
     }
     tee_.on_event(ev);
 }

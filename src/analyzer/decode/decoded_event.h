@@ -39,6 +39,39 @@ inline uint64_t capture_ns_from_origin(int64_t origin_ns, uint64_t cycles) {
     return ns > 0 ? static_cast<uint64_t>(ns) : 0;
 }
 
+// How a reader turns the capture times of an event's records into ns from origin: one of
+//   - identity (the times already are ns from origin);
+//   - linear: capture_ns_from_origin(origin, t), inline where each record would otherwise pay a call (a 1 GHz
+//     clock whose times are not moved: the common case);
+//   - through a reader's own conversion function and its context (other clocks, moved times).
+class CaptureClock {
+public:
+    using Convert = uint64_t (*)(const void* ctx, uint64_t monotonic_ns);
+    CaptureClock() = default;
+    static CaptureClock linear(int64_t origin_ns) {
+        CaptureClock c;
+        c.linear_ = true;
+        c.origin_ns_ = origin_ns;
+        return c;
+    }
+    static CaptureClock through(Convert convert, const void* ctx) {
+        CaptureClock c;
+        c.convert_ = convert;
+        c.ctx_ = ctx;
+        return c;
+    }
+    uint64_t operator()(uint64_t monotonic_ns) const {
+        if (linear_) return capture_ns_from_origin(origin_ns_, monotonic_ns);
+        return convert_ != nullptr ? convert_(ctx_, monotonic_ns) : monotonic_ns;
+    }
+
+private:
+    bool linear_ = false;
+    int64_t origin_ns_ = 0;
+    Convert convert_ = nullptr;
+    const void* ctx_ = nullptr;
+};
+
 struct DecodedEvent {
     EventId id = EventId::count_;
     int64_t ts_ns = 0;           // default clock, ns from origin (Unix epoch for LTTng traces)
@@ -51,21 +84,13 @@ struct DecodedEvent {
     // Found inconsistent by a stage before the analysis (records that stop decoding): counted as malformed.
     bool inconsistent = false;
     // A `deferred_records` event's conversion of its records' capture times (CLOCK_MONOTONIC ns of the tracer)
-    // to ns from origin, set by the Babeltrace2 consumer from the event's clock class, for the element decoder
-    // and the event dump; valid while the event is handed on. Null: the times already are ns from origin
-    // (tests, the fuzzer).
-    uint64_t (*capture_to_ns)(const void* ctx, uint64_t monotonic_ns) = nullptr;
-    const void* capture_ctx = nullptr;
-    // Set instead (the direct reader, for a trace whose times are not moved): the conversion is
-    // capture_ns_from_origin(capture_origin_ns, t), inline, where each record would otherwise pay a call.
-    bool capture_linear = false;
-    int64_t capture_origin_ns = 0;
+    // to ns from origin, set by the reader from the event's clock, for the element decoder and the event dump;
+    // valid while the event is handed on. Identity by default: the times already are ns from origin (tests, the
+    // fuzzer).
+    CaptureClock capture;
 
     // A capture time of this event's records as ns from origin (0: none, or not convertible).
-    uint64_t capture_time(uint64_t monotonic_ns) const {
-        if (capture_linear) return capture_ns_from_origin(capture_origin_ns, monotonic_ns);
-        return capture_to_ns != nullptr ? capture_to_ns(capture_ctx, monotonic_ns) : monotonic_ns;
-    }
+    uint64_t capture_time(uint64_t monotonic_ns) const { return capture(monotonic_ns); }
 
     uint64_t u(int i) const { return f[static_cast<std::size_t>(i)].u; }
     int64_t i64(int i) const { return static_cast<int64_t>(f[static_cast<std::size_t>(i)].u); }

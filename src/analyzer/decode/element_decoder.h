@@ -8,7 +8,7 @@
 // (Analysis counts it and its salvage and loss fields).
 //
 // The records and their encoding are <sigmatrace/deferred_records.h> and <sigmatrace/deferred_records_wire.h>.
-// Their capture times (CLOCK_MONOTONIC ns) become ns from origin through the carrier's `capture_to_ns` (the
+// Their capture times (CLOCK_MONOTONIC ns) become ns from origin through the carrier's `capture` clock (the
 // Babeltrace2 consumer sets it from the event's clock class; none: they already are). A carrier whose
 // layout is unknown or whose records stop decoding part-way is passed on marked `inconsistent` after the
 // elements that did decode (Analysis counts it); nothing past the first bad header is read.

@@ -692,14 +692,9 @@ private:
         for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
         if (em.schema->id == EventId::deferred_records) {
             adopt_salvaged_origin(ev);
-            ev.capture_to_ns = capture_ns;
-            ev.capture_ctx = &t.clock;
-            ev.capture_linear = t.clock.shift == nullptr;
-            ev.capture_origin_ns = t.clock.origin;
+            ev.capture = t.clock.shift == nullptr ? CaptureClock::linear(t.clock.origin) : CaptureClock::through(capture_ns, &t.clock);
         } else {
-            ev.capture_to_ns = nullptr;
-            ev.capture_ctx = nullptr;
-            ev.capture_linear = false;
+            ev.capture = {};
         }
         tee_.on_event(ev);
     }
