@@ -107,6 +107,46 @@ void BM_IdleSweepPerQueue(benchmark::State& state, bool dbr_less) {
 BENCHMARK_CAPTURE(BM_IdleSweepPerQueue, doorbell, false)->Arg(1)->Arg(256);
 BENCHMARK_CAPTURE(BM_IdleSweepPerQueue, dbr_less, true)->Arg(1)->Arg(256);
 
+// Sweeps of a watched CQ (a ring of 1024 64-byte CQEs followed by owner bit, as UCX GDAKI's and DOCA's are) that
+// find `batch` new successful completions: each one's owner check, read, decode and emission in a gpu_cqe batch.
+// Their QP is none the watcher knows (no send-queue catch-up). Items are CQEs.
+void BM_CqSweep(benchmark::State& state) {
+    const auto batch = static_cast<uint32_t>(state.range(0));
+    constexpr uint32_t kNcqe = 1024;
+    set_trace_callback(&ignore_event, nullptr);
+    std::vector<uint8_t> storage(kNcqe * 64 + 64);
+    uint8_t* ring = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    for (uint32_t i = 0; i < kNcqe; ++i) test::write_cqe(ring + i * 64, mlx5::cqe_op::REQ, true, 0, 0x66, 0, 0);
+    for (uint32_t i = 0; i < kNcqe; ++i) ring[i * 64 + 63] = 0xf1;   // invalid opcode, owner 1: nothing yet
+    CompletionQueue cq;
+    cq.key = 9;
+    cq.cqn = 0x88;
+    cq.ring_addr = reinterpret_cast<uint64_t>(ring);
+    cq.ncqe = kNcqe;
+    QueueRegistry reg;
+    reg.add_completion_queue(cq);
+    ProcessMemoryReader mem;
+    WatcherConfig cfg;
+    cfg.settle_ns = 0;
+    Watcher w(reg, mem, cfg);
+    w.sweep_once();
+    uint64_t ci = 0;   // the NIC's producer count
+    for (auto _ : state) {
+        state.PauseTiming();
+        for (uint32_t k = 0; k < batch; ++k, ++ci) {
+            const bool owner = (ci / kNcqe) % 2 != 0;
+            test::write_cqe(ring + (ci % kNcqe) * 64, mlx5::cqe_op::REQ, owner, static_cast<uint16_t>(ci), 0x66, 64, ci + 1);
+        }
+        state.ResumeTiming();
+        w.sweep_once();
+    }
+    const uint64_t seen = w.stats().cqes_seen;
+    if (seen != uint64_t{batch} * state.iterations()) state.SkipWithError("the watcher missed CQEs");
+    state.SetItemsProcessed(static_cast<int64_t>(seen));
+    set_trace_callback(nullptr, nullptr);
+}
+BENCHMARK(BM_CqSweep)->Arg(1)->Arg(32)->Arg(512);
+
 }  // namespace
 }  // namespace sigmatrace::gpumem
 
