@@ -140,17 +140,21 @@ void Analysis::on_elements(std::span<const DataElement> es) {
         Process& pr = topo_.proc(p);
         pr.last_ts = std::max(pr.last_ts, o.event_ns);
     }
+    // The span's times and counts first, then its elements to reconstruction: the span's elements come in
+    // capture order, so the trace's start is what it would be one element at a time.
+    int64_t earliest = o.event_ns;
     for (const DataElement& e : es) {
         // A deferred element was captured before its event was emitted: the trace starts at the earliest capture.
-        note_time(std::min(e.ts_ns, o.event_ns), o.event_ns);
+        earliest = std::min(earliest, e.ts_ns);
         if (e.counts_event) [[unlikely]] {
             ++events_;
             ++events_by_id_[static_cast<std::size_t>(event_of(e.kind, e.ring))];
             ++topo_.proc(p).events;
             if (e.malformed) ++topo_.anomalies().malformed_events;
         }
-        recon_.on_element(e, p);
     }
+    note_time(earliest, o.event_ns);
+    recon_.on_elements(es, p);
 }
 
 void Analysis::on_gpu_qp_query(const DecodedEvent& ev, ProcId p) {

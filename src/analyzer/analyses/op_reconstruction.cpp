@@ -191,6 +191,54 @@ void OpReconstruction::on_element(const DataElement& e, ProcId p) {
     }
 }
 
+void OpReconstruction::on_elements(std::span<const DataElement> es, ProcId p) {
+    for (std::size_t i = 0; i < es.size();) {
+        if (es[i].kind == ElementKind::send && !es[i].ring)
+            if (const std::size_t n = on_verbs_sends(es.subspan(i), p); n > 0) {
+                i += n;
+                continue;
+            }
+        on_element(es[i], p);
+        ++i;
+    }
+}
+
+PendingWr OpReconstruction::pending_of_post(const DataElement& e, const Qp& qp) {
+    PendingWr wr;
+    wr.wr_id = e.wr_id;
+    wr.post_ts = e.ts_ns;
+    wr.opcode = e.opcode;
+    wr.signaled = qp.sig_all || (e.send_flags & kIbvSendSignaled) != 0;
+    wr.bytes = e.bytes;
+    wr.raddr = e.raddr;
+    wr.rkey = e.rkey;
+    wr.remote_qpn = e.remote_qpn;
+    wr.ah = e.ah;
+    wr.from_verbs = true;
+    return wr;
+}
+
+std::size_t OpReconstruction::on_verbs_sends(std::span<const DataElement> es, ProcId p) {
+    const DataElement& first = es.front();
+    const QpId q = qp_of_post(p, first.handle, first.qp_num);
+    Qp& qp = topo_.qp(q);
+    if (qp.gpu) return 0;
+    const std::size_t limit = queue_limit(qp.max_send_wr);
+    std::size_t k = 0;
+    for (; k < es.size(); ++k) {
+        const DataElement& e = es[k];
+        if (e.kind != ElementKind::send || e.ring || e.handle != first.handle || e.qp_num != first.qp_num) break;
+        // What on_send() does for a QP whose ring is not watched.
+        if (e.rejected) {
+            ++topo_.anomalies().post_errors;
+            continue;
+        }
+        qp.sq.push_back(pending_of_post(e, qp));
+        bound_queue(p, q, qp.sq, limit, false);
+    }
+    return k;
+}
+
 void OpReconstruction::on_send(const DataElement& e, ProcId p) {
     if (e.ring) {
         on_ring_send(e, p);
@@ -203,17 +251,7 @@ void OpReconstruction::on_send(const DataElement& e, ProcId p) {
         return;
     }
     Qp& qp = topo_.qp(q);
-    PendingWr wr;
-    wr.wr_id = e.wr_id;
-    wr.post_ts = e.ts_ns;
-    wr.opcode = e.opcode;
-    wr.signaled = qp.sig_all || (e.send_flags & kIbvSendSignaled) != 0;
-    wr.bytes = e.bytes;
-    wr.raddr = e.raddr;
-    wr.rkey = e.rkey;
-    wr.remote_qpn = e.remote_qpn;
-    wr.ah = e.ah;
-    wr.from_verbs = true;
+    const PendingWr wr = pending_of_post(e, qp);
     if (qp.gpu) {
         // A watched QP: the ring may show this WR too (before this element, when the watcher read it first).
         if (qp.ring_unclaimed > 0) {

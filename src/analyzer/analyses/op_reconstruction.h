@@ -48,6 +48,9 @@ public:
 
     // One posted WR or one completion of process p.
     void on_element(const DataElement& e, ProcId p);
+    // Elements of process p in order, as on_element() one by one; a stretch of verbs posts to one QP (a
+    // bandwidth loop's) finds its QP once.
+    void on_elements(std::span<const DataElement> es, ProcId p);
 
     // A QP's owner changed its state (qp_modify with IBV_QP_STATE): ERR marks it torn down, RESET also ends what
     // waits on it (a QP in RESET has no WQEs), INIT brings a reset QP back into use.
@@ -104,6 +107,11 @@ private:
     void drop_beyond(ProcId p, QpId q, FifoRing<PendingWr>& queue, std::size_t limit, bool gpu_sq);
     QpId qp_for_post(ProcId p, uint64_t handle, uint32_t qpn);
     void on_send(const DataElement& e, ProcId p);
+    // The verbs posts at the start of `es` to the QP of its first element, when that QP's ring is not watched
+    // (no WR to pair with its ring view): returns how many it took, 0 for none.
+    std::size_t on_verbs_sends(std::span<const DataElement> es, ProcId p);
+    // The pending form of verbs post `e` to `qp`.
+    static PendingWr pending_of_post(const DataElement& e, const Qp& qp);
     // Posts receive `e` to `queue` (a QP's or an SRQ's), the oldest beyond `limit` counted lost.
     void post_recv(FifoRing<PendingWr>& queue, const DataElement& e, std::size_t limit);
     void on_recv(const DataElement& e, ProcId p);
