@@ -154,7 +154,8 @@ void Analysis::on_elements(std::span<const DataElement> es) {
         }
     }
     note_time(earliest, o.event_ns);
-    recon_.on_elements(es, p);
+    if (es.size() == 1) recon_.on_element(es.front(), p);
+    else recon_.on_elements(es, p);
 }
 
 void Analysis::on_gpu_qp_query(const DecodedEvent& ev, ProcId p) {
