@@ -100,6 +100,22 @@ TEST(QuantileHistogram, MergeEqualsAddingEverything) {
     EXPECT_EQ(a.max(), 10000.0);
 }
 
+// A batch of integers gives what adding them one by one gives: cells, count, min, max, sum; values of corrupt
+// times (near +-2^62, a negative latency) too, with no overflow.
+TEST(QuantileHistogram, AddingIntegersAsABatchEqualsAddingEachOne) {
+    const std::vector<int64_t> values{120, 5'000, 5'000, 7, 1'000'000'007, -3, int64_t{1} << 62, 0, 99'999};
+    QuantileHistogram one, batch;
+    for (const int64_t v : values) one.add(one.bin(static_cast<double>(v)));
+    batch.add_integers(values, [](int64_t v) { return v; });
+    batch.add_integers(std::vector<int64_t>{}, [](int64_t v) { return v; });   // nothing
+    EXPECT_EQ(batch.count(), one.count());
+    EXPECT_EQ(batch.min(), one.min());
+    EXPECT_EQ(batch.max(), one.max());
+    EXPECT_EQ(batch.sum(), one.sum());
+    EXPECT_EQ(batch.cells(), one.cells());
+    for (const double q : {0.0, 0.25, 0.5, 0.9, 1.0}) EXPECT_EQ(batch.quantile(q), one.quantile(q)) << q;
+}
+
 json doc_with(double p99_write, uint64_t completed, uint64_t discarded, double skew_in) {
     return json{{"schema", "sigmatrace.analysis/1"},
                 {"trace", {{"discarded_events", discarded}, {"discarded_packets", 0}}},

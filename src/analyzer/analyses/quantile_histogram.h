@@ -66,24 +66,26 @@ public:
         sum_ += b.value;
     }
     void add(const Binned& b, uint64_t n);   // n times
-    // Integer values value_of(x) of each x of `items`: each one's bin and cell, and the count, min, max and sum
-    // once for them all. The same figures as one add() each (the values and their sum are integers, exact in a
+    // Integer values value_of(x) of each x of `items` (a negative one counts as 0, as in add()): each one's bin
+    // and cell, and the count, min, max and sum once for them all. The same figures as one add() each (the values and their sum are integers, exact in a
     // double below 2^53), for a fraction of the cost: a run of operations' latencies.
     template <class Items, class ValueOf> void add_integers(const Items& items, ValueOf&& value_of) {
         if (items.empty()) return;
         auto& storage = boost::histogram::unsafe_access::storage(hist_);
-        int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        double sum = 0.0;   // not an integer sum: corrupt times make values near +-2^62, whose sum overflows
         for (const auto& x : items) {
-            const int64_t v = value_of(x);
+            const int64_t v = std::max<int64_t>(value_of(x), 0);   // as bin() takes a negative value: 0
             lo = std::min(lo, v);
             hi = std::max(hi, v);
-            sum += v;
-            ++storage[static_cast<std::size_t>(bin(static_cast<double>(v)).index + 1)];
+            const auto d = static_cast<double>(v);
+            sum += d;
+            ++storage[static_cast<std::size_t>(bin(d).index + 1)];
         }
         count_ += items.size();
         min_ = std::min(min_, static_cast<double>(lo));
         max_ = std::max(max_, static_cast<double>(hi));
-        sum_ += static_cast<double>(sum);
+        sum_ += sum;
     }
 
     uint64_t count() const { return count_; }
