@@ -359,6 +359,13 @@ TEST(Reconstruction, DiscardedEventsAdviceFollowsTheChannel) {
                   std::string::npos)
             << summary;
     }
+    {
+        World w;
+        w.two_nodes();
+        w.analysis.on_discarded(discard("t/sigmatrace_1", false, 3, true));   // packets only
+        const std::string summary = finding_of(w)["summary"];
+        EXPECT_NE(summary.find("The tracer discarded 3 packets (ring buffers full)"), std::string::npos) << summary;
+    }
 }
 
 TEST(Reconstruction, ErrorStormAboveThreshold) {

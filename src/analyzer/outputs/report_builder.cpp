@@ -660,8 +660,9 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
             advice += fmt::format("{}the set-up channel (a fixed size) lost {}: record with --blocking",
                                   data ? "; " : "", setup_lost ? format_count(setup_lost) + " of them" : "some");
         std::string what = discarded ? format_count(discarded) + (uncounted ? " or more events" : " events")
-                                     : std::string(uncounted ? "an unknown number of events" : "no events");
-        if (discarded_packets) what += fmt::format(" and {} packets", format_count(discarded_packets));
+                                     : std::string(uncounted ? "an unknown number of events" : "");
+        if (discarded_packets)
+            what += fmt::format("{}{} packets", what.empty() ? "" : " and ", format_count(discarded_packets));
         findings.push_back(finding(
             "discarded_events", "error",
             fmt::format("The tracer discarded {} (ring buffers full): counts and matches below are lower bounds; {}",
