@@ -17,6 +17,9 @@
 
 namespace sigmatrace::gpumem {
 
+// A pointer argument of a wrapped call as the observer takes addresses (the exported wrappers convert with it).
+inline uint64_t uptr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
 class Watcher;
 
 // What a verbs QP exports through mlx5dv_init_obj (struct mlx5dv_qp plus the ibv_qp fields we need).

@@ -197,6 +197,9 @@ struct CreateDct {
 };
 bool parse_create_dct(const Mailbox& in, CreateDct& out, ParseError& err);
 
+// The optional-parameter bits that say an INIT2RTR or RTR2RTS carries the remote access (RRE, RAE, RWE).
+inline constexpr uint32_t kOptParamRemoteAccess = (1u << 1) | (1u << 2) | (1u << 3);
+
 // RST2INIT, INIT2RTR, RTR2RTS, RTS2RTS, SQERR2RTS, INIT2INIT, SQD_RTS (shared layout) and 2ERR / 2RST.
 struct ModifyQp {
     uint16_t opcode = 0;

@@ -57,30 +57,6 @@ private:
     sqlite3* db_ = nullptr;
 };
 
-class SqliteOutput : public ::testing::Test {
-protected:
-    void SetUp() override {
-        tmp_ = fs::temp_directory_path() / ("sigmatrace_sqlite_" + std::to_string(::getpid()) + "_" +
-                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(tmp_);
-        fs::create_directories(tmp_);
-    }
-    void TearDown() override { fs::remove_all(tmp_); }
-    // Analyzes a committed trace with --json and --sqlite; the exit status.
-    int analyze(const std::string& trace, const fs::path& db) {
-        return run(std::string(ANALYZER) + " " + DATA_DIR + "/" + trace + " --quiet --json " + (tmp_ / "a.json").string() +
-                   " --sqlite " + db.string() + " 2>" + (tmp_ / "stderr").string());
-    }
-    json doc() const {
-        std::ifstream f(tmp_ / "a.json");
-        return json::parse(f);
-    }
-    std::string stderr_text() const {
-        std::ifstream f(tmp_ / "stderr");
-        return {std::istreambuf_iterator<char>(f), {}};
-    }
-    fs::path tmp_;
-};
 
 // What holds on every trace: counts equal the JSON's, references resolve, indices exist.
 void check_consistent(const Db& db, const json& d) {
@@ -161,6 +137,31 @@ void check_consistent(const Db& db, const json& d) {
 }
 
 }  // namespace
+
+class SqliteOutput : public ::testing::Test {
+protected:
+    void SetUp() override {
+        tmp_ = fs::temp_directory_path() / ("sigmatrace_sqlite_" + std::to_string(::getpid()) + "_" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(tmp_);
+        fs::create_directories(tmp_);
+    }
+    void TearDown() override { fs::remove_all(tmp_); }
+    // Analyzes a committed trace with --json and --sqlite; the exit status.
+    int analyze(const std::string& trace, const fs::path& db) {
+        return run(std::string(ANALYZER) + " " + DATA_DIR + "/" + trace + " --quiet --json " + (tmp_ / "a.json").string() +
+                   " --sqlite " + db.string() + " 2>" + (tmp_ / "stderr").string());
+    }
+    json doc() const {
+        std::ifstream f(tmp_ / "a.json");
+        return json::parse(f);
+    }
+    std::string stderr_text() const {
+        std::ifstream f(tmp_ / "stderr");
+        return {std::istreambuf_iterator<char>(f), {}};
+    }
+    fs::path tmp_;
+};
 
 TEST_F(SqliteOutput, MixedTraceMatchesTheJsonAndKnownOperations) {
     const fs::path path = tmp_ / "mixed.db";

@@ -23,6 +23,10 @@ struct DataLink {
     uint64_t key() const { return static_cast<uint64_t>(src) << 32 | dst; }
 };
 
+// a / b rounded down: the link analyses' window index, so that a negative time falls in a window of its own and
+// not in window 0 with the first positive ones.
+constexpr int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
 // The link of a send-side operation; unknown for receives and when either NIC is not known. Inline: every send
 // of the windows, phases, gray-link and incast analyses asks.
 inline DataLink data_link_of(const Operation& op, const Topology& topo) {

@@ -32,8 +32,6 @@ double median_without(const std::vector<double>& v, double self) {
     return m % 2 == 1 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2.0;
 }
 
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
 }  // namespace
 
 GrayLinkDetector::GrayLinkDetector(GrayLinkOptions o) : o_(o), window_ns_(std::max<int64_t>(o.window_ns, 1000)) {}

@@ -6,10 +6,6 @@
 
 namespace sigmatrace::analyzer {
 
-namespace {
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-}  // namespace
-
 IncastDetector::IncastDetector(IncastOptions o, const Topology& topo)
     : o_(o), topo_(topo) {
     o_.window_ns = std::max<int64_t>(o_.window_ns, 1000);

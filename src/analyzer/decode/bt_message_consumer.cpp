@@ -13,9 +13,6 @@ namespace sigmatrace::analyzer {
 
 namespace {
 
-// What an unread sequence's elements read as (unread_fields.h).
-constexpr std::array<uint64_t, kMaxSequenceLength> kZeros{};
-
 // The member index of `name` in a structure field class, or -1.
 int64_t member_index(const bt_field_class* st, std::string_view name) {
     if (st == nullptr || bt_field_class_get_type(st) != BT_FIELD_CLASS_TYPE_STRUCTURE) return -1;
@@ -246,7 +243,7 @@ void BtMessageConsumer::on_event(const bt_message* msg) {
             break;
         }
         case Kind::SeqUnread:
-            v.seq = kZeros.data();
+            v.seq = kUnreadValues.data();
             v.seq_len = static_cast<uint32_t>(std::min<uint64_t>(bt_field_array_get_length(f), kMaxSequenceLength));
             break;
         default: break;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <system_error>
 
+#include "analyzer/decode/lttng_tsdl.h"
 #include "sigmatrace/lttng_packet_layout.h"
 
 namespace sigmatrace::analyzer {
@@ -24,7 +25,7 @@ constexpr std::size_t kMetadataHeaderBytes = 37;   // magic, uuid[16], checksum,
 constexpr uint32_t kPacketMagic = lttng_packet::kMagic;
 constexpr uint32_t kIndexMagic = 0xC1F1DCC1;
 
-constexpr std::size_t kPacketHeaderBytes = lttng_packet::kHeaderBytes;
+using lttng_packet::kHeaderBytes;
 using lttng_packet::kOffContent;
 using lttng_packet::kOffInstance;
 using lttng_packet::kOffPacketSize;
@@ -114,29 +115,6 @@ std::string check_tsdl(std::string_view text) {
     return {};
 }
 
-bool parse_uuid(std::string_view text, uint8_t out[16]) {
-    const auto at = text.find("uuid = \"");
-    if (at == std::string_view::npos || at + 8 + 36 > text.size()) return false;
-    std::string_view s = text.substr(at + 8, 36);
-    int k = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '-') continue;
-        if (k >= 32 || i + 1 >= s.size()) return false;
-        unsigned v = 0;
-        for (int j = 0; j < 2; ++j) {
-            const char c = s[i + static_cast<std::size_t>(j)];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-            else return false;
-        }
-        out[k / 2] = static_cast<uint8_t>(v);
-        k += 2;
-        ++i;
-    }
-    return k == 32;
-}
 
 bool read_file(const fs::path& p, std::vector<uint8_t>& out) {
     std::ifstream f(p, std::ios::binary | std::ios::ate);
@@ -156,10 +134,10 @@ std::string packet_problem(const MetadataCheck& m, const uint8_t* d, std::size_t
                            uint64_t file_left = 0) {
     // `file_left`: the bytes left in the file when `d` holds only the header (header_walk), else 0.
     const uint64_t left = file_left ? file_left : size - off;
-    if (size - off < kPacketHeaderBytes)
-        return fmt::format("{} bytes left, less than a packet header ({} bytes): truncated", left, kPacketHeaderBytes);
-    if (left < kPacketHeaderBytes)
-        return fmt::format("{} bytes left, less than a packet header ({} bytes): truncated", left, kPacketHeaderBytes);
+    if (size - off < kHeaderBytes)
+        return fmt::format("{} bytes left, less than a packet header ({} bytes): truncated", left, kHeaderBytes);
+    if (left < kHeaderBytes)
+        return fmt::format("{} bytes left, less than a packet header ({} bytes): truncated", left, kHeaderBytes);
     const uint8_t* p = d + off;
     const bool be = m.big_endian;
     const uint64_t magic = load(p, 4, be);
@@ -172,9 +150,9 @@ std::string packet_problem(const MetadataCheck& m, const uint8_t* d, std::size_t
     if (have_stream && (stream_id != sid || inst != instance))
         return fmt::format("stream {}/{} in a file of stream {}/{}", stream_id, inst, sid, instance);
     const uint64_t psize = load(p + kOffPacketSize, 8, be), csize = load(p + kOffContent, 8, be);
-    if (psize % 8 != 0 || psize / 8 < kPacketHeaderBytes || psize / 8 > left)
+    if (psize % 8 != 0 || psize / 8 < kHeaderBytes || psize / 8 > left)
         return fmt::format("packet_size {} bits with {} bytes left in the file", psize, left);
-    if (csize > psize || csize < kPacketHeaderBytes * 8)
+    if (csize > psize || csize < kHeaderBytes * 8)
         return fmt::format("content_size {} bits for a packet of {} bits", csize, psize);
     const uint64_t tb = load(p + kOffTsBegin, 8, be), te = load(p + kOffTsEnd, 8, be);
     if (tb > te) return fmt::format("timestamp_begin {} after timestamp_end {}", tb, te);
@@ -209,19 +187,19 @@ std::optional<std::vector<PacketRange>> header_walk(const MetadataCheck& m, cons
     std::ifstream in(file, std::ios::binary);
     if (!in) return std::nullopt;
     std::vector<PacketRange> out;
-    uint8_t h[kPacketHeaderBytes];
+    uint8_t h[kHeaderBytes];
     bool have_stream = false;
     uint64_t sid = 0, inst = 0, prev_end = 0;
     for (uint64_t off = 0; off < size;) {
-        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kPacketHeaderBytes, size - off));
+        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kHeaderBytes, size - off));
         in.seekg(static_cast<std::streamoff>(off));
         in.read(reinterpret_cast<char*>(h), static_cast<std::streamsize>(n));
         if (static_cast<std::size_t>(in.gcount()) != n) return std::nullopt;
         // packet_problem() bounds the packet by the bytes it is given: here, by what is left of the file.
-        if (n < kPacketHeaderBytes) return std::nullopt;
+        if (n < kHeaderBytes) return std::nullopt;
         const uint64_t psize = load(h + kOffPacketSize, 8, m.big_endian);
         if (psize / 8 > size - off) return std::nullopt;
-        if (!packet_problem(m, h, kPacketHeaderBytes, 0, prev_end, have_stream, sid, inst, size - off).empty())
+        if (!packet_problem(m, h, kHeaderBytes, 0, prev_end, have_stream, sid, inst, size - off).empty())
             return std::nullopt;
         out.push_back(accept_packet(m, h, off, have_stream, sid, inst, prev_end));
         off = out.back().end;
@@ -288,7 +266,8 @@ MetadataCheck check_metadata(const uint8_t* data, std::size_t size) {
     }
     const std::string norm = normalized(m.text);
     uint8_t text_uuid[16];
-    if (parse_uuid(norm, text_uuid)) {
+    const auto uuid_at = norm.find("uuid = \"");
+    if (uuid_at != std::string::npos && parse_uuid(std::string_view(norm).substr(uuid_at + 8, 36), text_uuid)) {
         if (m.has_uuid && std::memcmp(text_uuid, m.uuid, 16) != 0) {
             m.problem = "metadata text's trace UUID differs from its packets'";
             return m;
@@ -349,7 +328,7 @@ StreamCheck check_stream(const MetadataCheck& m, const uint8_t* d, std::size_t s
         // Resynchronize on the next offset where a packet passes every check.
         uint64_t next = off + 1;
         for (; next < size; ++next) {
-            if (size - next < kPacketHeaderBytes) {
+            if (size - next < kHeaderBytes) {
                 next = size;
                 break;
             }
@@ -373,7 +352,7 @@ bool write_packets(const fs::path& from, const std::vector<PacketRange>& packets
     uint64_t seq = 0;
     for (std::size_t i = 0; i < packets.size(); ++i) {
         const PacketRange& r = packets[i];
-        if (r.end > bytes.size() || r.end - r.begin < kPacketHeaderBytes) return false;
+        if (r.end > bytes.size() || r.end - r.begin < kHeaderBytes) return false;
         std::vector<uint8_t> pkt(bytes.begin() + static_cast<std::ptrdiff_t>(r.begin),
                                  bytes.begin() + static_cast<std::ptrdiff_t>(r.end));
         const bool adjacent = i > 0 && packets[i - 1].end == r.begin;

@@ -51,7 +51,7 @@ namespace {
 struct Refused {
     std::string why;
 };
-[[noreturn]] void refuse(std::string why) { throw Refused{std::move(why)}; }
+[[noreturn]] void refuse_stream(std::string why) { throw Refused{std::move(why)}; }
 
 // lttng-ust's packet header and context (lttng_tsdl.cpp checks the metadata declares exactly these).
 using lttng_packet::kOffContent;
@@ -61,7 +61,7 @@ using lttng_packet::kOffSeqNum;
 using lttng_packet::kOffStreamId;
 using lttng_packet::kOffTsBegin;
 using lttng_packet::kOffTsEnd;
-constexpr std::size_t kPacketHeaderBytes = lttng_packet::kHeaderBytes;
+using lttng_packet::kHeaderBytes;
 
 uint64_t le(const uint8_t* p, unsigned bytes) {
     uint64_t v = 0;
@@ -76,11 +76,11 @@ class StreamFile {
 public:
     explicit StreamFile(const fs::path& p) : path_(p) {
         fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd_ < 0) refuse(fmt::format("cannot open {}", p.string()));
+        if (fd_ < 0) refuse_stream(fmt::format("cannot open {}", p.string()));
         struct stat st {};
         if (::fstat(fd_, &st) != 0) {
             ::close(fd_);
-            refuse(fmt::format("cannot stat {}", p.string()));
+            refuse_stream(fmt::format("cannot stat {}", p.string()));
         }
         size_ = static_cast<uint64_t>(st.st_size);
     }
@@ -90,7 +90,7 @@ public:
     uint64_t size() const { return size_; }
     // The bytes [begin, end) of the file, valid until the next read().
     const uint8_t* read(uint64_t begin, uint64_t end) {
-        if (end > size_ || end < begin) refuse(fmt::format("a packet beyond its file: {}", path_.string()));
+        if (end > size_ || end < begin) refuse_stream(fmt::format("a packet beyond its file: {}", path_.string()));
         const uint64_t n = end - begin;
         if (capacity_ < n) {
             // Not value-initialized: pread fills it (a packet is megabytes; zeroing it first cost as much as
@@ -101,7 +101,7 @@ public:
         uint64_t done = 0;
         while (done < n) {
             const ssize_t r = ::pread(fd_, buf_.get() + done, n - done, static_cast<off_t>(begin + done));
-            if (r <= 0) refuse(fmt::format("cannot read {} at {}", path_.string(), begin + done));
+            if (r <= 0) refuse_stream(fmt::format("cannot read {} at {}", path_.string(), begin + done));
             done += static_cast<uint64_t>(r);
         }
         return buf_.get();
@@ -264,7 +264,7 @@ struct Stream {
 int64_t to_ns(const Trace& t, uint64_t cycles, const char* what) {
     int64_t ns = 0;
     if (!clock_ns(t.layout.clock_origin_ns, cycles, ns))
-        refuse(fmt::format("a {} clock value {} that overflows ns from origin", what, cycles));
+        refuse_stream(fmt::format("a {} clock value {} that overflows ns from origin", what, cycles));
     return t.clock.shift ? t.clock.shift->to_reference(ns) : ns;
 }
 
@@ -279,15 +279,15 @@ void advance(Stream& s) {
                 return;
             }
             const PacketRange& r = (*s.packets)[s.packet++];
-            if (r.end > s.file->size() || r.end < r.begin || r.end - r.begin < kPacketHeaderBytes) refuse("a packet beyond its file");
+            if (r.end > s.file->size() || r.end < r.begin || r.end - r.begin < kHeaderBytes) refuse_stream("a packet beyond its file");
             const uint8_t* p = s.file->read(r.begin, r.end);
             if (le(p + kOffStreamId, 4) != s.sc->id || le(p + kOffInstance, 8) != s.instance)
-                refuse(fmt::format("two streams in one file: {}", s.name));
+                refuse_stream(fmt::format("two streams in one file: {}", s.name));
             const uint64_t content = le(p + kOffContent, 8);
-            if (content % 8 != 0 || content / 8 > r.end - r.begin || content / 8 < kPacketHeaderBytes)
-                refuse(fmt::format("a packet content size of {} bits", content));
+            if (content % 8 != 0 || content / 8 > r.end - r.begin || content / 8 < kHeaderBytes)
+                refuse_stream(fmt::format("a packet content size of {} bits", content));
             const uint64_t seq = le(p + kOffSeqNum, 8);
-            if (s.have_prev && seq != s.expected_seq) refuse(fmt::format("a packet sequence gap in {} (discarded packets)", s.name));
+            if (s.have_prev && seq != s.expected_seq) refuse_stream(fmt::format("a packet sequence gap in {} (discarded packets)", s.name));
             s.expected_seq = seq + 1;
             s.begin_cycles = le(p + kOffTsBegin, 8);
             s.end_cycles = le(p + kOffTsEnd, 8);
@@ -295,7 +295,7 @@ void advance(Stream& s) {
             const int64_t begin_ns = to_ns(t, s.begin_cycles, "packet");
             const int64_t end_ns = to_ns(t, s.end_cycles, "packet");
             if (end_ns < begin_ns || (s.have_prev && begin_ns < to_ns(t, s.prev_end_cycles, "packet")))
-                refuse(fmt::format("packet times going backwards in {}", s.name));
+                refuse_stream(fmt::format("packet times going backwards in {}", s.name));
             Message m;
             if (!s.have_prev && discarded != 0) {
                 m.type = Message::Discard;
@@ -303,7 +303,7 @@ void advance(Stream& s) {
                 m.end_ns = end_ns;
                 m.count = 0;   // before this packet: Babeltrace gives no count
             } else if (s.have_prev && discarded != s.prev_discarded) {
-                if (discarded < s.prev_discarded) refuse(fmt::format("an events_discarded counter going back in {}", s.name));
+                if (discarded < s.prev_discarded) refuse_stream(fmt::format("an events_discarded counter going back in {}", s.name));
                 m.type = Message::Discard;
                 m.ns = m.begin_ns = to_ns(t, s.prev_end_cycles, "packet");
                 m.end_ns = end_ns;
@@ -313,10 +313,10 @@ void advance(Stream& s) {
             s.prev_discarded = discarded;
             s.prev_end_cycles = s.end_cycles;
             s.pkt = p;
-            s.pos = kPacketHeaderBytes;
+            s.pos = kHeaderBytes;
             s.end = content / 8;
             s.clock = s.begin_cycles;
-            if (begin_ns < s.last_ns) refuse(fmt::format("stream times going backwards in {}", s.name));
+            if (begin_ns < s.last_ns) refuse_stream(fmt::format("stream times going backwards in {}", s.name));
             s.last_ns = begin_ns;
             if (m.type == Message::Discard) {
                 s.next = m;
@@ -324,9 +324,9 @@ void advance(Stream& s) {
             }
         }
         if (s.pos >= s.end) {
-            if (s.pos > s.end) refuse("an event past its packet's content");
+            if (s.pos > s.end) refuse_stream("an event past its packet's content");
             const int64_t end_ns = to_ns(t, s.end_cycles, "packet");
-            if (end_ns < s.last_ns) refuse(fmt::format("an event after its packet's end in {}", s.name));
+            if (end_ns < s.last_ns) refuse_stream(fmt::format("an event after its packet's end in {}", s.name));
             s.last_ns = end_ns;
             s.pkt = nullptr;
             continue;
@@ -341,7 +341,7 @@ void advance(Stream& s) {
             s.clock = (s.clock & ~mask) | v;
         };
         const auto need = [&](uint64_t bytes) {
-            if (pos > s.end || s.end - pos < bytes) refuse(fmt::format("an event header past its packet's content in {}", s.name));
+            if (pos > s.end || s.end - pos < bytes) refuse_stream(fmt::format("an event header past its packet's content in {}", s.name));
         };
         bool extended = false;
         if (s.sc->large_header) {
@@ -374,17 +374,17 @@ void advance(Stream& s) {
             pos += 12;
         }
         const CtfEventClass* ec = t.layout.event(s.sc->id, id);
-        if (ec == nullptr) refuse(fmt::format("an event of unknown id {} in {}", id, s.name));
+        if (ec == nullptr) refuse_stream(fmt::format("an event of unknown id {} in {}", id, s.name));
         Message m;
         m.type = Message::Event;
         m.ns = to_ns(t, s.clock, "event");
-        if (m.ns < s.last_ns) refuse(fmt::format("event times going backwards in {}", s.name));
+        if (m.ns < s.last_ns) refuse_stream(fmt::format("event times going backwards in {}", s.name));
         s.last_ns = m.ns;
         m.em = &t.events[static_cast<std::size_t>(ec - t.layout.events.data())];
         m.ctx_pos = pos;
-        if (!decode_struct(s.sc->context, p, pos, s.end, nullptr)) refuse(fmt::format("an event context past its packet in {}", s.name));
+        if (!decode_struct(s.sc->context, p, pos, s.end, nullptr)) refuse_stream(fmt::format("an event context past its packet in {}", s.name));
         m.payload_pos = pos;
-        if (!decode_struct(ec->fields, p, pos, s.end, nullptr)) refuse(fmt::format("an event payload past its packet in {}", s.name));
+        if (!decode_struct(ec->fields, p, pos, s.end, nullptr)) refuse_stream(fmt::format("an event payload past its packet in {}", s.name));
         s.pos = pos;
         s.next = m;
         return;
@@ -395,8 +395,8 @@ std::string read_metadata_text(const fs::path& dir) {
     std::ifstream in(dir / "metadata", std::ios::binary);
     std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const MetadataCheck m = check_metadata(bytes.data(), bytes.size());
-    if (!m.ok) refuse(fmt::format("metadata of {}: {}", dir.string(), m.problem));
-    if (!m.lttng_layout) refuse(fmt::format("metadata of {}: not lttng-ust's packet layout", dir.string()));
+    if (!m.ok) refuse_stream(fmt::format("metadata of {}: {}", dir.string(), m.problem));
+    if (!m.lttng_layout) refuse_stream(fmt::format("metadata of {}: not lttng-ust's packet layout", dir.string()));
     return m.text;
 }
 
@@ -413,8 +413,8 @@ void map_events(Trace& t, bool read_every_field) {
         m.schema = find_event_schema(ec.name);
         if (m.schema == nullptr) {
             if (std::string_view(ec.name).starts_with("sigmatrace:"))
-                refuse(fmt::format("the event class {} that this SigmaTrace does not know", ec.name));
-            if (damaged_event_name(ec.name)) refuse("an event class with a damaged name");
+                refuse_stream(fmt::format("the event class {} that this SigmaTrace does not know", ec.name));
+            if (damaged_event_name(ec.name)) refuse_stream("an event class with a damaged name");
             continue;
         }
         for (std::size_t i = 0; i < m.schema->fields.size(); ++i) {
@@ -430,7 +430,7 @@ void map_events(Trace& t, bool read_every_field) {
             else if (fs.kind == FieldKind::Sequence && (f.kind == CtfFieldKind::Array || f.kind == CtfFieldKind::Sequence) && !f.is_text())
                 k = f.type.is_signed ? Kind::SeqSigned : Kind::SeqUnsigned;
             if (k == Kind::Absent)
-                refuse(fmt::format("the field {} of {} has another type than the schema's", fs.name, ec.name));
+                refuse_stream(fmt::format("the field {} of {} has another type than the schema's", fs.name, ec.name));
             if ((k == Kind::SeqSigned || k == Kind::SeqUnsigned) && !read_every_field &&
                 is_unread_sequence(m.schema->id, static_cast<int>(i)))
                 k = Kind::SeqUnread;
@@ -440,9 +440,6 @@ void map_events(Trace& t, bool read_every_field) {
         }
     }
 }
-
-// What an unread sequence's elements read as (unread_fields.h).
-constexpr std::array<uint64_t, kMaxSequenceLength> kZeros{};
 
 class DirectReader {
 public:
@@ -454,13 +451,13 @@ public:
             t->dir = tp.dir;
             std::string why;
             auto layout = parse_lttng_tsdl(read_metadata_text(tp.dir), why);
-            if (!layout) refuse(fmt::format("metadata of {}: {}", tp.dir.string(), why));
+            if (!layout) refuse_stream(fmt::format("metadata of {}: {}", tp.dir.string(), why));
             t->layout = std::move(*layout);
             t->name = t->layout.hostname;
             t->clock.origin = t->layout.clock_origin_ns;
             if (const ClockCorrection* c = analysis_.clock_correction()) t->clock.shift = c->find(t->layout.hostname);
             for (const auto& o : traces_)
-                if (std::memcmp(o->layout.uuid, t->layout.uuid, 16) == 0) refuse("two trace directories with one UUID");
+                if (std::memcmp(o->layout.uuid, t->layout.uuid, 16) == 0) refuse_stream("two trace directories with one UUID");
             // One stream class per channel (sigmatrace record's: the set-up channel and the data channel).
             for (const CtfStreamClass& sc : t->layout.streams) {
                 Trace::ContextSlots& slot = t->slots.emplace_back();
@@ -471,11 +468,11 @@ public:
                     if (ctx[k].name == "procname" && (ctx[k].kind == CtfFieldKind::String || ctx[k].is_text()))
                         slot.procname = static_cast<int64_t>(k);
                 }
-                if (ctx.size() > kMaxContextFields) refuse(fmt::format("an event context of {} members", ctx.size()));
+                if (ctx.size() > kMaxContextFields) refuse_stream(fmt::format("an event context of {} members", ctx.size()));
             }
             for (const CtfEventClass& ec : t->layout.events)
                 if (ec.fields.size() > kMaxPayloadFields)
-                    refuse(fmt::format("the event class {} with {} fields", ec.name, ec.fields.size()));
+                    refuse_stream(fmt::format("the event class {} with {} fields", ec.name, ec.fields.size()));
             map_events(*t, read_every_field_);
             // A share (analysis.h, set_share) reads another host's trace for its set-up events only: a stream
             // class that declares none (the data channel of sigmatrace record's traces) is left unread.
@@ -495,11 +492,11 @@ public:
                 s->file = std::make_unique<StreamFile>(sp.file);
                 s->name = (abs / sp.file.filename()).string();
                 const PacketRange& first = sp.packets.front();
-                if (first.end > s->file->size() || first.end < first.begin || first.end - first.begin < kPacketHeaderBytes)
-                    refuse("a packet beyond its file");
-                const uint8_t* header = s->file->read(first.begin, first.begin + kPacketHeaderBytes);
+                if (first.end > s->file->size() || first.end < first.begin || first.end - first.begin < kHeaderBytes)
+                    refuse_stream("a packet beyond its file");
+                const uint8_t* header = s->file->read(first.begin, first.begin + kHeaderBytes);
                 s->sc = t->layout.stream(le(header + kOffStreamId, 4));
-                if (s->sc == nullptr) refuse(fmt::format("a packet of an undeclared stream class in {}", s->name));
+                if (s->sc == nullptr) refuse_stream(fmt::format("a packet of an undeclared stream class in {}", s->name));
                 const auto sc_index = static_cast<std::size_t>(s->sc - t->layout.streams.data());
                 s->slots = &t->slots[sc_index];
                 if (!owned && !setup_class[sc_index]) continue;
@@ -507,7 +504,7 @@ public:
                 s->instance = le(header + kOffInstance, 8);
                 for (const auto& o : streams_)
                     if (o->trace == t.get() && o->sc == s->sc && o->instance == s->instance)
-                        refuse("two stream files of one stream");
+                        refuse_stream("two stream files of one stream");
                 streams_.push_back(std::move(s));
             }
             traces_.push_back(std::move(t));
@@ -637,7 +634,7 @@ private:
             uint64_t pos = m.ctx_pos;
             std::array<Slot, kMaxContextFields> ctx{};
             if (!decode_struct(s.sc->context, p, pos, s.end, ctx.data()))
-                refuse(fmt::format("an event context that decoded in the first pass does not in {}", s.name));
+                refuse_stream(fmt::format("an event context that decoded in the first pass does not in {}", s.name));
             const Trace::ContextSlots& slot = *s.slots;
             if (slot.vpid >= 0) ev.vpid = static_cast<int64_t>(ctx[static_cast<std::size_t>(slot.vpid)].u);
             if (slot.vtid >= 0) ev.vtid = static_cast<int64_t>(ctx[static_cast<std::size_t>(slot.vtid)].u);
@@ -648,7 +645,7 @@ private:
         if (cf.size() > slots_.size()) slots_.resize(cf.size());
         uint64_t pos = m.payload_pos;
         if (!decode_struct(cf, p, pos, s.end, slots_.data()))
-            refuse(fmt::format("an event payload that decoded in the first pass does not in {}", s.name));
+            refuse_stream(fmt::format("an event payload that decoded in the first pass does not in {}", s.name));
         const std::size_t nfields = em.schema->fields.size();
         for (std::size_t i = 0; i < nfields; ++i) {
             FieldValue& v = ev.f[i];
@@ -683,7 +680,7 @@ private:
                 break;
             }
             case Kind::SeqUnread:
-                v.seq = kZeros.data();
+                v.seq = kUnreadValues.data();
                 v.seq_len = std::min<uint32_t>(sl.n, kMaxSequenceLength);
                 break;
             default: break;

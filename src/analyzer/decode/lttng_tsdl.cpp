@@ -82,23 +82,6 @@ uint64_t to_u64(std::string_view s) {
     return v;
 }
 
-bool parse_uuid(std::string_view s, uint8_t out[16]) {
-    if (s.size() != 36) return false;
-    int k = 0;
-    for (std::size_t i = 0; i < s.size();) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-') return false;
-            ++i;
-            continue;
-        }
-        unsigned v = 0;
-        if (std::from_chars(s.data() + i, s.data() + i + 2, v, 16).ptr != s.data() + i + 2) return false;
-        out[k++] = static_cast<uint8_t>(v);
-        i += 2;
-    }
-    return k == 16;
-}
-
 std::string strip(std::string_view ctf_name) {
     if (!ctf_name.empty() && ctf_name[0] == '_') ctf_name.remove_prefix(1);
     return std::string(ctf_name);
@@ -558,6 +541,23 @@ struct Parser {
 };
 
 }  // namespace
+
+bool parse_uuid(std::string_view s, uint8_t out[16]) {
+    if (s.size() != 36) return false;
+    int k = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return false;
+            ++i;
+            continue;
+        }
+        unsigned v = 0;
+        if (std::from_chars(s.data() + i, s.data() + i + 2, v, 16).ptr != s.data() + i + 2) return false;
+        out[k++] = static_cast<uint8_t>(v);
+        i += 2;
+    }
+    return k == 16;
+}
 
 const CtfStreamClass* CtfTraceLayout::stream(uint64_t id) const {
     for (const CtfStreamClass& s : streams)

@@ -60,6 +60,9 @@ struct CtfTraceLayout {
     const CtfEventClass* event(uint64_t stream_id, uint64_t id) const;
 };
 
+// A UUID in its text form (36 characters, 8-4-4-4-12 hexadecimal digits) as its 16 bytes; false when `s` is not one.
+bool parse_uuid(std::string_view s, uint8_t out[16]);
+
 // The layout of `tsdl` (the metadata text, packets already unwrapped), or nullopt with `why` set.
 std::optional<CtfTraceLayout> parse_lttng_tsdl(std::string_view tsdl, std::string& why);
 

@@ -10,6 +10,10 @@
 
 #include <sigmatrace/schema.h>
 
+#include <array>
+#include <cstdint>
+
+#include "analyzer/decode/decoded_event.h"
 #include "analyzer/decode/schema_table.h"
 
 namespace sigmatrace::analyzer {
@@ -26,6 +30,9 @@ inline constexpr UnreadField kUnreadSequences[] = {
     {EventId::poll_cq, fields::poll_cq::wc_flags},       {EventId::poll_cq, fields::poll_cq::imm},
     {EventId::poll_cq, fields::poll_cq::hw_ts},
 };
+
+// What an unread sequence's elements read as: the readers point its values here.
+inline constexpr std::array<uint64_t, kMaxSequenceLength> kUnreadValues{};
 
 constexpr bool is_unread_sequence(EventId event, int field) {
     for (const UnreadField& u : kUnreadSequences)

@@ -1,6 +1,7 @@
 #include "analyzer/outputs/format_units.h"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 
@@ -43,6 +44,10 @@ std::string format_count(uint64_t n) {
         if ((len - i - 1) % 3 == 0 && i + 1 < len) out.push_back(',');
     }
     return out;
+}
+
+std::string ns_or_dash(const nlohmann::json& v) {
+    return v.is_number() ? format_ns(v.get<double>()) : std::string("-");
 }
 
 }  // namespace sigmatrace::analyzer

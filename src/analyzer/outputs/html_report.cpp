@@ -34,8 +34,6 @@ std::string esc(std::string_view s) {
     return out;
 }
 
-std::string ns_or_dash(const json& v) { return v.is_number() ? format_ns(v.get<double>()) : std::string("-"); }
-
 std::string nic_name(const json& n) {
     return fmt::format("{}/{}", n.value("node", std::string("?")), n.value("device", std::string("?")));
 }

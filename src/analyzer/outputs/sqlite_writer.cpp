@@ -15,7 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-const char* outcome_name(OpOutcome o) {
+// The outcome as the ops table stores it (docs/sqlite.md): a key, where the timelines write a label.
+const char* outcome_key(OpOutcome o) {
     switch (o) {
     case OpOutcome::Completed: return "completed";
     case OpOutcome::Failed: return "failed";
@@ -217,7 +218,7 @@ void SqliteWriter::on_operation(const Operation& op) {
     int64_t& poster = poster_ids_[static_cast<uint8_t>(op.poster)];
     if (poster < 0) poster = string_id(records::poster_name(op.poster));
     int64_t& outcome = outcome_ids_[static_cast<uint8_t>(op.outcome)];
-    if (outcome < 0) outcome = string_id(outcome_name(op.outcome));
+    if (outcome < 0) outcome = string_id(outcome_key(op.outcome));
     sqlite3_bind_int64(s, 2, opcode);
     sqlite3_bind_int64(s, 3, poster);
     sqlite3_bind_int64(s, 4, outcome);

@@ -15,8 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string ns_or_dash(const json& v) { return v.is_number() ? format_ns(v.get<double>()) : std::string("-"); }
-
 std::string who(const json& ref) {
     const json& rank = ref["rank"];
     const std::string node = ref["node"].is_string() ? ref["node"].get<std::string>() : "?";

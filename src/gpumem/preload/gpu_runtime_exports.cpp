@@ -27,11 +27,9 @@ constexpr int kHipErrorNotInitialized = 3;
 constexpr int kHsaStatusError = 0x1000;
 constexpr unsigned kHipHostRegisterIoMemory = 0x4;  // hipHostRegisterIoMemory
 
-uint64_t u64(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
 void note_registration(const void* p, size_t size, bool io, int rc) {
     const int saved = errno;
-    GpuMemRuntime::instance().observer().host_registered(u64(p), size, io, rc);
+    GpuMemRuntime::instance().observer().host_registered(uptr(p), size, io, rc);
     errno = saved;
 }
 
@@ -118,7 +116,7 @@ ST_EXPORT int cudaHostUnregister(void* p) {
     auto fn = real.get();
     if (!fn) return missing_real_errno<int>("cudaHostUnregister", nullptr, ENOSYS, 3);
     HookScope scope;
-    if (scope.outermost()) GpuMemRuntime::instance().observer().host_unregistered(u64(p));
+    if (scope.outermost()) GpuMemRuntime::instance().observer().host_unregistered(uptr(p));
     return fn(p);
 }
 
@@ -141,7 +139,7 @@ ST_EXPORT int hipHostUnregister(void* p) {
     auto fn = real.get();
     if (!fn) return missing_real_errno<int>("hipHostUnregister", nullptr, ENOSYS, kHipErrorNotInitialized);
     HookScope scope;
-    if (scope.outermost()) GpuMemRuntime::instance().observer().host_unregistered(u64(p));
+    if (scope.outermost()) GpuMemRuntime::instance().observer().host_unregistered(uptr(p));
     return fn(p);
 }
 
@@ -180,6 +178,6 @@ ST_EXPORT int hsa_amd_memory_unlock(void* host_ptr) {
     auto fn = real.get();
     if (!fn) return missing_real_errno<int>("hsa_amd_memory_unlock", nullptr, ENOSYS, kHsaStatusError);
     HookScope scope;
-    if (scope.outermost()) GpuMemRuntime::instance().observer().host_unregistered(u64(host_ptr));
+    if (scope.outermost()) GpuMemRuntime::instance().observer().host_unregistered(uptr(host_ptr));
     return fn(host_ptr);
 }

@@ -15,12 +15,11 @@
 #include "interpose/state/hook_scope.h"
 
 using sigmatrace::gpumem::GpuMemRuntime;
+using sigmatrace::gpumem::uptr;
 using sigmatrace::interpose::HookScope;
 using sigmatrace::interpose::missing_real_errno;
 
 namespace {
-
-uint64_t u64(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // Runs `observe` with errno preserved. A DevX or init_obj set-up call is RDMA use: tracing starts here if
 // nothing started it before (interpose/activation.h).
@@ -40,7 +39,7 @@ ST_EXPORT struct mlx5dv_devx_umem* mlx5dv_devx_umem_reg(struct ibv_context* ctx,
     HookScope scope;
     mlx5dv_devx_umem* umem = real(ctx, addr, size, access);
     if (scope.outermost())
-        observe([&](auto& o) { o.umem_registered(u64(ctx), u64(umem), umem ? umem->umem_id : 0, u64(addr), size, -1, umem ? 0 : errno); });
+        observe([&](auto& o) { o.umem_registered(uptr(ctx), uptr(umem), umem ? umem->umem_id : 0, uptr(addr), size, -1, umem ? 0 : errno); });
     return umem;
 }
 
@@ -51,7 +50,7 @@ ST_EXPORT struct mlx5dv_devx_umem* mlx5dv_devx_umem_reg_ex(struct ibv_context* c
     mlx5dv_devx_umem* umem = real(ctx, in);
     if (scope.outermost() && in) {
         const int fd = (in->comp_mask & MLX5DV_UMEM_MASK_DMABUF) ? in->dmabuf_fd : -1;
-        observe([&](auto& o) { o.umem_registered(u64(ctx), u64(umem), umem ? umem->umem_id : 0, u64(in->addr), in->size, fd, umem ? 0 : errno); });
+        observe([&](auto& o) { o.umem_registered(uptr(ctx), uptr(umem), umem ? umem->umem_id : 0, uptr(in->addr), in->size, fd, umem ? 0 : errno); });
     }
     return umem;
 }
@@ -60,7 +59,7 @@ ST_EXPORT int mlx5dv_devx_umem_dereg(struct mlx5dv_devx_umem* umem) {
     auto real = ST_REAL_MLX5(mlx5dv_devx_umem_dereg, "MLX5_1.7");
     if (!real) return missing_real_errno<int>("mlx5dv_devx_umem_dereg", "MLX5_1.7", ENOSYS, ENOSYS);
     HookScope scope;
-    if (scope.outermost()) observe([&](auto& o) { o.umem_deregistering(u64(umem)); });
+    if (scope.outermost()) observe([&](auto& o) { o.umem_deregistering(uptr(umem)); });
     return real(umem);
 }
 
@@ -71,8 +70,8 @@ ST_EXPORT struct mlx5dv_devx_uar* mlx5dv_devx_alloc_uar(struct ibv_context* ctx,
     mlx5dv_devx_uar* uar = real(ctx, flags);
     if (scope.outermost())
         observe([&](auto& o) {
-            o.uar_allocated(u64(ctx), u64(uar), uar ? uar->page_id : 0, uar ? u64(uar->reg_addr) : 0,
-                            uar ? u64(uar->base_addr) : 0, flags, uar ? 0 : errno);
+            o.uar_allocated(uptr(ctx), uptr(uar), uar ? uar->page_id : 0, uar ? uptr(uar->reg_addr) : 0,
+                            uar ? uptr(uar->base_addr) : 0, flags, uar ? 0 : errno);
         });
     return uar;
 }
@@ -84,7 +83,7 @@ ST_EXPORT void mlx5dv_devx_free_uar(struct mlx5dv_devx_uar* uar) {
         return;
     }
     HookScope scope;
-    if (scope.outermost()) observe([&](auto& o) { o.uar_freeing(u64(uar)); });
+    if (scope.outermost()) observe([&](auto& o) { o.uar_freeing(uptr(uar)); });
     real(uar);
 }
 
@@ -94,7 +93,7 @@ ST_EXPORT struct mlx5dv_devx_obj* mlx5dv_devx_obj_create(struct ibv_context* ctx
     if (!real) return missing_real_errno<mlx5dv_devx_obj*>("mlx5dv_devx_obj_create", "MLX5_1.7", ENOSYS, nullptr);
     HookScope scope;
     mlx5dv_devx_obj* obj = real(ctx, in, inlen, out, outlen);
-    if (scope.outermost() && obj) observe([&](auto& o) { o.devx_created(u64(ctx), u64(obj), in, inlen, out, outlen); });
+    if (scope.outermost() && obj) observe([&](auto& o) { o.devx_created(uptr(ctx), uptr(obj), in, inlen, out, outlen); });
     return obj;
 }
 
@@ -104,7 +103,7 @@ ST_EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj* obj, const void* in
     if (!real) return missing_real_errno<int>("mlx5dv_devx_obj_modify", "MLX5_1.7", ENOSYS, ENOSYS);
     HookScope scope;
     const int ret = real(obj, in, inlen, out, outlen);
-    if (scope.outermost()) observe([&](auto& o) { o.devx_modified(u64(obj), in, inlen, out, outlen, ret); });
+    if (scope.outermost()) observe([&](auto& o) { o.devx_modified(uptr(obj), in, inlen, out, outlen, ret); });
     return ret;
 }
 
@@ -114,7 +113,7 @@ ST_EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj* obj, const void* in,
     if (!real) return missing_real_errno<int>("mlx5dv_devx_obj_query", "MLX5_1.7", ENOSYS, ENOSYS);
     HookScope scope;
     const int ret = real(obj, in, inlen, out, outlen);
-    if (scope.outermost()) observe([&](auto& o) { o.devx_queried(u64(obj), in, inlen, out, outlen, ret); });
+    if (scope.outermost()) observe([&](auto& o) { o.devx_queried(uptr(obj), in, inlen, out, outlen, ret); });
     return ret;
 }
 
@@ -122,7 +121,7 @@ ST_EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj* obj) {
     auto real = ST_REAL_MLX5(mlx5dv_devx_obj_destroy, "MLX5_1.7");
     if (!real) return missing_real_errno<int>("mlx5dv_devx_obj_destroy", "MLX5_1.7", ENOSYS, ENOSYS);
     HookScope scope;
-    if (scope.outermost()) observe([&](auto& o) { o.devx_destroying(u64(obj)); });
+    if (scope.outermost()) observe([&](auto& o) { o.devx_destroying(uptr(obj)); });
     return real(obj);
 }
 
@@ -134,8 +133,8 @@ ST_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp* qp, const void* in, size_t in
     const int ret = real(qp, in, inlen, out, outlen);
     // The QP's own context: a QP modified before its rings are exported (UCX's DevX md moves verbs DCIs and UD
     // QPs this way) is known to the analyzer by (context, QP number) from its qp_create.
-    const uint64_t ctx = qp ? u64(qp->context) : 0;
-    if (scope.outermost()) observe([&](auto& o) { o.devx_modified(u64(qp), in, inlen, out, outlen, ret, ctx); });
+    const uint64_t ctx = qp ? uptr(qp->context) : 0;
+    if (scope.outermost()) observe([&](auto& o) { o.devx_modified(uptr(qp), in, inlen, out, outlen, ret, ctx); });
     return ret;
 }
 
@@ -144,8 +143,8 @@ ST_EXPORT int mlx5dv_devx_qp_query(struct ibv_qp* qp, const void* in, size_t inl
     if (!real) return missing_real_errno<int>("mlx5dv_devx_qp_query", "MLX5_1.8", ENOSYS, ENOSYS);
     HookScope scope;
     const int ret = real(qp, in, inlen, out, outlen);
-    const uint64_t ctx = qp ? u64(qp->context) : 0;
-    if (scope.outermost()) observe([&](auto& o) { o.devx_queried(u64(qp), in, inlen, out, outlen, ret, ctx); });
+    const uint64_t ctx = qp ? uptr(qp->context) : 0;
+    if (scope.outermost()) observe([&](auto& o) { o.devx_queried(uptr(qp), in, inlen, out, outlen, ret, ctx); });
     return ret;
 }
 
@@ -176,10 +175,10 @@ ST_EXPORT int sigmatrace_mlx5dv_init_obj_1_0(struct mlx5dv_obj* obj, uint64_t ob
 // Called by the interpose shim's ibv_destroy_qp / ibv_destroy_cq wrappers before the real destroy
 // (src/interpose/hooks/gpumem_hooks.h): the watcher sweeps the exported rings one last time and forgets them.
 extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_before_destroy_qp(struct ibv_qp* qp) {
-    if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(u64(qp)); });
+    if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(uptr(qp)); });
 }
 extern "C" __attribute__((visibility("hidden"))) void sigmatrace_gpumem_before_destroy_cq(struct ibv_cq* cq) {
-    if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(u64(cq)); });
+    if (GpuMemRuntime::exists()) observe([&](auto& o) { o.verbs_object_destroying(uptr(cq)); });
 }
 
 // Called first by libsigmatrace.so's one destructor (src/interpose/hooks/library_init.cpp), while the tracepoint

@@ -17,22 +17,9 @@ constexpr uint8_t kPassNothing = 0;
 constexpr uint8_t kPassRecording = 1;
 constexpr uint8_t kPassCounting = 2;
 
-[[noreturn]] __attribute__((noinline, cold)) void missing_state(const void* cq) {
-    char msg[192];
-    const int n = std::snprintf(msg, sizeof msg,
-                                "sigmatrace: fatal: extended-CQ poll on %p, which is not (or no longer) a live CQ; "
-                                "the application used a destroyed CQ\n",
-                                cq);
-    if (n > 0) {
-        ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
-        (void)ignored;
-    }
-    std::abort();
-}
-
 inline CqState& state_of(ibv_cq_ex* cq) {
     CqState* s = cq_state_cached(cq);
-    if (s == nullptr) [[unlikely]] missing_state(cq);
+    if (s == nullptr) [[unlikely]] fatal_missing_state("extended-CQ poll", "CQ", cq);
     return *s;
 }
 

@@ -39,27 +39,12 @@ inline bool builds(const WrList& l) noexcept {
 // wr_complete copies at most this many WRs of a list out of the QP's state (one event's worth, on the stack).
 constexpr size_t kWrTailCopy = SIGMATRACE_MAX_BATCH;
 
-// A wrapper always finds its QP's state: it is only installed on QPs that have one, and the state lives until
-// the QP is destroyed. Reaching here means the application used a QP after destroying it.
-[[noreturn]] __attribute__((noinline, cold)) void missing_state(const void* qpx) {
-    char msg[192];
-    const int n = std::snprintf(msg, sizeof msg,
-                                "sigmatrace: fatal: ibv_wr_* call on QP %p, which is not (or no longer) a live "
-                                "queue pair; the application used a destroyed QP\n",
-                                qpx);
-    if (n > 0) {
-        ssize_t ignored = ::write(STDERR_FILENO, msg, static_cast<size_t>(n));
-        (void)ignored;
-    }
-    std::abort();
-}
-
 // The wrappers find their QP's state in the thread's one-entry cache (object_state.h). On a miss they call
 // this instead, with their own arguments (a tail call): the lookup, out of line, then the wrapper again, which
 // now hits. So a wrapper's hit path makes no call before its tail call to the provider, and keeps no frame or
 // saved registers for the lookup (message_footprint.sh counts the difference).
 template <auto kWrapper, typename... A> __attribute__((noinline)) auto after_lookup(ibv_qp_ex* q, A... a) {
-    if (qp_state_lookup(q) == nullptr) missing_state(q);
+    if (qp_state_lookup(q) == nullptr) fatal_missing_state("ibv_wr_* call", "QP", q);
     return kWrapper(q, a...);
 }
 

@@ -1,6 +1,10 @@
 #include "interpose/state/object_state.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace sigmatrace::interpose {
 __thread QpState* tls_last_qp __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -101,6 +105,19 @@ CqState* cq_state_lookup(const void* cq) noexcept {
     CqState* s = Registry::instance().cq_by_pointer(cq);
     tls_last_cq = s;
     return s;
+}
+
+void fatal_missing_state(const char* call, const char* object, const void* p) noexcept {
+    char msg[224];
+    const int n = std::snprintf(msg, sizeof msg,
+                                "sigmatrace: fatal: %s on %s %p, which is not (or no longer) a live %s; the application "
+                                "used a destroyed %s\n",
+                                call, object, p, object, object);
+    if (n > 0) {
+        ssize_t ignored = ::write(STDERR_FILENO, msg, std::min(static_cast<size_t>(n), sizeof msg - 1));
+        (void)ignored;
+    }
+    std::abort();
 }
 
 }  // namespace sigmatrace::interpose

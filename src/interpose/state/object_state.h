@@ -287,6 +287,12 @@ extern __thread CqState* tls_last_cq __attribute__((tls_model("initial-exec")));
 QpState* qp_state_lookup(const void* qp) noexcept;  // the miss: probes the index, refills the cache
 CqState* cq_state_lookup(const void* cq) noexcept;
 
+// What a wrapper does when it finds no state for its object: it is only installed on objects that have state, and
+// the state lives until the object is destroyed, so the application used the object after destroying it. Says
+// so on stderr ("sigmatrace: fatal: CALL on OBJECT P, ...") and aborts.
+[[noreturn]] __attribute__((noinline, cold)) void fatal_missing_state(const char* call, const char* object,
+                                                                     const void* p) noexcept;
+
 inline QpState* qp_state_cached(const void* qp) noexcept {
     QpState* s = tls_last_qp;
     if (s != nullptr && s->qp.load(std::memory_order_relaxed) == qp) [[likely]] return s;

@@ -144,13 +144,6 @@ void say_once(const char* what, uint32_t code) {
     std::fprintf(stderr, "softfabric mlx5: %s (0x%x)\n", what, code);
 }
 
-// The remote access a QP transition's qpc or a CREATE_DCT's dctc grants (rre, rwe, rae: prm::ModifyQp,
-// prm::CreateDct), and the optional-parameter bits that say an INIT2RTR or RTR2RTS carries them (RRE, RAE, RWE).
-template <class Command> uint32_t access_of(const Command& m) {
-    return IBV_ACCESS_LOCAL_WRITE | (m.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
-           (m.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) | (m.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-}
-constexpr uint32_t kOptParamAccess = (1u << 1) | (1u << 2) | (1u << 3);
 
 // Fills a command output: status 0 and, for creates, the object number.
 void write_out(void* out, size_t outlen, uint32_t number) {
@@ -252,13 +245,14 @@ public:
         engine::QueuePair& qp = dq->engine();
         switch (m.opcode) {
         case prm::cmd::RST2INIT_QP: {
-            qp.shared().access_flags.store(access_of(m), std::memory_order_release);
+            qp.shared().access_flags.store(ibv_access_of(m), std::memory_order_release);
             qp.set_state(IBV_QPS_INIT);
             break;
         }
         case prm::cmd::INIT2RTR_QP: {
-            if (m.opt_param_mask & kOptParamAccess)  // UCX sets the remote access bits here (RST2INIT: write only)
-                qp.shared().access_flags.store(access_of(m), std::memory_order_release);
+            // UCX sets the remote access bits here (RST2INIT: write only)
+            if (m.opt_param_mask & prm::kOptParamRemoteAccess)
+                qp.shared().access_flags.store(ibv_access_of(m), std::memory_order_release);
             if (qp.config().dc_role == DcRole::Initiator) {  // a DCI has no path: each WQE names its destination
                 if (m.mtu >= 1 && m.mtu <= 5) qp.transport().path_mtu = 128u << m.mtu;
                 qp.set_state(IBV_QPS_RTR);
@@ -751,7 +745,7 @@ private:
         if (srq) attach_verbs_receive(*o, provider::srq_of(srq->handle), provider::cq_of(rcq->handle));
         engine::QueuePair& q = *o->dct;
         q.shared().qkey.store(static_cast<uint32_t>(d.dc_access_key));
-        q.shared().access_flags.store(access_of(d), std::memory_order_release);
+        q.shared().access_flags.store(ibv_access_of(d), std::memory_order_release);
         if (d.mtu >= 1 && d.mtu <= 5) q.transport().path_mtu = 128u << d.mtu;
         q.set_state(IBV_QPS_INIT);
         q.set_state(IBV_QPS_RTR);

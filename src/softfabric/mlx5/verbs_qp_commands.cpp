@@ -27,13 +27,6 @@ constexpr Field qpc_log_rra_max{kQpc + 0x488, 3};
 constexpr Field qpc_next_rcv_psn{kQpc + 0x4A8, 24};
 constexpr Field qpc_q_key{kQpc + 0x540, 32};
 
-constexpr uint32_t kOptParamAccess = (1u << 1) | (1u << 2) | (1u << 3);  // opt_param_mask: RRE, RAE, RWE
-
-uint32_t access_of(const prm::ModifyQp& m) {
-    return IBV_ACCESS_LOCAL_WRITE | (m.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
-           (m.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) | (m.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-}
-
 int fail(int err) {
     errno = err;
     return err;
@@ -76,7 +69,7 @@ int modify_verbs_qp(ibv_qp* qp, const void* in, size_t inlen, void* out, size_t 
         a.port_num = static_cast<uint8_t>(box.get_or(qpc_path_vhca_port_num, 1));
         mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT;
         if (rc || dct) {
-            a.qp_access_flags = access_of(m);
+            a.qp_access_flags = ibv_access_of(m);
             mask |= IBV_QP_ACCESS_FLAGS;
         }
         if (ud) {
@@ -94,8 +87,8 @@ int modify_verbs_qp(ibv_qp* qp, const void* in, size_t inlen, void* out, size_t 
             a.min_rnr_timer = static_cast<uint8_t>(m.min_rnr_nak);
             mask |= IBV_QP_MIN_RNR_TIMER;
         }
-        if ((rc || dct) && (m.opt_param_mask & kOptParamAccess)) {
-            a.qp_access_flags = access_of(m);
+        if ((rc || dct) && (m.opt_param_mask & prm::kOptParamRemoteAccess)) {
+            a.qp_access_flags = ibv_access_of(m);
             mask |= IBV_QP_ACCESS_FLAGS;
         }
         if (rc) {

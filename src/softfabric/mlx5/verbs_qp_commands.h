@@ -6,8 +6,16 @@
 #include <infiniband/verbs.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace softfabric::mlx5 {
+
+// The verbs access flags the remote-access bits of a QP transition's qpc or a CREATE_DCT's dctc grant (rre, rwe,
+// rae: sigmatrace::gpumem::prm::ModifyQp, prm::CreateDct).
+template <class Command> uint32_t ibv_access_of(const Command& m) {
+    return IBV_ACCESS_LOCAL_WRITE | (m.remote_read ? IBV_ACCESS_REMOTE_READ : 0) |
+           (m.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0) | (m.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+}
 
 // One QP state-transition command (RST2INIT, INIT2RTR, RTR2RTS, 2ERR, 2RST) on `qp`. 0: done, `out` holds
 // status 0. A mailbox that is no transition of this QP (another opcode, another qpn, too short): EINVAL, as
