@@ -76,7 +76,10 @@ case "$mode" in
   test)
     install_packages
     log "Building (normal)"
-    configure_and_build "$build_root/normal"
+    # Line tables only (-g1 where RelWithDebInfo has -g): backtraces keep their files and lines, and the
+    # compiler writes much less. A build for a debugger: -DCMAKE_BUILD_TYPE=Debug.
+    configure_and_build "$build_root/normal" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
     log "Testing (normal)"
     run_ctest "$build_root/normal"
     # CMake's default generator (Unix Makefiles) links the library's objects in another order than Ninja: its
@@ -90,7 +93,11 @@ case "$mode" in
     "$here/tests/interpose/init_order_test.sh" "$build_root/make/stage/lib/libsigmatrace.so"
     if [[ ${SIGMATRACE_TEST_SANITIZERS:-1} == 1 ]]; then
       log "Building (ASan+UBSan)"
-      configure_and_build "$build_root/asan" -DSIGMATRACE_SANITIZE=ON -DSIGMATRACE_BUILD_BENCH=OFF -DSIGMATRACE_CUDA=OFF
+      # The sanitizer builds compile each target's sources as a few unity sources (CMAKE_UNITY_BUILD): the
+      # normal build has already compiled every source on its own, and the shared headers (JSON, fmt, GoogleTest)
+      # are parsed once per batch, not per source. The sources keep their file-local names distinct for this.
+      configure_and_build "$build_root/asan" -DSIGMATRACE_SANITIZE=ON -DSIGMATRACE_BUILD_BENCH=OFF -DSIGMATRACE_CUDA=OFF \
+        -DCMAKE_UNITY_BUILD=ON
       log "Testing (ASan+UBSan)"
       # Not the fuzzers: their targets are built with ASan and UBSan already, and ran in the normal stage. Not the
       # slow-labelled end-to-end runs either (MPI stress, the acceptance suites, recorded UCX transports, exit
@@ -100,7 +107,7 @@ case "$mode" in
       log "Building (TSan)"
       # Only what the tsan-labelled tests need (tests/CMakeLists.txt, tsan_tests): half the build.
       target=tsan_tests configure_and_build "$build_root/tsan" -DSIGMATRACE_TSAN=ON -DSIGMATRACE_BUILD_BENCH=OFF \
-        -DSIGMATRACE_CUDA=OFF
+        -DSIGMATRACE_CUDA=OFF -DCMAKE_UNITY_BUILD=ON
       log "Testing (TSan: threading tests)"
       run_ctest "$build_root/tsan" -L tsan
     fi

@@ -53,10 +53,11 @@ done
 relink=0; [[ -x $bin ]] || relink=1
 for o in "${objs[@]}"; do [[ $o -nt $bin ]] && relink=1; done
 if [[ ${#stale[@]} -gt 0 || $relink == 1 ]]; then
-  # -O0: this build's time counts in CI (template-heavy headers); coverage feedback works the same.
+  # -O0 and line tables only: this build's time counts in CI (template-heavy headers); coverage feedback works
+  # the same, and a crash's stack still names files and lines.
   echo "building $bin with $cxx (${#stale[@]} objects to compile)"
   rm -f "$work/build.log"
-  flags=(-std=c++20 -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+  flags=(-std=c++20 -O0 -g1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
          -DSIGMATRACE_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" -isystem "$gen" -isystem "$gen/.." "${bt_cflags[@]}")
   # Two compilers at a time (the machine has two cores), then one link.
   # sh -c 'SCRIPT' CXX OBJDIR FLAGS...: $0 is the compiler, $1 the object directory, the rest the flags.
