@@ -451,6 +451,15 @@ TEST_F(TraceTest, SetupChannelLossAsksForBlocking) {
         EXPECT_EQ(f["evidence"]["streams"][0]["channel"], "setup");
         // The data-path operations are all there: the loss was in the other channel.
         EXPECT_EQ(doc["ops"]["by_opcode"]["RDMA_WRITE"]["count"].get<uint64_t>(), 200u);
+        // Its counts stay 0 (no count for a first packet), and a CI gate on losses still fails.
+        EXPECT_EQ(doc["trace"]["discarded_events"], 0);
+        EXPECT_EQ(doc["trace"]["discarded_uncounted"], 1);
+        const CmdResult gate = sh(std::string("SIGMATRACE_ANALYZE_READER=") + reader + " " + ANALYZER + " " +
+                                      (tmp_ / "su").string() + " --quiet --fail-on 'discarded>0'",
+                                  tmp_);
+        EXPECT_EQ(gate.rc, 1) << gate.err;
+        EXPECT_NE(gate.err.find("FAILED rule 'discarded>0': trace.discarded_uncounted = 1"), std::string::npos)
+            << gate.err;
     }
 }
 

@@ -251,6 +251,17 @@ TEST(CiRules, AbsoluteRules) {
     EXPECT_EQ(r.details[0], "ops.by_opcode.RDMA_WRITE.latency_ns.p99 = 2 us");
 }
 
+// A stream that lost an unknown number of events has no count: `discarded` still sees the loss.
+TEST(CiRules, DiscardedSeesALossOfUnknownSize) {
+    json d = doc_with(2000, 100, 0, 1.0);
+    EXPECT_FALSE(check("discarded>0", d).failed);
+    d["trace"]["discarded_uncounted"] = 1;
+    const RuleResult r = check("discarded>0", d);
+    EXPECT_TRUE(r.failed);
+    ASSERT_EQ(r.details.size(), 1u);
+    EXPECT_EQ(r.details[0], "trace.discarded_uncounted = 1");
+}
+
 TEST(CiRules, BaselineIncrease) {
     const json old = doc_with(2000, 100, 0, 1.0);
     const json slower = doc_with(3000, 100, 0, 1.0);

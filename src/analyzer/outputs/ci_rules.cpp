@@ -39,7 +39,9 @@ std::optional<std::vector<std::string>> expand_metric(const std::string& m, std:
     if (name.starts_with("findings.") && arg.empty() && name.size() > 9)
         return std::vector<std::string>{"#findings:" + name.substr(9)};
     if (name.find('.') != std::string::npos && arg.empty()) return std::vector<std::string>{name};
-    if (name == "discarded") return std::vector<std::string>{"trace.discarded_events", "trace.discarded_packets"};
+    // A loss of unknown size (trace.discarded_uncounted streams) fails `discarded>0` too: its counts stay 0.
+    if (name == "discarded")
+        return std::vector<std::string>{"trace.discarded_events", "trace.discarded_packets", "trace.discarded_uncounted"};
     if (name == "late") return std::vector<std::string>{"trace.late_events"};
     if (name == "errors") return std::vector<std::string>{"ops.errors"};
     if (name == "in_flight") return std::vector<std::string>{"ops.in_flight_at_end"};

@@ -124,8 +124,11 @@ std::string ReportBuilder::trace_mode() const {
 }
 
 json ReportBuilder::trace_section() const {
-    uint64_t discarded = 0, discarded_packets = 0;
-    for (const DiscardRecord& d : a_.discards_) (d.packets ? discarded_packets : discarded) += d.count;
+    uint64_t discarded = 0, discarded_packets = 0, uncounted = 0;
+    for (const DiscardRecord& d : a_.discards_) {
+        (d.packets ? discarded_packets : discarded) += d.count;
+        uncounted += !d.packets && d.count == 0;
+    }
     json by_type = json::object();
     for (std::size_t i = 0; i < kEventCount; ++i)
         if (a_.events_by_id_[i]) by_type[kEventNames[i]] = a_.events_by_id_[i];
@@ -133,6 +136,7 @@ json ReportBuilder::trace_section() const {
     return json{{"events", a_.events_},
                 {"discarded_events", discarded},
                 {"discarded_packets", discarded_packets},
+                {"discarded_uncounted", uncounted},
                 {"late_events", a_.ordering_.late_events},
                 {"reorder_window_ns", a_.ordering_.window_ns},
                 {"processes", active_processes().size()},
