@@ -125,6 +125,11 @@ inline int wr_opcode_from_mlx5(uint8_t op) {
     }
 }
 
+// Values of enum ibv_qp_state.
+namespace ibv_qps {
+inline constexpr int32_t RESET = 0, INIT = 1, RTR = 2, RTS = 3, SQD = 4, SQE = 5, ERR = 6;
+}  // namespace ibv_qps
+
 // mlx5 PRM qpc.state (QUERY_QP's answer; mlx5_ifc.h MLX5_QPC_STATE_*) against enum ibv_qp_state (RESET 0, INIT 1,
 // RTR 2, RTS 3, SQD 4, SQE 5, ERR 6): the one table, used by the software fabric (its QUERY_QP answer) and the
 // analyzer (gpu_qp_query). Index: qpc.state 0 RST .. 7 SQD; 4 SQER is SQE; 5 has no verbs name.

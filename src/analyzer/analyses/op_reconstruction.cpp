@@ -24,9 +24,6 @@ std::size_t queue_limit(uint32_t depth) {
     return std::max<std::size_t>(kMinQueueLimit, kDepthFactor * static_cast<std::size_t>(depth));
 }
 
-constexpr int32_t kQpsReset = 0;            // enum ibv_qp_state
-constexpr int32_t kQpsInit = 1;
-constexpr int32_t kQpsErr = 6;
 
 // A flush after the owner's own teardown of the QP is that teardown's, not an error.
 OpOutcome outcome_of(uint8_t status, bool torn_down) {
@@ -463,12 +460,12 @@ void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
 
 void OpReconstruction::on_qp_state(QpId q, int32_t state) {
     Qp& qp = topo_.qp(q);
-    if (state == kQpsErr) {
+    if (state == ibv_qps::ERR) {
         qp.torn_down = true;
-    } else if (state == kQpsReset) {
+    } else if (state == ibv_qps::RESET) {
         drain_qp(q, true);
         qp.torn_down = true;
-    } else if (state == kQpsInit) {
+    } else if (state == ibv_qps::INIT) {
         qp.torn_down = false;
     }
 }

@@ -1,13 +1,10 @@
 #include "analyzer/analyses/queue_progress.h"
 
+#include <sigmatrace/opcodes.h>
+
 #include <algorithm>
 
 namespace sigmatrace::analyzer {
-
-namespace {
-constexpr int32_t kQpsReset = 0;  // enum ibv_qp_state
-constexpr int32_t kQpsErr = 6;
-}  // namespace
 
 QpProgress& QueueProgress::at(QpId q) {
     if (q >= qps_.size()) {
@@ -71,7 +68,7 @@ void QueueProgress::add(const Operation& op) {
         unacknowledged();
         ++p.stuck;
         // An RC QP that completes with an error goes to ERR (the verbs specification).
-        note_state(p, kQpsErr, op.done_ts, QpStateChange::Source::error_completion);
+        note_state(p, ibv_qps::ERR, op.done_ts, QpStateChange::Source::error_completion);
         break;
     case OpOutcome::Flushed:
         ++p.flushed;
@@ -105,7 +102,7 @@ void QueueProgress::add_run(std::span<const Operation> ops) {
 void QueueProgress::on_owner_state(QpId q, int32_t state, int64_t ts) {
     QpProgress& p = at(q);
     note_state(p, state, ts, QpStateChange::Source::modify_qp);
-    if (state == kQpsReset || state == kQpsErr) p.owner_teardown_ts = ts;
+    if (state == ibv_qps::RESET || state == ibv_qps::ERR) p.owner_teardown_ts = ts;
 }
 
 void QueueProgress::on_owner_destroy(QpId q, int64_t ts) { at(q).owner_teardown_ts = ts; }
