@@ -57,7 +57,6 @@ private:
     sqlite3* db_ = nullptr;
 };
 
-
 // What holds on every trace: counts equal the JSON's, references resolve, indices exist.
 void check_consistent(const Db& db, const json& d) {
     EXPECT_EQ(db.integer("SELECT count(*) FROM operations"), d["ops"]["total"].get<int64_t>());

@@ -24,7 +24,6 @@ std::size_t queue_limit(uint32_t depth) {
     return std::max<std::size_t>(kMinQueueLimit, kDepthFactor * static_cast<std::size_t>(depth));
 }
 
-
 // A flush after the owner's own teardown of the QP is that teardown's, not an error.
 OpOutcome outcome_of(uint8_t status, bool torn_down) {
     if (status == kWcSuccess) return OpOutcome::Completed;

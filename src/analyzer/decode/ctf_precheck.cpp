@@ -115,7 +115,6 @@ std::string check_tsdl(std::string_view text) {
     return {};
 }
 
-
 bool read_file(const fs::path& p, std::vector<uint8_t>& out) {
     std::ifstream f(p, std::ios::binary | std::ios::ate);
     if (!f) return false;

@@ -644,17 +644,18 @@ void ReportBuilder::add_findings(json& doc, json& findings) const {
     // Discarded events: every number after this is a lower bound.
     const uint64_t discarded = doc["trace"]["discarded_events"].get<uint64_t>();
     const uint64_t discarded_packets = doc["trace"]["discarded_packets"].get<uint64_t>();
+    // A stream whose first packet already counts discarded events lost some before it, how many unknown (count 0:
+    // trace.discarded_uncounted counts such streams).
+    const bool uncounted = doc["trace"]["discarded_uncounted"].get<uint64_t>() != 0;
     // One pass over the streams' losses: the evidence, and what the summary tells apart. The advice depends on the
     // channel that lost them: --channel-size sizes the data channel (and the one channel of older traces); the
-    // set-up channel's size is fixed, and only --blocking keeps its events. A stream whose first packet already
-    // counts discarded events lost some before it, how many unknown (count 0).
+    // set-up channel's size is fixed, and only --blocking keeps its events.
     uint64_t setup_lost = 0;   // events (a packet discard counts packets)
-    bool setup = false, data = false, uncounted = false;
+    bool setup = false, data = false;
     json streams = json::array();
     for (const DiscardRecord& d : a_.discards_) {
         if (d.setup_only && !d.packets) setup_lost += d.count;
         (d.setup_only ? setup : data) = true;
-        uncounted = uncounted || (!d.packets && d.count == 0);
         streams.push_back(json{{"trace", d.trace}, {"stream", d.stream}, {"channel", d.setup_only ? "setup" : "data"},
                                {"count", d.count}, {"packets", d.packets}, {"begin_ns", d.begin_ns}, {"end_ns", d.end_ns}});
     }

@@ -144,7 +144,6 @@ void say_once(const char* what, uint32_t code) {
     std::fprintf(stderr, "softfabric mlx5: %s (0x%x)\n", what, code);
 }
 
-
 // Fills a command output: status 0 and, for creates, the object number.
 void write_out(void* out, size_t outlen, uint32_t number) {
     if (!out || outlen < 16) return;
