@@ -1,16 +1,23 @@
-// The quantile histogram, the FIFO ring, the CI rule language and the report formatting helpers.
+// The quantile histogram, the FIFO ring, run-wise statistics and traffic, the CI rule language and the report
+// formatting helpers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <map>
 #include <random>
+#include <span>
+#include <tuple>
 #include <vector>
 
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/format_units.h"
 #include "analyzer/analyses/fifo_ring.h"
 #include "analyzer/analyses/quantile_histogram.h"
+#include "analyzer/analyses/statistics.h"
+#include "analyzer/analyses/topology.h"
+#include "analyzer/analyses/traffic.h"
 #include "analyzer/decode/decoded_event.h"
 
 namespace sigmatrace::analyzer {
@@ -103,7 +110,9 @@ TEST(QuantileHistogram, MergeEqualsAddingEverything) {
 // A batch of integers gives what adding them one by one gives: cells, count, min, max, sum; values of corrupt
 // times (near +-2^62, a negative latency) too, with no overflow.
 TEST(QuantileHistogram, AddingIntegersAsABatchEqualsAddingEachOne) {
-    const std::vector<int64_t> values{120, 5'000, 5'000, 7, 1'000'000'007, -3, int64_t{1} << 62, 0, 99'999};
+    // 1, 2^53 - 1 and 2^53: the ends of the integer table's range, and the first value past it.
+    const std::vector<int64_t> values{120, 5'000, 5'000, 7, 1'000'000'007, -3, int64_t{1} << 62, 0, 99'999, 1,
+                                      (int64_t{1} << 53) - 1, int64_t{1} << 53};
     QuantileHistogram one, batch;
     for (const int64_t v : values) one.add(one.bin(static_cast<double>(v)));
     batch.add_integers(values, [](int64_t v) { return v; });
@@ -114,6 +123,69 @@ TEST(QuantileHistogram, AddingIntegersAsABatchEqualsAddingEachOne) {
     EXPECT_EQ(batch.sum(), one.sum());
     EXPECT_EQ(batch.cells(), one.cells());
     for (const double q : {0.0, 0.25, 0.5, 0.9, 1.0}) EXPECT_EQ(batch.quantile(q), one.quantile(q)) << q;
+}
+
+Operation implied_write(int64_t post_ts, uint64_t bytes, uint8_t opcode = static_cast<uint8_t>(WrOpcode::RDMA_WRITE)) {
+    Operation op;
+    op.proc = 0;
+    op.qp = 3;
+    op.opcode = opcode;
+    op.implied = true;
+    op.outcome = OpOutcome::Completed;
+    op.post_ts = post_ts;
+    op.done_ts = 1'000'000;
+    op.bytes = bytes;
+    return op;
+}
+
+// A run of implied sends of several sizes gives what adding each alone gives: sizes (stretches of one size are
+// noted together), sums, times, posters.
+TEST(OpAggregate, ARunOfSeveralSizesEqualsItsOperationsOneByOne) {
+    std::vector<Operation> run;
+    for (const uint64_t size : {64, 64, 64, 4096, 4096, 64, 1, 1'000'000}) run.push_back(implied_write(500 + 10 * static_cast<int64_t>(run.size()), size));
+    run[5].poster = records::Poster::gpu;
+    OpAggregate whole, single;
+    QuantileHistogram::Binned last_whole{-1.0, 0}, last_single{-1.0, 0};
+    whole.add_implied(run, last_whole);
+    for (const Operation& op : run) single.add_implied(std::span<const Operation>(&op, 1), last_single);
+    whole.flush_sizes();
+    single.flush_sizes();
+    EXPECT_EQ(whole.count, 8u);
+    EXPECT_EQ(whole.bytes, 64u * 4 + 4096 * 2 + 1 + 1'000'000);
+    EXPECT_EQ(whole.bytes, single.bytes);
+    EXPECT_EQ(whole.completed_bytes, single.completed_bytes);
+    EXPECT_EQ(whole.gpu, 1u);
+    EXPECT_EQ(whole.verbs_posted, 7u);
+    EXPECT_EQ(whole.first_ts, 500);
+    EXPECT_EQ(whole.last_ts, 1'000'000);
+    EXPECT_EQ(whole.size_bytes.count(), 8u);
+    EXPECT_EQ(whole.size_bytes.cells(), single.size_bytes.cells());
+    EXPECT_EQ(whole.size_bytes.sum(), single.size_bytes.sum());
+    EXPECT_EQ(whole.implied_latency_ns.cells(), single.implied_latency_ns.cells());
+}
+
+// A run's operations go to their own cells: a stretch of one cell is summed, and a change of opcode (an RDMA
+// READ counts the other way), of UD destination or a failure ends it.
+TEST(Traffic, EachStretchOfARunGoesToItsCell) {
+    std::vector<Operation> ops{implied_write(1, 10), implied_write(2, 20),
+                               implied_write(3, 5, static_cast<uint8_t>(WrOpcode::RDMA_READ)),
+                               implied_write(4, 7), implied_write(5, 30), implied_write(6, 40), implied_write(7, 50)};
+    ops[3].outcome = OpOutcome::Failed;   // moved nothing
+    ops[5].ud_ah = 0x99;                  // another destination
+    Traffic traffic;
+    traffic.add(ops);
+    traffic.add(implied_write(8, 100));   // the first cell again, after the others
+    Topology topo;
+    std::map<std::tuple<bool, uint64_t>, std::pair<uint64_t, uint64_t>> cells;   // (read, ud_ah) -> bytes, ops
+    for (const Traffic::PortablePending& c : traffic.export_pending(topo)) {
+        EXPECT_EQ(c.qp, 3u);
+        cells[{c.read, c.ud_ah}] = {c.bytes, c.ops};
+    }
+    using Cell = std::pair<uint64_t, uint64_t>;
+    EXPECT_EQ(cells.size(), 3u);
+    EXPECT_EQ((cells[{false, 0}]), (Cell{10 + 20 + 30 + 50 + 100, 5}));
+    EXPECT_EQ((cells[{true, 0}]), (Cell{5, 1}));
+    EXPECT_EQ((cells[{false, 0x99}]), (Cell{40, 1}));
 }
 
 json doc_with(double p99_write, uint64_t completed, uint64_t discarded, double skew_in) {
@@ -147,8 +219,11 @@ TEST(FifoRing, KeepsOrderAcrossWrapGrowthAndRemovals) {
     int next = 0;
     for (int step = 0; step < 20000; ++step) {
         const unsigned r = rng() % 10;
-        if (r < 6 || model.empty()) {
+        if (r < 3 || model.empty()) {
             ring.push_back(next);
+            model.push_back(next++);
+        } else if (r < 6) {
+            ring.emplace_back() = next;   // filled in place: the slot may hold an element dropped before
             model.push_back(next++);
         } else if (r < 8) {
             const std::size_t n = 1 + rng() % model.size();

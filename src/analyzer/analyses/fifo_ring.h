@@ -46,6 +46,11 @@ public:
         buf_[(head_ + size_) & mask()] = v;
         ++size_;
     }
+    // A new newest element, to be filled in place (its old contents are a previous element's).
+    T& emplace_back() {
+        if (size_ == capacity()) grow();
+        return buf_[(head_ + size_++) & mask()];
+    }
     void pop_front() { drop_front(1); }
     // Removes the n oldest (n <= size()).
     void drop_front(std::size_t n) {

@@ -114,10 +114,12 @@ void OpReconstruction::retire_implied(ProcId p, QpId q, std::size_t j, int64_t t
     implied.outcome = OpOutcome::Completed;
     implied.wc_status = kWcSuccess;
     const bool connected = qp.type != kIbvQptUd;
+    // forget_pending() only lowers counts above zero: a QP seen one way only (both zero) has nothing to forget.
+    const bool unpaired = qp.verbs_unindexed > 0 || qp.ring_unclaimed > 0;
     bool have_peer = false;
     for (std::size_t i = 0; i < j; ++i) {
         const PendingWr& wr = qp.sq[i];
-        forget_pending(qp, wr);
+        if (unpaired) forget_pending(qp, wr);
         if (wr.av != kNoId || !connected) {
             n += make_op(run_[n], p, q, wr, OpOutcome::Completed, kWcSuccess, ts, true);
             continue;
@@ -201,8 +203,8 @@ void OpReconstruction::on_elements(std::span<const DataElement> es, ProcId p) {
     }
 }
 
-PendingWr OpReconstruction::pending_of_post(const DataElement& e, const Qp& qp) {
-    PendingWr wr;
+[[gnu::always_inline]] inline void OpReconstruction::pending_of_post(const DataElement& e, const Qp& qp, PendingWr& wr) {
+    wr = PendingWr{};
     wr.wr_id = e.wr_id;
     wr.post_ts = e.ts_ns;
     wr.opcode = e.opcode;
@@ -213,7 +215,6 @@ PendingWr OpReconstruction::pending_of_post(const DataElement& e, const Qp& qp) 
     wr.remote_qpn = e.remote_qpn;
     wr.ah = e.ah;
     wr.from_verbs = true;
-    return wr;
 }
 
 std::size_t OpReconstruction::on_verbs_sends(std::span<const DataElement> es, ProcId p) {
@@ -231,7 +232,7 @@ std::size_t OpReconstruction::on_verbs_sends(std::span<const DataElement> es, Pr
             ++topo_.anomalies().post_errors;
             continue;
         }
-        qp.sq.push_back(pending_of_post(e, qp));
+        pending_of_post(e, qp, qp.sq.emplace_back());
         bound_queue(p, q, qp.sq, limit, false);
     }
     return k;
@@ -249,7 +250,8 @@ void OpReconstruction::on_send(const DataElement& e, ProcId p) {
         return;
     }
     Qp& qp = topo_.qp(q);
-    const PendingWr wr = pending_of_post(e, qp);
+    PendingWr wr;
+    pending_of_post(e, qp, wr);
     if (qp.gpu) {
         // A watched QP: the ring may show this WR too (before this element, when the watcher read it first).
         if (qp.ring_unclaimed > 0) {

@@ -110,8 +110,8 @@ private:
     // The verbs posts at the start of `es` to the QP of its first element, when that QP's ring is not watched
     // (no WR to pair with its ring view): returns how many it took, 0 for none.
     std::size_t on_verbs_sends(std::span<const DataElement> es, ProcId p);
-    // The pending form of verbs post `e` to `qp`.
-    static PendingWr pending_of_post(const DataElement& e, const Qp& qp);
+    // The pending form of verbs post `e` to `qp`, written into `wr` (a queue's new slot: no copy per post).
+    static void pending_of_post(const DataElement& e, const Qp& qp, PendingWr& wr);
     // Posts receive `e` to `queue` (a QP's or an SRQ's), the oldest beyond `limit` counted lost.
     void post_recv(FifoRing<PendingWr>& queue, const DataElement& e, std::size_t limit);
     void on_recv(const DataElement& e, ProcId p);

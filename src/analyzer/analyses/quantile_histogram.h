@@ -44,15 +44,8 @@ public:
     };
     // Inline for an integer in the default binning (latencies and sizes: one table load and a comparison or two).
     Binned bin(double v) const {
-        if (first_ != nullptr && v >= 1.0 && v < kExactIntegers && static_cast<double>(static_cast<uint64_t>(v)) == v) {
-            const std::vector<double>& first = *first_;
-            const int top = static_cast<int>(first.size()) - 1;
-            const uint64_t bits = std::bit_cast<uint64_t>(v);
-            const auto e = static_cast<std::size_t>(((bits >> 52) & 0x7FF) - 1023);   // 0..52: v is in [1, 2^53)
-            int k = (*start_)[(e << kSubBits) | ((bits >> (52 - kSubBits)) & ((1u << kSubBits) - 1))];
-            while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;   // once at most
-            return Binned{v, k - 1};
-        }
+        if (first_ != nullptr && v >= 1.0 && v < kExactIntegers && static_cast<double>(static_cast<uint64_t>(v)) == v)
+            return Binned{v, integer_index(v)};
         return bin_any(v);
     }
     // Same binning as the histogram that made `b`. Inline: every operation's latency comes here.
@@ -80,7 +73,9 @@ public:
             hi = std::max(hi, v);
             const auto d = static_cast<double>(v);
             sum += d;
-            ++storage[static_cast<std::size_t>(bin(d).index + 1)];
+            // An integer in [1, 2^53) (one unsigned comparison) skips bin()'s checks that it is one.
+            const bool table = first_ != nullptr && static_cast<uint64_t>(v - 1) < kExactIntegerCount - 1;
+            ++storage[static_cast<std::size_t>((table ? integer_index(d) : bin_any(d).index) + 1)];
         }
         count_ += items.size();
         min_ = std::min(min_, static_cast<double>(lo));
@@ -115,6 +110,17 @@ public:
 
 private:
     static constexpr double kExactIntegers = 9007199254740992.0;   // 2^53
+    static constexpr uint64_t kExactIntegerCount = uint64_t{1} << 53;
+    // The axis index of an integer v in [1, 2^53) in the default binning (first_ set).
+    int integer_index(double v) const {
+        const std::vector<double>& first = *first_;
+        const int top = static_cast<int>(first.size()) - 1;
+        const uint64_t bits = std::bit_cast<uint64_t>(v);
+        const auto e = static_cast<std::size_t>(((bits >> 52) & 0x7FF) - 1023);   // 0..52: v is in [1, 2^53)
+        int k = (*start_)[(e << kSubBits) | ((bits >> (52 - kSubBits)) & ((1u << kSubBits) - 1))];
+        while (k < top && v >= first[static_cast<std::size_t>(k) + 1]) ++k;   // once at most
+        return k - 1;
+    }
     // The top mantissa bits of start_'s sub-buckets.
     static constexpr int kSubBits = 8;
     // Any value, any binning: the axis's own index.

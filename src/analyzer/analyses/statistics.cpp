@@ -68,14 +68,19 @@ void OpAggregate::add_implied(std::span<const Operation> ops, QuantileHistogram:
     int64_t last = ops.front().done_ts;
     uint64_t sum = 0;
     std::array<uint64_t, 3> by_poster{};   // records::Poster's values
-    for (const Operation& op : ops) {
-        first = std::min(first, op.post_ts);
-        last = std::max(last, op.done_ts);
-        sum += op.bytes;
-        ++by_poster[static_cast<std::size_t>(op.poster)];
-        const auto size = static_cast<double>(op.bytes);
-        if (size != last_size.value) last_size = size_bytes.bin(size);
-        note_size(last_size);
+    for (std::size_t i = 0; i < ops.size();) {
+        // A stretch of one size (a bandwidth run's, all of it) is binned and noted once.
+        const uint64_t size = ops[i].bytes;
+        const std::size_t from = i;
+        for (; i < ops.size() && ops[i].bytes == size; ++i) {
+            const Operation& op = ops[i];
+            first = std::min(first, op.post_ts);
+            last = std::max(last, op.done_ts);
+            ++by_poster[static_cast<std::size_t>(op.poster)];
+        }
+        sum += size * (i - from);
+        if (static_cast<double>(size) != last_size.value) last_size = size_bytes.bin(static_cast<double>(size));
+        note_size(last_size, i - from);
     }
     implied_latency_ns.add_integers(ops, [](const Operation& op) { return op.done_ts - op.post_ts; });
     if (count == 0 || first < first_ts) first_ts = first;

@@ -74,13 +74,13 @@ struct OpAggregate {
 
 private:
     // A size joins the run of equal sizes, or ends it and starts the next.
-    void note_size(const QuantileHistogram::Binned& size) {
+    void note_size(const QuantileHistogram::Binned& size, uint64_t n = 1) {
         if (size_run_count_ != 0 && size.value == size_run_.value) {
-            ++size_run_count_;
+            size_run_count_ += n;
         } else {
             flush_sizes();
             size_run_ = size;
-            size_run_count_ = 1;
+            size_run_count_ = n;
         }
     }
 

@@ -9,15 +9,26 @@
 namespace sigmatrace::analyzer {
 
 void Traffic::add(std::span<const Operation> ops) {
-    for (const Operation& op : ops) {
+    // A run's operations mostly share their cell: each stretch of one cell is summed, then added once.
+    for (std::size_t i = 0; i < ops.size();) {
+        const Operation& op = ops[i++];
         if (op.is_recv() || !op.moved_data()) continue;
         const PendingKey key{op.qp, op.opcode == static_cast<uint8_t>(WrOpcode::RDMA_READ), op.ud_ah, op.ud_qpn, op.av};
         if (!(key == last_key_) || last_cell_ == nullptr) {
             last_key_ = key;
             last_cell_ = &pending_[key];
         }
-        last_cell_->bytes += op.bytes;
-        ++last_cell_->ops;
+        uint64_t bytes = op.bytes, n = 1;
+        for (; i < ops.size(); ++i) {
+            const Operation& o = ops[i];
+            if (o.opcode != op.opcode || o.qp != op.qp || o.ud_ah != op.ud_ah || o.ud_qpn != op.ud_qpn || o.av != op.av ||
+                !o.moved_data())
+                break;
+            bytes += o.bytes;
+            ++n;
+        }
+        last_cell_->bytes += bytes;
+        last_cell_->ops += n;
     }
 }
 
