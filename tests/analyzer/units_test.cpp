@@ -14,6 +14,7 @@
 #include "analyzer/outputs/ci_rules.h"
 #include "analyzer/outputs/format_units.h"
 #include "analyzer/analyses/fifo_ring.h"
+#include "analyzer/analyses/outstanding.h"
 #include "analyzer/analyses/quantile_histogram.h"
 #include "analyzer/analyses/statistics.h"
 #include "analyzer/analyses/topology.h"
@@ -142,7 +143,8 @@ Operation implied_write(int64_t post_ts, uint64_t bytes, uint8_t opcode = static
 // noted together), sums, times, posters.
 TEST(OpAggregate, ARunOfSeveralSizesEqualsItsOperationsOneByOne) {
     std::vector<Operation> run;
-    for (const uint64_t size : {64, 64, 64, 4096, 4096, 64, 1, 1'000'000}) run.push_back(implied_write(500 + 10 * static_cast<int64_t>(run.size()), size));
+    for (const uint64_t size : {64, 64, 64, 4096, 4096, 64, 1, 1'000'000})
+        run.push_back(implied_write(500 + 10 * static_cast<int64_t>(run.size()), size));
     run[5].poster = records::Poster::gpu;
     OpAggregate whole, single;
     QuantileHistogram::Binned last_whole{-1.0, 0}, last_single{-1.0, 0};
@@ -162,6 +164,33 @@ TEST(OpAggregate, ARunOfSeveralSizesEqualsItsOperationsOneByOne) {
     EXPECT_EQ(whole.size_bytes.cells(), single.size_bytes.cells());
     EXPECT_EQ(whole.size_bytes.sum(), single.size_bytes.sum());
     EXPECT_EQ(whole.implied_latency_ns.cells(), single.implied_latency_ns.cells());
+}
+
+// A run of sends taken whole leaves the queue and the samples that adding each one leaves.
+TEST(Outstanding, ARunEqualsItsOperationsOneByOne) {
+    std::vector<Operation> earlier{implied_write(100, 64), implied_write(110, 64)};
+    for (Operation& op : earlier) op.done_ts = 400;
+    std::vector<Operation> run;
+    for (int i = 0; i < 6; ++i)   // posted every 50 ns from 300: two before 400
+        run.push_back(implied_write(300 + 50 * i, 64 + 64 * static_cast<uint64_t>(i)));
+    Outstanding whole, single;
+    for (const Operation& op : earlier) {
+        whole.add(op);
+        single.add(op);
+    }
+    whole.add_run(run);
+    for (const Operation& op : run) single.add(op);
+    const QpOutstanding* w = whole.of(3);
+    const QpOutstanding* s = single.of(3);
+    ASSERT_NE(w, nullptr);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(w->send_ops, 8u);
+    EXPECT_EQ(w->max_wrs, 6u);   // the whole run, once 400 retired the earlier two
+    EXPECT_EQ(w->max_bytes, 64u * (1 + 2 + 3 + 4 + 5 + 6));
+    EXPECT_EQ(w->max_wrs, s->max_wrs);
+    EXPECT_EQ(w->max_bytes, s->max_bytes);
+    EXPECT_EQ(w->bytes.count(), s->bytes.count());
+    for (const double q : {0.0, 0.5, 0.99, 1.0}) EXPECT_EQ(w->bytes.quantile(q), s->bytes.quantile(q)) << q;
 }
 
 // A run's operations go to their own cells: a stretch of one cell is summed, and a change of opcode (an RDMA

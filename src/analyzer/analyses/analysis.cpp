@@ -249,8 +249,7 @@ bool Analysis::take_send_run(std::span<const Operation> ops, const Qp& qp) {
         return false;
     if (windows_.enabled()) windows_.add_run(run);
     if (phases_.enabled()) phases_.add_run(run);
-    if (windows_.enabled())
-        for (const Operation& op : ops) outstanding_.add(op);
+    if (windows_.enabled()) outstanding_.add_run(ops);
     if (!options_.clock.applied && ClockConstraints::takes(ops.front(), qp))
         for (const Operation& op : ops) clocks_.add(op, qp);
     return true;

@@ -28,7 +28,7 @@ public:
     uint64_t quantile(double q) const;
     template <class Archive> void serialize(Archive& ar) { ar(counts_, count_, max_); }   // share_codec.cpp
 
-    static std::size_t bucket_of(uint64_t v) {
+    [[gnu::always_inline]] static std::size_t bucket_of(uint64_t v) {
         if (v < 8) return static_cast<std::size_t>(v);
         const int e = std::bit_width(v) - 1;   // >= 3
         return 8 + static_cast<std::size_t>(e - 3) * 8 + static_cast<std::size_t>((v >> (e - 3)) & 7);

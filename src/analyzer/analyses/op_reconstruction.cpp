@@ -203,7 +203,8 @@ void OpReconstruction::on_elements(std::span<const DataElement> es, ProcId p) {
     }
 }
 
-[[gnu::always_inline]] inline void OpReconstruction::pending_of_post(const DataElement& e, const Qp& qp, PendingWr& wr) {
+[[gnu::always_inline]] inline void OpReconstruction::pending_of_post(const DataElement& e, const Qp& qp,
+                                                                     PendingWr& wr) {
     wr = PendingWr{};
     wr.wr_id = e.wr_id;
     wr.post_ts = e.ts_ns;

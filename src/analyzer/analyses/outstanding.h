@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "analyzer/analyses/int_histogram.h"
@@ -47,6 +48,15 @@ public:
             return;
         }
         add_slow(op);
+    }
+    // A run of completed sends of one QP, in post order (data_link.h, SendRun): add() for each, the QP found once.
+    void add_run(std::span<const Operation> ops) {
+        add(ops.front());
+        const bool found = ops.front().qp == last_qp_;   // not for an operation without a QP
+        for (const Operation& op : ops.subspan(1)) {
+            if (found) add_send(op, *last_, last_series_);
+            else add(op);
+        }
     }
     // Completes what is still queued, and gathers each QP's samples from the windows (call once, at the end,
     // before the windows' finish).

@@ -21,8 +21,8 @@ void Traffic::add(std::span<const Operation> ops) {
         uint64_t bytes = op.bytes, n = 1;
         for (; i < ops.size(); ++i) {
             const Operation& o = ops[i];
-            if (o.opcode != op.opcode || o.qp != op.qp || o.ud_ah != op.ud_ah || o.ud_qpn != op.ud_qpn || o.av != op.av ||
-                !o.moved_data())
+            if (o.opcode != op.opcode || o.qp != op.qp || o.ud_ah != op.ud_ah || o.ud_qpn != op.ud_qpn ||
+                o.av != op.av || !o.moved_data())
                 break;
             bytes += o.bytes;
             ++n;
