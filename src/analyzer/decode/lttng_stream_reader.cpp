@@ -63,10 +63,24 @@ using lttng_packet::kOffTsBegin;
 using lttng_packet::kOffTsEnd;
 using lttng_packet::kHeaderBytes;
 
-uint64_t le(const uint8_t* p, unsigned bytes) {
-    uint64_t v = 0;
-    std::memcpy(&v, p, bytes);  // little-endian host (checked at build time below)
+template <typename U> uint64_t load_le(const uint8_t* p) {
+    U v;
+    std::memcpy(&v, p, sizeof v);   // one move: a copy of a size known only at run time is a call
     return v;
+}
+uint64_t le(const uint8_t* p, unsigned bytes) {
+    // Little-endian host (checked at build time below). Every member of our events is 1, 2, 4 or 8 bytes wide.
+    switch (bytes) {
+    case 1: return *p;
+    case 2: return load_le<uint16_t>(p);
+    case 4: return load_le<uint32_t>(p);
+    case 8: return load_le<uint64_t>(p);
+    default: {
+        uint64_t v = 0;
+        std::memcpy(&v, p, bytes);
+        return v;
+    }
+    }
 }
 static_assert(std::endian::native == std::endian::little, "the direct reader reads little-endian traces in place");
 
@@ -116,7 +130,7 @@ private:
 };
 
 // The most members a stream's event context and an event's payload may have (lttng-ust writes 3 and at most
-// about 30): decode_struct keeps them on the stack.
+// about 30): decode_struct keeps their integers on the stack, each stream its next event's members (Stream).
 constexpr std::size_t kMaxContextFields = 16, kMaxPayloadFields = 64;
 
 // A decoded member of a structure: an integer's value, or where an array's, sequence's or string's bytes are.
@@ -126,7 +140,7 @@ struct Slot {
     uint32_t n = 0;   // elements (bytes of a string, up to its NUL)
 };
 
-uint64_t read_int(const uint8_t* p, const CtfInt& t) {
+[[gnu::always_inline]] inline uint64_t read_int(const uint8_t* p, const CtfInt& t) {
     const unsigned bytes = t.bits / 8;
     uint64_t v = le(p, bytes);
     if (t.is_signed && t.bits < 64) {
@@ -138,11 +152,15 @@ uint64_t read_int(const uint8_t* p, const CtfInt& t) {
 
 // Decodes `fields` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out` when set. False when
 // a member does not fit in the content.
-bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint64_t& pos, uint64_t end, Slot* out) {
+bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint64_t& pos_io, uint64_t end, Slot* out) {
     std::array<uint64_t, kMaxPayloadFields> ints;   // written before read: a length member comes before its sequence
-    if (fields.size() > ints.size()) return false;
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-        const CtfField& f = fields[i];
+    // Locals: `out` could alias the members and the position, which would then be reloaded after every store.
+    const CtfField* const members = fields.data();
+    const std::size_t count = fields.size();
+    uint64_t pos = pos_io;
+    if (count > ints.size()) return false;
+    for (std::size_t i = 0; i < count; ++i) {
+        const CtfField& f = members[i];
         if (f.kind == CtfFieldKind::String) {
             if (pos >= end) return false;
             const void* nul = std::memchr(pkt + pos, 0, end - pos);
@@ -167,6 +185,7 @@ bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint
         if (out) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(n)};
         pos += n * bytes;
     }
+    pos_io = pos;
     return true;
 }
 
@@ -223,7 +242,6 @@ struct Message {
     int64_t ns = 0;
     // Event
     const EventMap* em = nullptr;
-    uint64_t ctx_pos = 0, payload_pos = 0;
     // Discard
     uint64_t count = 0;
     int64_t begin_ns = 0, end_ns = 0;
@@ -251,6 +269,13 @@ struct Stream {
     int64_t last_ns = INT64_MIN;
     uint64_t expected_seq = 0;
     Message next;
+    // The class of the last event id read (its stream class's), and that id.
+    uint64_t last_id = 0;
+    const CtfEventClass* last_class = nullptr;
+    // The next event's context and payload members, decoded where advance() finds its end: they point into the
+    // packet, which stays this stream's until the event is taken (the next advance()).
+    std::vector<Slot> context_slots = std::vector<Slot>(kMaxContextFields);
+    std::vector<Slot> payload_slots = std::vector<Slot>(kMaxPayloadFields);
 
     void reset() {
         packet = 0;
@@ -373,7 +398,11 @@ void advance(Stream& s) {
             s.clock = le(p + pos + 4, 8);
             pos += 12;
         }
-        const CtfEventClass* ec = t.layout.event(s.sc->id, id);
+        if (id != s.last_id || s.last_class == nullptr) {   // a stream mostly repeats its event class
+            s.last_class = t.layout.event(s.sc->id, id);
+            s.last_id = id;
+        }
+        const CtfEventClass* ec = s.last_class;
         if (ec == nullptr) refuse_stream(fmt::format("an event of unknown id {} in {}", id, s.name));
         Message m;
         m.type = Message::Event;
@@ -381,10 +410,10 @@ void advance(Stream& s) {
         if (m.ns < s.last_ns) refuse_stream(fmt::format("event times going backwards in {}", s.name));
         s.last_ns = m.ns;
         m.em = &t.events[static_cast<std::size_t>(ec - t.layout.events.data())];
-        m.ctx_pos = pos;
-        if (!decode_struct(s.sc->context, p, pos, s.end, nullptr)) refuse_stream(fmt::format("an event context past its packet in {}", s.name));
-        m.payload_pos = pos;
-        if (!decode_struct(ec->fields, p, pos, s.end, nullptr)) refuse_stream(fmt::format("an event payload past its packet in {}", s.name));
+        if (!decode_struct(s.sc->context, p, pos, s.end, s.context_slots.data()))
+            refuse_stream(fmt::format("an event context past its packet in {}", s.name));
+        if (!decode_struct(ec->fields, p, pos, s.end, s.payload_slots.data()))
+            refuse_stream(fmt::format("an event payload past its packet in {}", s.name));
         s.pos = pos;
         s.next = m;
         return;
@@ -629,12 +658,8 @@ private:
         last_ts_ = std::max(last_ts_, ev.ts_ns);
         ev.vpid = ev.vtid = -1;
         ev.procname = {};
-        const uint8_t* p = s.pkt;
         if (!s.sc->context.empty()) {
-            uint64_t pos = m.ctx_pos;
-            std::array<Slot, kMaxContextFields> ctx{};
-            if (!decode_struct(s.sc->context, p, pos, s.end, ctx.data()))
-                refuse_stream(fmt::format("an event context that decoded in the first pass does not in {}", s.name));
+            const std::vector<Slot>& ctx = s.context_slots;
             const Trace::ContextSlots& slot = *s.slots;
             if (slot.vpid >= 0) ev.vpid = static_cast<int64_t>(ctx[static_cast<std::size_t>(slot.vpid)].u);
             if (slot.vtid >= 0) ev.vtid = static_cast<int64_t>(ctx[static_cast<std::size_t>(slot.vtid)].u);
@@ -642,10 +667,7 @@ private:
                 ev.procname = text(s.sc->context[static_cast<std::size_t>(slot.procname)], ctx[static_cast<std::size_t>(slot.procname)]);
         }
         const std::vector<CtfField>& cf = em.ec->fields;
-        if (cf.size() > slots_.size()) slots_.resize(cf.size());
-        uint64_t pos = m.payload_pos;
-        if (!decode_struct(cf, p, pos, s.end, slots_.data()))
-            refuse_stream(fmt::format("an event payload that decoded in the first pass does not in {}", s.name));
+        const std::vector<Slot>& slots = s.payload_slots;
         const std::size_t nfields = em.schema->fields.size();
         for (std::size_t i = 0; i < nfields; ++i) {
             FieldValue& v = ev.f[i];
@@ -656,7 +678,7 @@ private:
                 continue;
             }
             const CtfField& f = cf[static_cast<std::size_t>(em.member[i])];
-            const Slot& sl = slots_[static_cast<std::size_t>(em.member[i])];
+            const Slot& sl = slots[static_cast<std::size_t>(em.member[i])];
             v.present = true;
             switch (em.kind[i]) {
             case Kind::Unsigned:
@@ -686,7 +708,9 @@ private:
             default: break;
             }
         }
-        for (std::size_t i = nfields; i < ev.f.size(); ++i) ev.f[i] = FieldValue{};
+        // Fields past this event's stay empty: only those the previous event set need clearing.
+        for (std::size_t i = nfields; i < fields_set_; ++i) ev.f[i] = FieldValue{};
+        fields_set_ = nfields;
         if (em.schema->id == EventId::deferred_records) {
             adopt_salvaged_origin(ev);
             ev.capture = t.clock.shift == nullptr ? CaptureClock::linear(t.clock.origin) : CaptureClock::through(capture_ns, &t.clock);
@@ -712,7 +736,7 @@ private:
     std::vector<std::unique_ptr<Trace>> traces_;
     std::vector<std::unique_ptr<Stream>> streams_;
     DecodedEvent ev_;
-    std::vector<Slot> slots_ = std::vector<Slot>(64);
+    std::size_t fields_set_ = kMaxEventFields;   // ev_.f's entries the last event may have set: all, at first
     std::array<std::vector<uint64_t>, kMaxEventFields> seq_storage_;
     uint32_t next_trace_index_ = 0;
     uint64_t events_read_ = 0, foreign_events_ = 0;
