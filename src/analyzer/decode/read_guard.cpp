@@ -247,25 +247,25 @@ bool localize(PlannedRead& planned, double stall_s, const std::string& full_run_
                     }
                 }
                 bad = lo;
+                const std::size_t first = std::min<std::size_t>(whole.o.ended, n - 1);
                 // Babeltrace 2.0.4 can carry a damaged packet's decoding state into the next ones and fail only at
                 // the end of the file: the halving then lands on an innocent packet. Keep it only when the
                 // packets from the first suspect up to it fail and without it pass.
                 if (whole.o.kind == Outcome::kExited) {
-                    const std::size_t first = std::min<std::size_t>(whole.o.ended, n - 1);
                     const auto fails_up_to = [&](std::size_t end) { return end > first && fails(first, end); };
                     if (!fails_up_to(bad + 1) || fails_up_to(bad)) {
                         fs::remove_all(dir, ec);
                         return false;
                     }
-                    // It also reads an event that overruns a damaged packet's content on into the next packet,
-                    // and fails there: when the packet found reads well alone, the damage is in the nearest
-                    // earlier packet that makes it fail. Leaving out the innocent one would move the failure to
-                    // the packet after it, one run per packet.
-                    if (bad > first && !fails(bad, bad + 1)) {
-                        std::size_t from = bad;
-                        while (from > first && !fails(from - 1, bad + 1)) --from;
-                        bad = from - 1;   // [first, bad] fails: the loop ends at first at the latest
-                    }
+                }
+                // It also reads an event that overruns a damaged packet's content on into the next packet, and
+                // fails, crashes or runs away there: when the packet found reads well alone, the damage is in the
+                // nearest earlier packet that makes it fail. Leaving out the innocent one would move the failure
+                // to the packet after it, one run per packet.
+                if (bad > first && !fails(bad, bad + 1)) {
+                    std::size_t from = bad;
+                    while (from > first && !fails(from - 1, bad + 1)) --from;
+                    if (from > first) bad = from - 1;   // else no earlier packet makes it fail: the one found stays
                 }
             }
             fs::remove_all(dir, ec);
