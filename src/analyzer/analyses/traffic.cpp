@@ -19,6 +19,8 @@ void Traffic::add(std::span<const Operation> ops) {
             last_cell_ = &pending_[key];
         }
         uint64_t bytes = op.bytes, n = 1;
+        // PendingKey's fields, compared directly rather than a key built per operation: the opcode stands in for
+        // `read`, which can only end a stretch early, never join two cells.
         for (; i < ops.size(); ++i) {
             const Operation& o = ops[i];
             if (o.opcode != op.opcode || o.qp != op.qp || o.ud_ah != op.ud_ah || o.ud_qpn != op.ud_qpn ||

@@ -21,6 +21,7 @@
 #include "analyzer/decode/read_guard.h"
 #include "analyzer/decode/reorder_stage.h"
 #include "analyzer/decode/unread_fields.h"
+#include "sigmatrace/deferred_records_wire.h"
 #include "sigmatrace/lttng_packet_layout.h"
 
 namespace sigmatrace::analyzer {
@@ -63,18 +64,16 @@ using lttng_packet::kOffTsBegin;
 using lttng_packet::kOffTsEnd;
 using lttng_packet::kHeaderBytes;
 
-template <typename U> uint64_t load_le(const uint8_t* p) {
-    U v;
-    std::memcpy(&v, p, sizeof v);   // one move: a copy of a size known only at run time is a call
-    return v;
-}
 uint64_t le(const uint8_t* p, unsigned bytes) {
-    // Little-endian host (checked at build time below). Every member of our events is 1, 2, 4 or 8 bytes wide.
+    // Little-endian host (checked at build time below). Every member of our events is 1, 2, 4 or 8 bytes wide:
+    // the record format's fixed-width loads, one move each (a copy of a width known only at run time is a call).
+    namespace W = records::wire_detail;
+    const auto* b = reinterpret_cast<const std::byte*>(p);
     switch (bytes) {
-    case 1: return *p;
-    case 2: return load_le<uint16_t>(p);
-    case 4: return load_le<uint32_t>(p);
-    case 8: return load_le<uint64_t>(p);
+    case 1: return W::load<1>(b);
+    case 2: return W::load<2>(b);
+    case 4: return W::load<4>(b);
+    case 8: return W::load<8>(b);
     default: {
         uint64_t v = 0;
         std::memcpy(&v, p, bytes);
