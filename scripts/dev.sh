@@ -96,13 +96,15 @@ case "$mode" in
       # The sanitizer builds compile each target's sources as a few unity sources (CMAKE_UNITY_BUILD): the
       # normal build has already compiled every source on its own, and the shared headers (JSON, fmt, GoogleTest)
       # are parsed once per batch, not per source. The sources keep their file-local names distinct for this.
+      # The programs only the slow-labelled tests run (left out below) are not built either.
       configure_and_build "$build_root/asan" -DSIGMATRACE_SANITIZE=ON -DSIGMATRACE_BUILD_BENCH=OFF -DSIGMATRACE_CUDA=OFF \
-        -DCMAKE_UNITY_BUILD=ON
+        -DCMAKE_UNITY_BUILD=ON -DSIGMATRACE_SLOW_TEST_PROGRAMS=OFF
       log "Testing (ASan+UBSan)"
       # Not the fuzzers: their targets are built with ASan and UBSan already, and ran in the normal stage. Not the
       # slow-labelled end-to-end runs either (MPI stress, the acceptance suites, recorded UCX transports, exit
       # paths): under ASan they cost half of this stage, and the shorter fabric tests that do run here drive the
-      # same shim, provider and watcher code under the sanitizers. Run them with: ctest -L slow in the ASan build.
+      # same shim, provider and watcher code under the sanitizers. Run them in the ASan build with:
+      # cmake --build build/asan --target slow_test_programs && ctest -L slow --test-dir build/asan.
       run_ctest "$build_root/asan" -LE "no-sanitizer|fuzz|slow"
       log "Building (TSan)"
       # Only what the tsan-labelled tests need (tests/CMakeLists.txt, tsan_tests): half the build.
