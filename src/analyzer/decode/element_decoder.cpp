@@ -33,7 +33,7 @@ template <int K, std::size_t Col, bool kOne> uint64_t field(const R::RecordView&
 }
 
 // Each hands on the elements of a record of its kind, the fixed fields already in `e`.
-template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne, typename Put> void emit_sends(const R::RecordView& v, DataElement& e, Put& out) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
@@ -47,11 +47,11 @@ template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, Eve
         e.rkey = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, rkey)), kOne>(v, k));
         e.remote_qpn = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn)), kOne>(v, k));
         e.ah = field<kSend, C<kSend>(offsetof(R::SendEntry, ah)), kOne>(v, k);
-        out.on_element(e);
+        out.put(e);
     }
 }
 
-template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne, typename Put> void emit_recvs(const R::RecordView& v, DataElement& e, Put& out) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
@@ -59,11 +59,11 @@ template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, Eve
         e.rejected = post_rejected(ret, bad, offset + k);
         e.wr_id = field<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id)), kOne>(v, k);
         e.bytes = static_cast<uint32_t>(field<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes)), kOne>(v, k));
-        out.on_element(e);
+        out.put(e);
     }
 }
 
-template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne, typename Put> void emit_completions(const R::RecordView& v, DataElement& e, Put& out) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.qp_num = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num)), kOne>(v, k));
         e.wr_id = field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id)), kOne>(v, k);
@@ -73,11 +73,11 @@ template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& 
                            : 0;
         e.opcode = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode)), kOne>(v, k));
         e.bytes = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len)), kOne>(v, k));
-        out.on_element(e);
+        out.put(e);
     }
 }
 
-template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne, typename Put> void emit_ring_posts(const R::RecordView& v, DataElement& e, Put& out) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.wr_id = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi)), kOne>(v, k);
         e.opcode = static_cast<uint8_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode)), kOne>(v, k));
@@ -89,19 +89,13 @@ template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e
         e.dlid = static_cast<uint16_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid)), kOne>(v, k));
         e.dgid_prefix = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix)), kOne>(v, k);
         e.dgid_iid = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid)), kOne>(v, k);
-        out.on_element(e);
+        out.put(e);
     }
 }
 
-template <void (*One)(const R::RecordView&, DataElement&, EventSink&),
-          void (*Many)(const R::RecordView&, DataElement&, EventSink&)>
-void emit(const R::RecordView& v, DataElement& e, EventSink& out) {
-    if (v.n == 1) One(v, e, out);
-    else Many(v, e, out);
-}
 }  // namespace
 
-void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
+inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
     DataElement& e = by_kind_[static_cast<std::size_t>(v.kind)];
     e.origin = &origin_;
     e.ts_ns = DecodedEvent::capture_or(v.ts, event_ns);
@@ -110,7 +104,8 @@ void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns)
         e.kind = ElementKind::send;
         e.handle = v.fixed[F<kSend>(offsetof(R::SendFixed, qp))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, qp_num))]);
-        emit<emit_sends<true>, emit_sends<false>>(v, e, out_);
+        if (v.n == 1) emit_sends<true>(v, e, *this);
+        else emit_sends<false>(v, e, *this);
         return;
     case R::RecordKind::post_recv:
     case R::RecordKind::post_srq_recv: {
@@ -118,14 +113,16 @@ void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns)
         e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
         e.handle = v.fixed[F<kRecv>(offsetof(R::RecvFixed, handle))];
         e.qp_num = srq ? 0 : static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, qp_num))]);
-        emit<emit_recvs<true>, emit_recvs<false>>(v, e, out_);
+        if (v.n == 1) emit_recvs<true>(v, e, *this);
+        else emit_recvs<false>(v, e, *this);
         return;
     }
     case R::RecordKind::poll_cq:
         e.kind = ElementKind::completion;
         e.handle = v.fixed[F<kPoll>(offsetof(R::PollFixed, cq))];
         e.ring = static_cast<uint32_t>(v.fixed[F<kPoll>(offsetof(R::PollFixed, api))]) == R::kApiRingCompletion;
-        emit<emit_completions<true>, emit_completions<false>>(v, e, out_);
+        if (v.n == 1) emit_completions<true>(v, e, *this);
+        else emit_completions<false>(v, e, *this);
         return;
     case R::RecordKind::ring_post:
         e.kind = ElementKind::send;
@@ -133,7 +130,8 @@ void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns)
         e.handle = v.fixed[F<kRing>(offsetof(R::RingPostFixed, queue))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, qp_num))]);
         e.poster = static_cast<R::Poster>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, poster))]);
-        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, out_);
+        if (v.n == 1) emit_ring_posts<true>(v, e, *this);
+        else emit_ring_posts<false>(v, e, *this);
         return;
     case R::RecordKind::pad: return;
     }
@@ -159,6 +157,7 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
         const records::WalkResult r = records::walk_views(
             words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns); },
             [&ev](uint64_t t) { return ev.capture_time(t); });
+        flush();
         malformed = malformed || r.status != records::WalkStatus::ok;
     }
     if (!malformed) {
