@@ -182,6 +182,64 @@ struct Runs : OpListener {
     std::vector<std::vector<Operation>> runs;
 };
 
+// A QP connected to an address nothing in the trace has yet: its operations' peer is resolved again once the
+// address's device appears, and once the remote QP does; not in between.
+TEST(Reconstruction, APeerUnknownAtFirstIsResolvedOnceItsDeviceAndQpAppear) {
+    World w;
+    Runs runs;
+    w.analysis.add_listener(&runs);
+    w.process(0, "nodeA");
+    w.connect(0, 1);
+    const auto write = [&](uint64_t id) {
+        w.post(0, {id}, 0, 64, {true});
+        w.t += 1000;
+        w.poll(0, {id}, {0}, 1);
+        w.t += 1000;
+    };
+    write(1);
+    // Rank 1 opens its device: not yet the GID's.
+    st_process_info_rec pi{};
+    pi.schema_version = SIGMATRACE_SCHEMA_VERSION;
+    pi.pid = static_cast<int32_t>(World::vpid(1));
+    pi.rank = 1;
+    pi.world_size = 2;
+    pi.hostname = "nodeB";
+    pi.job_id = "";
+    w.feed.emit(w.t++, World::vpid(1), pi);
+    st_device_open_rec d{};
+    d.ctx = 0xc0;
+    d.device = "mlx0";
+    w.feed.emit(w.t++, World::vpid(1), d);
+    write(2);
+    st_port_info_rec port{};   // now the GID's: node and device known, its QP not yet
+    port.ctx = 0xc0;
+    port.port = 1;
+    port.gid_prefix = kPrefix;
+    port.gid_iid = 0x11;
+    w.feed.emit(w.t++, World::vpid(1), port);
+    write(3);
+    write(4);
+    w.connect(1, 0);           // the remote QP
+    write(5);
+    w.finish();
+    ASSERT_EQ(runs.runs.size(), 5u);
+    for (int i : {0, 1}) {
+        EXPECT_EQ(runs.runs[i][0].peer.node, kNoId) << i;
+        EXPECT_EQ(runs.runs[i][0].peer.qp, kNoId) << i;
+    }
+    for (int i : {2, 3}) {
+        EXPECT_NE(runs.runs[i][0].peer.node, kNoId) << i;
+        EXPECT_NE(runs.runs[i][0].peer.dev, kNoId) << i;
+        EXPECT_EQ(runs.runs[i][0].peer.qp, kNoId) << i;
+    }
+    const Peer& last = runs.runs[4][0].peer;
+    EXPECT_EQ(last.node, runs.runs[2][0].peer.node);
+    ASSERT_NE(last.qp, kNoId);
+    EXPECT_NE(last.qp, runs.runs[4][0].qp);
+    EXPECT_NE(last.proc, runs.runs[4][0].proc);
+    EXPECT_NE(last.proc, kNoId);
+}
+
 TEST(Reconstruction, ACompletionHandsOverTheWrsItRetiresAsOneRunInPostOrder) {
     World w;
     Runs runs;

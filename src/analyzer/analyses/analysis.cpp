@@ -52,8 +52,9 @@ void Analysis::on_event(const DecodedEvent& ev) {
         if (for_each_element(ev, origin, malformed, [this](const DataElement& e) { on_element(e); }) > 0) return;
         if (malformed) ++topo_.anomalies().malformed_events;
     }
-    // The QP and CQ caches of reconstruction hold lookups that object-life events may change.
-    recon_.forget_lookups();
+    // The QP and CQ caches of reconstruction hold lookups that object-life events may change (a carrier of
+    // records, which follows its elements, changes none).
+    if (ev.id != EventId::deferred_records) recon_.forget_lookups();
     note_time(ev.ts_ns, ev.ts_ns);
     if (ev.inconsistent) ++topo_.anomalies().malformed_events;
     ++events_;

@@ -40,7 +40,7 @@ void IncastDetector::add(const Operation& op, DataLink link) {
     while (base_ + static_cast<int64_t>(windows_.size()) <= w1) windows_.emplace_back();
     const int64_t dur = op.done_ts - op.post_ts;
     if (dur <= 0) {
-        windows_[static_cast<std::size_t>(std::max(w0, base_) - base_)][link.key()] += bytes;
+        cell(std::max(w0, base_), link.key()) += bytes;
         return;
     }
     const int64_t from = std::max(op.post_ts, base_ * W);
@@ -48,12 +48,12 @@ void IncastDetector::add(const Operation& op, DataLink link) {
     for (int64_t w = std::max(w0, base_); w <= w1; ++w) {
         const int64_t lo = std::max(from, w * W), hi = std::min(op.done_ts, (w + 1) * W);
         if (hi <= lo) continue;
-        windows_[static_cast<std::size_t>(w - base_)][link.key()] +=
-            bytes * static_cast<double>(hi - lo) / static_cast<double>(dur);
+        cell(w, link.key()) += bytes * static_cast<double>(hi - lo) / static_cast<double>(dur);
     }
 }
 
 void IncastDetector::close_windows_before(int64_t index) {
+    if (started_ && base_ < index) cell_ = nullptr;
     while (started_ && base_ < index) {
         if (windows_.empty()) {
             base_ = index;

@@ -79,7 +79,10 @@ public:
     const IncastOptions& options() const { return o_; }
     // A share in bytes (share_codec.cpp): what merge() takes, its windows closed first (close_share()).
     void close_share() { close_windows_before(base_ + static_cast<int64_t>(windows_.size())); }
-    template <class Archive> void serialize(Archive& ar) { ar(base_, fans_, senders_, clipped_); }
+    template <class Archive> void serialize(Archive& ar) {
+        ar(base_, fans_, senders_, clipped_);
+        cell_ = nullptr;
+    }
 
     // A share of a trace (analysis.h, merge_share): each final window's fans (per receiver, the senders that
     // count towards it) are kept instead of being made into episodes, so that the shares' fans add up; finish()
@@ -111,6 +114,15 @@ private:
     using Fans = std::map<DevId, Fan>;   // by receiver
 
     void close_windows_before(int64_t index);
+    // Link `key`'s cell in window `w` (base_ <= w, held): the previous operation's when the same (a sender posts
+    // to one peer for long stretches), else looked up in the window's map.
+    double& cell(int64_t w, uint64_t key) {
+        if (cell_ != nullptr && w == cell_window_ && key == cell_key_) return *cell_;
+        cell_ = &windows_[static_cast<std::size_t>(w - base_)][key];
+        cell_window_ = w;
+        cell_key_ = key;
+        return *cell_;
+    }
     void evaluate(int64_t index, const Cells& cells);
     // Window `index`'s fans into the receivers' runs.
     void add_fans(int64_t index, const Fans& fans);
@@ -122,6 +134,11 @@ private:
     int64_t base_ = 0;            // window index of windows_.front()
     bool started_ = false;
     std::deque<Cells> windows_;
+    // cell()'s last answer: a map's element stays where it is until its window is closed, and a closed window is
+    // never asked for again (operations' windows start at base_); closing clears it all the same.
+    double* cell_ = nullptr;
+    int64_t cell_window_ = 0;
+    uint64_t cell_key_ = 0;
     std::map<DevId, Run> open_;
     std::map<DevId, IncastReceiver> receivers_;
     double clipped_ = 0.0;

@@ -24,6 +24,7 @@ DevId Topology::device_id(NodeId node, std::string_view name) {
     if (it != dev_by_key_.end()) return it->second;
     const auto id = static_cast<DevId>(devices_.size());
     devices_.push_back(Device{node, std::string(name)});
+    ++address_generation_;
     dev_by_key_.emplace(std::move(key), id);
     return id;
 }
@@ -105,6 +106,7 @@ void Topology::on_port_info(const DecodedEvent& ev, ProcId p) {
     if (!gid.empty()) dev_by_gid_[gid] = d;
     const auto lid = static_cast<uint32_t>(ev.u(F::port_info::lid));
     if (lid != 0) dev_by_lid_[lid] = d;
+    ++address_generation_;
 }
 
 void Topology::on_cq_create(const DecodedEvent& ev, ProcId p) {
@@ -125,6 +127,8 @@ void Topology::copy_objects(const Topology& other) {
     dev_by_gid_ = other.dev_by_gid_;
     dev_by_lid_ = other.dev_by_lid_;
     qp_by_dev_num_ = other.qp_by_dev_num_;
+    // Past both: no copied QP's peer counts as resolved in this topology's generation.
+    address_generation_ = std::max(address_generation_, other.address_generation_) + 1;
     avs_ = other.avs_;
     av_by_key_ = other.av_by_key_;
     last_key_ = other.last_key_;
@@ -159,7 +163,10 @@ QpId Topology::new_qp(ProcId p, uint64_t ctx, uint32_t qp_num) {
     const auto id = static_cast<QpId>(qps_.size());
     qps_.push_back(std::move(q));
     procs_[p]->has_qp = true;
-    if (qps_.back()->dev != kNoId) qp_by_dev_num_[DevQpKey{qps_.back()->dev, qp_num}] = id;
+    if (qps_.back()->dev != kNoId) {
+        qp_by_dev_num_[DevQpKey{qps_.back()->dev, qp_num}] = id;
+        ++address_generation_;
+    }
     return id;
 }
 
@@ -201,6 +208,7 @@ QpId Topology::on_qp_modify(const DecodedEvent& ev, ProcId p) {
         q.has_remote = true;
         q.peer = Peer{};
         q.peer_final = false;
+        q.peer_generation = 0;
     }
     return id;
 }
@@ -273,6 +281,7 @@ void Topology::on_gpu_qp_modify(const DecodedEvent& ev, ProcId p) {
         q.has_remote = true;
         q.peer = Peer{};
         q.peer_final = false;
+        q.peer_generation = 0;
     }
 }
 
@@ -343,9 +352,10 @@ Peer Topology::peer_on_device(DevId d, uint32_t qpn) const {
 
 const Peer& Topology::resolve_peer(QpId id) {
     Qp& q = *qps_[id];
-    if (q.peer_final || !q.has_remote) return q.peer;
+    if (q.peer_final || !q.has_remote || q.peer_generation == address_generation_) return q.peer;
     q.peer = resolve_address(q.dev, q.dlid, q.dgid, q.dest_qpn);
     q.peer_final = q.peer.qp != kNoId;
+    q.peer_generation = address_generation_;
     return q.peer;
 }
 
