@@ -384,57 +384,5 @@ TEST(ReorderStage, CaptureTimesWithoutProcessInfoStillReorder) {
     EXPECT_EQ(out.summary.late_events, 0u);
 }
 
-// What on_elements() must equal: its elements one by one through on_element(). Random events of up to 40
-// elements, their keys mostly rising with now and then a step back, emitted up to twice their bound late (the
-// window widens), some older than what went out (late), keys tied across events, with a memory bound of 64
-// held: every way the one-step append can stop.
-TEST(ReorderStage, ASpanOfElementsGoesOutAsItsElementsOneByOne) {
-    for (uint32_t seed = 1; seed <= 20; ++seed) {
-        Capture by_span, one_by_one;
-        ReorderStage a(by_span, 0, 64), b(one_by_one, 0, 64);
-        RecordFeeder info_a(a), info_b(b);
-        process_info(info_a, 1'000'000, 50);
-        process_info(info_b, 1'000'000, 50);
-        std::mt19937 rng(seed);
-        std::vector<ElementOrigin> origins(300);
-        std::vector<DataElement> es;
-        int64_t now = 2'000'000;
-        uint64_t id = 0;
-        for (uint64_t serial = 1; serial <= origins.size(); ++serial) {
-            now += 100 * static_cast<int64_t>(rng() % 200);
-            ElementOrigin& o = origins[serial - 1];
-            o.vpid = kVpid;
-            o.event_ns = now;
-            o.serial = serial;
-            o.procname = "p";
-            es.assign(1 + rng() % 40, DataElement{});
-            int64_t key = now - 100 * static_cast<int64_t>(rng() % 1'200);
-            for (DataElement& e : es) {
-                e.origin = &o;
-                e.kind = ElementKind::send;
-                e.wr_id = ++id;
-                // Coarse keys: ties between events, which must keep their arrival order.
-                key += 100 * (rng() % 8 == 0 ? -static_cast<int64_t>(rng() % 30) : static_cast<int64_t>(rng() % 5));
-                e.ts_ns = std::min(key, now);
-            }
-            a.on_elements(es);
-            for (const DataElement& e : es) b.on_element(e);
-            ASSERT_EQ(a.held(), b.held()) << "seed " << seed << " event " << serial;
-        }
-        a.finish();
-        b.finish();
-        ASSERT_EQ(by_span.seen.size(), one_by_one.seen.size()) << "seed " << seed;
-        for (std::size_t i = 0; i < by_span.seen.size(); ++i) {
-            EXPECT_EQ(by_span.seen[i].wr_id, one_by_one.seen[i].wr_id) << "seed " << seed << " at " << i;
-            EXPECT_EQ(by_span.seen[i].ts_ns, one_by_one.seen[i].ts_ns) << "seed " << seed << " at " << i;
-            EXPECT_EQ(by_span.seen[i].serial, one_by_one.seen[i].serial) << "seed " << seed << " at " << i;
-        }
-        EXPECT_EQ(by_span.summary.late_events, one_by_one.summary.late_events);
-        EXPECT_EQ(by_span.summary.window_ns, one_by_one.summary.window_ns);
-        EXPECT_EQ(by_span.summary.max_held, one_by_one.summary.max_held);
-        EXPECT_EQ(by_span.summary.max_lateness_ns, one_by_one.summary.max_lateness_ns);
-    }
-}
-
 }  // namespace
 }  // namespace sigmatrace::analyzer

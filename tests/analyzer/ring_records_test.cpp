@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -244,40 +243,6 @@ TEST(RingRecords, AWqeRecordAndACompletionRecordBecomeTheirElements) {
     // The carrier itself goes on, once, consistent.
     ASSERT_EQ(sink.events.size(), 1u);
     EXPECT_EQ(sink.events[0], EventId::deferred_records);
-}
-
-// The element decoder hands an event's elements on in spans of at most a bounded number (its memory bound), all
-// of them in order and sharing the event's origin, before the event itself.
-TEST(RingRecords, AnEventOfManyRecordsGoesOnInBoundedSpansInOrder) {
-    struct Spans : Seen {
-        void on_elements(std::span<const DataElement> es) override {
-            sizes.push_back(es.size());
-            for (const DataElement& e : es) {
-                EXPECT_EQ(e.origin, es.front().origin);
-                on_element(e);
-            }
-        }
-        std::vector<std::size_t> sizes;
-    } sink;
-    std::vector<TestRecord> recs;
-    uint64_t pi = 0;
-    for (int r = 0; r < 40; ++r) {   // 40 records of 32 WQEs: 1280 elements
-        std::vector<records::RingWqeEntry> wqes;
-        for (int k = 0; k < 32; ++k) wqes.push_back(write_wqe(pi++, 64, k == 31));
-        recs.push_back(ring_post(0xdc1, 0x300, Poster::gpu, wqes));
-    }
-    const std::vector<uint64_t> words = testing::encode_words(recs);
-    ElementDecoder d(sink);
-    RecordFeeder feed(d);
-    st_deferred_records_rec r{};
-    r.layout = records::kLayout;
-    r.n = static_cast<uint32_t>(words.size());
-    r.words = words.data();
-    feed.emit(9'000, 42, r);
-    EXPECT_EQ(sink.sizes, (std::vector<std::size_t>{512, 512, 256}));
-    ASSERT_EQ(sink.elements.size(), 1280u);
-    for (std::size_t i = 0; i < sink.elements.size(); ++i) ASSERT_EQ(sink.elements[i].wr_id, i);
-    EXPECT_EQ(sink.events, std::vector<EventId>{EventId::deferred_records});
 }
 
 TEST(RingRecords, RedactionClearsTheRingRecordsAddressesAndKeys) {

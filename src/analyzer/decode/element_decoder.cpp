@@ -33,7 +33,7 @@ template <int K, std::size_t Col, bool kOne> uint64_t field(const R::RecordView&
 }
 
 // Each hands on the elements of a record of its kind, the fixed fields already in `e`.
-template <bool kOne, typename Put> void emit_sends(const R::RecordView& v, DataElement& e, Put& out) {
+template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, EventSink& out) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
@@ -47,11 +47,11 @@ template <bool kOne, typename Put> void emit_sends(const R::RecordView& v, DataE
         e.rkey = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, rkey)), kOne>(v, k));
         e.remote_qpn = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn)), kOne>(v, k));
         e.ah = field<kSend, C<kSend>(offsetof(R::SendEntry, ah)), kOne>(v, k);
-        out.put(e);
+        out.on_element(e);
     }
 }
 
-template <bool kOne, typename Put> void emit_recvs(const R::RecordView& v, DataElement& e, Put& out) {
+template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, EventSink& out) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
@@ -59,11 +59,11 @@ template <bool kOne, typename Put> void emit_recvs(const R::RecordView& v, DataE
         e.rejected = post_rejected(ret, bad, offset + k);
         e.wr_id = field<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id)), kOne>(v, k);
         e.bytes = static_cast<uint32_t>(field<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes)), kOne>(v, k));
-        out.put(e);
+        out.on_element(e);
     }
 }
 
-template <bool kOne, typename Put> void emit_completions(const R::RecordView& v, DataElement& e, Put& out) {
+template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, EventSink& out) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.qp_num = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num)), kOne>(v, k));
         e.wr_id = field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id)), kOne>(v, k);
@@ -73,11 +73,11 @@ template <bool kOne, typename Put> void emit_completions(const R::RecordView& v,
                            : 0;
         e.opcode = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode)), kOne>(v, k));
         e.bytes = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len)), kOne>(v, k));
-        out.put(e);
+        out.on_element(e);
     }
 }
 
-template <bool kOne, typename Put> void emit_ring_posts(const R::RecordView& v, DataElement& e, Put& out) {
+template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, EventSink& out) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.wr_id = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi)), kOne>(v, k);
         e.opcode = static_cast<uint8_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode)), kOne>(v, k));
@@ -89,10 +89,16 @@ template <bool kOne, typename Put> void emit_ring_posts(const R::RecordView& v, 
         e.dlid = static_cast<uint16_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid)), kOne>(v, k));
         e.dgid_prefix = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix)), kOne>(v, k);
         e.dgid_iid = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid)), kOne>(v, k);
-        out.put(e);
+        out.on_element(e);
     }
 }
 
+template <void (*One)(const R::RecordView&, DataElement&, EventSink&),
+          void (*Many)(const R::RecordView&, DataElement&, EventSink&)>
+void emit(const R::RecordView& v, DataElement& e, EventSink& out) {
+    if (v.n == 1) One(v, e, out);
+    else Many(v, e, out);
+}
 }  // namespace
 
 inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
@@ -104,8 +110,7 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.kind = ElementKind::send;
         e.handle = v.fixed[F<kSend>(offsetof(R::SendFixed, qp))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, qp_num))]);
-        if (v.n == 1) emit_sends<true>(v, e, *this);
-        else emit_sends<false>(v, e, *this);
+        emit<emit_sends<true>, emit_sends<false>>(v, e, out_);
         return;
     case R::RecordKind::post_recv:
     case R::RecordKind::post_srq_recv: {
@@ -113,16 +118,14 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
         e.handle = v.fixed[F<kRecv>(offsetof(R::RecvFixed, handle))];
         e.qp_num = srq ? 0 : static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, qp_num))]);
-        if (v.n == 1) emit_recvs<true>(v, e, *this);
-        else emit_recvs<false>(v, e, *this);
+        emit<emit_recvs<true>, emit_recvs<false>>(v, e, out_);
         return;
     }
     case R::RecordKind::poll_cq:
         e.kind = ElementKind::completion;
         e.handle = v.fixed[F<kPoll>(offsetof(R::PollFixed, cq))];
         e.ring = static_cast<uint32_t>(v.fixed[F<kPoll>(offsetof(R::PollFixed, api))]) == R::kApiRingCompletion;
-        if (v.n == 1) emit_completions<true>(v, e, *this);
-        else emit_completions<false>(v, e, *this);
+        emit<emit_completions<true>, emit_completions<false>>(v, e, out_);
         return;
     case R::RecordKind::ring_post:
         e.kind = ElementKind::send;
@@ -130,8 +133,7 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.handle = v.fixed[F<kRing>(offsetof(R::RingPostFixed, queue))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, qp_num))]);
         e.poster = static_cast<R::Poster>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, poster))]);
-        if (v.n == 1) emit_ring_posts<true>(v, e, *this);
-        else emit_ring_posts<false>(v, e, *this);
+        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, out_);
         return;
     case R::RecordKind::pad: return;
     }
@@ -157,7 +159,6 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
         const records::WalkResult r = records::walk_views(
             words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns); },
             [&ev](uint64_t t) { return ev.capture_time(t); });
-        flush();
         malformed = malformed || r.status != records::WalkStatus::ok;
     }
     if (!malformed) {

@@ -17,9 +17,6 @@
 #include <sigmatrace/deferred_records_wire.h>
 
 #include <array>
-#include <cstddef>
-#include <memory>
-#include <span>
 
 #include "analyzer/decode/data_element.h"
 #include "analyzer/decode/event_sink.h"
@@ -28,36 +25,17 @@ namespace sigmatrace::analyzer {
 
 class ElementDecoder final : public EventSink {
 public:
-    explicit ElementDecoder(EventSink& out) : out_(out), batch_(std::make_unique<DataElement[]>(kBatch)) {}
+    explicit ElementDecoder(EventSink& out) : out_(out) {}
 
     void on_event(const DecodedEvent& ev) override;
     void on_element(const DataElement& e) override { out_.on_element(e); }
-    void on_elements(std::span<const DataElement> es) override { out_.on_elements(es); }
     void on_ordering(const OrderingSummary& s) override { out_.on_ordering(s); }
 
-    // The element decoders' output (element_decoder.cpp): `e` joins the batch of the event being decoded.
-    void put(const DataElement& e) {
-        batch_[batched_] = e;
-        if (++batched_ == kBatch) [[unlikely]] flush();
-    }
-
 private:
-    // A `deferred_records` event's elements go on together (EventSink::on_elements: one origin, in order), at
-    // most this many at a time: one call per event where the reordering stage appends them in one step, and
-    // bounded memory for an event of thousands of records.
-    static constexpr std::size_t kBatch = 512;
-
     // Hands the elements of record `v` (checked by the walk) on.
     [[gnu::always_inline]] inline void emit_record(const records::RecordView& v, int64_t event_ns);
-    void flush() {
-        if (batched_ == 0) return;
-        out_.on_elements(std::span<const DataElement>(batch_.get(), batched_));
-        batched_ = 0;
-    }
 
     EventSink& out_;
-    std::unique_ptr<DataElement[]> batch_;
-    std::size_t batched_ = 0;
     ElementOrigin origin_;
     uint64_t serial_ = 0;
     // One element per record kind, kept between records: a record sets every field its kind carries, and the

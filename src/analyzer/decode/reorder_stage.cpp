@@ -35,48 +35,6 @@ void ReorderStage::on_element(const DataElement& e) {
     on_element_slow(e);
 }
 
-std::size_t ReorderStage::appendable(std::span<const DataElement> es) const {
-    if (open_ == kNone || held_ >= max_held_) return 0;
-    const Run& r = *runs_[open_];
-    const ElementOrigin* o = es.front().origin;
-    if (!r.in_heap || r.origin.serial != o->serial || o->event_ns > watermark_) return 0;
-    // Something due would be released by the first hold(): from there, element by element. (A guard: every
-    // hold() and event releases what is due, and only an event's first element moves the watermark.)
-    if (!heap_.empty() && watermark_ > std::numeric_limits<int64_t>::min() + summary_.window_ns &&
-        heap_.front().key < watermark_ - summary_.window_ns)
-        return 0;
-    // The first element on on_element()'s fast path: the rest are if their keys do not go down (each test
-    // passes for a later key when it passes for an earlier one, and the span has one origin).
-    const int64_t key = es.front().ts_ns, event_ns = o->event_ns;
-    if (key < open_last_key_ || key < released_key_ || (key < event_ns && event_ns - key > longest_delay_)) return 0;
-    // Appending changes neither the watermark nor a held key: nothing becomes due along the stretch, so its
-    // hold()s would release nothing until the memory bound.
-    const std::size_t limit = std::min(es.size(), max_held_ - held_);
-    std::size_t k = 1;
-    while (k < limit && es[k].ts_ns >= es[k - 1].ts_ns) ++k;
-    return k;
-}
-
-void ReorderStage::on_elements(std::span<const DataElement> es) {
-    while (!es.empty()) {
-        const std::size_t k = appendable(es);
-        if (k == 0) {
-            on_element(es.front());
-            es = es.subspan(1);
-            continue;
-        }
-        Run& r = *runs_[open_];
-        const std::size_t at = r.elements.size();
-        r.elements.insert(r.elements.end(), es.begin(), es.begin() + static_cast<std::ptrdiff_t>(k));
-        for (std::size_t i = at; i < r.elements.size(); ++i) r.elements[i].origin = &r.origin;
-        open_last_key_ = r.elements.back().ts_ns;
-        held_ += k;
-        summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
-        release_due();
-        es = es.subspan(k);
-    }
-}
-
 void ReorderStage::on_element_slow(const DataElement& e) {
     const ElementOrigin& o = *e.origin;
     // Immediate mode captures nothing (the element carries its event's time): a capture time of its own means

@@ -33,7 +33,6 @@
 #include <deque>
 #include <limits>
 #include <memory>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,9 +70,6 @@ public:
 
     void on_event(const DecodedEvent& ev) override;
     void on_element(const DataElement& e) override;
-    // The same as on_element() for each, in order; a stretch that on_element() would only append to the open run
-    // (in order, nothing due, the memory bound not reached) is appended in one step.
-    void on_elements(std::span<const DataElement> es) override;
     // End of stream: releases everything held in key order, then tells `out` the ordering summary.
     void finish();
 
@@ -117,9 +113,6 @@ private:
         return false;
     }
     void on_element_slow(const DataElement& e);
-    // How many elements from the start of `es` (one origin) on_element() would append to the open run on its
-    // fast path with nothing released in between; 0 for none.
-    std::size_t appendable(std::span<const DataElement> es) const;
     // Appends `e` (key `key`) to the open run `r`, which is in the heap, and releases what became due.
     void hold(Run& r, const DataElement& e, int64_t key) {
         r.elements.push_back(e);
