@@ -149,39 +149,61 @@ struct Slot {
     return v;
 }
 
-// Decodes `fields` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out` when set. False when
-// a member does not fit in the content.
-bool decode_struct(const std::vector<CtfField>& fields, const uint8_t* pkt, uint64_t& pos_io, uint64_t end, Slot* out) {
+// A structure member as decode_struct reads it: what its CtfField says, small and worked out once per class
+// (every event reads every member of its context and payload).
+struct MemberPlan {
+    CtfFieldKind kind = CtfFieldKind::Int;
+    uint8_t bytes = 0;        // an integer's width, or an array's or sequence's element's (bits / 8)
+    uint8_t align_mask = 0;   // its alignment in bytes, less one
+    uint8_t sign_shift = 0;   // a signed integer narrower than 64 bits: 64 - bits (read_int's sign extension)
+    int32_t length_field = -1;
+    uint32_t length = 0;
+};
+
+std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
+    std::vector<MemberPlan> plan;
+    plan.reserve(fields.size());
+    for (const CtfField& f : fields)
+        plan.push_back(MemberPlan{f.kind, static_cast<uint8_t>(f.type.bits / 8), static_cast<uint8_t>(f.type.align / 8 - 1),
+                                  static_cast<uint8_t>(f.type.is_signed && f.type.bits < 64 ? 64 - f.type.bits : 0),
+                                  f.length_field, f.length});
+    return plan;
+}
+
+// Decodes the members planned in `plan` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out`.
+// False when a member does not fit in the content.
+bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint64_t& pos_io, uint64_t end, Slot* out) {
     std::array<uint64_t, kMaxPayloadFields> ints;   // written before read: a length member comes before its sequence
     // Locals: `out` could alias the members and the position, which would then be reloaded after every store.
-    const CtfField* const members = fields.data();
-    const std::size_t count = fields.size();
+    const MemberPlan* const members = plan.data();
+    const std::size_t count = plan.size();
     uint64_t pos = pos_io;
     if (count > ints.size()) return false;
     for (std::size_t i = 0; i < count; ++i) {
-        const CtfField& f = members[i];
+        const MemberPlan f = members[i];
         if (f.kind == CtfFieldKind::String) {
             if (pos >= end) return false;
             const void* nul = std::memchr(pkt + pos, 0, end - pos);
             if (nul == nullptr) return false;
             const uint64_t len = static_cast<uint64_t>(static_cast<const uint8_t*>(nul) - (pkt + pos));
-            if (out) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(len)};
+            out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(len)};
             pos += len + 1;
             continue;
         }
-        const uint64_t align = f.type.align / 8;
-        pos = (pos + align - 1) & ~(align - 1);
-        const uint64_t bytes = f.type.bits / 8;
+        pos = (pos + f.align_mask) & ~uint64_t{f.align_mask};
+        const uint64_t bytes = f.bytes;
         if (f.kind == CtfFieldKind::Int) {
             if (pos > end || end - pos < bytes) return false;
-            ints[i] = read_int(pkt + pos, f.type);
-            if (out) out[i] = Slot{ints[i], nullptr, 0};
+            uint64_t v = le(pkt + pos, f.bytes);
+            if (f.sign_shift != 0) v = static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift);
+            ints[i] = v;
+            out[i] = Slot{v, nullptr, 0};
             pos += bytes;
             continue;
         }
         const uint64_t n = f.kind == CtfFieldKind::Array ? f.length : ints[static_cast<std::size_t>(f.length_field)];
         if (pos > end || n > (end - pos) / bytes) return false;
-        if (out) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(n)};
+        out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(n)};
         pos += n * bytes;
     }
     pos_io = pos;
@@ -220,6 +242,7 @@ struct EventMap {
     std::array<int, kMaxEventFields> member{};
     std::array<Kind, kMaxEventFields> kind{};
     int ts_field = -1;
+    std::vector<MemberPlan> plan;          // the payload's members, as decode_struct reads them
 };
 
 struct Trace {
@@ -230,6 +253,7 @@ struct Trace {
     // Per stream class (parallel to layout.streams): where its event context holds the process's identity.
     struct ContextSlots {
         int64_t vpid = -1, vtid = -1, procname = -1;
+        std::vector<MemberPlan> plan;      // the event context's members, as decode_struct reads them
     };
     std::vector<ContextSlots> slots;
     int64_t index = -1;                 // assigned when its first event or discard is delivered
@@ -409,9 +433,9 @@ void advance(Stream& s) {
         if (m.ns < s.last_ns) refuse_stream(fmt::format("event times going backwards in {}", s.name));
         s.last_ns = m.ns;
         m.em = &t.events[static_cast<std::size_t>(ec - t.layout.events.data())];
-        if (!decode_struct(s.sc->context, p, pos, s.end, s.context_slots.data()))
+        if (!decode_struct(s.slots->plan, p, pos, s.end, s.context_slots.data()))
             refuse_stream(fmt::format("an event context past its packet in {}", s.name));
-        if (!decode_struct(ec->fields, p, pos, s.end, s.payload_slots.data()))
+        if (!decode_struct(m.em->plan, p, pos, s.end, s.payload_slots.data()))
             refuse_stream(fmt::format("an event payload past its packet in {}", s.name));
         s.pos = pos;
         s.next = m;
@@ -436,6 +460,7 @@ void map_events(Trace& t, bool read_every_field) {
         const CtfEventClass& ec = t.layout.events[e];
         EventMap& m = t.events[e];
         m.ec = &ec;
+        m.plan = plan_of(ec.fields);
         m.member.fill(-1);
         m.kind.fill(Kind::Absent);
         m.schema = find_event_schema(ec.name);
@@ -497,6 +522,7 @@ public:
                         slot.procname = static_cast<int64_t>(k);
                 }
                 if (ctx.size() > kMaxContextFields) refuse_stream(fmt::format("an event context of {} members", ctx.size()));
+                slot.plan = plan_of(ctx);
             }
             for (const CtfEventClass& ec : t->layout.events)
                 if (ec.fields.size() > kMaxPayloadFields)
