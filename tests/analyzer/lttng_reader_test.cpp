@@ -127,6 +127,38 @@ TEST(LttngStreamReader, RefusesADamagedStreamBeforeHandingOverAnything) {
     fs::remove_all(dir);
 }
 
+// A payload that runs past its packet's content is refused, whether a sequence's length or the fixed members
+// after it do: the first event made a deferred_records event (extended header id 31) whose words' length is
+// each time too large.
+TEST(LttngStreamReader, RefusesAPayloadPastItsPacket) {
+    // The first packet's content ends at byte 4666; its first event's payload starts at 123 (84 bytes of packet
+    // header and context, a 14-byte extended header, a 25-byte context): layout, n and the words' length, then
+    // the words from 135, then origin_pid, origin_tid and lost (12 bytes).
+    for (const uint32_t words : {0xffffffffu, 567u, 565u}) {   // the words past the end; the last 12 bytes past it
+        const fs::path dir = fs::temp_directory_path() / fmt::format("st-lttng-payload-{}-{}", ::getpid(), words);
+        fs::remove_all(dir);
+        fs::copy(kRecords, dir, fs::copy_options::recursive);
+        {
+            std::fstream f(dir / "sigmatrace_0", std::ios::in | std::ios::out | std::ios::binary);
+            const char id[4] = {31, 0, 0, 0};
+            f.seekp(86);
+            f.write(id, 4);
+            const char len[4] = {static_cast<char>(words & 0xff), static_cast<char>(words >> 8 & 0xff),
+                                 static_cast<char>(words >> 16 & 0xff), static_cast<char>(words >> 24 & 0xff)};
+            f.seekp(131);
+            f.write(len, 4);
+        }
+        PlannedRead planned = plan_read(dir);
+        ASSERT_FALSE(planned.fatal);
+        Analysis a;
+        std::string why;
+        EXPECT_FALSE(read_direct(planned.plan, dir.string(), a, nullptr, nullptr, why)) << words;
+        EXPECT_NE(why.find("an event payload past its packet"), std::string::npos) << words << ": " << why;
+        EXPECT_EQ(a.finish()["trace"]["events"].get<uint64_t>(), 0u);
+        fs::remove_all(dir);
+    }
+}
+
 // A copy of the records trace (in a fresh directory named after `name`) whose metadata has byte `value` at
 // `offset` past the first `needle`; empty when the metadata has no `needle`.
 fs::path copy_with_metadata_byte(const char* name, std::string_view needle, std::size_t offset, unsigned char value) {

@@ -158,6 +158,10 @@ struct MemberPlan {
     uint8_t sign_shift = 0;   // a signed integer narrower than 64 bits: 64 - bits (read_int's sign extension)
     int32_t length_field = -1;
     uint32_t length = 0;
+    // The first of a stretch of fixed-size members on byte alignment (integers, arrays; lttng-ust writes its
+    // structures packed): how many there are and their bytes, checked against the content once. 0: none.
+    uint32_t stretch_members = 0;
+    uint64_t stretch_bytes = 0;
 };
 
 std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
@@ -167,6 +171,19 @@ std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
         plan.push_back(MemberPlan{f.kind, static_cast<uint8_t>(f.type.bits / 8), static_cast<uint8_t>(f.type.align / 8 - 1),
                                   static_cast<uint8_t>(f.type.is_signed && f.type.bits < 64 ? 64 - f.type.bits : 0),
                                   f.length_field, f.length});
+    const auto fixed = [](const MemberPlan& m) {
+        return m.align_mask == 0 && (m.kind == CtfFieldKind::Int || m.kind == CtfFieldKind::Array);
+    };
+    for (std::size_t i = 0; i < plan.size();) {
+        std::size_t j = i;
+        uint64_t bytes = 0;
+        for (; j < plan.size() && fixed(plan[j]); ++j) bytes += plan[j].kind == CtfFieldKind::Int ? plan[j].bytes : uint64_t{plan[j].length} * plan[j].bytes;
+        if (j > i) {
+            plan[i].stretch_members = static_cast<uint32_t>(j - i);
+            plan[i].stretch_bytes = bytes;
+        }
+        i = j > i ? j : i + 1;
+    }
     return plan;
 }
 
@@ -180,6 +197,24 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
     uint64_t pos = pos_io;
     if (count > ints.size()) return false;
     for (std::size_t i = 0; i < count; ++i) {
+        if (const uint32_t stretch = members[i].stretch_members; stretch != 0) {
+            if (pos > end || end - pos < members[i].stretch_bytes) return false;
+            for (const std::size_t last = i + stretch - 1;; ++i) {
+                const MemberPlan& f = members[i];
+                if (f.kind == CtfFieldKind::Int) {
+                    uint64_t v = le(pkt + pos, f.bytes);
+                    if (f.sign_shift != 0) v = static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift);
+                    ints[i] = v;
+                    out[i] = Slot{v, nullptr, 0};
+                    pos += f.bytes;
+                } else {
+                    out[i] = Slot{0, pkt + pos, f.length};
+                    pos += uint64_t{f.length} * f.bytes;
+                }
+                if (i == last) break;
+            }
+            continue;
+        }
         const MemberPlan f = members[i];
         if (f.kind == CtfFieldKind::String) {
             if (pos >= end) return false;
