@@ -517,12 +517,22 @@ WalkResult walk_views(const uint64_t* words, std::size_t n_words, Visit&& visit,
             if (present >> (k.n_fixed + k.n_entry) != 0) return (status = WalkStatus::bad_fields, false);
             p += 4;
             uint64_t z = 0;
-            for (int shift = 0;; shift += 7) {
-                if (p == end) return (status = WalkStatus::truncated, false);
-                if (shift > 63) return (status = WalkStatus::bad_fields, false);
-                const auto b = static_cast<uint8_t>(*p++);
-                z |= static_cast<uint64_t>(b & 0x7f) << shift;
-                if ((b & 0x80) == 0) break;
+            if (end - p >= 10) [[likely]] {
+                // The longest varint (10 bytes) fits: no end to watch for.
+                for (int shift = 0;; shift += 7) {
+                    const auto b = static_cast<uint8_t>(*p++);
+                    z |= static_cast<uint64_t>(b & 0x7f) << shift;
+                    if ((b & 0x80) == 0) break;
+                    if (shift == 63) return (status = WalkStatus::bad_fields, false);
+                }
+            } else {
+                for (int shift = 0;; shift += 7) {
+                    if (p == end) return (status = WalkStatus::truncated, false);
+                    if (shift > 63) return (status = WalkStatus::bad_fields, false);
+                    const auto b = static_cast<uint8_t>(*p++);
+                    z |= static_cast<uint64_t>(b & 0x7f) << shift;
+                    if ((b & 0x80) == 0) break;
+                }
             }
             known.ts += (z >> 1) ^ (~(z & 1) + 1);  // zigzag: the difference, two's complement
             if (n == 0 && (present >> k.n_fixed) != 0) return (status = WalkStatus::bad_fields, false);
