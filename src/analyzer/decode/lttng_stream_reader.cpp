@@ -162,6 +162,9 @@ struct MemberPlan {
     // structures packed): how many there are and their bytes, checked against the content once. 0: none.
     uint32_t stretch_members = 0;
     uint64_t stretch_bytes = 0;
+    bool stretch_has_length = false;   // the stretch holds a sequence's length (is_length)
+    bool is_length = false;            // a later sequence's length
+    uint32_t at = 0;                   // a stretch member's offset from its stretch's start
 };
 
 std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
@@ -184,11 +187,25 @@ std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
         }
         i = j > i ? j : i + 1;
     }
+    for (const MemberPlan& m : plan)
+        if (m.kind == CtfFieldKind::Sequence && m.length_field >= 0 && static_cast<std::size_t>(m.length_field) < plan.size())
+            plan[static_cast<std::size_t>(m.length_field)].is_length = true;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        if (plan[i].stretch_members == 0) continue;
+        uint32_t at = 0;
+        for (std::size_t k = i; k < i + plan[i].stretch_members; ++k) {
+            plan[k].at = at;
+            plan[i].stretch_has_length = plan[i].stretch_has_length || plan[k].is_length;
+            at += static_cast<uint32_t>(plan[k].kind == CtfFieldKind::Int ? plan[k].bytes : uint64_t{plan[k].length} * plan[k].bytes);
+        }
+    }
     return plan;
 }
 
-// Decodes the members planned in `plan` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out`.
-// False when a member does not fit in the content.
+// Decodes the members planned in `plan` from packet bytes `pkt` at byte `pos` (content ends at `end`), into `out`
+// (kSlots; else only checks that they fit, reading just the sequences' lengths: the first pass). False when a
+// member does not fit in the content.
+template <bool kSlots>
 bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint64_t& pos_io, uint64_t end, Slot* out) {
     std::array<uint64_t, kMaxPayloadFields> ints;   // written before read: a length member comes before its sequence
     // Locals: `out` could alias the members and the position, which would then be reloaded after every store.
@@ -199,6 +216,17 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
     for (std::size_t i = 0; i < count; ++i) {
         if (const uint32_t stretch = members[i].stretch_members; stretch != 0) {
             if (pos > end || end - pos < members[i].stretch_bytes) return false;
+            if constexpr (!kSlots) {
+                if (members[i].stretch_has_length)
+                    for (std::size_t k = i; k < i + stretch; ++k)
+                        if (const MemberPlan& f = members[k]; f.is_length) {
+                            const uint64_t v = le(pkt + pos + f.at, f.bytes);
+                            ints[k] = f.sign_shift != 0 ? static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift) : v;
+                        }
+                pos += members[i].stretch_bytes;
+                i += stretch - 1;
+                continue;
+            }
             for (const std::size_t last = i + stretch - 1;; ++i) {
                 const MemberPlan& f = members[i];
                 if (f.kind == CtfFieldKind::Int) {
@@ -221,7 +249,7 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
             const void* nul = std::memchr(pkt + pos, 0, end - pos);
             if (nul == nullptr) return false;
             const uint64_t len = static_cast<uint64_t>(static_cast<const uint8_t*>(nul) - (pkt + pos));
-            out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(len)};
+            if constexpr (kSlots) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(len)};
             pos += len + 1;
             continue;
         }
@@ -232,13 +260,13 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
             uint64_t v = le(pkt + pos, f.bytes);
             if (f.sign_shift != 0) v = static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift);
             ints[i] = v;
-            out[i] = Slot{v, nullptr, 0};
+            if constexpr (kSlots) out[i] = Slot{v, nullptr, 0};
             pos += bytes;
             continue;
         }
         const uint64_t n = f.kind == CtfFieldKind::Array ? f.length : ints[static_cast<std::size_t>(f.length_field)];
         if (pos > end || n > (end - pos) / bytes) return false;
-        out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(n)};
+        if constexpr (kSlots) out[i] = Slot{0, pkt + pos, static_cast<uint32_t>(n)};
         pos += n * bytes;
     }
     pos_io = pos;
@@ -353,7 +381,7 @@ int64_t to_ns(const Trace& t, uint64_t cycles, const char* what) {
 
 // Moves `s` to its next message (event or discard) in `s.next`; Message::None at its end. Refuses what it
 // cannot read exactly.
-void advance(Stream& s) {
+template <bool kSlots> void advance(Stream& s) {
     const Trace& t = *s.trace;
     for (;;) {
         if (s.pkt == nullptr) {
@@ -468,9 +496,9 @@ void advance(Stream& s) {
         if (m.ns < s.last_ns) refuse_stream(fmt::format("event times going backwards in {}", s.name));
         s.last_ns = m.ns;
         m.em = &t.events[static_cast<std::size_t>(ec - t.layout.events.data())];
-        if (!decode_struct(s.slots->plan, p, pos, s.end, s.context_slots.data()))
+        if (!decode_struct<kSlots>(s.slots->plan, p, pos, s.end, s.context_slots.data()))
             refuse_stream(fmt::format("an event context past its packet in {}", s.name));
-        if (!decode_struct(m.em->plan, p, pos, s.end, s.payload_slots.data()))
+        if (!decode_struct<kSlots>(m.em->plan, p, pos, s.end, s.payload_slots.data()))
             refuse_stream(fmt::format("an event payload past its packet in {}", s.name));
         s.pos = pos;
         s.next = m;
@@ -620,7 +648,7 @@ public:
             if (!analysis_.owns_host(s->trace->layout.hostname)) continue;
             s->reset();
             do {
-                advance(*s);
+                advance<false>(*s);
                 if (progress) progress->beat();
             } while (s->next.type != Message::None);
             s->reset();
@@ -654,7 +682,7 @@ private:
         };
         std::priority_queue<Stream*, std::vector<Stream*>, decltype(later)> heap(later);
         for (auto& s : streams_) {
-            advance(*s);
+            advance<true>(*s);
             if (s->next.type != Message::None) heap.push(s.get());
         }
         while (!heap.empty()) {
@@ -663,7 +691,7 @@ private:
             if (s->next.type == Message::Event) on_event(*s);
             else on_discard(*s);
             if (progress) progress->beat();
-            advance(*s);
+            advance<true>(*s);
             if (s->next.type != Message::None) heap.push(s);
         }
         // Each stream's last packet end: when its recording stopped or rotated, even if its process was silent.
