@@ -15,6 +15,7 @@
 #include "analyzer/decode/reorder_stage.h"
 #include "analyzer/outputs/text_report.h"
 #include "record_feeder.h"
+#include "support/records_words.h"
 
 namespace sigmatrace::analyzer {
 namespace {
@@ -382,6 +383,45 @@ TEST(ReorderStage, CaptureTimesWithoutProcessInfoStillReorder) {
     EXPECT_EQ(out.seen.size(), 2u);
     EXPECT_EQ(out.summary.window_ns, 2 * kAssumedDeferNs);
     EXPECT_EQ(out.summary.late_events, 0u);
+}
+
+// A records carrier held in the window goes out after its elements with every field but its words, which only
+// the element decoder in front of the stage reads.
+TEST(ReorderStage, AHeldRecordsCarrierKeepsItsFieldsButNotItsWords) {
+    struct Carriers : Capture {
+        void on_event(const DecodedEvent& ev) override {
+            Capture::on_event(ev);
+            if (ev.id != EventId::deferred_records) return;
+            words.push_back(ev.f[F::deferred_records::words].seq_len);
+            lost.push_back(ev.u(F::deferred_records::lost));
+            n.push_back(ev.u(F::deferred_records::n));
+        }
+        std::vector<uint32_t> words;
+        std::vector<uint64_t> lost, n;
+    } out;
+    Fed f(out);
+    process_info(f.feed, 1'000'000, 100);   // window 200 us: the carrier below is held until finish()
+    records::SendFixed fixed{};
+    fixed.qp = 0x1000;
+    fixed.qp_num = 100;
+    fixed.ret = 2;
+    std::vector<records::SendEntry> wrs(2, records::SendEntry{});
+    wrs[0].wr_id = 1;
+    wrs[1].wr_id = 2;
+    const std::vector<uint64_t> words = testing::encode_words({testing::TestRecord::send(2'000'000, fixed, wrs)});
+    st_deferred_records_rec r{};
+    r.layout = records::kLayout;
+    r.n = static_cast<uint32_t>(words.size());
+    r.words = words.data();
+    r.lost = 7;
+    f.feed.emit(2'000'050, kVpid, r);
+    EXPECT_GT(f.stage.held(), 0u);
+    f.stage.finish();
+    EXPECT_EQ(out.ids(), (std::vector<uint64_t>{1, 2}));
+    ASSERT_EQ(out.words.size(), 1u);
+    EXPECT_EQ(out.words[0], 0u);
+    EXPECT_EQ(out.lost[0], 7u);
+    EXPECT_EQ(out.n[0], words.size());
 }
 
 }  // namespace

@@ -197,8 +197,11 @@ uint32_t ReorderStage::copy_event(const DecodedEvent& ev) {
     }
     EventSlot& s = events_[idx];
     s.ev = ev;
+    // A records carrier comes after its elements (element_decoder.h): what follows reads none of its words, so
+    // the held copy keeps none (a carrier holds thousands).
+    if (ev.id == EventId::deferred_records) s.ev.f[F::deferred_records::words].seq_len = 0;
     std::size_t nseq = 0, nstr = ev.procname.size() + ev.trace_hostname.size();
-    for (const FieldValue& v : ev.f) {
+    for (const FieldValue& v : s.ev.f) {
         nseq += v.seq_len;
         nstr += v.s.size();
     }

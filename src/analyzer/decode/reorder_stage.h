@@ -22,7 +22,8 @@
 // descheduled for milliseconds, or longer.
 //
 // Immediate traces (every defer_us 0) pass straight through: no key, no copy, no heap.
-// Held events are deep copies (DecodedEvent points at the producer's storage, valid for one call) and held runs
+// Held events are deep copies (DecodedEvent points at the producer's storage, valid for one call; a records
+// carrier's without its words, which only the element decoder in front reads) and held runs
 // copies of their elements, in pooled slots that keep their buffers: no allocation per event or element once
 // the pool covers the window.
 #pragma once
