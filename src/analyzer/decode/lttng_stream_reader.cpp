@@ -164,7 +164,15 @@ struct MemberPlan {
     uint64_t stretch_bytes = 0;
     bool stretch_has_length = false;   // the stretch holds a sequence's length (is_length)
     bool is_length = false;            // a later sequence's length
-    uint32_t at = 0;                   // a stretch member's offset from its stretch's start
+    uint64_t at = 0;                   // a stretch member's offset from its stretch's start
+
+    // An integer member's value from its `bytes` little-endian bytes at `p`.
+    uint64_t int_at(const uint8_t* p) const {
+        const uint64_t v = le(p, bytes);
+        return sign_shift != 0 ? static_cast<uint64_t>(static_cast<int64_t>(v << sign_shift) >> sign_shift) : v;
+    }
+    // The bytes a fixed-size member (integer, array) takes.
+    uint64_t fixed_size() const { return kind == CtfFieldKind::Int ? bytes : uint64_t{length} * bytes; }
 };
 
 std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
@@ -180,7 +188,7 @@ std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
     for (std::size_t i = 0; i < plan.size();) {
         std::size_t j = i;
         uint64_t bytes = 0;
-        for (; j < plan.size() && fixed(plan[j]); ++j) bytes += plan[j].kind == CtfFieldKind::Int ? plan[j].bytes : uint64_t{plan[j].length} * plan[j].bytes;
+        for (; j < plan.size() && fixed(plan[j]); ++j) bytes += plan[j].fixed_size();
         if (j > i) {
             plan[i].stretch_members = static_cast<uint32_t>(j - i);
             plan[i].stretch_bytes = bytes;
@@ -192,11 +200,11 @@ std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
             plan[static_cast<std::size_t>(m.length_field)].is_length = true;
     for (std::size_t i = 0; i < plan.size(); ++i) {
         if (plan[i].stretch_members == 0) continue;
-        uint32_t at = 0;
+        uint64_t at = 0;
         for (std::size_t k = i; k < i + plan[i].stretch_members; ++k) {
             plan[k].at = at;
             plan[i].stretch_has_length = plan[i].stretch_has_length || plan[k].is_length;
-            at += static_cast<uint32_t>(plan[k].kind == CtfFieldKind::Int ? plan[k].bytes : uint64_t{plan[k].length} * plan[k].bytes);
+            at += plan[k].fixed_size();
         }
     }
     return plan;
@@ -219,10 +227,7 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
             if constexpr (!kSlots) {
                 if (members[i].stretch_has_length)
                     for (std::size_t k = i; k < i + stretch; ++k)
-                        if (const MemberPlan& f = members[k]; f.is_length) {
-                            const uint64_t v = le(pkt + pos + f.at, f.bytes);
-                            ints[k] = f.sign_shift != 0 ? static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift) : v;
-                        }
+                        if (members[k].is_length) ints[k] = members[k].int_at(pkt + pos + members[k].at);
                 pos += members[i].stretch_bytes;
                 i += stretch - 1;
                 continue;
@@ -230,8 +235,7 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
             for (const std::size_t last = i + stretch - 1;; ++i) {
                 const MemberPlan& f = members[i];
                 if (f.kind == CtfFieldKind::Int) {
-                    uint64_t v = le(pkt + pos, f.bytes);
-                    if (f.sign_shift != 0) v = static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift);
+                    const uint64_t v = f.int_at(pkt + pos);
                     ints[i] = v;
                     out[i] = Slot{v, nullptr, 0};
                     pos += f.bytes;
@@ -257,8 +261,7 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
         const uint64_t bytes = f.bytes;
         if (f.kind == CtfFieldKind::Int) {
             if (pos > end || end - pos < bytes) return false;
-            uint64_t v = le(pkt + pos, f.bytes);
-            if (f.sign_shift != 0) v = static_cast<uint64_t>(static_cast<int64_t>(v << f.sign_shift) >> f.sign_shift);
+            const uint64_t v = f.int_at(pkt + pos);
             ints[i] = v;
             if constexpr (kSlots) out[i] = Slot{v, nullptr, 0};
             pos += bytes;
