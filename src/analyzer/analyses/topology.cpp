@@ -24,7 +24,6 @@ DevId Topology::device_id(NodeId node, std::string_view name) {
     if (it != dev_by_key_.end()) return it->second;
     const auto id = static_cast<DevId>(devices_.size());
     devices_.push_back(Device{node, std::string(name)});
-    ++address_generation_;
     dev_by_key_.emplace(std::move(key), id);
     return id;
 }

@@ -72,7 +72,7 @@ struct Qp {
     Peer peer;                  // resolved lazily (resolve_peer)
     bool peer_final = false;    // resolution found the remote QP itself: no need to retry
     // The topology's address generation `peer` was resolved in (Topology::resolve_peer; 0: never): an unfinal
-    // peer is resolved again only once devices, addresses or QPs have changed since.
+    // peer is resolved again only once ports' addresses or QPs have changed since.
     uint64_t peer_generation = 0;
     FifoRing<PendingWr> sq;
     FifoRing<PendingWr> rq;
@@ -295,8 +295,9 @@ private:
     std::unordered_map<Gid, DevId, GidHash> dev_by_gid_;
     std::unordered_map<uint32_t, DevId> dev_by_lid_;
     std::unordered_map<DevQpKey, QpId, DevQpKeyHash> qp_by_dev_num_;
-    // Raised whenever what resolve_address() reads changes (a device, a port's address, a QP's number on a device):
-    // an unfinal peer resolved in the current generation is still what resolution would find.
+    // Raised whenever what resolve_address() reads changes (a port's address, a QP's number on a device; a new
+    // device changes nothing until its port_info): an unfinal peer resolved in the current generation is still
+    // what resolution would find.
     uint64_t address_generation_ = 1;
     std::vector<AddressHandle> avs_;                         // intern_av's table
     std::unordered_map<Gid, uint32_t, GidHash> av_by_key_;  // {lid, GID prefix ^ ...} -> index into avs_

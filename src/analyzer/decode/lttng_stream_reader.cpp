@@ -139,23 +139,13 @@ struct Slot {
     uint32_t n = 0;   // elements (bytes of a string, up to its NUL)
 };
 
-[[gnu::always_inline]] inline uint64_t read_int(const uint8_t* p, const CtfInt& t) {
-    const unsigned bytes = t.bits / 8;
-    uint64_t v = le(p, bytes);
-    if (t.is_signed && t.bits < 64) {
-        const uint64_t sign = uint64_t{1} << (t.bits - 1);
-        v = (v ^ sign) - sign;
-    }
-    return v;
-}
-
 // A structure member as decode_struct reads it: what its CtfField says, small and worked out once per class
 // (every event reads every member of its context and payload).
 struct MemberPlan {
     CtfFieldKind kind = CtfFieldKind::Int;
     uint8_t bytes = 0;        // an integer's width, or an array's or sequence's element's (bits / 8)
     uint8_t align_mask = 0;   // its alignment in bytes, less one
-    uint8_t sign_shift = 0;   // a signed integer narrower than 64 bits: 64 - bits (read_int's sign extension)
+    uint8_t sign_shift = 0;   // a signed integer narrower than 64 bits: 64 - bits (int_at's sign extension)
     int32_t length_field = -1;
     uint32_t length = 0;
     // The first of a stretch of fixed-size members on byte alignment (integers, arrays; lttng-ust writes its
@@ -166,7 +156,7 @@ struct MemberPlan {
     bool is_length = false;            // a later sequence's length
     uint64_t at = 0;                   // a stretch member's offset from its stretch's start
 
-    // An integer member's value from its `bytes` little-endian bytes at `p`.
+    // An integer member's (or a sequence element's) value from its `bytes` little-endian bytes at `p`.
     uint64_t int_at(const uint8_t* p) const {
         const uint64_t v = le(p, bytes);
         return sign_shift != 0 ? static_cast<uint64_t>(static_cast<int64_t>(v << sign_shift) >> sign_shift) : v;
@@ -182,30 +172,23 @@ std::vector<MemberPlan> plan_of(const std::vector<CtfField>& fields) {
         plan.push_back(MemberPlan{f.kind, static_cast<uint8_t>(f.type.bits / 8), static_cast<uint8_t>(f.type.align / 8 - 1),
                                   static_cast<uint8_t>(f.type.is_signed && f.type.bits < 64 ? 64 - f.type.bits : 0),
                                   f.length_field, f.length});
-    const auto fixed = [](const MemberPlan& m) {
-        return m.align_mask == 0 && (m.kind == CtfFieldKind::Int || m.kind == CtfFieldKind::Array);
-    };
-    for (std::size_t i = 0; i < plan.size();) {
-        std::size_t j = i;
-        uint64_t bytes = 0;
-        for (; j < plan.size() && fixed(plan[j]); ++j) bytes += plan[j].fixed_size();
-        if (j > i) {
-            plan[i].stretch_members = static_cast<uint32_t>(j - i);
-            plan[i].stretch_bytes = bytes;
-        }
-        i = j > i ? j : i + 1;
-    }
     for (const MemberPlan& m : plan)
         if (m.kind == CtfFieldKind::Sequence && m.length_field >= 0 && static_cast<std::size_t>(m.length_field) < plan.size())
             plan[static_cast<std::size_t>(m.length_field)].is_length = true;
+    const auto fixed = [](const MemberPlan& m) {
+        return m.align_mask == 0 && (m.kind == CtfFieldKind::Int || m.kind == CtfFieldKind::Array);
+    };
     for (std::size_t i = 0; i < plan.size(); ++i) {
-        if (plan[i].stretch_members == 0) continue;
-        uint64_t at = 0;
-        for (std::size_t k = i; k < i + plan[i].stretch_members; ++k) {
-            plan[k].at = at;
-            plan[i].stretch_has_length = plan[i].stretch_has_length || plan[k].is_length;
-            at += plan[k].fixed_size();
+        if (!fixed(plan[i])) continue;
+        MemberPlan& head = plan[i];
+        const std::size_t first = i;
+        for (; i < plan.size() && fixed(plan[i]); ++i) {
+            plan[i].at = head.stretch_bytes;
+            head.stretch_bytes += plan[i].fixed_size();
+            head.stretch_has_length = head.stretch_has_length || plan[i].is_length;
         }
+        head.stretch_members = static_cast<uint32_t>(i - first);
+        --i;   // the member after the stretch is looked at by the loop's next step
     }
     return plan;
 }
@@ -241,7 +224,7 @@ bool decode_struct(const std::vector<MemberPlan>& plan, const uint8_t* pkt, uint
                     pos += f.bytes;
                 } else {
                     out[i] = Slot{0, pkt + pos, f.length};
-                    pos += uint64_t{f.length} * f.bytes;
+                    pos += f.fixed_size();
                 }
                 if (i == last) break;
             }
@@ -780,11 +763,11 @@ private:
                 const uint32_t len = std::min<uint32_t>(sl.n, kMaxSequenceLength);
                 auto& buf = seq_storage_[i];
                 if (buf.size() < len) buf.resize(len);
-                const unsigned bytes = f.type.bits / 8;
-                if (bytes == 8) {
+                const MemberPlan& elem = em.plan[static_cast<std::size_t>(em.member[i])];
+                if (elem.bytes == 8) {
                     std::memcpy(buf.data(), sl.p, std::size_t{len} * 8);
                 } else {
-                    for (uint32_t k = 0; k < len; ++k) buf[k] = read_int(sl.p + std::size_t{k} * bytes, f.type);
+                    for (uint32_t k = 0; k < len; ++k) buf[k] = elem.int_at(sl.p + std::size_t{k} * elem.bytes);
                 }
                 if (static_cast<int>(i) == em.ts_field)
                     for (uint32_t k = 0; k < len; ++k) buf[k] = capture_ns(&t.clock, buf[k]);
