@@ -378,6 +378,61 @@ TEST(DeferredRecords, EachRecordBecomesItsElementsInRecordOrder) {
     EXPECT_FALSE(sink.seen[6].inconsistent);
 }
 
+// An element indexes its extra fields (a UD send's address handle and destination QPN) within its event, up
+// to DataElement::kNoExtra of them: a carrier with more (no tracer writes one: its events hold a few thousand
+// calls) is marked inconsistent, and the elements past the bound go on without theirs; nothing else is lost.
+TEST(DeferredRecords, ACarrierWithMoreExtraFieldsThanElementsCanIndexIsMarked) {
+    using namespace records;
+    constexpr std::size_t kRecords = 2100, kPerRecord = SIGMATRACE_MAX_BATCH;   // 67 200 UD sends
+    static_assert(kRecords * kPerRecord > DataElement::kNoExtra);
+    std::vector<testing::TestRecord> recs;
+    SendFixed fixed{};
+    fixed.qp = 0x1000;
+    fixed.qp_num = 100;
+    for (std::size_t r = 0; r < kRecords; ++r) {
+        std::vector<SendEntry> wrs(kPerRecord, SendEntry{});
+        for (std::size_t k = 0; k < kPerRecord; ++k) {
+            wrs[k].wr_id = r * kPerRecord + k;
+            wrs[k].ah = 0x10000 + wrs[k].wr_id;
+            wrs[k].remote_qpn = 7;
+        }
+        recs.push_back(testing::TestRecord::send(100 + r, fixed, wrs));
+    }
+    const std::vector<uint64_t> words = testing::encode_words(recs);
+    struct Extras : EventSink {
+        void on_event(const DecodedEvent& ev) override { inconsistent.push_back(ev.inconsistent); }
+        void on_element(const DataElement& e) override {
+            wr_ids.push_back(e.wr_id);
+            extras.push_back(e.extra());
+        }
+        std::vector<bool> inconsistent;
+        std::vector<uint64_t> wr_ids;
+        std::vector<ElementExtra> extras;
+    } sink;
+    ElementDecoder decoder(sink);
+    test::RecordFeeder feed(decoder);
+    st_deferred_records_rec r{};
+    r.layout = kLayout;
+    r.n = static_cast<uint32_t>(words.size());
+    r.words = words.data();
+    feed.emit(1000, kVpid, r);
+    ASSERT_EQ(sink.wr_ids.size(), kRecords * kPerRecord);
+    std::size_t with = 0;
+    for (std::size_t i = 0; i < sink.wr_ids.size(); ++i) {
+        ASSERT_EQ(sink.wr_ids[i], i);
+        if (i < DataElement::kNoExtra) {
+            ASSERT_EQ(sink.extras[i].ah, 0x10000 + i) << i;
+            ASSERT_EQ(sink.extras[i].remote_qpn, 7u) << i;
+            ++with;
+        } else {
+            ASSERT_EQ(sink.extras[i], ElementExtra{}) << i;
+        }
+    }
+    EXPECT_EQ(with, std::size_t{DataElement::kNoExtra});
+    ASSERT_EQ(sink.inconsistent.size(), 1u);
+    EXPECT_TRUE(sink.inconsistent[0]);
+}
+
 // What `sigmatrace-analyze --events` writes for a carrier: each call it holds, every field, then the carrier.
 TEST(DeferredRecords, TheEventDumpShowsEachCallOfACarrierWithEveryField) {
     char* buf = nullptr;

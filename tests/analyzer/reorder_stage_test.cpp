@@ -424,5 +424,63 @@ TEST(ReorderStage, AHeldRecordsCarrierKeepsItsFieldsButNotItsWords) {
     EXPECT_EQ(out.n[0], words.size());
 }
 
+// Elements held in the window keep their extra fields (a UD send's address handle and destination, an error
+// completion's vendor error) after the element decoder has moved on to other events: the run keeps its own.
+TEST(ReorderStage, HeldElementsKeepTheirExtraFields) {
+    struct Extras : Capture {
+        void on_element(const DataElement& e) override {
+            Capture::on_element(e);
+            extras.push_back(e.extra());
+        }
+        std::vector<ElementExtra> extras;
+    } out;
+    Fed f(out);
+    process_info(f.feed, 1'000'000, 100);   // window 200 us: the carriers below are held until finish()
+    auto carrier = [&](int64_t t, const std::vector<testing::TestRecord>& recs) {
+        const std::vector<uint64_t> words = testing::encode_words(recs);
+        st_deferred_records_rec r{};
+        r.layout = records::kLayout;
+        r.n = static_cast<uint32_t>(words.size());
+        r.words = words.data();
+        f.feed.emit(t, kVpid, r);
+    };
+    records::SendFixed fixed{};
+    fixed.qp = 0x1000;
+    fixed.qp_num = 100;
+    std::vector<records::SendEntry> wrs(3, records::SendEntry{});
+    for (uint64_t k = 0; k < 3; ++k) wrs[k].wr_id = k + 1;
+    wrs[0].ah = 0xa11;
+    wrs[0].remote_qpn = 0x51;
+    wrs[2].ah = 0xa13;
+    wrs[2].remote_qpn = 0x53;
+    records::PollFixed pf{};
+    pf.cq = 0x2000;
+    std::vector<records::CompletionEntry> wcs(1, records::CompletionEntry{});
+    wcs[0].wr_id = 4;
+    wcs[0].qp_num = 100;
+    wcs[0].status = 5;
+    wcs[0].vendor_err = 0x81;
+    carrier(2'000'050, {testing::TestRecord::send(2'000'000, fixed, wrs), testing::TestRecord::poll(2'000'010, pf, wcs)});
+    // A later carrier, with extra fields of its own, replaces the decoder's before anything is released.
+    std::vector<records::SendEntry> later(1, records::SendEntry{});
+    later[0].wr_id = 5;
+    later[0].ah = 0xb00;
+    later[0].remote_qpn = 0x99;
+    carrier(2'000'090, {testing::TestRecord::send(2'000'080, fixed, later)});
+    EXPECT_EQ(f.stage.held(), 7u);   // five elements and two carriers
+    f.stage.finish();
+    ASSERT_EQ(out.ids(), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+    ASSERT_EQ(out.extras.size(), 5u);
+    EXPECT_EQ(out.extras[0].ah, 0xa11u);
+    EXPECT_EQ(out.extras[0].remote_qpn, 0x51u);
+    EXPECT_EQ(out.extras[1], ElementExtra{});
+    EXPECT_EQ(out.extras[2].ah, 0xa13u);
+    EXPECT_EQ(out.extras[2].remote_qpn, 0x53u);
+    EXPECT_EQ(out.extras[3].vendor_err, 0x81u);
+    EXPECT_EQ(out.extras[3].ah, 0u);
+    EXPECT_EQ(out.extras[4].ah, 0xb00u);
+    EXPECT_EQ(out.extras[4].remote_qpn, 0x99u);
+}
+
 }  // namespace
 }  // namespace sigmatrace::analyzer

@@ -181,9 +181,14 @@ bool warns(const json& doc, const std::string& what) {
 
 struct Seen : EventSink {
     void on_event(const DecodedEvent& ev) override { events.push_back(ev.id); }
-    void on_element(const DataElement& e) override { elements.push_back(e); }
+    // The extra fields are the carrying event's, valid during the call: kept beside the element.
+    void on_element(const DataElement& e) override {
+        elements.push_back(e);
+        extras.push_back(e.extra());
+    }
     std::vector<EventId> events;
     std::vector<DataElement> elements;
+    std::vector<ElementExtra> extras;
 };
 
 TEST(RingRecords, AWqeRecordAndACompletionRecordBecomeTheirElements) {
@@ -228,10 +233,13 @@ TEST(RingRecords, AWqeRecordAndACompletionRecordBecomeTheirElements) {
     const DataElement& s = sink.elements[1];
     EXPECT_EQ(s.opcode, kSend);
     EXPECT_EQ(s.send_flags, uint32_t{records::kRingSignaled | records::kRingInline});
-    EXPECT_EQ(s.remote_qpn, 0x4711u);
-    EXPECT_EQ(s.dlid, 7);
-    EXPECT_EQ(s.dgid_prefix, kPrefix);
-    EXPECT_EQ(s.dgid_iid, 0x11u);
+    EXPECT_EQ(sink.extras[0], ElementExtra{});   // an RC WRITE carries none
+    EXPECT_EQ(w.extra_index, DataElement::kNoExtra);
+    EXPECT_EQ(sink.extras[1].remote_qpn, 0x4711u);
+    EXPECT_EQ(sink.extras[1].dlid, 7);
+    EXPECT_EQ(sink.extras[1].dgid_prefix, kPrefix);
+    EXPECT_EQ(sink.extras[1].dgid_iid, 0x11u);
+    EXPECT_EQ(sink.extras[1].vendor_err, 0u);
     const DataElement& c = sink.elements[2];
     EXPECT_EQ(c.kind, ElementKind::completion);
     EXPECT_TRUE(c.ring);
@@ -239,7 +247,9 @@ TEST(RingRecords, AWqeRecordAndACompletionRecordBecomeTheirElements) {
     EXPECT_EQ(c.wr_id, 4u);
     EXPECT_EQ(c.qp_num, 0x300u);
     EXPECT_EQ(c.status, 0);
+    EXPECT_EQ(sink.extras[2], ElementExtra{});
     EXPECT_EQ(sink.elements[3].status, 10);
+    EXPECT_EQ(sink.extras[3].vendor_err, 0x13u);   // an error completion's
     // The carrier itself goes on, once, consistent.
     ASSERT_EQ(sink.events.size(), 1u);
     EXPECT_EQ(sink.events[0], EventId::deferred_records);

@@ -47,9 +47,10 @@ void Analysis::on_event(const DecodedEvent& ev) {
     if (is_data_event(ev.id)) {
         // An events-format data event handed over whole (unit tests, the fuzzer, or one without elements from
         // the element decoder): its elements, through the same adapter; the first one counts the event.
-        const ElementOrigin origin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0};
+        ElementOrigin origin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, 0};
+        ElementExtras extras;
         bool malformed = false;
-        if (for_each_element(ev, origin, malformed, [this](const DataElement& e) { on_element(e); }) > 0) return;
+        if (for_each_element(ev, origin, extras, malformed, [this](const DataElement& e) { on_element(e); }) > 0) return;
         if (malformed) ++topo_.anomalies().malformed_events;
     }
     // The QP and CQ caches of reconstruction hold lookups that object-life events may change (a carrier of

@@ -213,8 +213,10 @@ void OpReconstruction::on_elements(std::span<const DataElement> es, ProcId p) {
     wr.bytes = e.bytes;
     wr.raddr = e.raddr;
     wr.rkey = e.rkey;
-    wr.remote_qpn = e.remote_qpn;
-    wr.ah = e.ah;
+    if (e.extra_index != DataElement::kNoExtra) [[unlikely]] {
+        wr.remote_qpn = e.extra().remote_qpn;
+        wr.ah = e.extra().ah;
+    }
     wr.from_verbs = true;
 }
 
@@ -265,7 +267,7 @@ void OpReconstruction::on_send(const DataElement& e, ProcId p) {
                 seen.wr_id = e.wr_id;
                 seen.post_ts = std::min(seen.post_ts, e.ts_ns);
                 seen.signaled = seen.signaled || wr.signaled;
-                seen.ah = e.ah;
+                seen.ah = e.extra().ah;
                 qp.both_views = true;
                 return;
             }
@@ -300,9 +302,10 @@ void OpReconstruction::on_ring_send(const DataElement& e, ProcId p) {
     wr.bytes = e.bytes;
     wr.raddr = e.raddr;
     wr.rkey = e.rkey;
-    wr.remote_qpn = e.remote_qpn;
-    if (e.remote_qpn != 0 || e.dlid != 0 || e.dgid_prefix != 0 || e.dgid_iid != 0)
-        wr.av = topo_.intern_av(e.dlid, Gid{e.dgid_prefix, e.dgid_iid});
+    const ElementExtra& x = e.extra();
+    wr.remote_qpn = x.remote_qpn;
+    if (x.remote_qpn != 0 || x.dlid != 0 || x.dgid_prefix != 0 || x.dgid_iid != 0)
+        wr.av = topo_.intern_av(x.dlid, Gid{x.dgid_prefix, x.dgid_iid});
     if (qp.verbs_unindexed > 0) {
         // The ring shows a WR the application posted through verbs: one operation, the verbs post's.
         const std::size_t i = same_wr(qp, wr, true);
@@ -412,7 +415,7 @@ void OpReconstruction::on_ring_completion(const DataElement& e, ProcId p) {
     }
     Qp& qp = topo_.qp(q);
     qp.gpu_cqe_seen = true;
-    applying_vendor_err_ = e.vendor_err;
+    applying_vendor_err_ = e.extra().vendor_err;
     applying_ring_cqe_ = true;
     const auto counter = static_cast<uint16_t>(e.wr_id);
     auto& sq = qp.sq;
@@ -448,7 +451,7 @@ void OpReconstruction::on_completion(const DataElement& e, ProcId p) {
         return;
     }
     bool matched;
-    applying_vendor_err_ = e.vendor_err;
+    applying_vendor_err_ = e.extra().vendor_err;
     applying_ring_cqe_ = false;
     if (e.status != kWcSuccess)  // the opcode of an error completion is undefined: try both queues
         matched = complete_send(p, q, e.wr_id, e.status, e.ts_ns) || complete_recv(p, q, e.wr_id, e.status, kOpRecv, e.bytes, e.ts_ns);

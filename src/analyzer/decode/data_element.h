@@ -12,12 +12,28 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "analyzer/decode/decoded_event.h"
 
 namespace sigmatrace::analyzer {
 
 enum class ElementKind : uint8_t { send, recv, srq_recv, completion };
+
+// The fields few elements carry, kept beside them (ElementExtras) so that an element is one cache line: the
+// reordering window holds tens of thousands of elements, and each byte of them is written and read back from
+// beyond the first-level cache. A UD send's address handle and destination QPN; a ring WQE's address vector
+// (UD and DC: destination QPN or DCT number, dlid, dgid); an error completion's vendor error (ibv_wc.vendor_err
+// of a verbs poll; for a CQE the watcher read, its mlx5 syndrome | vendor syndrome << 8, deferred_records.h).
+struct ElementExtra {
+    uint64_t ah = 0;
+    uint64_t dgid_prefix = 0, dgid_iid = 0;
+    uint32_t remote_qpn = 0;
+    uint32_t vendor_err = 0;
+    uint16_t dlid = 0;
+    bool any() const { return (ah | dgid_prefix | dgid_iid | remote_qpn | vendor_err | dlid) != 0; }
+    bool operator==(const ElementExtra&) const = default;
+};
 
 // The event that carried an element: shared by all of that event's elements, so that an element stays small
 // and a held run of them (reorder_stage.h) keeps one copy of the strings.
@@ -29,39 +45,72 @@ struct ElementOrigin {
     std::string_view trace_hostname;
     int64_t event_ns = 0;   // the carrying event's timestamp (its emission; the watermark of reordering)
     uint64_t serial = 0;    // which event of the stream carried it: tells one event's elements from the next's
+    const ElementExtra* extras = nullptr;   // its elements' extra fields (DataElement::extra_index)
 };
 
 struct DataElement {
+    // An element whose extra fields are all zero (most of them) has none: extra() gives zeros.
+    static constexpr uint16_t kNoExtra = UINT16_MAX;
+
     const ElementOrigin* origin = nullptr;
     int64_t ts_ns = 0;          // capture time, ns from origin (the carrying event's time when none was captured)
     ElementKind kind = ElementKind::send;
-    // The first element of an events-format data event: that trace event is counted with it (a
-    // `deferred_records` carrier is counted as itself). `malformed`: that event's sequences disagreed.
-    bool counts_event = false;
-    bool malformed = false;
-    // A post the call refused (ret != 0, at or after bad_index): not posted, counted as a post error.
-    bool rejected = false;
     uint8_t opcode = 0;         // sends: ibv_wr_opcode; completions: ibv_wc_opcode
     uint8_t status = 0;         // completions: ibv_wc_status
-    // Error completions: ibv_wc.vendor_err (verbs polls), or for a CQE the watcher read (ring) its mlx5 syndrome
-    // | vendor syndrome << 8 (deferred_records.h). 0 for a success.
-    uint32_t vendor_err = 0;
+    // Ring elements: who wrote the WQE.
+    records::Poster poster = records::Poster::verbs;
+    // A post the call refused (ret != 0, at or after bad_index): not posted, counted as a post error.
+    bool rejected = false;
+    // The first element of an events-format data event: that trace event is counted with it (a
+    // `deferred_records` carrier is counted as itself). `malformed`: that event's sequences disagreed.
+    bool counts_event : 1 = false;
+    bool malformed : 1 = false;
+    // Ring elements: a WQE (wr_id its unwrapped producer index, whose low 16 bits a CQE names; opcode
+    // records::kNoWrOpcode when it moves no data) or a CQE (wr_id its wqe_counter).
+    bool ring : 1 = false;
+    uint16_t extra_index = kNoExtra;   // in origin->extras
+    uint32_t bytes = 0;         // posts: bytes of the WR; completions: byte_len
     uint32_t qp_num = 0;        // posts: the QP's number (0 for an SRQ); completions: the completing QP's
     uint64_t handle = 0;        // the QP (send, recv), the SRQ (srq_recv) or the CQ (completion)
     uint64_t wr_id = 0;
-    uint32_t bytes = 0;         // posts: bytes of the WR; completions: byte_len
     uint32_t send_flags = 0;
     uint32_t rkey = 0;
-    uint32_t remote_qpn = 0;    // UD sends
     uint64_t raddr = 0;
-    uint64_t ah = 0;            // UD sends
-    // Ring elements: a WQE (wr_id its unwrapped producer index, whose low 16 bits a CQE names; opcode
-    // records::kNoWrOpcode when it moves no data) or a CQE (wr_id its wqe_counter); who wrote the WQE; for UD and
-    // DC WQEs the address vector's destination (remote_qpn, dlid, dgid).
-    bool ring = false;
-    records::Poster poster = records::Poster::verbs;
-    uint16_t dlid = 0;
-    uint64_t dgid_prefix = 0, dgid_iid = 0;
+
+    const ElementExtra& extra() const {
+        static constexpr ElementExtra kNone{};
+        return extra_index == kNoExtra ? kNone : origin->extras[extra_index];
+    }
+};
+static_assert(sizeof(DataElement) == 64, "an element is one cache line (ElementExtra says why)");
+
+// The extra fields of one carrying event's elements, which their origin points at: the element decoder keeps
+// the current event's, a reordering stage a held run's.
+class ElementExtras {
+public:
+    void clear() { v_.clear(); }
+    // Gives `e` (of `origin`) the extra fields `x`, none when they are all zero. False when the event already
+    // has as many as an element can index (a damaged trace: the element keeps none).
+    [[gnu::always_inline]] bool set(DataElement& e, const ElementExtra& x, ElementOrigin& origin) {
+        if (!x.any()) [[likely]] {
+            e.extra_index = DataElement::kNoExtra;
+            return true;
+        }
+        return add(e, x, origin);
+    }
+
+private:
+    [[gnu::noinline]] bool add(DataElement& e, const ElementExtra& x, ElementOrigin& origin) {
+        if (v_.size() >= DataElement::kNoExtra) {
+            e.extra_index = DataElement::kNoExtra;
+            return false;
+        }
+        e.extra_index = static_cast<uint16_t>(v_.size());
+        v_.push_back(x);
+        origin.extras = v_.data();   // it may have moved
+        return true;
+    }
+    std::vector<ElementExtra> v_;
 };
 
 // The event an events-format element stands for (the one its counts_event counts).
@@ -93,7 +142,8 @@ inline bool post_rejected(int64_t ret, int64_t bad_index, uint64_t index) {
 // `emit(const DataElement&)`, in order, the first one with counts_event. Returns how many; 0 for an event
 // without elements (the caller counts that event itself) or of another id. `malformed` is set when the
 // sequences disagree with `n` (those elements still go out, bounded by the shortest reading as zeros).
-template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const ElementOrigin& origin, bool& malformed, Emit&& emit) {
+template <typename Emit>
+uint32_t for_each_element(const DecodedEvent& ev, ElementOrigin& origin, ElementExtras& extras, bool& malformed, Emit&& emit) {
     namespace F = fields;
     DataElement e;
     e.origin = &origin;
@@ -117,8 +167,10 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
             e.bytes = static_cast<uint32_t>(ev.at(F::post_send::bytes, k));
             e.raddr = ev.at(F::post_send::raddr, k);
             e.rkey = static_cast<uint32_t>(ev.at(F::post_send::rkey, k));
-            e.remote_qpn = static_cast<uint32_t>(ev.at(F::post_send::remote_qpn, k));
-            e.ah = ev.at(F::post_send::ah, k);
+            ElementExtra x;
+            x.remote_qpn = static_cast<uint32_t>(ev.at(F::post_send::remote_qpn, k));
+            x.ah = ev.at(F::post_send::ah, k);
+            malformed = !extras.set(e, x, origin) || malformed;
             emit(static_cast<const DataElement&>(e));
         }
         break;
@@ -159,7 +211,9 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
             e.qp_num = static_cast<uint32_t>(ev.at(F::poll_cq::qp_num, k));
             e.wr_id = ev.at(F::poll_cq::wr_id, k);
             e.status = static_cast<uint8_t>(ev.at(F::poll_cq::status, k));
-            e.vendor_err = e.status != 0 ? static_cast<uint32_t>(ev.at(F::poll_cq::vendor_err, k)) : 0;
+            ElementExtra x;
+            x.vendor_err = e.status != 0 ? static_cast<uint32_t>(ev.at(F::poll_cq::vendor_err, k)) : 0;
+            malformed = !extras.set(e, x, origin) || malformed;
             e.opcode = static_cast<uint8_t>(ev.at(F::poll_cq::opcode, k));
             e.bytes = static_cast<uint32_t>(ev.at(F::poll_cq::byte_len, k));
             emit(static_cast<const DataElement&>(e));
@@ -202,7 +256,9 @@ template <typename Emit> uint32_t for_each_element(const DecodedEvent& ev, const
             e.wr_id = ev.at(F::gpu_cqe::wqe_counter, k);
             const bool error = op == kReqErr || op == kRespErr;
             e.status = error ? wc_status_from_mlx5_syndrome(static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k))) : 0;
-            e.vendor_err = error ? static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k)) : 0;
+            ElementExtra x;
+            x.vendor_err = error ? static_cast<uint8_t>(ev.at(F::gpu_cqe::syndrome, k)) : 0;
+            malformed = !extras.set(e, x, origin) || malformed;
             // A requester's (0: its WQE's kind is not recorded) or a responder's.
             e.opcode = op == kReq || op == kReqErr ? 0 : op == kRespWrImm ? 129 : 128;
             e.bytes = static_cast<uint32_t>(ev.at(F::gpu_cqe::byte_cnt, k));

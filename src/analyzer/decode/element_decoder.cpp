@@ -4,6 +4,16 @@
 
 namespace sigmatrace::analyzer {
 
+// Where a record's elements go, with the extra fields of the event's elements (`full`: one found no room).
+struct ElementTarget {
+    EventSink& out;
+    ElementExtras& extras;
+    ElementOrigin& origin;
+    bool full = false;
+    // Gives `e` the extra fields `x` (not all zero).
+    void extra(DataElement& e, const ElementExtra& x) { full = !extras.set(e, x, origin) || full; }
+};
+
 namespace {
 namespace R = records;
 constexpr int kSend = static_cast<int>(R::RecordKind::post_send);
@@ -33,7 +43,7 @@ template <int K, std::size_t Col, bool kOne> uint64_t field(const R::RecordView&
 }
 
 // Each hands on the elements of a record of its kind, the fixed fields already in `e`.
-template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, ElementTarget& out) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
@@ -45,13 +55,17 @@ template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, Eve
         e.bytes = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, bytes)), kOne>(v, k));
         e.raddr = field<kSend, C<kSend>(offsetof(R::SendEntry, raddr)), kOne>(v, k);
         e.rkey = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, rkey)), kOne>(v, k));
-        e.remote_qpn = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn)), kOne>(v, k));
-        e.ah = field<kSend, C<kSend>(offsetof(R::SendEntry, ah)), kOne>(v, k);
-        out.on_element(e);
+        // UD sends only: the test is all most elements pay.
+        const auto remote_qpn = static_cast<uint32_t>(field<kSend, C<kSend>(offsetof(R::SendEntry, remote_qpn)), kOne>(v, k));
+        const uint64_t ah = field<kSend, C<kSend>(offsetof(R::SendEntry, ah)), kOne>(v, k);
+        e.extra_index = DataElement::kNoExtra;
+        if ((ah | remote_qpn) != 0) [[unlikely]]
+            out.extra(e, ElementExtra{.ah = ah, .remote_qpn = remote_qpn});
+        out.out.on_element(e);
     }
 }
 
-template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, ElementTarget& out) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
@@ -59,25 +73,27 @@ template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, Eve
         e.rejected = post_rejected(ret, bad, offset + k);
         e.wr_id = field<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id)), kOne>(v, k);
         e.bytes = static_cast<uint32_t>(field<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes)), kOne>(v, k));
-        out.on_element(e);
+        out.out.on_element(e);
     }
 }
 
-template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, ElementTarget& out) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.qp_num = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num)), kOne>(v, k));
         e.wr_id = field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id)), kOne>(v, k);
         e.status = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, status)), kOne>(v, k));
-        e.vendor_err = e.status != 0
-                           ? static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, vendor_err)), kOne>(v, k))
-                           : 0;
+        e.extra_index = DataElement::kNoExtra;
+        if (e.status != 0) [[unlikely]] {
+            const auto vendor_err = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, vendor_err)), kOne>(v, k));
+            if (vendor_err != 0) out.extra(e, ElementExtra{.vendor_err = vendor_err});
+        }
         e.opcode = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode)), kOne>(v, k));
         e.bytes = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len)), kOne>(v, k));
-        out.on_element(e);
+        out.out.on_element(e);
     }
 }
 
-template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, ElementTarget& out) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.wr_id = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi)), kOne>(v, k);
         e.opcode = static_cast<uint8_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode)), kOne>(v, k));
@@ -85,32 +101,33 @@ template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e
         e.bytes = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, bytes)), kOne>(v, k));
         e.raddr = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, raddr)), kOne>(v, k);
         e.rkey = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, rkey)), kOne>(v, k));
-        e.remote_qpn = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dest_qpn)), kOne>(v, k));
-        e.dlid = static_cast<uint16_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid)), kOne>(v, k));
-        e.dgid_prefix = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix)), kOne>(v, k);
-        e.dgid_iid = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid)), kOne>(v, k);
-        out.on_element(e);
+        ElementExtra x;
+        x.remote_qpn = static_cast<uint32_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dest_qpn)), kOne>(v, k));
+        x.dlid = static_cast<uint16_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dlid)), kOne>(v, k));
+        x.dgid_prefix = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix)), kOne>(v, k);
+        x.dgid_iid = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid)), kOne>(v, k);
+        e.extra_index = DataElement::kNoExtra;
+        if (x.any()) out.extra(e, x);
+        out.out.on_element(e);
     }
 }
 
-template <void (*One)(const R::RecordView&, DataElement&, EventSink&),
-          void (*Many)(const R::RecordView&, DataElement&, EventSink&)>
-void emit(const R::RecordView& v, DataElement& e, EventSink& out) {
+template <void (*One)(const R::RecordView&, DataElement&, ElementTarget&), void (*Many)(const R::RecordView&, DataElement&, ElementTarget&)>
+void emit(const R::RecordView& v, DataElement& e, ElementTarget& out) {
     if (v.n == 1) One(v, e, out);
     else Many(v, e, out);
 }
 }  // namespace
 
-inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns) {
+inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns, ElementTarget& out) {
     DataElement& e = by_kind_[static_cast<std::size_t>(v.kind)];
-    e.origin = &origin_;
     e.ts_ns = DecodedEvent::capture_or(v.ts, event_ns);
     switch (v.kind) {
     case R::RecordKind::post_send:
         e.kind = ElementKind::send;
         e.handle = v.fixed[F<kSend>(offsetof(R::SendFixed, qp))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, qp_num))]);
-        emit<emit_sends<true>, emit_sends<false>>(v, e, out_);
+        emit<emit_sends<true>, emit_sends<false>>(v, e, out);
         return;
     case R::RecordKind::post_recv:
     case R::RecordKind::post_srq_recv: {
@@ -118,14 +135,14 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
         e.handle = v.fixed[F<kRecv>(offsetof(R::RecvFixed, handle))];
         e.qp_num = srq ? 0 : static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, qp_num))]);
-        emit<emit_recvs<true>, emit_recvs<false>>(v, e, out_);
+        emit<emit_recvs<true>, emit_recvs<false>>(v, e, out);
         return;
     }
     case R::RecordKind::poll_cq:
         e.kind = ElementKind::completion;
         e.handle = v.fixed[F<kPoll>(offsetof(R::PollFixed, cq))];
         e.ring = static_cast<uint32_t>(v.fixed[F<kPoll>(offsetof(R::PollFixed, api))]) == R::kApiRingCompletion;
-        emit<emit_completions<true>, emit_completions<false>>(v, e, out_);
+        emit<emit_completions<true>, emit_completions<false>>(v, e, out);
         return;
     case R::RecordKind::ring_post:
         e.kind = ElementKind::send;
@@ -133,7 +150,7 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.handle = v.fixed[F<kRing>(offsetof(R::RingPostFixed, queue))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, qp_num))]);
         e.poster = static_cast<R::Poster>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, poster))]);
-        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, out_);
+        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, out);
         return;
     case R::RecordKind::pad: return;
     }
@@ -145,9 +162,10 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
         return;
     }
     origin_ = ElementOrigin{ev.trace_index, ev.vpid, ev.vtid, ev.procname, ev.trace_hostname, ev.ts_ns, ++serial_};
+    extras_.clear();
     if (ev.id != EventId::deferred_records) {
         bool malformed = false;
-        const uint32_t n = for_each_element(ev, origin_, malformed, [this](const DataElement& e) { out_.on_element(e); });
+        const uint32_t n = for_each_element(ev, origin_, extras_, malformed, [this](const DataElement& e) { out_.on_element(e); });
         // An event without elements (a failed call) is still an event of the trace: Analysis counts it.
         if (n == 0) out_.on_event(ev);
         return;
@@ -156,10 +174,11 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
     const FieldValue& words = ev.f[F::words];
     bool malformed = !records::layout_readable(ev.u(F::layout)) || words.seq_len != ev.u(F::n);
     if (records::layout_readable(ev.u(F::layout))) {
+        ElementTarget out{out_, extras_, origin_};
         const records::WalkResult r = records::walk_views(
-            words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns); },
+            words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns, out); },
             [&ev](uint64_t t) { return ev.capture_time(t); });
-        malformed = malformed || r.status != records::WalkStatus::ok;
+        malformed = malformed || r.status != records::WalkStatus::ok || out.full;
     }
     if (!malformed) {
         out_.on_event(ev);

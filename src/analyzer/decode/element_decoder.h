@@ -23,9 +23,15 @@
 
 namespace sigmatrace::analyzer {
 
+struct ElementTarget;
+
 class ElementDecoder final : public EventSink {
 public:
-    explicit ElementDecoder(EventSink& out) : out_(out) {}
+    explicit ElementDecoder(EventSink& out) : out_(out) {
+        for (DataElement& e : by_kind_) e.origin = &origin_;
+    }
+    ElementDecoder(const ElementDecoder&) = delete;   // its elements point at its origin_
+    ElementDecoder& operator=(const ElementDecoder&) = delete;
 
     void on_event(const DecodedEvent& ev) override;
     void on_element(const DataElement& e) override { out_.on_element(e); }
@@ -33,13 +39,15 @@ public:
 
 private:
     // Hands the elements of record `v` (checked by the walk) on.
-    [[gnu::always_inline]] inline void emit_record(const records::RecordView& v, int64_t event_ns);
+    [[gnu::always_inline]] inline void emit_record(const records::RecordView& v, int64_t event_ns, ElementTarget& out);
 
     EventSink& out_;
     ElementOrigin origin_;
+    ElementExtras extras_;   // the current event's (origin_.extras)
     uint64_t serial_ = 0;
     // One element per record kind, kept between records: a record sets every field its kind carries, and the
-    // fields it does not carry stay as constructed (zero), so that no element is built from nothing per record.
+    // fields it does not carry stay as constructed (zero; the origin: origin_), so that no element is built
+    // from nothing per record.
     std::array<DataElement, records::wire_detail::kKinds> by_kind_{};
 };
 

@@ -29,6 +29,10 @@ void ReorderStage::on_element(const DataElement& e) {
         Run& r = *runs_[open_];
         if (r.in_heap && r.origin.serial == e.origin->serial) [[likely]] {
             hold(r, e, key);
+            // Nothing became due: the watermark did not move (the event's time is in it), and an element added
+            // to a run in the heap does not change the run's key. Only the memory bound may be passed.
+            if (held_ > max_held_) [[unlikely]]
+                release_beyond_memory_bound();
             return;
         }
     }
@@ -74,6 +78,7 @@ void ReorderStage::on_element_slow(const DataElement& e) {
         r.in_heap = true;
     }
     hold(r, e, key);
+    release_due();
 }
 
 void ReorderStage::on_event(const DecodedEvent& ev) {
@@ -130,6 +135,7 @@ void ReorderStage::finish() {
 }
 
 void ReorderStage::release(int64_t upto_key_exclusive, bool all) {
+    summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);   // held_ only goes down from here
     while (!heap_.empty() && (all || heap_.front().key < upto_key_exclusive)) {
         std::pop_heap(heap_.begin(), heap_.end(), Later{});
         const Entry e = heap_.back();
@@ -175,9 +181,11 @@ uint32_t ReorderStage::open_run(const ElementOrigin& origin) {
     }
     Run& r = *runs_[idx];
     r.elements.clear();
+    r.extras.clear();
     r.next = 0;
     r.in_heap = false;
     r.origin = origin;
+    r.origin.extras = nullptr;   // the run's own, as its elements with extra fields come
     // Sized first: views into strs are taken after both strings are in.
     r.strs.assign(origin.procname);
     r.strs.append(origin.trace_hostname);

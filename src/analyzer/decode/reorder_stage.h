@@ -57,7 +57,7 @@ inline constexpr int64_t kAssumedDeferNs = 1'000'000;
 // this replaced let such a drain's merged poll pass the posts it completes. Memory is bounded by kMaxHeldEvents,
 // not by the window.
 inline constexpr int64_t kMaxReorderWindowNs = 10'000'000'000;
-// The most events and elements held at once (an element ~100 bytes, an event about 1 KB plus its strings and
+// The most events and elements held at once (an element 64 bytes, an event about 1 KB plus its strings and
 // sequences). Past it the oldest held ones are released before their time: a dense trace with a wide window
 // costs at most this, and what then comes older than one released that way is processed as late (counted).
 inline constexpr std::size_t kMaxHeldEvents = std::size_t{1} << 20;
@@ -84,11 +84,13 @@ private:
         std::vector<uint64_t> seqs;   // every sequence of ev, back to back
         std::string strs;             // every string of ev, back to back
     };
-    // Consecutive elements of one event, in capture order; `origin` is the copy they point at once released.
+    // Consecutive elements of one event, in capture order; `origin` is the copy they point at once released,
+    // with their extra fields (origin.extras).
     struct Run {
         ElementOrigin origin;
         std::string strs;
         std::vector<DataElement> elements;
+        ElementExtras extras;
         std::size_t next = 0;         // the first element not yet released
         bool in_heap = false;         // it has an entry: an element not yet released
     };
@@ -114,14 +116,18 @@ private:
         return false;
     }
     void on_element_slow(const DataElement& e);
-    // Appends `e` (key `key`) to the open run `r`, which is in the heap, and releases what became due.
-    void hold(Run& r, const DataElement& e, int64_t key) {
-        r.elements.push_back(e);
-        r.elements.back().origin = &r.origin;
+    // Appends `e` (key `key`) to the open run `r`, which is in the heap (what became due is the caller's).
+    [[gnu::always_inline]] void hold(Run& r, const DataElement& e, int64_t key) {
+        DataElement& held = r.elements.emplace_back(e);
+        held.origin = &r.origin;
+        if (e.extra_index != DataElement::kNoExtra) [[unlikely]]
+            keep_extra(r, held, e);
         open_last_key_ = key;
-        ++held_;
-        summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
-        release_due();
+        ++held_;   // summary_.max_held follows at the next release, which is where held_ goes down
+    }
+    // The run's copy of held element `e`'s extra fields (never full: a run has no more than e's event).
+    [[gnu::noinline]] static void keep_extra(Run& r, DataElement& held, const DataElement& e) {
+        r.extras.set(held, e.extra(), r.origin);
     }
     void count_late(int64_t key, uint64_t serial);
     void push(int64_t key, uint32_t slot, bool run, std::size_t items);
