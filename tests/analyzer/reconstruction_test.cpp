@@ -840,6 +840,37 @@ TEST(Barriers, AWordSignalledAloneUntilItsEpochsCloseNeverBecomesABarrier) {
     EXPECT_EQ(doc["barriers"]["candidate_words"], 1);
 }
 
+TEST(Barriers, AWordThatDiedOnOneTargetDoesNotHideTheSameAddressOnAnother) {
+    // Rank 3 signals nodeA's word 0xabc0 alone until the word can no longer be a barrier; its QP is then
+    // connected to nodeB, where it and rank 2 signal the same address and rkey in rounds: a barrier of its own,
+    // which the detector must not answer from the dead word's slot.
+    World w;
+    w.process(0, "nodeA");
+    w.process(1, "nodeB");
+    w.process(2, "nodeC");
+    w.process(3, "nodeD");
+    w.connect(3, 0);
+    uint64_t round = 0;
+    for (int i = 0; i < 20; ++i) signal_round(w, {3}, round++);
+    st_qp_modify_rec m{};   // rank 3's QP, to nodeB
+    m.qp = World::qp(3);
+    m.qp_num = World::qpn(3);
+    m.qp_state = 2;
+    m.dest_qp_num = World::qpn(1);
+    m.is_global = 1;
+    m.dgid_prefix = kPrefix;
+    m.dgid_iid = 0x11;
+    w.feed.emit(w.t++, World::vpid(3), m);
+    w.connect(2, 1);
+    for (int i = 0; i < 30; ++i) signal_round(w, {2, 3}, round++);
+    json doc = w.finish();
+    EXPECT_EQ(doc["barriers"]["candidate_words"], 2);
+    EXPECT_EQ(doc["barriers"]["epochs"], 30);
+    ASSERT_EQ(doc["barriers"]["words"].size(), 1u);
+    EXPECT_EQ(doc["barriers"]["words"][0]["raddr"], "0xabc0");
+    EXPECT_EQ(doc["barriers"]["words"][0]["node"], "nodeB");
+}
+
 st_process_info_rec identity(int64_t pid, int32_t rank, const char* host) {
     st_process_info_rec pi{};
     pi.schema_version = SIGMATRACE_SCHEMA_VERSION;

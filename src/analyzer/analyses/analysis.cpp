@@ -208,12 +208,14 @@ void Analysis::on_operations(std::span<const Operation> ops) {
         for (const Operation& op : ops) clocks_.add(op, qp);
         return;
     }
+    SendRun run;
+    const bool is_run = ops.size() > 1 && send_run_of(ops, run);
     stats_.add(ops);
     traffic_.add(ops);
-    barriers_.add(ops, qp);
+    barriers_.add(ops, qp, is_run ? &run : nullptr);
     progress_.add(ops);
     const bool per_link = windows_.enabled() || phases_.enabled();
-    if (per_link && ops.size() > 1 && take_send_run(ops, qp)) [[unlikely]] {
+    if (per_link && is_run && take_send_run(run, qp)) [[unlikely]] {
         for (OpListener* l : listeners_) l->on_operations(ops);
         return;
     }
@@ -239,13 +241,12 @@ void Analysis::on_operations(std::span<const Operation> ops) {
     for (OpListener* l : listeners_) l->on_operations(ops);
 }
 
-bool Analysis::take_send_run(std::span<const Operation> ops, const Qp& qp) {
+bool Analysis::take_send_run(const SendRun& run, const Qp& qp) {
     // Sends one completion retired, on one link and too small for the gray-link and incast detectors, that the
     // windows and the phases can each take whole; the rest of the per-operation work (outstanding work, clock
     // samples) goes one by one. Only completed operations: no error to count.
-    SendRun run;
-    if (!send_run_of(ops, run) || run.max_bytes >= options_.gray.min_bytes || run.max_bytes >= options_.incast.min_bytes)
-        return false;
+    const std::span<const Operation> ops = run.ops;
+    if (run.max_bytes >= options_.gray.min_bytes || run.max_bytes >= options_.incast.min_bytes) return false;
     const DataLink link = data_link_of(ops.front(), topo_);
     if ((windows_.enabled() && !windows_.takes_run(run, link)) || (phases_.enabled() && !phases_.takes_run(run, link)))
         return false;

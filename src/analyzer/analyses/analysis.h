@@ -217,7 +217,7 @@ private:
     }
     // What on_operations() does with a run of sends the link analyses take whole (data_link.h SendRun); false,
     // having done nothing, for any other run.
-    bool take_send_run(std::span<const Operation> ops, const Qp& qp);
+    bool take_send_run(const SendRun& run, const Qp& qp);
     // The end of the stream for reconstruction (in-flight WRs) and peers: what finish() and finish_clocks() share.
     void finish_reconstruction();
 

@@ -70,29 +70,47 @@ BarrierDetector::Word* BarrierDetector::find_word(const Key& key, uint64_t hash)
     }
 }
 
-void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp) {
+uint32_t BarrierDetector::new_target_id(QpId q, const Target& t) {
+    const auto [it, inserted] = target_ids_.try_emplace(t, static_cast<uint32_t>(targets_.size()));
+    if (inserted) targets_.push_back(t);
+    if (q != kNoId) {
+        if (q >= target_of_qp_.size()) target_of_qp_.resize(static_cast<std::size_t>(q) + 1, kEmptySlot);
+        target_of_qp_[q] = it->second;
+    }
+    return it->second;
+}
+
+void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp, const SendRun* run) {
     if (ops.empty()) return;
+    // A run of one opcode, all completed, none larger than a signal: every operation is a signal, or none is.
+    bool all_signals = false;
+    if (run != nullptr && run->max_bytes <= options_.max_signal_bytes && !options_.word) {
+        if (!is_signal(ops.front())) return;
+        all_signals = true;
+    }
     const bool addressed = !qp.dgid.empty() || qp.dlid != 0;
     // The run is one QP's: only rkey and raddr differ between its operations' keys.
-    Key key{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : ops.front().qp, 0, 0};
+    const Target t{qp.dgid, qp.dgid.empty() ? qp.dlid : 0, addressed ? kNoId : ops.front().qp};
+    const uint32_t target = target_id(ops.front().qp, t);
     for (const Operation& op : ops) {
-        if (!is_signal(op) || op.ud_ah != 0) continue;
-        key.rkey = op.rkey;
-        key.raddr = op.raddr;
-        if (log_) [[unlikely]] {
-            log_signal(op, key);
-            continue;
-        }
+        if (!(all_signals || is_signal(op)) || op.ud_ah != 0) continue;
         // Most small writes of a bandwidth run go to words that can no longer be barriers: answered here, the
-        // rest in add_signal().
-        Word*& recent = recent_[recent_slot(key)];
-        if (recent != nullptr && recent->dead && recent->key == key) continue;
-        add_signal(op, key, recent);
+        // rest in add_signal() (a detector that logs fills no slot).
+        const std::size_t slot = recent_slot(op.raddr, op.rkey, target);
+        const Recent& r = recent_[slot];
+        if (r.raddr == op.raddr && r.rkey == op.rkey && r.target == (target | kDead)) continue;
+        const Key key{t.gid, t.lid, t.local_qp, op.rkey, op.raddr};
+        if (log_) [[unlikely]]
+            log_signal(op, key);
+        else
+            add_signal(op, key, target, slot);
     }
 }
 
-void BarrierDetector::add_signal(const Operation& op, const Key& key, Word*& recent) {
-    if (recent == nullptr || !(recent->key == key)) {
+void BarrierDetector::add_signal(const Operation& op, const Key& key, uint32_t target, std::size_t slot) {
+    Recent& r = recent_[slot];
+    Word*& word = recent_word_[slot];
+    if (word == nullptr || (r.target & ~kDead) != target || r.raddr != key.raddr || r.rkey != key.rkey) {
         const uint64_t hash = mix(KeyHash{}(key));
         Word* found = find_word(key, hash);
         if (found == nullptr) {
@@ -112,10 +130,14 @@ void BarrierDetector::add_signal(const Operation& op, const Key& key, Word*& rec
             while (index_[i].word != nullptr) i = (i + 1) & mask;
             index_[i] = Slot{hash, found};
         }
-        recent = found;
+        r = Recent{key.raddr, key.rkey, target};
+        word = found;
     }
-    Word& w = *recent;
-    if (w.dead) return;
+    Word& w = *word;
+    if (w.dead) {
+        r.target = target | kDead;
+        return;
+    }
 
     auto [sig, inserted] = w.signals.try_emplace(op.proc, 0);
     if (inserted) {
@@ -153,6 +175,7 @@ void BarrierDetector::add_signal(const Operation& op, const Key& key, Word*& rec
         w.open.pop_lowest();
     }
     bury_if_dead(w);
+    if (w.dead) r.target = target | kDead;
 }
 
 void BarrierDetector::bury_if_dead(Word& w) const {
@@ -281,13 +304,14 @@ void BarrierDetector::replay() {
         op.qp = w.via;
         op.rkey = w.rkey;
         op.raddr = w.raddr;
-        Word* word = nullptr;
+        const uint32_t target = target_id(kNoId, Target{key.gid, key.lid, key.local_qp});
+        const std::size_t slot = recent_slot(key.raddr, key.rkey, target);
         while (!heads.empty()) {
             const std::size_t i = heads.top().second;
             heads.pop();
             op.proc = procs[i];
             op.post_ts = logs[i]->signals[next[i]++].post;
-            add_signal(op, key, word);
+            add_signal(op, key, target, slot);
             if (next[i] < logs[i]->signals.size()) heads.emplace(logs[i]->signals[next[i]].arrival, i);
         }
     }
@@ -329,7 +353,8 @@ BarrierResult BarrierDetector::finish(Topology& topo) {
     });
     words_.clear();
     index_.assign(index_.size(), Slot{});
-    recent_.fill(nullptr);
+    recent_.fill(Recent{});
+    recent_word_.fill(nullptr);
     return r;
 }
 

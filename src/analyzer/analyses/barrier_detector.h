@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analyzer/analyses/data_link.h"
 #include "analyzer/analyses/model.h"
 #include "analyzer/analyses/quantile_histogram.h"
 #include "analyzer/analyses/topology.h"
@@ -73,8 +74,10 @@ public:
     // `qp` is the initiator's QP: the word is identified by the remote address it connects to (GID/LID), so
     // detection does not wait for the target process's events to be read.
     void add(const Operation& op, const Qp& qp) { add(std::span<const Operation>(&op, 1), qp); }
-    // Operations of one QP (op_reconstruction.h): the target's address is taken once.
-    void add(std::span<const Operation> ops, const Qp& qp);
+    // Operations of one QP (op_reconstruction.h): the target's address is taken once. `run`, when they are one
+    // (data_link.h SendRun: completed, one opcode), says what they share, so that which of them are signals is
+    // decided once where it can be.
+    void add(std::span<const Operation> ops, const Qp& qp, const SendRun* run = nullptr);
     BarrierResult finish(Topology& topo);
 
     // A share of a trace (analysis.h, merge_share): a word's participants are in several shares, so a share
@@ -185,8 +188,8 @@ private:
         }
         return true;
     }
-    // A signal to the word of `key`; `recent` is its slot in recent_.
-    void add_signal(const Operation& op, const Key& key, Word*& recent);
+    // A signal to the word of `key`, whose target is numbered `target`; `slot` is its slot in recent_.
+    void add_signal(const Operation& op, const Key& key, uint32_t target, std::size_t slot);
     void close_epoch(Word& w, const OpenEpoch& e);
     void bury_if_dead(Word& w) const;
 
@@ -204,15 +207,53 @@ private:
     static_assert((std::size_t{1} << kIndexBits) >= 2 * kMaxWords);
     std::vector<Slot> index_ = std::vector<Slot>(std::size_t{1} << kIndexBits);
     Word* find_word(const Key& key, uint64_t hash) const;
-    // The words of recent signals, direct-mapped by address: consecutive signals mostly go to the same word,
-    // and a bandwidth run's small writes cycle over up to hundreds of buffers, each a (soon dead) candidate word that
-    // would otherwise cost a hash and a probe per write. A slot is checked against the full key.
+    // What the keys of a run of one QP's signals share (the target's GID and LID, or for a QP without a remote
+    // address the QP itself), numbered in the order first seen: a recent slot names it by its number.
+    struct Target {
+        Gid gid;
+        uint32_t lid = 0;
+        QpId local_qp = kNoId;
+        bool operator==(const Target&) const = default;
+    };
+    struct TargetHash {
+        std::size_t operator()(const Target& t) const {
+            return std::hash<uint64_t>()((t.gid.iid * 0x9e3779b97f4a7c15ULL) ^ t.gid.prefix ^ (static_cast<uint64_t>(t.lid) << 48) ^ t.local_qp);
+        }
+    };
+    // The number of target `t`, the run's of QP `q`: the QP's last one when `t` is still its target. Inline:
+    // a trace whose every WR is signaled asks once per operation.
+    uint32_t target_id(QpId q, const Target& t) {
+        if (q < target_of_qp_.size()) {
+            const uint32_t id = target_of_qp_[q];
+            if (id != kEmptySlot && targets_[id] == t) [[likely]]
+                return id;
+        }
+        return new_target_id(q, t);
+    }
+    uint32_t new_target_id(QpId q, const Target& t);
+    std::vector<Target> targets_;   // by number (below kEmptySlot: one per remote address or QP)
+    std::unordered_map<Target, uint32_t, TargetHash> target_ids_;
+    std::vector<uint32_t> target_of_qp_;   // by QpId: its last target's number (a QP may be re-addressed)
+
+    // The words of recent signals, direct-mapped by key: consecutive signals mostly go to the same word, and a
+    // bandwidth run's small writes cycle over up to hundreds of buffers, each a (soon dead) candidate word that
+    // would otherwise cost a hash and a probe per write. A slot holds its word's key (the target by number)
+    // and whether the word is dead, 16 bytes: a dead word's signals (most of a bandwidth run's) are answered
+    // from the slot alone, without reading the word, which lies elsewhere in memory.
     static constexpr int kRecentBits = 8;
-    static std::size_t recent_slot(const Key& k) {
-        return static_cast<std::size_t>(((k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^ k.local_qp) * 0x9e3779b97f4a7c15ULL) >>
+    static constexpr uint32_t kDead = 1u << 31;
+    static constexpr uint32_t kEmptySlot = kDead - 1;
+    struct Recent {
+        uint64_t raddr = 0;
+        uint32_t rkey = 0;
+        uint32_t target = kEmptySlot;   // | kDead: the word is dead
+    };
+    static std::size_t recent_slot(uint64_t raddr, uint32_t rkey, uint32_t target) {
+        return static_cast<std::size_t>(((raddr ^ (static_cast<uint64_t>(rkey) << 32) ^ target) * 0x9e3779b97f4a7c15ULL) >>
                                         (64 - kRecentBits));
     }
-    std::array<Word*, std::size_t{1} << kRecentBits> recent_{};
+    std::array<Recent, std::size_t{1} << kRecentBits> recent_{};
+    std::array<Word*, std::size_t{1} << kRecentBits> recent_word_{};
     uint64_t dropped_ = 0;
 
     // log_signals(): each word's signals per participant, in arrival order.
