@@ -7,7 +7,8 @@
 # `sigmatrace-analyze TRACE --quiet --json OUT` in interleaved rounds (default 21) and prints, per build, the user
 # CPU time (median and minimum, from wait4()'s rusage: microseconds, where /usr/bin/time rounds to 10 ms) with the
 # operations per second they mean, the peak RSS, the median of the per-round ratios NEW/BASE, and whether both
-# wrote the same JSON. Needs root (records inside tests/support/sandbox.sh --lttng), perftest and python3.
+# wrote the same JSON. Every run is pinned to one CPU (PIN_CPU, default the last one: taskset) so that runs do
+# not migrate between cores. Needs root (records inside tests/support/sandbox.sh --lttng), perftest and python3.
 set -euo pipefail
 base=$(cd "$1" && pwd); new=$(cd "$2" && pwd); ops=${3:-2000000}; rounds=${4:-21}
 work=${5:-$(mktemp -d /tmp/write-bw-speed.XXXXXX)}
@@ -27,16 +28,17 @@ REC
   "$root/tests/support/sandbox.sh" --lttng "$work/record.sh" >"$work/record.log" 2>&1 ||
     { echo "write_bw_speed.sh: recording failed: $work/record.log" >&2; exit 1; }
 fi
-python3 - "$work" "$ops" "$rounds" "$base/stage/bin/sigmatrace-analyze" "$new/stage/bin/sigmatrace-analyze" <<'PY'
+pin=${PIN_CPU:-$(($(nproc) - 1))}
+python3 - "$work" "$ops" "$rounds" "$pin" "$base/stage/bin/sigmatrace-analyze" "$new/stage/bin/sigmatrace-analyze" <<'PY'
 import filecmp, os, statistics, subprocess, sys
-work, ops, rounds, builds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:6]
+work, ops, rounds, pin, builds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:7]
 names = ("base", "new")
 user = {n: [] for n in names}
 rss = {n: [] for n in names}
 for r in range(rounds):
     for n in (names if r % 2 == 0 else names[::-1]):
         b = builds[names.index(n)]
-        p = subprocess.Popen([b, os.path.join(work, "trace"), "--quiet", "--json", os.path.join(work, n + ".json")],
+        p = subprocess.Popen(["taskset", "-c", pin, b, os.path.join(work, "trace"), "--quiet", "--json", os.path.join(work, n + ".json")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(p.pid, 0)
         if status != 0:
