@@ -337,11 +337,7 @@ TEST(DeferredRecords, EachRecordBecomesItsElementsInRecordOrder) {
     DecodedSeen sink;
     ElementDecoder decoder(sink);
     test::RecordFeeder feed(decoder);
-    st_deferred_records_rec r{};
-    r.layout = kLayout;
-    r.n = static_cast<uint32_t>(words.size());
-    r.words = words.data();
-    feed.emit(1000, kVpid, r);
+    feed.emit_words(1000, kVpid, words);
     // One element per WR and per completion, in the carrier's order, each with its record's capture time; the
     // carrier last, to be counted as the trace's event.
     ASSERT_EQ(sink.seen.size(), 7u);
@@ -411,11 +407,7 @@ TEST(DeferredRecords, ACarrierWithMoreExtraFieldsThanElementsCanIndexIsMarked) {
     } sink;
     ElementDecoder decoder(sink);
     test::RecordFeeder feed(decoder);
-    st_deferred_records_rec r{};
-    r.layout = kLayout;
-    r.n = static_cast<uint32_t>(words.size());
-    r.words = words.data();
-    feed.emit(1000, kVpid, r);
+    feed.emit_words(1000, kVpid, words);
     ASSERT_EQ(sink.wr_ids.size(), kRecords * kPerRecord);
     std::size_t with = 0;
     for (std::size_t i = 0; i < sink.wr_ids.size(); ++i) {

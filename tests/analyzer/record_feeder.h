@@ -5,6 +5,7 @@
 // origin, what the decoder hands over after converting them).
 #pragma once
 
+#include <sigmatrace/deferred_records_wire.h>
 #include <sigmatrace/schema.h>
 
 #include <array>
@@ -28,6 +29,15 @@ public:
     // Emits `rec` as process `vpid` of trace `trace` at time `ts` (ns).
     template <typename Rec> void emit(int64_t ts, int64_t vpid, const Rec& rec, uint32_t trace = 0) {
         emit_with(ts, vpid, rec, [](DecodedEvent&) {}, trace);
+    }
+    // A `deferred_records` carrier of `words` (records encoded as testing::encode_words does) as process `vpid`
+    // at time `ts`.
+    void emit_words(int64_t ts, int64_t vpid, const std::vector<uint64_t>& words) {
+        st_deferred_records_rec r{};
+        r.layout = records::kLayout;
+        r.n = static_cast<uint32_t>(words.size());
+        r.words = words.data();
+        emit(ts, vpid, r);
     }
     // The same, letting `mutate` corrupt the decoded event first (malformed-input tests).
     template <typename Rec, typename F>

@@ -438,11 +438,7 @@ TEST(ReorderStage, HeldElementsKeepTheirExtraFields) {
     process_info(f.feed, 1'000'000, 100);   // window 200 us: the carriers below are held until finish()
     auto carrier = [&](int64_t t, const std::vector<testing::TestRecord>& recs) {
         const std::vector<uint64_t> words = testing::encode_words(recs);
-        st_deferred_records_rec r{};
-        r.layout = records::kLayout;
-        r.n = static_cast<uint32_t>(words.size());
-        r.words = words.data();
-        f.feed.emit(t, kVpid, r);
+        f.feed.emit_words(t, kVpid, words);
     };
     records::SendFixed fixed{};
     fixed.qp = 0x1000;

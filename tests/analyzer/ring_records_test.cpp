@@ -149,11 +149,7 @@ struct World {
     // One deferred_records event of rank `rank` holding `recs` (capture times as given; 0: the event's time).
     void carrier(int rank, const std::vector<TestRecord>& recs, int64_t at, const records::EncodeOptions& opt = {}) {
         const std::vector<uint64_t> words = testing::encode_words(recs, opt);
-        st_deferred_records_rec r{};
-        r.layout = records::kLayout;
-        r.n = static_cast<uint32_t>(words.size());
-        r.words = words.data();
-        feed.emit(at, vpid(rank), r);
+        feed.emit_words(at, vpid(rank), words);
     }
     json finish() {
         stage.finish();
@@ -210,11 +206,7 @@ TEST(RingRecords, AWqeRecordAndACompletionRecordBecomeTheirElements) {
     Seen sink;
     ElementDecoder d(sink);
     RecordFeeder feed(d);
-    st_deferred_records_rec r{};
-    r.layout = records::kLayout;
-    r.n = static_cast<uint32_t>(words.size());
-    r.words = words.data();
-    feed.emit(9'000, 42, r);
+    feed.emit_words(9'000, 42, words);
 
     ASSERT_EQ(sink.elements.size(), 4u);
     const DataElement& w = sink.elements[0];
@@ -262,11 +254,7 @@ TEST(RingRecords, RedactionClearsTheRingRecordsAddressesAndKeys) {
     Seen sink;
     ElementDecoder d(sink);
     RecordFeeder feed(d);
-    st_deferred_records_rec r{};
-    r.layout = records::kLayout;
-    r.n = static_cast<uint32_t>(words.size());
-    r.words = words.data();
-    feed.emit(9'000, 42, r);
+    feed.emit_words(9'000, 42, words);
     ASSERT_EQ(sink.elements.size(), 1u);
     EXPECT_EQ(sink.elements[0].raddr, 0u);
     EXPECT_EQ(sink.elements[0].rkey, 0u);
