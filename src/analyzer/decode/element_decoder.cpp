@@ -6,7 +6,7 @@ namespace sigmatrace::analyzer {
 
 // Where a record's elements go, with the extra fields of the event's elements (`full`: one found no room).
 struct ElementTarget {
-    EventSink& out;
+    EventSink& sink;
     ElementExtras& extras;
     ElementOrigin& origin;
     bool full = false;
@@ -43,7 +43,7 @@ template <int K, std::size_t Col, bool kOne> uint64_t field(const R::RecordView&
 }
 
 // Each hands on the elements of a record of its kind, the fixed fields already in `e`.
-template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, ElementTarget& out) {
+template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, ElementTarget& to) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, batch_offset))]);
@@ -60,12 +60,12 @@ template <bool kOne> void emit_sends(const R::RecordView& v, DataElement& e, Ele
         const uint64_t ah = field<kSend, C<kSend>(offsetof(R::SendEntry, ah)), kOne>(v, k);
         e.extra_index = DataElement::kNoExtra;
         if ((ah | remote_qpn) != 0) [[unlikely]]
-            out.extra(e, ElementExtra{.ah = ah, .remote_qpn = remote_qpn});
-        out.out.on_element(e);
+            to.extra(e, ElementExtra{.ah = ah, .remote_qpn = remote_qpn});
+        to.sink.on_element(e);
     }
 }
 
-template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, ElementTarget& out) {
+template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, ElementTarget& to) {
     const auto ret = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, ret))]);
     const auto bad = static_cast<int32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, bad_index))]);
     const uint64_t offset = static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, batch_offset))]);
@@ -73,11 +73,11 @@ template <bool kOne> void emit_recvs(const R::RecordView& v, DataElement& e, Ele
         e.rejected = post_rejected(ret, bad, offset + k);
         e.wr_id = field<kRecv, C<kRecv>(offsetof(R::RecvEntry, wr_id)), kOne>(v, k);
         e.bytes = static_cast<uint32_t>(field<kRecv, C<kRecv>(offsetof(R::RecvEntry, bytes)), kOne>(v, k));
-        out.out.on_element(e);
+        to.sink.on_element(e);
     }
 }
 
-template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, ElementTarget& out) {
+template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& e, ElementTarget& to) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.qp_num = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, qp_num)), kOne>(v, k));
         e.wr_id = field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, wr_id)), kOne>(v, k);
@@ -85,15 +85,15 @@ template <bool kOne> void emit_completions(const R::RecordView& v, DataElement& 
         e.extra_index = DataElement::kNoExtra;
         if (e.status != 0) [[unlikely]] {
             const auto vendor_err = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, vendor_err)), kOne>(v, k));
-            if (vendor_err != 0) out.extra(e, ElementExtra{.vendor_err = vendor_err});
+            if (vendor_err != 0) to.extra(e, ElementExtra{.vendor_err = vendor_err});
         }
         e.opcode = static_cast<uint8_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, opcode)), kOne>(v, k));
         e.bytes = static_cast<uint32_t>(field<kPoll, C<kPoll>(offsetof(R::CompletionEntry, byte_len)), kOne>(v, k));
-        out.out.on_element(e);
+        to.sink.on_element(e);
     }
 }
 
-template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, ElementTarget& out) {
+template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e, ElementTarget& to) {
     for (uint32_t k = 0; k < v.n; ++k) {
         e.wr_id = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, pi)), kOne>(v, k);
         e.opcode = static_cast<uint8_t>(field<kRing, C<kRing>(offsetof(R::RingWqeEntry, opcode)), kOne>(v, k));
@@ -107,19 +107,19 @@ template <bool kOne> void emit_ring_posts(const R::RecordView& v, DataElement& e
         x.dgid_prefix = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_prefix)), kOne>(v, k);
         x.dgid_iid = field<kRing, C<kRing>(offsetof(R::RingWqeEntry, dgid_iid)), kOne>(v, k);
         e.extra_index = DataElement::kNoExtra;
-        if (x.any()) out.extra(e, x);
-        out.out.on_element(e);
+        if (x.any()) to.extra(e, x);
+        to.sink.on_element(e);
     }
 }
 
 template <void (*One)(const R::RecordView&, DataElement&, ElementTarget&), void (*Many)(const R::RecordView&, DataElement&, ElementTarget&)>
-void emit(const R::RecordView& v, DataElement& e, ElementTarget& out) {
-    if (v.n == 1) One(v, e, out);
-    else Many(v, e, out);
+void emit(const R::RecordView& v, DataElement& e, ElementTarget& to) {
+    if (v.n == 1) One(v, e, to);
+    else Many(v, e, to);
 }
 }  // namespace
 
-inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns, ElementTarget& out) {
+inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t event_ns, ElementTarget& to) {
     DataElement& e = by_kind_[static_cast<std::size_t>(v.kind)];
     e.ts_ns = DecodedEvent::capture_or(v.ts, event_ns);
     switch (v.kind) {
@@ -127,7 +127,7 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.kind = ElementKind::send;
         e.handle = v.fixed[F<kSend>(offsetof(R::SendFixed, qp))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kSend>(offsetof(R::SendFixed, qp_num))]);
-        emit<emit_sends<true>, emit_sends<false>>(v, e, out);
+        emit<emit_sends<true>, emit_sends<false>>(v, e, to);
         return;
     case R::RecordKind::post_recv:
     case R::RecordKind::post_srq_recv: {
@@ -135,14 +135,14 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.kind = srq ? ElementKind::srq_recv : ElementKind::recv;
         e.handle = v.fixed[F<kRecv>(offsetof(R::RecvFixed, handle))];
         e.qp_num = srq ? 0 : static_cast<uint32_t>(v.fixed[F<kRecv>(offsetof(R::RecvFixed, qp_num))]);
-        emit<emit_recvs<true>, emit_recvs<false>>(v, e, out);
+        emit<emit_recvs<true>, emit_recvs<false>>(v, e, to);
         return;
     }
     case R::RecordKind::poll_cq:
         e.kind = ElementKind::completion;
         e.handle = v.fixed[F<kPoll>(offsetof(R::PollFixed, cq))];
         e.ring = static_cast<uint32_t>(v.fixed[F<kPoll>(offsetof(R::PollFixed, api))]) == R::kApiRingCompletion;
-        emit<emit_completions<true>, emit_completions<false>>(v, e, out);
+        emit<emit_completions<true>, emit_completions<false>>(v, e, to);
         return;
     case R::RecordKind::ring_post:
         e.kind = ElementKind::send;
@@ -150,7 +150,7 @@ inline void ElementDecoder::emit_record(const records::RecordView& v, int64_t ev
         e.handle = v.fixed[F<kRing>(offsetof(R::RingPostFixed, queue))];
         e.qp_num = static_cast<uint32_t>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, qp_num))]);
         e.poster = static_cast<R::Poster>(v.fixed[F<kRing>(offsetof(R::RingPostFixed, poster))]);
-        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, out);
+        emit<emit_ring_posts<true>, emit_ring_posts<false>>(v, e, to);
         return;
     case R::RecordKind::pad: return;
     }
@@ -174,11 +174,11 @@ void ElementDecoder::on_event(const DecodedEvent& ev) {
     const FieldValue& words = ev.f[F::words];
     bool malformed = !records::layout_readable(ev.u(F::layout)) || words.seq_len != ev.u(F::n);
     if (records::layout_readable(ev.u(F::layout))) {
-        ElementTarget out{out_, extras_, origin_};
+        ElementTarget to{out_, extras_, origin_};
         const records::WalkResult r = records::walk_views(
-            words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns, out); },
+            words.seq, words.seq_len, [&](const records::RecordView& v) { emit_record(v, ev.ts_ns, to); },
             [&ev](uint64_t t) { return ev.capture_time(t); });
-        malformed = malformed || r.status != records::WalkStatus::ok || out.full;
+        malformed = malformed || r.status != records::WalkStatus::ok || to.full;
     }
     if (!malformed) {
         out_.on_event(ev);

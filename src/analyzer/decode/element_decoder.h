@@ -39,7 +39,7 @@ public:
 
 private:
     // Hands the elements of record `v` (checked by the walk) on.
-    [[gnu::always_inline]] inline void emit_record(const records::RecordView& v, int64_t event_ns, ElementTarget& out);
+    [[gnu::always_inline]] inline void emit_record(const records::RecordView& v, int64_t event_ns, ElementTarget& to);
 
     EventSink& out_;
     ElementOrigin origin_;
