@@ -118,13 +118,17 @@ def check_analysis(case, analysis, fabric, lost=0):
            if f.get("severity") in ("warning", "error", "critical")]
     if bad:
         fail(case, "findings of severity warning or error", "none", bad)
-    # Three warnings report a timing race, not a wrong count (the checks above still hold): a CQE the application
+    # Four warnings report a timing race, not a wrong count (the checks above still hold): a CQE the application
     # consumed before the watcher read it (counted, its operation still counted), and, rarely under load, one event
-    # of a direct queue ordered after its QP's destroy, or one CQE (of a WQE that moves no data, such as the NOP
-    # UCX posts to flush) whose WQE was not decoded. Printed, not failed; every other warning fails.
+    # of a direct queue ordered after its QP's destroy, one CQE (of a WQE that moves no data, such as the NOP
+    # UCX posts to flush) whose WQE was not decoded, or a transfer whose CQE was read more than 100 incast windows
+    # (100 ms) after its post (the watcher thread or the process kept off the CPU of a saturated machine), whose
+    # early part the incast analysis leaves out (its bytes are still in the traffic matrix). Printed, not failed;
+    # every other warning fails.
     tolerated = ("completions of directly driven queues were consumed by the application",
                  "events named a QP whose creation is not in the trace",
-                 "1 completions matched no posted work request")
+                 "1 completions matched no posted work request",
+                 "incast windows were left out of the incast analysis")
     warnings = [w for w in analysis.get("warnings", []) if not any(t in w for t in tolerated)]
     for w in analysis.get("warnings", []):
         if w not in warnings:
