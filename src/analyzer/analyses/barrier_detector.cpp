@@ -74,7 +74,7 @@ uint32_t BarrierDetector::new_target_id(QpId q, const Target& t) {
     const auto [it, inserted] = target_ids_.try_emplace(t, static_cast<uint32_t>(targets_.size()));
     if (inserted) targets_.push_back(t);
     if (q != kNoId) {
-        if (q >= target_of_qp_.size()) target_of_qp_.resize(static_cast<std::size_t>(q) + 1, kEmptySlot);
+        if (q >= target_of_qp_.size()) target_of_qp_.resize(static_cast<std::size_t>(q) + 1, kNoTarget);
         target_of_qp_[q] = it->second;
     }
     return it->second;

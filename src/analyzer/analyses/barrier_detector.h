@@ -217,7 +217,8 @@ private:
     };
     struct TargetHash {
         std::size_t operator()(const Target& t) const {
-            return std::hash<uint64_t>()((t.gid.iid * 0x9e3779b97f4a7c15ULL) ^ t.gid.prefix ^ (static_cast<uint64_t>(t.lid) << 48) ^ t.local_qp);
+            return std::hash<uint64_t>()((t.gid.iid * 0x9e3779b97f4a7c15ULL) ^ t.gid.prefix ^
+                                         (static_cast<uint64_t>(t.lid) << 48) ^ t.local_qp);
         }
     };
     // The number of target `t`, the run's of QP `q`: the QP's last one when `t` is still its target. Inline:
@@ -225,13 +226,13 @@ private:
     uint32_t target_id(QpId q, const Target& t) {
         if (q < target_of_qp_.size()) {
             const uint32_t id = target_of_qp_[q];
-            if (id != kEmptySlot && targets_[id] == t) [[likely]]
+            if (id != kNoTarget && targets_[id] == t) [[likely]]
                 return id;
         }
         return new_target_id(q, t);
     }
     uint32_t new_target_id(QpId q, const Target& t);
-    std::vector<Target> targets_;   // by number (below kEmptySlot: one per remote address or QP)
+    std::vector<Target> targets_;   // by number (below kNoTarget: one per remote address or QP)
     std::unordered_map<Target, uint32_t, TargetHash> target_ids_;
     std::vector<uint32_t> target_of_qp_;   // by QpId: its last target's number (a QP may be re-addressed)
 
@@ -242,11 +243,11 @@ private:
     // from the slot alone, without reading the word, which lies elsewhere in memory.
     static constexpr int kRecentBits = 8;
     static constexpr uint32_t kDead = 1u << 31;
-    static constexpr uint32_t kEmptySlot = kDead - 1;
+    static constexpr uint32_t kNoTarget = kDead - 1;   // an empty slot's, a QP's before its first run
     struct Recent {
         uint64_t raddr = 0;
         uint32_t rkey = 0;
-        uint32_t target = kEmptySlot;   // | kDead: the word is dead
+        uint32_t target = kNoTarget;   // | kDead: the word is dead
     };
     static std::size_t recent_slot(uint64_t raddr, uint32_t rkey, uint32_t target) {
         return static_cast<std::size_t>(((raddr ^ (static_cast<uint64_t>(rkey) << 32) ^ target) * 0x9e3779b97f4a7c15ULL) >>
