@@ -99,7 +99,7 @@ void BarrierDetector::add(std::span<const Operation> ops, const Qp& qp, const Se
         const std::size_t slot = recent_slot(op.raddr, op.rkey, target);
         const Recent& r = recent_[slot];
         if (r.raddr == op.raddr && r.rkey == op.rkey && r.target == (target | kDead)) continue;
-        const Key key{t.gid, t.lid, t.local_qp, op.rkey, op.raddr};
+        const Key key{t, op.rkey, op.raddr};
         if (log_) [[unlikely]]
             log_signal(op, key);
         else
@@ -304,7 +304,7 @@ void BarrierDetector::replay() {
         op.qp = w.via;
         op.rkey = w.rkey;
         op.raddr = w.raddr;
-        const uint32_t target = target_id(kNoId, Target{key.gid, key.lid, key.local_qp});
+        const uint32_t target = target_id(kNoId, key.target);
         const std::size_t slot = recent_slot(key.raddr, key.rkey, target);
         while (!heads.empty()) {
             const std::size_t i = heads.top().second;

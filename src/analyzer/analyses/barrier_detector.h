@@ -103,20 +103,32 @@ public:
     }
 
 private:
+    // Where a word lives but for its address: what the keys of a run of one QP's signals share. Numbered in
+    // the order first seen: a recent slot names it by its number.
+    struct Target {
+        Gid gid;                  // the target's GID, or
+        uint32_t lid = 0;         // its LID, or
+        QpId local_qp = kNoId;    // for a QP with no remote address (loopback), the QP itself
+        bool operator==(const Target&) const = default;
+        uint64_t bits() const {   // the hashes' share of it
+            return (gid.iid * 0x9e3779b97f4a7c15ULL) ^ gid.prefix ^ (static_cast<uint64_t>(lid) << 48) ^ local_qp;
+        }
+    };
+    struct TargetHash {
+        std::size_t operator()(const Target& t) const { return std::hash<uint64_t>()(t.bits()); }
+    };
     struct Key {
-        Gid gid;          // the target's GID, or
-        uint32_t lid;     // its LID, or
-        QpId local_qp;    // for a QP with no remote address (loopback), the QP itself
+        Target target;
         uint32_t rkey;
         uint64_t raddr;
         bool operator==(const Key&) const = default;
-        template <class Archive> void serialize(Archive& ar) { ar(gid.prefix, gid.iid, lid, local_qp, rkey, raddr); }
+        template <class Archive> void serialize(Archive& ar) {
+            ar(target.gid.prefix, target.gid.iid, target.lid, target.local_qp, rkey, raddr);
+        }
     };
     struct KeyHash {
         std::size_t operator()(const Key& k) const {
-            return std::hash<uint64_t>()(k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^
-                                         (k.gid.iid * 0x9e3779b97f4a7c15ULL) ^ k.gid.prefix ^
-                                         (static_cast<uint64_t>(k.lid) << 48) ^ k.local_qp);
+            return std::hash<uint64_t>()(k.raddr ^ (static_cast<uint64_t>(k.rkey) << 32) ^ k.target.bits());
         }
     };
     struct OpenEpoch {
@@ -207,20 +219,6 @@ private:
     static_assert((std::size_t{1} << kIndexBits) >= 2 * kMaxWords);
     std::vector<Slot> index_ = std::vector<Slot>(std::size_t{1} << kIndexBits);
     Word* find_word(const Key& key, uint64_t hash) const;
-    // What the keys of a run of one QP's signals share (the target's GID and LID, or for a QP without a remote
-    // address the QP itself), numbered in the order first seen: a recent slot names it by its number.
-    struct Target {
-        Gid gid;
-        uint32_t lid = 0;
-        QpId local_qp = kNoId;
-        bool operator==(const Target&) const = default;
-    };
-    struct TargetHash {
-        std::size_t operator()(const Target& t) const {
-            return std::hash<uint64_t>()((t.gid.iid * 0x9e3779b97f4a7c15ULL) ^ t.gid.prefix ^
-                                         (static_cast<uint64_t>(t.lid) << 48) ^ t.local_qp);
-        }
-    };
     // The number of target `t`, the run's of QP `q`: the QP's last one when `t` is still its target. Inline:
     // a trace whose every WR is signaled asks once per operation.
     uint32_t target_id(QpId q, const Target& t) {

@@ -106,8 +106,7 @@ void ReorderStage::on_event(const DecodedEvent& ev) {
 void ReorderStage::push(int64_t key, uint32_t slot, bool run, std::size_t items) {
     heap_.push_back(Entry{key, arrivals_++, slot, run});
     std::push_heap(heap_.begin(), heap_.end(), Later{});
-    held_ += items;
-    summary_.max_held = std::max<uint64_t>(summary_.max_held, held_);
+    held_ += items;   // summary_.max_held follows at the next release
 }
 
 void ReorderStage::close_run() {
